@@ -1,0 +1,163 @@
+"""Build the fastpe extension: Cython kernel, with OpenMP when the compiler has it.
+
+Environment variables
+---------------------
+FASTPE_DISABLE_OPENMP=1   force the serial build (no OpenMP flags at all).
+FASTPE_REQUIRE_OPENMP=1   fail the build instead of falling back to serial when
+                          the OpenMP probe fails (used for release wheels).
+FASTPE_SANITIZE=1         add -fsanitize=address,undefined (for the sanitizer CI job).
+FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import warnings
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+# What each compiler family needs for OpenMP: (compile flags, link flags).
+# Apple clang has no -fopenmp driver flag; libomp must be supplied (cibuildwheel
+# config sets CPPFLAGS/LDFLAGS to a libomp built for the deployment target).
+OPENMP_FLAGS = {
+    "msvc": (["/openmp"], []),
+    "apple-clang": (["-Xpreprocessor", "-fopenmp"], ["-lomp"]),
+    "gcc-like": (["-fopenmp"], ["-fopenmp"]),
+}
+
+# No -ffast-math, ever: the double-double arithmetic in _pe_core.h relies on IEEE
+# rounding of every operation.  -ffp-contract=off keeps FMA contraction from
+# changing results between machines (bitwise reproducibility, exact error terms).
+BASE_CFLAGS = {
+    "msvc": ["/O2", "/fp:precise"],
+    "gcc-like": ["-O3", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math"],
+}
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _compiler_family(compiler) -> str:
+    if compiler.compiler_type == "msvc":
+        return "msvc"
+    if sys.platform == "darwin":
+        cc = os.environ.get("CC", "") or " ".join(getattr(compiler, "compiler", []) or [])
+        if "gcc" not in os.path.basename(cc.split()[0] if cc else ""):
+            return "apple-clang"
+    return "gcc-like"
+
+
+PROBE = textwrap.dedent(
+    """
+    #include <omp.h>
+    #include <stdio.h>
+    int main(void) {
+        int n = 0;
+        #pragma omp parallel reduction(+:n)
+        n += 1;
+        printf("%d %d\\n", n, omp_get_max_threads());
+        return n > 0 ? 0 : 1;
+    }
+    """
+)
+
+
+def probe_openmp(compiler, cflags, ldflags) -> bool:
+    """Compile, link and run a small OpenMP program (as scikit-learn does)."""
+    tmp = tempfile.mkdtemp(prefix="fastpe-omp-")
+    cwd = os.getcwd()
+    try:
+        os.chdir(tmp)
+        with open("probe.c", "w") as f:
+            f.write(PROBE)
+        extra_pre = os.environ.get("CPPFLAGS", "").split()
+        extra_ld = os.environ.get("LDFLAGS", "").split()
+        objs = compiler.compile(["probe.c"], output_dir=tmp, extra_postargs=extra_pre + cflags)
+        exe = os.path.join(tmp, "probe" + (".exe" if sys.platform == "win32" else ""))
+        compiler.link_executable(objs, "probe", output_dir=tmp, extra_postargs=extra_ld + ldflags)
+        out = subprocess.run([exe], capture_output=True, text=True, timeout=60)
+        return out.returncode == 0 and out.stdout.strip() != ""
+    except Exception as exc:  # any compile/link/run failure means "no OpenMP"
+        print(f"fastpe: OpenMP probe failed: {exc!r}")
+        return False
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class BuildExt(build_ext):
+    def build_extensions(self):
+        family = _compiler_family(self.compiler)
+        cflags = list(BASE_CFLAGS["msvc" if family == "msvc" else "gcc-like"])
+        ldflags: list[str] = []
+        if _env_flag("FASTPE_SANITIZE") and family != "msvc":
+            cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g", "-O1"]
+            cflags += ["-fno-sanitize-recover=undefined"]
+            ldflags += ["-fsanitize=address,undefined"]
+        cflags += os.environ.get("FASTPE_EXTRA_CFLAGS", "").split()
+
+        use_openmp = False
+        if _env_flag("FASTPE_DISABLE_OPENMP"):
+            print("fastpe: FASTPE_DISABLE_OPENMP set -> serial build (no OpenMP)")
+        else:
+            omp_c, omp_l = OPENMP_FLAGS[family]
+            if probe_openmp(self.compiler, omp_c, omp_l):
+                use_openmp = True
+                cflags += omp_c
+                ldflags += omp_l
+                print(f"fastpe: OpenMP enabled ({family}: {' '.join(omp_c + omp_l)})")
+            else:
+                if _env_flag("FASTPE_REQUIRE_OPENMP"):
+                    raise RuntimeError(
+                        "fastpe: FASTPE_REQUIRE_OPENMP is set but the compiler has no usable OpenMP"
+                    )
+                warnings.warn(
+                    "fastpe: the compiler has no usable OpenMP; building the SERIAL kernel "
+                    "(correct, but single-threaded). Install an OpenMP runtime "
+                    "(libgomp / libomp) for the parallel build."
+                )
+        for ext in self.extensions:
+            ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
+            ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
+            ext.define_macros = list(ext.define_macros or []) + [
+                ("FASTPE_BUILT_WITH_OPENMP", "1" if use_openmp else "0")
+            ]
+        super().build_extensions()
+
+
+def extensions():
+    from Cython.Build import cythonize
+
+    exts = [
+        Extension(
+            "fastpe.kernel",
+            sources=["src/fastpe/kernel.pyx"],
+            include_dirs=["src/fastpe"],
+            depends=["src/fastpe/_pe_core.h", "src/fastpe/_openmp_helpers.pxd", "src/fastpe/kernel.pxd"],
+        ),
+    ]
+    return cythonize(
+        exts,
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "initializedcheck": False,
+            "cdivision": True,
+            "embedsignature": True,
+            "freethreading_compatible": True,
+        },
+        # A stale .c generated for another OpenMP setting must not be reused.
+        force=True,
+    )
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})

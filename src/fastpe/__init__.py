@@ -1,0 +1,27 @@
+"""fastpe: fast, accurate sinusoidal positional encodings on the CPU.
+
+>>> import fastpe
+>>> P = fastpe.sinusoidal(2048, 512)          # (2048, 512) float32 table
+>>> P.shape, P.dtype
+((2048, 512), dtype('float32'))
+
+Public API: :func:`sinusoidal`, :func:`reference` (the pure-NumPy twin),
+:func:`build_info`, ``__version__``.
+"""
+
+from ._version import __version__
+
+try:
+    from ._api import build_info, sinusoidal
+except ImportError as exc:  # pragma: no cover - only on a broken install
+    if "kernel" in str(exc) or "fastpe" in str(exc):
+        raise ImportError(
+            f"fastpe's compiled kernel could not be imported ({exc}). If you are in the "
+            "source tree, you are importing the uncompiled sources: install the package "
+            "(`pip install .`) and run from another directory. If this is an installed "
+            "wheel, the OpenMP runtime it was built against may be missing."
+        ) from exc
+    raise
+from ._reference import reference
+
+__all__ = ["__version__", "build_info", "reference", "sinusoidal"]

@@ -1,0 +1,339 @@
+/*
+ * fastpe numeric core: double-double arithmetic, an accurate sin/cos of an
+ * exactly represented angle, and the per-row writers used by kernel.pyx.
+ *
+ * Why the design looks like this
+ * ------------------------------
+ * P[k, .] needs sin/cos(k * w_i).  Two error sources dominate naive code:
+ *   1. rounding the angle k*w to a double (error ~ k*w*2^-53, 1e-10 at k=1e6),
+ *   2. one libm call per element (slow: ~10-20 ns).
+ * fastpe keeps each frequency in double-double, measured in *turns*
+ * (f_i = w_i / 2pi), so the exact product k*f_i splits into an integer number
+ * of quarter turns (dropped after taking the quadrant) and a small remainder
+ * that is accurate to ~2^-100.  sin/cos of that remainder come from short
+ * polynomials (no libm, branch-free, vectorisable).
+ *
+ * Only a few of those accurate evaluations are done per call: rows are grouped
+ * into blocks of B rows; for every block the "anchor" e^{i*K0*w} is evaluated
+ * accurately, and every row K0+j of the block is the anchor rotated by the
+ * table entry e^{i*j*w} (also accurate), one complex multiply per pair.  The
+ * error of that product does not grow with k (unlike a running recurrence).
+ * Table entries are kept as (cos-1, sin) so small rotations lose nothing.
+ *
+ * Everything here must be compiled WITHOUT -ffast-math (it may legally delete
+ * the error terms) and with -ffp-contract=off (so results are bitwise the same
+ * with and without FMA hardware).  Results depend only on (position, column),
+ * never on the thread partition, so any thread count gives identical bits.
+ */
+#ifndef FASTPE_PE_CORE_H
+#define FASTPE_PE_CORE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#if defined(_MSC_VER)
+#define PE_INLINE static __inline
+#define PE_RESTRICT __restrict
+#else
+#define PE_INLINE static inline
+#define PE_RESTRICT __restrict__
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Constants in double-double (hi + lo), from mpmath at 300 bits.            */
+/* ------------------------------------------------------------------------- */
+#define PE_INV2PI_HI 0.15915494309189535       /* 0x1.45f306dc9c883p-3 */
+#define PE_INV2PI_LO (-9.839338337591243e-18)  /* -0x1.6b01ec5417056p-57 */
+#define PE_PIO2_HI 1.5707963267948966          /* 0x1.921fb54442d18p+0 */
+#define PE_PIO2_LO 6.123233995736766e-17       /* 0x1.1a62633145c07p-54 */
+#define PE_LN2_HI 0.6931471805599453           /* 0x1.62e42fefa39efp-1 */
+#define PE_LN2_LO 2.3190468138462996e-17       /* 0x1.abc9e3b39803fp-56 */
+/* Veltkamp splitter 2^27+1 and the round-to-nearest-integer "magic" 1.5*2^52. */
+#define PE_SPLITTER 134217729.0
+#define PE_MAGIC 6755399441055744.0
+
+/* |K * f| (in turns) must stay below this for the quarter-turn reduction to be
+ * exact; the Python layer and the C API check positions against it. */
+#define PE_MAX_TURNS 35184372088832.0          /* 2^45 */
+
+typedef struct { double hi, lo; } pe_dd;
+
+PE_INLINE pe_dd pe_two_sum(double a, double b) {
+    pe_dd r;
+    double s = a + b;
+    double bb = s - a;
+    r.hi = s;
+    r.lo = (a - (s - bb)) + (b - bb);
+    return r;
+}
+
+/* requires |a| >= |b| (or a == 0) */
+PE_INLINE pe_dd pe_fast_two_sum(double a, double b) {
+    pe_dd r;
+    double s = a + b;
+    r.hi = s;
+    r.lo = b - (s - a);
+    return r;
+}
+
+PE_INLINE void pe_split(double a, double *hi, double *lo) {
+    double t = PE_SPLITTER * a;
+    *hi = t - (t - a);
+    *lo = a - *hi;
+}
+
+/* Exact product a*b = hi + lo (Dekker; no FMA needed, so no slow fma() emulation
+ * on baseline x86-64 and identical results everywhere). */
+PE_INLINE pe_dd pe_two_prod(double a, double b) {
+    double ah, al, bh, bl;
+    pe_dd r;
+    pe_split(a, &ah, &al);
+    pe_split(b, &bh, &bl);
+    r.hi = a * b;
+    r.lo = ((ah * bh - r.hi) + ah * bl + al * bh) + al * bl;
+    return r;
+}
+
+PE_INLINE pe_dd pe_dd_add(pe_dd a, pe_dd b) {
+    pe_dd s = pe_two_sum(a.hi, b.hi);
+    pe_dd t = pe_two_sum(a.lo, b.lo);
+    s.lo += t.hi;
+    s = pe_fast_two_sum(s.hi, s.lo);
+    s.lo += t.lo;
+    return pe_fast_two_sum(s.hi, s.lo);
+}
+
+PE_INLINE pe_dd pe_dd_mul(pe_dd a, pe_dd b) {
+    pe_dd p = pe_two_prod(a.hi, b.hi);
+    p.lo += a.hi * b.lo + a.lo * b.hi;
+    return pe_fast_two_sum(p.hi, p.lo);
+}
+
+PE_INLINE pe_dd pe_dd_mul_d(pe_dd a, double b) {
+    pe_dd p = pe_two_prod(a.hi, b);
+    p.lo += a.lo * b;
+    return pe_fast_two_sum(p.hi, p.lo);
+}
+
+PE_INLINE pe_dd pe_dd_div_d(pe_dd a, double b) {
+    double q1 = a.hi / b;
+    pe_dd p = pe_two_prod(q1, b);
+    pe_dd r = pe_two_sum(a.hi, -p.hi);
+    r.lo = r.lo - p.lo + a.lo;
+    double q2 = (r.hi + r.lo) / b;
+    return pe_fast_two_sum(q1, q2);
+}
+
+/* exp of a double-double, |x| < ~700.  Argument reduction by ln2 and 2^-9,
+ * Taylor series of expm1, then 9 squarings in expm1 form (2s + s^2). */
+PE_INLINE pe_dd pe_dd_exp(pe_dd x) {
+    const pe_dd ln2 = {PE_LN2_HI, PE_LN2_LO};
+    double n = nearbyint(x.hi / PE_LN2_HI);
+    pe_dd r = pe_dd_add(x, pe_dd_mul_d(ln2, -n));
+    r.hi *= 1.0 / 512.0;
+    r.lo *= 1.0 / 512.0;
+    /* expm1(r) = r + r^2/2! + ... ; |r| < 7e-4 so 10 terms reach 2^-110 */
+    pe_dd term = r, s = r;
+    for (int k = 2; k <= 11; k++) {
+        term = pe_dd_div_d(pe_dd_mul(term, r), (double)k);
+        s = pe_dd_add(s, term);
+    }
+    for (int k = 0; k < 9; k++) {
+        pe_dd two_s = {2.0 * s.hi, 2.0 * s.lo};
+        s = pe_dd_add(two_s, pe_dd_mul(s, s));
+    }
+    pe_dd one = {1.0, 0.0};
+    s = pe_dd_add(one, s);
+    s.hi = ldexp(s.hi, (int)n);
+    s.lo = ldexp(s.lo, (int)n);
+    return s;
+}
+
+/* natural log of a positive finite double, to double-double: one Newton step
+ * y <- y + a*exp(-y) - 1 doubles the 53 correct bits of libm's log. */
+PE_INLINE pe_dd pe_dd_log(double a) {
+    pe_dd y = {log(a), 0.0};
+    pe_dd my = {-y.hi, -y.lo};
+    pe_dd e = pe_dd_mul_d(pe_dd_exp(my), a);
+    pe_dd minus_one = {-1.0, 0.0};
+    return pe_dd_add(y, pe_dd_add(e, minus_one));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Frequencies                                                               */
+/* ------------------------------------------------------------------------- */
+/*
+ * A geometric frequency ladder, w_i = w0 * exp(-i * ln(base) / denom), stored
+ * in turns (w_i / 2pi) as double-double.  This one shape covers every
+ * convention in use (Vaswani: denom = d/2; tensor2tensor/fairseq: h-1;
+ * diffusers: h - shift), so new conventions only change (w0, base, denom).
+ * The high part is pre-split (Veltkamp) so the per-element product K*f_hi is
+ * exact with four multiplications.
+ */
+typedef struct {
+    double fh;   /* high part of f_i (turns) */
+    double fhh;  /* Veltkamp split of fh */
+    double fhl;
+    double fl;   /* low part of f_i */
+} pe_freq;
+
+PE_INLINE void pe_freqs(pe_freq *PE_RESTRICT fr, int64_t nf, double w0, double base, double denom) {
+    const pe_dd inv2pi = {PE_INV2PI_HI, PE_INV2PI_LO};
+    pe_dd lb = pe_dd_log(base);
+    pe_dd step = pe_dd_div_d(lb, -denom);         /* ln q = -ln(base)/denom */
+    pe_dd q = pe_dd_exp(step);
+    pe_dd f0 = pe_dd_mul_d(inv2pi, w0);
+    pe_dd f = f0;
+    /* Re-anchor every 64 steps with an independent exp so the chained product's
+     * rounding (~2^-104 per step) cannot accumulate over thousands of columns. */
+    for (int64_t i = 0; i < nf; i++) {
+        if (i > 0) {
+            if ((i & 63) == 0) {
+                pe_dd e = pe_dd_exp(pe_dd_mul_d(step, (double)i));
+                f = pe_dd_mul(f0, e);
+            } else {
+                f = pe_dd_mul(f, q);
+            }
+        }
+        fr[i].fh = f.hi;
+        fr[i].fl = f.lo;
+        pe_split(f.hi, &fr[i].fhh, &fr[i].fhl);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Accurate sin/cos at an exact position                                     */
+/* ------------------------------------------------------------------------- */
+/*
+ * Taylor coefficients 1/n! (|x| <= pi/4 * 1.05 after reduction: the first
+ * omitted term x^19/19! < 2e-19, far below 2^-53).  Plain Taylor instead of a
+ * minimax fit: a few more terms, but coefficients anyone can check.
+ */
+#define PE_S3 (-1.0 / 6.0)
+#define PE_S5 (1.0 / 120.0)
+#define PE_S7 (-1.0 / 5040.0)
+#define PE_S9 (1.0 / 362880.0)
+#define PE_S11 (-1.0 / 39916800.0)
+#define PE_S13 (1.0 / 6227020800.0)
+#define PE_S15 (-1.0 / 1307674368000.0)
+#define PE_S17 (1.0 / 355687428096000.0)
+#define PE_C2 (-1.0 / 2.0)
+#define PE_C4 (1.0 / 24.0)
+#define PE_C6 (-1.0 / 720.0)
+#define PE_C8 (1.0 / 40320.0)
+#define PE_C10 (-1.0 / 3628800.0)
+#define PE_C12 (1.0 / 479001600.0)
+#define PE_C14 (-1.0 / 87178291200.0)
+#define PE_C16 (1.0 / 20922789888000.0)
+#define PE_C18 (-1.0 / 6402373705728000.0)
+
+/*
+ * sin, cos and cos-1 of 2*pi*K*f where f = fr->fh + fr->fl, K a double
+ * (an integer position, or any real position).  Absolute error <= ~1 ulp of
+ * 1.0 for |K*f| < PE_MAX_TURNS.  Branch-free so loops over i vectorise.
+ */
+PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl, const pe_freq *PE_RESTRICT fr,
+                               double *s_out, double *c_out, double *cm1_out) {
+    /* t = K * f exactly enough: Dekker product with pre-split halves. */
+    double ph = K * fr->fh;
+    double pl = ((Kh * fr->fhh - ph) + Kh * fr->fhl + Kl * fr->fhh) + Kl * fr->fhl;
+    pl += K * fr->fl;
+    /* quarter turns: u = 4t; n = nearest integer (exact for |u| < 2^51) */
+    double u = 4.0 * ph;
+    double n = (u + PE_MAGIC) - PE_MAGIC;
+    pe_dd v = pe_two_sum(u - n, 4.0 * pl);   /* u - n is exact */
+    /* a second rounding keeps |v| <= 1/2 even when pl is as large as ulp(ph) */
+    double n2 = (v.hi + PE_MAGIC) - PE_MAGIC;
+    v.hi -= n2;
+    n += n2;
+    v = pe_fast_two_sum(v.hi, v.lo);
+    /* angle a = v * pi/2 as double-double */
+    pe_dd a = pe_two_prod(v.hi, PE_PIO2_HI);
+    a.lo += v.hi * PE_PIO2_LO + v.lo * PE_PIO2_HI;
+    a = pe_fast_two_sum(a.hi, a.lo);
+    double x = a.hi, z = x * x;
+    double sp = x + x * z * (PE_S3 + z * (PE_S5 + z * (PE_S7 + z * (PE_S9 + z * (PE_S11 +
+                z * (PE_S13 + z * (PE_S15 + z * PE_S17)))))));
+    double cm = z * (PE_C2 + z * (PE_C4 + z * (PE_C6 + z * (PE_C8 + z * (PE_C10 +
+                z * (PE_C12 + z * (PE_C14 + z * (PE_C16 + z * PE_C18))))))));
+    /* first-order correction for the low part of the angle */
+    double s0 = sp + a.lo * (1.0 + cm);
+    double cm0 = cm - a.lo * sp;
+    double c0 = 1.0 + cm0;
+    /* quadrant r = n mod 4, computed in doubles (vectorises without int conversions):
+     * qd = n - 4*round(n/4) is in {-2,-1,0,1,2}; r=1 <-> 1, r=2 <-> +-2, r=3 <-> -1 */
+    double qd = n - 4.0 * (((0.25 * n) + PE_MAGIC) - PE_MAGIC);
+    double aq = fabs(qd);
+    int swap = (aq == 1.0);
+    int neg_s = (aq == 2.0) | (qd == -1.0);
+    int neg_c = (aq == 2.0) | (qd == 1.0);
+    double s = swap ? c0 : s0;
+    double c = swap ? s0 : c0;
+    s = neg_s ? -s : s;
+    c = neg_c ? -c : c;
+    *s_out = s;
+    *c_out = c;
+    /* cos-1: exact polynomial value in quadrant 0 (small angles lose nothing) */
+    *cm1_out = (aq == 0.0) ? cm0 : c - 1.0;
+}
+
+/* sin/cos (and cos-1) of 2*pi*K*f_i for i in [0, nf): the accurate evaluator
+ * applied along a row of frequencies. */
+PE_INLINE void pe_sincos_row(double K, const pe_freq *PE_RESTRICT fr, int64_t nf,
+                             double *PE_RESTRICT s, double *PE_RESTRICT c,
+                             double *PE_RESTRICT cm1) {
+    double Kh, Kl;
+    pe_split(K, &Kh, &Kl);
+    for (int64_t i = 0; i < nf; i++) {
+        pe_sincos_turns(K, Kh, Kl, &fr[i], &s[i], &c[i], &cm1[i]);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Row writers: anchor (As, Ac) rotated by table entry (Tcm1, Ts)            */
+/* ------------------------------------------------------------------------- */
+/*
+ *   sin(A + t) = sA + (sA*(cos t - 1) + cA*sin t)
+ *   cos(A + t) = cA + (cA*(cos t - 1) - sA*sin t)
+ * The bracket is small when t is small, so its rounding error is too.
+ *
+ * Column maps (nf = number of frequencies, d = width):
+ *   interleaved: col 2i = sin_i, col 2i+1 = cos_i; odd d -> last col = sin_{nf-1}
+ *   split:       cols [0, ns) = sin_i, cols [ns, d) = cos_i, ns = nf, nc = d - nf
+ * `PE_ROW_STORE` lets the same writers also do fused adds later.
+ */
+#define PE_DEFINE_ROW_WRITERS(T, SUFFIX)                                                  \
+PE_INLINE void pe_row_interleaved_##SUFFIX(T *PE_RESTRICT row, int64_t d,                 \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                      \
+        const double *PE_RESTRICT Tcm1, const double *PE_RESTRICT Ts) {                  \
+    int64_t np = d / 2;                                                                   \
+    for (int64_t i = 0; i < np; i++) {                                                    \
+        double sa = As[i], ca = Ac[i], tm = Tcm1[i], ts = Ts[i];                          \
+        row[2 * i] = (T)(sa + (sa * tm + ca * ts));                                       \
+        row[2 * i + 1] = (T)(ca + (ca * tm - sa * ts));                                   \
+    }                                                                                     \
+    if (d & 1) {                                                                          \
+        double sa = As[np], ca = Ac[np];                                                  \
+        row[d - 1] = (T)(sa + (sa * Tcm1[np] + ca * Ts[np]));                             \
+    }                                                                                     \
+}                                                                                         \
+PE_INLINE void pe_row_split_##SUFFIX(T *PE_RESTRICT row, int64_t d, int64_t nf,          \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                      \
+        const double *PE_RESTRICT Tcm1, const double *PE_RESTRICT Ts) {                  \
+    int64_t nc = d - nf;                                                                  \
+    T *PE_RESTRICT rc = row + nf;                                                         \
+    for (int64_t i = 0; i < nf; i++) {                                                    \
+        double sa = As[i], ca = Ac[i];                                                    \
+        row[i] = (T)(sa + (sa * Tcm1[i] + ca * Ts[i]));                                   \
+    }                                                                                     \
+    for (int64_t i = 0; i < nc; i++) {                                                    \
+        double sa = As[i], ca = Ac[i];                                                    \
+        rc[i] = (T)(ca + (ca * Tcm1[i] - sa * Ts[i]));                                    \
+    }                                                                                     \
+}
+
+PE_DEFINE_ROW_WRITERS(float, f32)
+PE_DEFINE_ROW_WRITERS(double, f64)
+
+#endif /* FASTPE_PE_CORE_H */

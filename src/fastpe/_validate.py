@@ -1,0 +1,114 @@
+"""Argument checking shared by every public function (one place, one style).
+
+Messages name the argument and the offending value, in NumPy's manner:
+``seq_len must be a non-negative integer, got -1``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+import sys
+from typing import Any
+
+import numpy as np
+
+LAYOUTS = ("interleaved", "split")
+_LAYOUT_CODES = {"interleaved": 0, "split": 1}
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def as_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """An integer argument: Python or NumPy integers only (not bool, not float)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got bool {value!r}")
+    try:
+        ivalue = operator.index(value)
+    except TypeError:
+        raise TypeError(
+            f"{name} must be an integer, got {type(value).__name__} {value!r}"
+        ) from None
+    if minimum is not None and ivalue < minimum:
+        if minimum == 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {ivalue}")
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {ivalue}")
+    return ivalue
+
+
+def as_base(value: Any, name: str = "base") -> float:
+    """A finite, strictly positive real number."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    fvalue = float(value)
+    if not math.isfinite(fvalue) or fvalue <= 0.0:
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return fvalue
+
+
+def as_layout(value: Any) -> int:
+    if not isinstance(value, str):
+        raise TypeError(f"layout must be a string, one of {LAYOUTS}, got {type(value).__name__}")
+    try:
+        return _LAYOUT_CODES[value]
+    except KeyError:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {value!r}") from None
+
+
+def as_float_dtype(value: Any) -> np.dtype:
+    try:
+        dt = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"dtype must be float32 or float64, got {value!r}") from None
+    if dt not in FLOAT_DTYPES or not dt.isnative:
+        raise TypeError(f"dtype must be float32 or float64 (native byte order), got {dt}")
+    return dt.newbyteorder("=")
+
+
+def as_num_threads(value: Any) -> int:
+    """None -> 0 (the OpenMP default: OMP_NUM_THREADS / threadpoolctl); else an int >= 1."""
+    if value is None:
+        return 0
+    return as_int(value, "num_threads", minimum=1)
+
+
+def check_table_size(seq_len: int, d_model: int, itemsize: int) -> None:
+    """Refuse tables whose byte size does not fit in the address space *before*
+    anything is allocated (NumPy would raise too, but with a less useful message)."""
+    if seq_len * d_model * itemsize > sys.maxsize:
+        raise ValueError(
+            f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats does not fit in memory"
+        )
+
+
+def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.ndarray:
+    """Validate a caller-supplied output array.  Accepted: a writable, aligned
+    ndarray (subclasses too) of exactly ``shape``, dtype float32/float64 in native
+    byte order, whose last axis is contiguous; rows may be strided (a column slice
+    of a wider matrix) but may not overlap or run backwards."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"out must have shape {shape}, got {out.shape}")
+    if out.dtype not in FLOAT_DTYPES or not out.dtype.isnative:
+        raise TypeError(f"out must have dtype float32 or float64 (native byte order), got {out.dtype}")
+    if dtype is not None and out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype} but dtype={dtype} was requested")
+    if not out.flags.writeable:
+        raise ValueError("out must be writable (got a read-only array)")
+    if not out.flags.aligned:
+        raise ValueError("out must be aligned to its dtype (got a misaligned buffer)")
+    itemsize = out.dtype.itemsize
+    if out.size:
+        if shape[-1] > 1 and out.strides[-1] != itemsize:
+            raise ValueError(
+                f"out's last axis must be contiguous (stride {itemsize}), got strides {out.strides}"
+            )
+        if len(shape) >= 2 and shape[-2] > 1:
+            row = out.strides[-2]
+            if row < shape[-1] * itemsize or row % itemsize:
+                raise ValueError(
+                    "out's rows must not overlap or run backwards "
+                    f"(row stride >= {shape[-1] * itemsize} bytes), got strides {out.strides}"
+                )
+    return out

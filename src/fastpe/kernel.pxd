@@ -1,0 +1,26 @@
+# Cython-level API of the fastpe kernel:  from fastpe.kernel cimport fill_f32, fill_f64
+#
+# Both fill a (seq_len, d_model) table whose row r starts at out + r*row_stride
+# (row_stride in elements, >= d_model) with the encoding of positions
+# offset .. offset+seq_len-1.  They take no GIL, may be called from any thread,
+# validate every argument and return 0 or one of the FASTPE_E* codes below.
+from libc.stdint cimport int64_t
+
+cdef enum:
+    FASTPE_LAYOUT_INTERLEAVED = 0
+    FASTPE_LAYOUT_SPLIT = 1
+
+cdef enum:
+    FASTPE_OK = 0
+    FASTPE_ENULL = 1       # out is NULL while seq_len > 0
+    FASTPE_ESIZE = 2       # seq_len < 0 or d_model < 1
+    FASTPE_ESTRIDE = 3     # row_stride < d_model (rows would overlap)
+    FASTPE_EBASE = 4       # base not finite and > 0
+    FASTPE_ELAYOUT = 5     # unknown layout
+    FASTPE_ERANGE = 6      # positions too large for an exact angle reduction
+    FASTPE_ENOMEM = 7      # scratch allocation failed
+
+cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, int layout, int num_threads) noexcept nogil
+cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, int layout, int num_threads) noexcept nogil
