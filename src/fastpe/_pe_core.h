@@ -253,13 +253,14 @@ PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl, const pe_freq *PE
     a.lo += v.hi * PE_PIO2_LO + v.lo * PE_PIO2_HI;
     a = pe_fast_two_sum(a.hi, a.lo);
     double x = a.hi, z = x * x;
-    double sp = x + x * z * (PE_S3 + z * (PE_S5 + z * (PE_S7 + z * (PE_S9 + z * (PE_S11 +
+    double sq = x * z * (PE_S3 + z * (PE_S5 + z * (PE_S7 + z * (PE_S9 + z * (PE_S11 +
                 z * (PE_S13 + z * (PE_S15 + z * PE_S17)))))));
     double cm = z * (PE_C2 + z * (PE_C4 + z * (PE_C6 + z * (PE_C8 + z * (PE_C10 +
                 z * (PE_C12 + z * (PE_C14 + z * (PE_C16 + z * PE_C18))))))));
-    /* first-order correction for the low part of the angle */
-    double s0 = sp + a.lo * (1.0 + cm);
-    double cm0 = cm - a.lo * sp;
+    /* The low part of the angle enters to first order (sin(x+e) ~ sin x + e cos x),
+     * added to the small terms first so the big term x or 1 is rounded only once. */
+    double s0 = x + (sq + a.lo * (1.0 + cm));
+    double cm0 = cm - a.lo * (x + sq);
     double c0 = 1.0 + cm0;
     /* quadrant r = n mod 4, computed in doubles (vectorises without int conversions):
      * qd = n - 4*round(n/4) is in {-2,-1,0,1,2}; r=1 <-> 1, r=2 <-> +-2, r=3 <-> -1 */
