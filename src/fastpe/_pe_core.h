@@ -57,6 +57,19 @@
  * exact; the Python layer and the C API check positions against it. */
 #define PE_MAX_TURNS 35184372088832.0          /* 2^45 */
 
+/*
+ * Wheels target baseline x86-64 (SSE2).  On glibc x86-64 with GCC the two hot
+ * loops are also compiled for AVX2 and AVX-512 and picked at load time (ifunc).
+ * Every clone performs the same IEEE operations in the same order (no FMA
+ * contraction), so all of them produce bitwise identical results.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
+    && defined(__GLIBC__) && !defined(FASTPE_NO_CLONES) && !defined(__SANITIZE_ADDRESS__)
+#define PE_TARGET_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define PE_TARGET_CLONES
+#endif
+
 typedef struct { double hi, lo; } pe_dd;
 
 PE_INLINE pe_dd pe_two_sum(double a, double b) {
@@ -171,14 +184,26 @@ PE_INLINE pe_dd pe_dd_log(double a) {
  * The high part is pre-split (Veltkamp) so the per-element product K*f_hi is
  * exact with four multiplications.
  */
+/* Structure of arrays (not an array of structs) so the evaluator's loop over i
+ * reads each field with unit stride and vectorises without shuffles. */
 typedef struct {
-    double fh;   /* high part of f_i (turns) */
-    double fhh;  /* Veltkamp split of fh */
-    double fhl;
-    double fl;   /* low part of f_i */
+    double *fh;   /* high part of f_i (turns) */
+    double *fhh;  /* Veltkamp split of fh: fh = fhh + fhl, each half 26 bits */
+    double *fhl;
+    double *fl;   /* low part of f_i */
 } pe_freq;
 
-PE_INLINE void pe_freqs(pe_freq *PE_RESTRICT fr, int64_t nf, double w0, double base, double denom) {
+/* Lay out a pe_freq over nf*4 doubles of caller memory. */
+PE_INLINE pe_freq pe_freq_view(double *mem, int64_t nf) {
+    pe_freq fr;
+    fr.fh = mem;
+    fr.fhh = mem + nf;
+    fr.fhl = mem + 2 * nf;
+    fr.fl = mem + 3 * nf;
+    return fr;
+}
+
+PE_INLINE void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom) {
     const pe_dd inv2pi = {PE_INV2PI_HI, PE_INV2PI_LO};
     pe_dd lb = pe_dd_log(base);
     pe_dd step = pe_dd_div_d(lb, -denom);         /* ln q = -ln(base)/denom */
@@ -196,9 +221,9 @@ PE_INLINE void pe_freqs(pe_freq *PE_RESTRICT fr, int64_t nf, double w0, double b
                 f = pe_dd_mul(f, q);
             }
         }
-        fr[i].fh = f.hi;
-        fr[i].fl = f.lo;
-        pe_split(f.hi, &fr[i].fhh, &fr[i].fhl);
+        fr.fh[i] = f.hi;
+        fr.fl[i] = f.lo;
+        pe_split(f.hi, &fr.fhh[i], &fr.fhl[i]);
     }
 }
 
@@ -233,12 +258,13 @@ PE_INLINE void pe_freqs(pe_freq *PE_RESTRICT fr, int64_t nf, double w0, double b
  * (an integer position, or any real position).  Absolute error <= ~1 ulp of
  * 1.0 for |K*f| < PE_MAX_TURNS.  Branch-free so loops over i vectorise.
  */
-PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl, const pe_freq *PE_RESTRICT fr,
+PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl,
+                               double fh, double fhh, double fhl, double fl,
                                double *s_out, double *c_out, double *cm1_out) {
     /* t = K * f exactly enough: Dekker product with pre-split halves. */
-    double ph = K * fr->fh;
-    double pl = ((Kh * fr->fhh - ph) + Kh * fr->fhl + Kl * fr->fhh) + Kl * fr->fhl;
-    pl += K * fr->fl;
+    double ph = K * fh;
+    double pl = ((Kh * fhh - ph) + Kh * fhl + Kl * fhh) + Kl * fhl;
+    pl += K * fl;
     /* quarter turns: u = 4t; n = nearest integer (exact for |u| < 2^51) */
     double u = 4.0 * ph;
     double n = (u + PE_MAGIC) - PE_MAGIC;
@@ -281,56 +307,83 @@ PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl, const pe_freq *PE
 
 /* sin/cos (and cos-1) of 2*pi*K*f_i for i in [0, nf): the accurate evaluator
  * applied along a row of frequencies. */
-PE_INLINE void pe_sincos_row(double K, const pe_freq *PE_RESTRICT fr, int64_t nf,
-                             double *PE_RESTRICT s, double *PE_RESTRICT c,
-                             double *PE_RESTRICT cm1) {
+PE_TARGET_CLONES
+static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
+                          double *PE_RESTRICT s, double *PE_RESTRICT c,
+                          double *PE_RESTRICT cm1) {
+    const double *PE_RESTRICT fh = fr.fh;
+    const double *PE_RESTRICT fhh = fr.fhh;
+    const double *PE_RESTRICT fhl = fr.fhl;
+    const double *PE_RESTRICT fl = fr.fl;
     double Kh, Kl;
     pe_split(K, &Kh, &Kl);
     for (int64_t i = 0; i < nf; i++) {
-        pe_sincos_turns(K, Kh, Kl, &fr[i], &s[i], &c[i], &cm1[i]);
+        pe_sincos_turns(K, Kh, Kl, fh[i], fhh[i], fhl[i], fl[i], &s[i], &c[i], &cm1[i]);
     }
 }
 
 /* ------------------------------------------------------------------------- */
-/* Row writers: anchor (As, Ac) rotated by table entry (Tcm1, Ts)            */
+/* Composing rotations, and the row writers (the hot loop)                   */
 /* ------------------------------------------------------------------------- */
 /*
+ * Rotations are kept as (cos t - 1, sin t): for small t the first is tiny and
+ * carries full relative precision, where cos t itself would round it away.
+ * Rotating an anchor angle A by a table angle t:
  *   sin(A + t) = sA + (sA*(cos t - 1) + cA*sin t)
  *   cos(A + t) = cA + (cA*(cos t - 1) - sA*sin t)
  * The bracket is small when t is small, so its rounding error is too.
- *
- * Column maps (nf = number of frequencies, d = width):
- *   interleaved: col 2i = sin_i, col 2i+1 = cos_i; odd d -> last col = sin_{nf-1}
- *   split:       cols [0, ns) = sin_i, cols [ns, d) = cos_i, ns = nf, nc = d - nf
- * `PE_ROW_STORE` lets the same writers also do fused adds later.
+ */
+
+/* (m, s) = (m1, s1) o (m0, s0), i.e. the rotation by t1 + t0. */
+PE_INLINE void pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double *PE_RESTRICT s1,
+                          const double *PE_RESTRICT m0, const double *PE_RESTRICT s0,
+                          double *PE_RESTRICT m, double *PE_RESTRICT s) {
+    for (int64_t i = 0; i < nf; i++) {
+        double c1 = 1.0 + m1[i];
+        m[i] = m1[i] + (c1 * m0[i] - s1[i] * s0[i]);
+        s[i] = s1[i] + (s1[i] * m0[i] + c1 * s0[i]);
+    }
+}
+
+/*
+ * One output row = anchor (As, Ac) rotated by one table row (Tm, Ts), per
+ * frequency pair: four loads give two outputs (a per-column formulation needs
+ * four loads per output, and is load-port bound).
+ *   interleaved: col 2i = sin_i, col 2i+1 = cos_i; odd d -> col d-1 = sin_{nf-1}
+ *   split:       sin_i at rs[i] (i < ns), cos_i at rc[i] (i < nc)
  */
 #define PE_DEFINE_ROW_WRITERS(T, SUFFIX)                                                  \
-PE_INLINE void pe_row_interleaved_##SUFFIX(T *PE_RESTRICT row, int64_t d,                 \
-        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                      \
-        const double *PE_RESTRICT Tcm1, const double *PE_RESTRICT Ts) {                  \
+PE_TARGET_CLONES                                                                          \
+static void pe_row_interleaved_##SUFFIX(T *PE_RESTRICT row, int64_t d,                    \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
     int64_t np = d / 2;                                                                   \
     for (int64_t i = 0; i < np; i++) {                                                    \
-        double sa = As[i], ca = Ac[i], tm = Tcm1[i], ts = Ts[i];                          \
+        double sa = As[i], ca = Ac[i], tm = Tm[i], ts = Ts[i];                            \
         row[2 * i] = (T)(sa + (sa * tm + ca * ts));                                       \
         row[2 * i + 1] = (T)(ca + (ca * tm - sa * ts));                                   \
     }                                                                                     \
     if (d & 1) {                                                                          \
         double sa = As[np], ca = Ac[np];                                                  \
-        row[d - 1] = (T)(sa + (sa * Tcm1[np] + ca * Ts[np]));                             \
+        row[d - 1] = (T)(sa + (sa * Tm[np] + ca * Ts[np]));                               \
     }                                                                                     \
 }                                                                                         \
-PE_INLINE void pe_row_split_##SUFFIX(T *PE_RESTRICT row, int64_t d, int64_t nf,          \
-        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                      \
-        const double *PE_RESTRICT Tcm1, const double *PE_RESTRICT Ts) {                  \
-    int64_t nc = d - nf;                                                                  \
-    T *PE_RESTRICT rc = row + nf;                                                         \
-    for (int64_t i = 0; i < nf; i++) {                                                    \
-        double sa = As[i], ca = Ac[i];                                                    \
-        row[i] = (T)(sa + (sa * Tcm1[i] + ca * Ts[i]));                                   \
+PE_TARGET_CLONES                                                                          \
+static void pe_row_split_##SUFFIX(T *PE_RESTRICT rs, int64_t ns,                          \
+        T *PE_RESTRICT rc, int64_t nc,                                                    \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
+    int64_t n = ns < nc ? ns : nc;                                                        \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+        double sa = As[i], ca = Ac[i], tm = Tm[i], ts = Ts[i];                            \
+        rs[i] = (T)(sa + (sa * tm + ca * ts));                                            \
+        rc[i] = (T)(ca + (ca * tm - sa * ts));                                            \
     }                                                                                     \
-    for (int64_t i = 0; i < nc; i++) {                                                    \
-        double sa = As[i], ca = Ac[i];                                                    \
-        rc[i] = (T)(ca + (ca * Tcm1[i] - sa * Ts[i]));                                    \
+    for (int64_t i = n; i < ns; i++) {                                                    \
+        rs[i] = (T)(As[i] + (As[i] * Tm[i] + Ac[i] * Ts[i]));                             \
+    }                                                                                     \
+    for (int64_t i = n; i < nc; i++) {                                                    \
+        rc[i] = (T)(Ac[i] + (Ac[i] * Tm[i] - As[i] * Ts[i]));                             \
     }                                                                                     \
 }
 

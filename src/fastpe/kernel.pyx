@@ -8,7 +8,7 @@ complex multiply per (row, frequency) against a small table (see _pe_core.h for
 the numerics and why results are independent of the thread count).
 """
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs, log, exp
 from cython.parallel cimport prange, parallel, threadid
@@ -21,44 +21,45 @@ from fastpe._openmp_helpers cimport (
 
 cdef extern from "_pe_core.h" nogil:
     ctypedef struct pe_freq:
-        double fh
-        double fhh
-        double fhl
-        double fl
+        pass
     double PE_MAX_TURNS
-    void pe_freqs(pe_freq *fr, int64_t nf, double w0, double base, double denom)
-    void pe_sincos_row(double K, const pe_freq *fr, int64_t nf,
-                       double *s, double *c, double *cm1)
+    pe_freq pe_freq_view(double *mem, int64_t nf)
+    void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom)
+    void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *s, double *c, double *cm1)
+    void pe_compose(int64_t nf, const double *m1, const double *s1, const double *m0,
+                    const double *s0, double *m, double *s)
     void pe_row_interleaved_f32(float *row, int64_t d, const double *As, const double *Ac,
-                                const double *Tcm1, const double *Ts)
+                                const double *Tm, const double *Ts)
     void pe_row_interleaved_f64(double *row, int64_t d, const double *As, const double *Ac,
-                                const double *Tcm1, const double *Ts)
-    void pe_row_split_f32(float *row, int64_t d, int64_t nf, const double *As, const double *Ac,
-                          const double *Tcm1, const double *Ts)
-    void pe_row_split_f64(double *row, int64_t d, int64_t nf, const double *As, const double *Ac,
-                          const double *Tcm1, const double *Ts)
+                                const double *Tm, const double *Ts)
+    void pe_row_split_f32(float *rs, int64_t ns, float *rc, int64_t nc, const double *As,
+                          const double *Ac, const double *Tm, const double *Ts)
+    void pe_row_split_f64(double *rs, int64_t ns, double *rc, int64_t nc, const double *As,
+                          const double *Ac, const double *Tm, const double *Ts)
 
 ctypedef fused real:
     float
     double
 
 cdef enum:
-    # Below this many (row, frequency) evaluations one thread beats waking the team.
-    SERIAL_BELOW = 32768
-    # Table budget: 2 * B * nf doubles, kept within ~1 MiB so it stays in L2.
+    # Below this many output entries one thread beats waking the team.
+    SERIAL_BELOW = 16384
+    # Table budget: 2 * B * nf doubles (~1 MiB), so the table stays in L2.
     TABLE_DOUBLES = 131072
     MAX_BLOCK = 64
+    # The table's rows j = j1*SUB + j0 are themselves composed from SUB + B/SUB
+    # accurately evaluated rows (one more exact rotation, ~1 ulp, for 4x fewer
+    # evaluations: what makes small tables cheap).
+    SUB = 8
 
 
 cdef inline int64_t _block_rows(int64_t nf) noexcept nogil:
-    """Rows per anchor block.  A function of the width only -- never of seq_len,
-    offset or the thread count -- so every entry is a pure function of
-    (position, column): chunked or offset fills agree bitwise with one big fill."""
-    cdef int64_t b = TABLE_DOUBLES // (2 * nf)
-    if b > MAX_BLOCK:
-        b = MAX_BLOCK
-    if b < 4:
-        b = 4
+    """Rows per anchor block: a power of two that depends on the width only --
+    never on seq_len, offset or the thread count -- so every entry is a pure
+    function of (position, column) and chunked fills agree bitwise with one fill."""
+    cdef int64_t b = MAX_BLOCK
+    while b > SUB and 2 * b * nf > TABLE_DOUBLES:
+        b //= 2
     return b
 
 
@@ -108,12 +109,16 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
     if err != FASTPE_OK or seq_len == 0:
         return err
 
-    cdef int64_t nf = (d_model + 1) // 2          # frequencies (odd d: one extra sin)
+    cdef int64_t D = d_model
+    cdef int64_t nf = (D + 1) // 2                # frequencies (odd d: one extra sine)
     cdef int64_t B = _block_rows(nf)
+    cdef int64_t b0 = SUB if B >= SUB else B      # table row j = j1*b0 + j0
+    cdef int64_t b1 = B // b0
     cdef int64_t last = offset + seq_len - 1
     cdef int64_t b_first = _floordiv(offset, B)
     cdef int64_t nblocks = _floordiv(last, B) - b_first + 1
     cdef int64_t j0 = offset - b_first * B          # offset mod B, in [0, B)
+    cdef int64_t j, r
 
     cdef int nt = num_threads
     if nt <= 0:
@@ -122,45 +127,72 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
         nt = omp_get_thread_limit()
     if nt > nblocks:
         nt = <int>nblocks
-    if (seq_len + B) * nf < SERIAL_BELOW:
+    if seq_len * D < SERIAL_BELOW:
         nt = 1
     if nt < 1:
         nt = 1
 
-    # One allocation: frequencies, the j-table (cos-1 and sin), per-thread anchors.
-    cdef size_t n_freq_bytes = <size_t>nf * sizeof(pe_freq)
-    cdef size_t n_doubles = <size_t>(2 * B * nf + 3 * nt * nf)
-    cdef char *mem = <char *>malloc(n_freq_bytes + n_doubles * sizeof(double))
+    # One allocation.  Per call: frequencies (4 nf), the composed table (2 B nf),
+    # its factors (2 (b0 + b1) nf) and which rows this call needs; per thread:
+    # one accurate evaluation (3 nf: sin, cos, cos-1).
+    cdef size_t n_doubles = <size_t>(4 * nf + 2 * B * nf + 2 * (b0 + b1) * nf
+                                     + B + b0 + b1 + 3 * nt * nf)
+    cdef double *mem = <double *>malloc(n_doubles * sizeof(double))
     if mem == NULL:
         return FASTPE_ENOMEM
-    cdef pe_freq *fr = <pe_freq *>mem
-    cdef double *Tcm1 = <double *>(mem + n_freq_bytes)
-    cdef double *Ts = Tcm1 + B * nf
-    cdef double *scratch = Ts + B * nf
+    cdef pe_freq fr = pe_freq_view(mem, nf)
+    cdef double *Tm = mem + 4 * nf                  # table row j: Tm + j*nf, Ts + j*nf
+    cdef double *Ts = Tm + B * nf
+    cdef double *F0m = Ts + B * nf                  # factor rows e^{i j0 w}, j0 < b0
+    cdef double *F0s = F0m + b0 * nf
+    cdef double *F1m = F0s + b0 * nf                # factor rows e^{i j1 b0 w}, j1 < b1
+    cdef double *F1s = F1m + b1 * nf
+    cdef double *need = F1s + b1 * nf               # need[j], need0[j0], need1[j1]
+    cdef double *need0 = need + B
+    cdef double *need1 = need0 + b0
+    cdef double *scratch = need1 + b1
 
     # Vaswani: w_i = base^(-2i/d) = exp(-i ln(base) / (d/2))
-    pe_freqs(fr, nf, 1.0, base, 0.5 * <double>d_model)
+    pe_freqs(fr, nf, 1.0, base, 0.5 * <double>D)
+    # A short call touches only some residues j = position mod B: build just those.
+    for r in range(b0):
+        need0[r] = 0
+    for r in range(b1):
+        need1[r] = 0
+    for j in range(B):
+        need[j] = 1.0 if (seq_len >= B or (j - j0 + B) % B < seq_len) else 0.0
+        if need[j] != 0:
+            need0[j % b0] = 1
+            need1[j // b0] = 1
 
-    cdef int64_t j, jt, b, K0, k_lo, k_hi, k
+    cdef int64_t b, K0, k_lo, k_hi, k
+    cdef int64_t nc = D // 2
     cdef int tid = 0
-    cdef double *As = NULL
-    cdef double *Ac = NULL
-    cdef double *tmp = NULL
+    cdef double *ev = NULL                        # this thread's anchor: sin, cos, cos-1
     cdef real *row
     with parallel(num_threads=nt):
         tid = threadid()
-        As = scratch + 3 * nf * tid
-        Ac = As + nf
-        tmp = Ac + nf
-        # Table rows j = 0..B-1: e^{i j w}.  Only the j this call touches.
-        for jt in prange(B, schedule="static"):
-            if seq_len >= B or (jt - j0 + B) % B < seq_len:
-                pe_sincos_row(<double>jt, fr, nf, Ts + jt * nf, tmp, Tcm1 + jt * nf)
-        # Cython's prange is `omp for nowait`: wait until the whole table is built.
+        ev = scratch + 3 * nf * tid
+        # 1. factor rows, each evaluated accurately
+        for r in prange(b0 + b1, schedule="static"):
+            if r < b0:
+                if need0[r] != 0:
+                    pe_sincos_row(<double>r, fr, nf, F0s + r * nf, ev + nf, F0m + r * nf)
+            elif need1[r - b0] != 0:
+                pe_sincos_row(<double>((r - b0) * b0), fr, nf,
+                              F1s + (r - b0) * nf, ev + nf, F1m + (r - b0) * nf)
+        fastpe_omp_barrier()   # Cython's prange is `omp for nowait`
+        # 2. table rows j = j1*b0 + j0, composed from the factors
+        for j in prange(B, schedule="static"):
+            if need[j] != 0:
+                pe_compose(nf, F1m + (j // b0) * nf, F1s + (j // b0) * nf,
+                           F0m + (j % b0) * nf, F0s + (j % b0) * nf, Tm + j * nf, Ts + j * nf)
         fastpe_omp_barrier()
+        # 3. the hot loop: per block, one accurate anchor row, then every row of
+        #    the block is that anchor rotated by its table row.
         for b in prange(nblocks, schedule="static"):
             K0 = (b_first + b) * B
-            pe_sincos_row(<double>K0, fr, nf, As, Ac, tmp)
+            pe_sincos_row(<double>K0, fr, nf, ev, ev + nf, ev + 2 * nf)
             k_lo = K0 if K0 > offset else offset
             k_hi = K0 + B - 1 if K0 + B - 1 < last else last
             for k in range(k_lo, k_hi + 1):
@@ -168,14 +200,16 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                 j = k - K0
                 if layout == FASTPE_LAYOUT_INTERLEAVED:
                     if real is float:
-                        pe_row_interleaved_f32(row, d_model, As, Ac, Tcm1 + j * nf, Ts + j * nf)
+                        pe_row_interleaved_f32(row, D, ev, ev + nf, Tm + j * nf, Ts + j * nf)
                     else:
-                        pe_row_interleaved_f64(row, d_model, As, Ac, Tcm1 + j * nf, Ts + j * nf)
+                        pe_row_interleaved_f64(row, D, ev, ev + nf, Tm + j * nf, Ts + j * nf)
                 else:
                     if real is float:
-                        pe_row_split_f32(row, d_model, nf, As, Ac, Tcm1 + j * nf, Ts + j * nf)
+                        pe_row_split_f32(row, nf, row + nf, nc, ev, ev + nf,
+                                         Tm + j * nf, Ts + j * nf)
                     else:
-                        pe_row_split_f64(row, d_model, nf, As, Ac, Tcm1 + j * nf, Ts + j * nf)
+                        pe_row_split_f64(row, nf, row + nf, nc, ev, ev + nf,
+                                         Tm + j * nf, Ts + j * nf)
     free(mem)
     return FASTPE_OK
 

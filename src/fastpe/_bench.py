@@ -1,0 +1,337 @@
+"""Side-by-side benchmark: fastpe against the NumPy and PyTorch formulas.
+
+Run as ``fastpe bench`` (or ``python -m fastpe bench``, ``python bench/compare.py``).
+Everything in one table comes from one run on one machine: medians of repeated
+calls, ratios computed from those medians, and each method's max absolute error
+against mpmath on a fixed sample of entries, so speed and accuracy sit side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from . import _api
+
+# --------------------------------------------------------------------------- competitors
+
+
+def seed_numpy_f64(seq_len: int, d_model: int) -> np.ndarray:
+    """The tutorials' vectorised NumPy version (seed 004), float64."""
+    pos_encoding = np.zeros((seq_len, d_model))
+    position = np.arange(seq_len)[:, np.newaxis]
+    div_term = np.exp(np.arange(0, d_model, 2) * -(np.log(10000.0) / d_model))
+    pos_encoding[:, 0::2] = np.sin(position * div_term)
+    pos_encoding[:, 1::2] = np.cos(position * div_term)
+    return pos_encoding
+
+
+def numpy_f32(seq_len: int, d_model: int) -> np.ndarray:
+    """The same formula computed in float32 end to end (what float32 pipelines write)."""
+    pos_encoding = np.zeros((seq_len, d_model), dtype=np.float32)
+    position = np.arange(seq_len, dtype=np.float32)[:, np.newaxis]
+    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float32)
+                      * np.float32(-(np.log(10000.0) / d_model)))
+    angle = position * div_term
+    pos_encoding[:, 0::2] = np.sin(angle)
+    pos_encoding[:, 1::2] = np.cos(angle)
+    return pos_encoding
+
+
+def _torch_methods() -> dict[str, Callable[[int, int], np.ndarray]]:
+    try:
+        import torch
+    except ImportError:
+        return {}
+
+    def torch_tutorial(seq_len: int, d_model: int) -> np.ndarray:
+        # PyTorch tutorial (beginner_source/transformer_tutorial.py), float32
+        position = torch.arange(seq_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(seq_len, d_model)
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        return pe.numpy()
+
+    methods = {"PyTorch tutorial f32": torch_tutorial}
+    try:
+        from positional_encodings.torch_encodings import PositionalEncoding1D
+    except ImportError:
+        return methods
+
+    def positional_encodings_1d(seq_len: int, d_model: int) -> np.ndarray:
+        # a new module per call: the package caches its table by input shape
+        enc = PositionalEncoding1D(d_model)
+        return enc(torch.zeros(1, seq_len, d_model))[0].numpy()
+
+    methods["positional-encodings 1D"] = positional_encodings_1d
+    return methods
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def _sample(seq_len: int, d_model: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(1234)
+    rows = np.concatenate([rng.integers(0, seq_len, n - 8), np.full(8, seq_len - 1)])
+    cols = rng.integers(0, d_model, n)
+    return rows, cols
+
+
+def _exact(rows: np.ndarray, cols: np.ndarray, d_model: int) -> np.ndarray:
+    import mpmath
+
+    out = np.empty(rows.size)
+    with mpmath.workdps(40):
+        for n, (k, j) in enumerate(zip(rows, cols)):
+            x = mpmath.mpf(int(k)) * mpmath.power(10000, -mpmath.mpf(2 * (int(j) // 2)) / d_model)
+            out[n] = float(mpmath.sin(x) if j % 2 == 0 else mpmath.cos(x))
+    return out
+
+
+def _max_error(table: np.ndarray, rows, cols, exact) -> float:
+    # float64(exact) is within 2^-54 relative of the truth: enough to rank methods
+    return float(np.max(np.abs(table[rows, cols].astype(np.float64) - exact)))
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def _median_time(fn: Callable[[], object], min_repeats: int, budget: float) -> float:
+    fn()  # warm-up (imports, page faults of cached buffers, thread pool start)
+    times: list[float] = []
+    t_start = time.perf_counter()
+    while len(times) < min_repeats or (time.perf_counter() - t_start < budget and len(times) < 200):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled = total, 0, enabled
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if self.enabled:
+            width = 30
+            filled = int(width * self.done / self.total)
+            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] "
+                             f"{self.done}/{self.total} {label[:40]:<40}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 80 + "\r")
+            sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- the run
+
+FULL_SIZES = [(512, 512), (4096, 1024), (16384, 1024)]
+QUICK_SIZES = [(512, 512), (4096, 1024)]
+
+
+def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: bool = True) -> dict:
+    """Time every method on every size and dtype; returns a JSON-able dict."""
+    torch_methods = _torch_methods()
+    threads = _api.build_info()["max_threads"]
+    min_repeats, budget = (3, 0.3) if quick else (7, 1.0)
+    plan = []
+    for (S, D) in sizes:
+        for dt in ("float32", "float64"):
+            plan.append((S, D, dt))
+    steps_per = 6 + (len(torch_methods) if True else 0)
+    prog = _Progress(len(plan) * steps_per, progress)
+    rows_out = []
+    for (S, D, dt) in plan:
+        dtype = np.dtype(dt)
+        rows, cols = _sample(S, D, 24 if quick else 64)
+        exact = _exact(rows, cols, D) if accuracy else None
+        out = np.empty((S, D), dtype=dtype)
+        _api.sinusoidal(S, D, out=out)
+        entries = {}
+
+        def record(name, fn, table_fn=None):
+            t = _median_time(fn, min_repeats, budget)
+            err = None
+            if accuracy and table_fn is not None:
+                err = _max_error(np.asarray(table_fn()), rows, cols, exact)
+            entries[name] = {"median_s": t, "ns_per_element": t / (S * D) * 1e9, "max_abs_error": err}
+            prog.step(f"{S}x{D} {dt} {name}")
+
+        record(f"fastpe ({threads} thr)", lambda: _api.sinusoidal(S, D, dtype=dtype),
+               lambda: _api.sinusoidal(S, D, dtype=dtype))
+        record(f"fastpe out= ({threads} thr)", lambda: _api.sinusoidal(S, D, out=out))
+        record("fastpe (1 thr)", lambda: _api.sinusoidal(S, D, dtype=dtype, num_threads=1))
+        record("out.fill() [memory limit]", lambda: out.fill(0.5))
+        record("np.empty().fill()", lambda: np.empty((S, D), dtype=dtype).fill(0.5))
+        if dt == "float64":
+            record("NumPy seed formula f64", lambda: seed_numpy_f64(S, D),
+                   lambda: seed_numpy_f64(S, D))
+        else:
+            record("NumPy formula f32", lambda: numpy_f32(S, D), lambda: numpy_f32(S, D))
+        for name, fn in torch_methods.items():
+            if dt == "float32":
+                record(name, (lambda f=fn: f(S, D)), (lambda f=fn: f(S, D)))
+            else:
+                prog.step("skip")
+        rows_out.append({"seq_len": S, "d_model": D, "dtype": dt, "methods": entries})
+    prog.close()
+    return {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "build_info": _api.build_info(),
+        "quick": quick,
+        "results": rows_out,
+    }
+
+
+def targets(result: dict) -> list[tuple[str, float, float, bool]]:
+    """The issue-3 targets, evaluated on one run: (what, measured, bound, ok)."""
+    checks = []
+    for r in result["results"]:
+        m = r["methods"]
+        S, D, dt = r["seq_len"], r["d_model"], r["dtype"]
+        name = next(k for k in m if k.startswith("fastpe (") and "1 thr" not in k)
+        name_out = next(k for k in m if k.startswith("fastpe out="))
+        t, t_out = m[name]["median_s"], m[name_out]["median_s"]
+        tag = f"{S}x{D} {dt}"
+        checks.append((f"{tag}: out= / out.fill()", t_out / m["out.fill() [memory limit]"]["median_s"], 2.0, None))
+        checks.append((f"{tag}: new / np.empty().fill()", t / m["np.empty().fill()"]["median_s"], 2.0, None))
+        if (S, D) != (512, 512):
+            if dt == "float64":
+                checks.append((f"{tag}: speed-up vs NumPy seed f64",
+                               m["NumPy seed formula f64"]["median_s"] / t, 50.0, "min"))
+            else:
+                checks.append((f"{tag}: speed-up vs NumPy f32", m["NumPy formula f32"]["median_s"] / t,
+                               15.0, "min"))
+        elif dt == "float32":
+            checks.append((f"{tag}: speed-up vs NumPy f32", m["NumPy formula f32"]["median_s"] / t,
+                           10.0, "min"))
+    return [(what, v, bound, (v >= bound) if kind == "min" else (v <= bound))
+            for what, v, bound, kind in checks]
+
+
+def format_table(result: dict) -> str:
+    lines = []
+    mach = result["machine"]
+    info = result["build_info"]
+    lines.append(f"fastpe {info['version']}  OpenMP={info['openmp']}  threads={info['max_threads']}  "
+                 f"{mach['cpu_count']} CPUs  {mach['platform']}  Python {mach['python']}")
+    lines.append("")
+    hdr = f"{'size':<11} {'dtype':<7} {'method':<28} {'median ms':>10} {'ns/elem':>8} " \
+          f"{'fastpe x':>9} {'max |err|':>10}"
+    lines.append(hdr)
+    lines.append("-" * len(hdr))
+    for r in result["results"]:
+        m = r["methods"]
+        fast = next(k for k in m if k.startswith("fastpe (") and "1 thr" not in k)
+        tf = m[fast]["median_s"]
+        for name, e in m.items():
+            ratio = e["median_s"] / tf
+            err = "" if e["max_abs_error"] is None else f"{e['max_abs_error']:.1e}"
+            lines.append(f"{r['seq_len']}x{r['d_model']:<{11 - len(str(r['seq_len'])) - 1}} "
+                         f"{r['dtype']:<7} {name:<28} {e['median_s'] * 1e3:>10.3f} "
+                         f"{e['ns_per_element']:>8.3f} {ratio:>8.1f}x {err:>10}")
+        lines.append("")
+    lines.append("'fastpe x' = method's median time / fastpe's (new array, all threads): "
+                 "how many times slower than fastpe.")
+    lines.append("")
+    lines.append("Targets (issue 3), from this run:")
+    for what, v, bound, ok in targets(result):
+        lines.append(f"  {'PASS' if ok else 'FAIL'}  {what:<48} {v:8.2f}  (target "
+                     f"{'>=' if 'speed-up' in what else '<='} {bound:g})")
+    return "\n".join(lines)
+
+
+def chart(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = result["results"]
+    fig, axes = plt.subplots(1, len(res), figsize=(4 * len(res), 4.5), squeeze=False)
+    for ax, r in zip(axes[0], res):
+        names = list(r["methods"])
+        vals = [r["methods"][n]["ns_per_element"] for n in names]
+        colors = ["tab:blue" if n.startswith("fastpe") else "tab:gray" for n in names]
+        ax.barh(names, vals, color=colors)
+        ax.set_xscale("log")
+        ax.set_title(f"{r['seq_len']}x{r['d_model']} {r['dtype']}", fontsize=9)
+        ax.set_xlabel("ns per element (log)")
+        ax.tick_params(axis="y", labelsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- CLI glue
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (~10 s)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--no-accuracy", action="store_true", help="skip the mpmath error column")
+    parser.add_argument("--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)")
+    parser.add_argument("--size", metavar="SxD", action="append",
+                        help="table size, e.g. 4096x1024 (repeatable; default: the standard set)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.size:
+        try:
+            sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.size]
+            if any(len(s) != 2 or min(s) < 1 for s in sizes):
+                raise ValueError
+        except ValueError:
+            print(f"fastpe bench: --size must look like 4096x1024, got {args.size}", file=sys.stderr)
+            return 2
+    else:
+        sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    accuracy = not args.no_accuracy
+    if accuracy:
+        try:
+            import mpmath  # noqa: F401
+        except ImportError:
+            print("fastpe bench: mpmath not installed; skipping the accuracy column", file=sys.stderr)
+            accuracy = False
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    result = measure(sizes, quick=args.quick, progress=show_progress, accuracy=accuracy)
+    if args.json:
+        result["targets"] = [dict(what=w, value=v, bound=b, ok=ok) for w, v, b, ok in targets(result)]
+        print(json.dumps(result, indent=2))
+    else:
+        print(format_table(result))
+    if args.chart:
+        try:
+            chart(result, args.chart)
+        except ImportError:
+            print("fastpe bench: --chart needs matplotlib: pip install 'fastpe[plot]'", file=sys.stderr)
+            return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="fastpe bench", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
