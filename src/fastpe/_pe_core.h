@@ -346,48 +346,134 @@ PE_INLINE void pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double
 }
 
 /*
- * One output row = anchor (As, Ac) rotated by one table row (Tm, Ts), per
- * frequency pair: four loads give two outputs (a per-column formulation needs
- * four loads per output, and is load-port bound).
- *   interleaved: col 2i = sin_i, col 2i+1 = cos_i; odd d -> col d-1 = sin_{nf-1}
- *   split:       sin_i at rs[i] (i < ns), cos_i at rc[i] (i < nc)
+ * Where each frequency's sine and cosine go in an output row.  Every
+ * convention in use is one of these (see fastpe/_conventions.py):
+ *   interleaved: sin_i at col 2i, cos_i at col 2i+1 for i < npairs, then an
+ *                optional lone sine (Vaswani, odd d) at col d-1;
+ *   split:       sin_i at col s_off+i (i < ns), cos_i at col c_off+i (i < nc)
+ *                ([sin | cos] or, flipped, [cos | sin]);
+ *   zero_col >= 0: that column is 0 (conventions that pad an odd width).
+ */
+#define PE_LAYOUT_INTERLEAVED 0
+#define PE_LAYOUT_SPLIT 1
+
+typedef struct {
+    int64_t d;        /* output width */
+    int64_t nf;       /* number of frequencies */
+    double w0, base, denom;   /* w_i = w0 * base^(-i/denom) */
+    int layout;
+    int64_t npairs;   /* interleaved */
+    int lone_sin;     /* interleaved: sin_{npairs} at col d-1 */
+    int64_t s_off, ns, c_off, nc;   /* split */
+    int64_t zero_col; /* -1: none */
+} pe_spec;
+
+/* Rotated sine / cosine of frequency i: the formulas above. */
+#define PE_SIN(i) (As[i] + (As[i] * Tm[i] + Ac[i] * Ts[i]))
+#define PE_COS(i) (Ac[i] + (Ac[i] * Tm[i] - As[i] * Ts[i]))
+
+/*
+ * The hot loops.  Per frequency pair, four loads give two outputs (a
+ * per-column formulation needs four loads per output and is load-port bound).
+ * `_add` variants fuse x = x*scale + PE (one rounding, no temporary table).
  */
 #define PE_DEFINE_ROW_WRITERS(T, SUFFIX)                                                  \
 PE_TARGET_CLONES                                                                          \
-static void pe_row_interleaved_##SUFFIX(T *PE_RESTRICT row, int64_t d,                    \
+static void pe_pairs_##SUFFIX(T *PE_RESTRICT row, int64_t np,                             \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
-    int64_t np = d / 2;                                                                   \
     for (int64_t i = 0; i < np; i++) {                                                    \
-        double sa = As[i], ca = Ac[i], tm = Tm[i], ts = Ts[i];                            \
-        row[2 * i] = (T)(sa + (sa * tm + ca * ts));                                       \
-        row[2 * i + 1] = (T)(ca + (ca * tm - sa * ts));                                   \
-    }                                                                                     \
-    if (d & 1) {                                                                          \
-        double sa = As[np], ca = Ac[np];                                                  \
-        row[d - 1] = (T)(sa + (sa * Tm[np] + ca * Ts[np]));                               \
+        row[2 * i] = (T)PE_SIN(i);                                                        \
+        row[2 * i + 1] = (T)PE_COS(i);                                                    \
     }                                                                                     \
 }                                                                                         \
 PE_TARGET_CLONES                                                                          \
-static void pe_row_split_##SUFFIX(T *PE_RESTRICT rs, int64_t ns,                          \
-        T *PE_RESTRICT rc, int64_t nc,                                                    \
+static void pe_pairs_add_##SUFFIX(T *PE_RESTRICT row, int64_t np, double scale,           \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
-    int64_t n = ns < nc ? ns : nc;                                                        \
+    for (int64_t i = 0; i < np; i++) {                                                    \
+        row[2 * i] = (T)((double)row[2 * i] * scale + PE_SIN(i));                         \
+        row[2 * i + 1] = (T)((double)row[2 * i + 1] * scale + PE_COS(i));                 \
+    }                                                                                     \
+}                                                                                         \
+PE_TARGET_CLONES                                                                          \
+static void pe_split_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,            \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
     for (int64_t i = 0; i < n; i++) {                                                     \
-        double sa = As[i], ca = Ac[i], tm = Tm[i], ts = Ts[i];                            \
-        rs[i] = (T)(sa + (sa * tm + ca * ts));                                            \
-        rc[i] = (T)(ca + (ca * tm - sa * ts));                                            \
+        rs[i] = (T)PE_SIN(i);                                                             \
+        rc[i] = (T)PE_COS(i);                                                             \
     }                                                                                     \
-    for (int64_t i = n; i < ns; i++) {                                                    \
-        rs[i] = (T)(As[i] + (As[i] * Tm[i] + Ac[i] * Ts[i]));                             \
+}                                                                                         \
+PE_TARGET_CLONES                                                                          \
+static void pe_split_add_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,        \
+        double scale,                                                                     \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+        rs[i] = (T)((double)rs[i] * scale + PE_SIN(i));                                   \
+        rc[i] = (T)((double)rc[i] * scale + PE_COS(i));                                   \
     }                                                                                     \
-    for (int64_t i = n; i < nc; i++) {                                                    \
-        rc[i] = (T)(Ac[i] + (Ac[i] * Tm[i] - As[i] * Ts[i]));                             \
+}                                                                                         \
+/* One row: the vector loops above, then the few leftover columns. */                     \
+PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, int add, double scale,          \
+        const double *As, const double *Ac, const double *Tm, const double *Ts) {         \
+    if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
+        int64_t np = sp->npairs;                                                          \
+        if (add) pe_pairs_add_##SUFFIX(row, np, scale, As, Ac, Tm, Ts);                   \
+        else pe_pairs_##SUFFIX(row, np, As, Ac, Tm, Ts);                                  \
+        if (sp->lone_sin) {                                                               \
+            T *x = row + sp->d - 1;                                                       \
+            *x = (T)(add ? (double)*x * scale + PE_SIN(np) : PE_SIN(np));                 \
+        }                                                                                 \
+    } else {                                                                              \
+        int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
+        T *rs = row + sp->s_off, *rc = row + sp->c_off;                                   \
+        if (add) pe_split_add_##SUFFIX(rs, rc, n, scale, As, Ac, Tm, Ts);                 \
+        else pe_split_##SUFFIX(rs, rc, n, As, Ac, Tm, Ts);                                \
+        for (int64_t i = n; i < sp->ns; i++)                                              \
+            rs[i] = (T)(add ? (double)rs[i] * scale + PE_SIN(i) : PE_SIN(i));             \
+        for (int64_t i = n; i < sp->nc; i++)                                              \
+            rc[i] = (T)(add ? (double)rc[i] * scale + PE_COS(i) : PE_COS(i));             \
     }                                                                                     \
+    if (sp->zero_col >= 0) {                                                              \
+        T *x = row + sp->zero_col;                                                        \
+        *x = (T)(add ? (double)*x * scale : 0.0);                                         \
+    }                                                                                     \
+}                                                                                         \
+/* A row whose encoding is all zeros (fairseq's padding position). */                    \
+PE_INLINE void pe_zero_row_##SUFFIX(T *row, int64_t d, int add, double scale) {           \
+    for (int64_t x = 0; x < d; x++) row[x] = (T)(add ? (double)row[x] * scale : 0.0);     \
 }
 
 PE_DEFINE_ROW_WRITERS(float, f32)
 PE_DEFINE_ROW_WRITERS(double, f64)
+
+/* The Vaswani spec: w_i = base^(-2i/d); odd d -> a lone sine of the next
+ * frequency (interleaved) or one more column in the sine block (split). */
+PE_INLINE pe_spec pe_spec_vaswani(int64_t d, double base, int layout) {
+    pe_spec sp;
+    sp.d = d;
+    sp.nf = (d + 1) / 2;
+    sp.w0 = 1.0;
+    sp.base = base;
+    sp.denom = 0.5 * (double)d;
+    sp.layout = layout;
+    sp.npairs = d / 2;
+    sp.lone_sin = (int)(d & 1);
+    sp.s_off = 0;
+    sp.ns = sp.nf;
+    sp.c_off = sp.nf;
+    sp.nc = d / 2;
+    sp.zero_col = -1;
+    return sp;
+}
+
+/* Largest frequency of a spec, in turns (|K| * this must stay < PE_MAX_TURNS). */
+PE_INLINE double pe_spec_max_turns(const pe_spec *sp) {
+    double lb = log(sp->base) / sp->denom;     /* w_i = w0 exp(-i lb) */
+    double e = lb < 0.0 ? -lb * (double)(sp->nf - 1) : 0.0;
+    return fabs(sp->w0) * exp(e) * 0.15915494309189535 * (1.0 + 1e-12);
+}
 
 #endif /* FASTPE_PE_CORE_H */

@@ -10,7 +10,9 @@ the numerics and why results are independent of the thread count).
 
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
-from libc.math cimport isfinite, fabs, log, exp
+from libc.math cimport isfinite, fabs, log, exp, floor
+from libc.string cimport memset
+from libc.stdint cimport INT64_MIN
 from cython.parallel cimport prange, parallel, threadid
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS
 
@@ -22,20 +24,34 @@ from fastpe._openmp_helpers cimport (
 cdef extern from "_pe_core.h" nogil:
     ctypedef struct pe_freq:
         pass
+    ctypedef struct pe_spec:
+        int64_t d
+        int64_t nf
+        double w0
+        double base
+        double denom
+        int layout
+        int64_t npairs
+        int lone_sin
+        int64_t s_off
+        int64_t ns
+        int64_t c_off
+        int64_t nc
+        int64_t zero_col
     double PE_MAX_TURNS
     pe_freq pe_freq_view(double *mem, int64_t nf)
     void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom)
     void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *s, double *c, double *cm1)
     void pe_compose(int64_t nf, const double *m1, const double *s1, const double *m0,
                     const double *s0, double *m, double *s)
-    void pe_row_interleaved_f32(float *row, int64_t d, const double *As, const double *Ac,
-                                const double *Tm, const double *Ts)
-    void pe_row_interleaved_f64(double *row, int64_t d, const double *As, const double *Ac,
-                                const double *Tm, const double *Ts)
-    void pe_row_split_f32(float *rs, int64_t ns, float *rc, int64_t nc, const double *As,
-                          const double *Ac, const double *Tm, const double *Ts)
-    void pe_row_split_f64(double *rs, int64_t ns, double *rc, int64_t nc, const double *As,
-                          const double *Ac, const double *Tm, const double *Ts)
+    void pe_row_f32(float *row, const pe_spec *sp, int add, double scale, const double *As,
+                    const double *Ac, const double *Tm, const double *Ts)
+    void pe_row_f64(double *row, const pe_spec *sp, int add, double scale, const double *As,
+                    const double *Ac, const double *Tm, const double *Ts)
+    void pe_zero_row_f32(float *row, int64_t d, int add, double scale)
+    void pe_zero_row_f64(double *row, int64_t d, int add, double scale)
+    pe_spec pe_spec_vaswani(int64_t d, double base, int layout)
+    double pe_spec_max_turns(const pe_spec *sp)
 
 ctypedef fused real:
     float
@@ -70,70 +86,66 @@ cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
     return q
 
 
-cdef inline double _max_turns_per_position(double base, int64_t d_model) noexcept nogil:
-    """Largest frequency in turns: base^(-2i/d) is largest at i=0 for base >= 1
-    and at the last frequency for base < 1."""
-    cdef int64_t nf = (d_model + 1) // 2
-    cdef double w = 1.0
-    if base < 1.0:
-        w = exp(-log(base) * 2.0 * <double>(nf - 1) / <double>d_model)
-    return w / 6.283185307179586
+cdef struct pe_rows:
+    # Which positions the rows of a fill encode.  Row r = b*S + s (sequence b,
+    # step s) sits at out + r*row_stride and encodes position
+    #     K = (offs[b*offs_stride] if offs else offset) + (pos[b*psb + s*pss] if pos else s)
+    # pos is int64 (pos_i) or float64 (pos_f, then offs must be NULL and offset 0).
+    int64_t nseq
+    int64_t S
+    int64_t offset
+    const int64_t *offs
+    int64_t offs_stride
+    const int64_t *pos_i
+    const double *pos_f
+    int64_t psb
+    int64_t pss
+    int has_zero_pos       # rows at this position get an all-zero encoding
+    int64_t zero_pos
+    int add                # 0: out = PE;  1: out = out*scale + PE
+    double scale
 
 
-cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                     double base, int64_t offset, int layout) noexcept nogil:
-    cdef double kmax
-    if seq_len < 0 or d_model < 1:
-        return FASTPE_ESIZE
-    if out == NULL and seq_len > 0:
-        return FASTPE_ENULL
-    if row_stride < d_model and seq_len > 1:
-        return FASTPE_ESTRIDE
-    if not (isfinite(base) and base > 0.0):
-        return FASTPE_EBASE
-    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
-        return FASTPE_ELAYOUT
-    # |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
-    # this also keeps offset + seq_len far from int64 overflow.
-    kmax = fabs(<double>offset)
-    if fabs(<double>offset + <double>seq_len) > kmax:
-        kmax = fabs(<double>offset + <double>seq_len)
-    if kmax * _max_turns_per_position(base, d_model) >= PE_MAX_TURNS or kmax >= 4503599627370496.0:
-        return FASTPE_ERANGE
-    return FASTPE_OK
+cdef inline int64_t _int_position(const pe_rows *rq, int64_t b, int64_t s) noexcept nogil:
+    cdef int64_t K = rq.offs[b * rq.offs_stride] if rq.offs != NULL else rq.offset
+    return K + (rq.pos_i[b * rq.psb + s * rq.pss] if rq.pos_i != NULL else s)
 
 
-cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-               double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    cdef int err = _check_args(out, seq_len, d_model, row_stride, base, offset, layout)
-    if err != FASTPE_OK or seq_len == 0:
-        return err
+cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                    int num_threads) noexcept nogil:
+    """The one filler behind every entry point (arguments already validated).
 
-    cdef int64_t D = d_model
-    cdef int64_t nf = (D + 1) // 2                # frequencies (odd d: one extra sine)
+    Integer positions K use the block decomposition K = K0 + j (K0 = B*floor(K/B)):
+    an accurately evaluated anchor row at K0, rotated by the table row j.  Every
+    entry is a pure function of (K, column): no dependence on the thread count,
+    on the chunk a row came in, or on the path (contiguous or explicit
+    positions) that asked for it.  Non-integer positions are evaluated directly."""
+    cdef int64_t D = sp.d
+    cdef int64_t nf = sp.nf
+    cdef int64_t N = rq.nseq * rq.S
     cdef int64_t B = _block_rows(nf)
     cdef int64_t b0 = SUB if B >= SUB else B      # table row j = j1*b0 + j0
     cdef int64_t b1 = B // b0
-    cdef int64_t last = offset + seq_len - 1
-    cdef int64_t b_first = _floordiv(offset, B)
-    cdef int64_t nblocks = _floordiv(last, B) - b_first + 1
-    cdef int64_t j0 = offset - b_first * B          # offset mod B, in [0, B)
-    cdef int64_t j, r
+    cdef bint contiguous = rq.nseq == 1 and rq.pos_i == NULL and rq.pos_f == NULL \
+        and rq.offs == NULL and not rq.has_zero_pos
+    cdef int64_t j0 = 0, j, r
+    if N == 0:
+        return FASTPE_OK
 
     cdef int nt = num_threads
     if nt <= 0:
         nt = omp_get_max_threads()
     if nt > omp_get_thread_limit():
         nt = omp_get_thread_limit()
-    if nt > nblocks:
-        nt = <int>nblocks
-    if seq_len * D < SERIAL_BELOW:
+    if N * D < SERIAL_BELOW:
         nt = 1
+    if nt > N:
+        nt = <int>N
     if nt < 1:
         nt = 1
 
     # One allocation.  Per call: frequencies (4 nf), the composed table (2 B nf),
-    # its factors (2 (b0 + b1) nf) and which rows this call needs; per thread:
+    # its factors (2 (b0 + b1) nf) and which table rows are needed; per thread:
     # one accurate evaluation (3 nf: sin, cos, cos-1).
     cdef size_t n_doubles = <size_t>(4 * nf + 2 * B * nf + 2 * (b0 + b1) * nf
                                      + B + b0 + b1 + 3 * nt * nf)
@@ -152,21 +164,22 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
     cdef double *need1 = need0 + b0
     cdef double *scratch = need1 + b1
 
-    # Vaswani: w_i = base^(-2i/d) = exp(-i ln(base) / (d/2))
-    pe_freqs(fr, nf, 1.0, base, 0.5 * <double>D)
-    # A short call touches only some residues j = position mod B: build just those.
+    pe_freqs(fr, nf, sp.w0, sp.base, sp.denom)
+    # A short contiguous fill touches only some residues j = K mod B: build just those.
+    if contiguous:
+        j0 = rq.offset - _floordiv(rq.offset, B) * B
     for r in range(b0):
         need0[r] = 0
     for r in range(b1):
         need1[r] = 0
     for j in range(B):
-        need[j] = 1.0 if (seq_len >= B or (j - j0 + B) % B < seq_len) else 0.0
+        need[j] = 1.0 if (not contiguous or rq.S >= B or (j - j0 + B) % B < rq.S) else 0.0
         if need[j] != 0:
             need0[j % b0] = 1
             need1[j // b0] = 1
 
-    cdef int64_t b, K0, k_lo, k_hi, k
-    cdef int64_t nc = D // 2
+    cdef int64_t t, r_lo, r_hi, b, sidx, K, K0, cached
+    cdef double Kf
     cdef int tid = 0
     cdef double *ev = NULL                        # this thread's anchor: sin, cos, cos-1
     cdef real *row
@@ -188,30 +201,88 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                 pe_compose(nf, F1m + (j // b0) * nf, F1s + (j // b0) * nf,
                            F0m + (j % b0) * nf, F0s + (j % b0) * nf, Tm + j * nf, Ts + j * nf)
         fastpe_omp_barrier()
-        # 3. the hot loop: per block, one accurate anchor row, then every row of
-        #    the block is that anchor rotated by its table row.
-        for b in prange(nblocks, schedule="static"):
-            K0 = (b_first + b) * B
-            pe_sincos_row(<double>K0, fr, nf, ev, ev + nf, ev + 2 * nf)
-            k_lo = K0 if K0 > offset else offset
-            k_hi = K0 + B - 1 if K0 + B - 1 < last else last
-            for k in range(k_lo, k_hi + 1):
-                row = out + (k - offset) * row_stride
-                j = k - K0
-                if layout == FASTPE_LAYOUT_INTERLEAVED:
-                    if real is float:
-                        pe_row_interleaved_f32(row, D, ev, ev + nf, Tm + j * nf, Ts + j * nf)
-                    else:
-                        pe_row_interleaved_f64(row, D, ev, ev + nf, Tm + j * nf, Ts + j * nf)
+        # 3. the hot loop: each thread a contiguous range of rows; consecutive rows
+        #    in one block share the anchor, which is evaluated once.
+        for t in prange(nt, schedule="static", chunksize=1):
+            r_lo = t * N // nt
+            r_hi = (t + 1) * N // nt
+            cached = INT64_MIN
+            for r in range(r_lo, r_hi):
+                row = out + r * row_stride
+                b = r // rq.S
+                sidx = r - b * rq.S
+                if rq.pos_f != NULL:
+                    Kf = rq.pos_f[b * rq.psb + sidx * rq.pss]
+                    if Kf != floor(Kf):
+                        # a fractional position: evaluate the row directly, then
+                        # "rotate" it by table row 0, which is exactly (0, 0)
+                        pe_sincos_row(Kf, fr, nf, ev, ev + nf, ev + 2 * nf)
+                        cached = INT64_MIN
+                        if real is float:
+                            pe_row_f32(row, sp, rq.add, rq.scale, ev, ev + nf, Tm, Ts)
+                        else:
+                            pe_row_f64(row, sp, rq.add, rq.scale, ev, ev + nf, Tm, Ts)
+                        continue
+                    K = <int64_t>Kf
                 else:
+                    K = _int_position(rq, b, sidx)
+                if rq.has_zero_pos and K == rq.zero_pos:
                     if real is float:
-                        pe_row_split_f32(row, nf, row + nf, nc, ev, ev + nf,
-                                         Tm + j * nf, Ts + j * nf)
+                        pe_zero_row_f32(row, D, rq.add, rq.scale)
                     else:
-                        pe_row_split_f64(row, nf, row + nf, nc, ev, ev + nf,
-                                         Tm + j * nf, Ts + j * nf)
+                        pe_zero_row_f64(row, D, rq.add, rq.scale)
+                    continue
+                K0 = _floordiv(K, B) * B
+                if K0 != cached:
+                    pe_sincos_row(<double>K0, fr, nf, ev, ev + nf, ev + 2 * nf)
+                    cached = K0
+                j = K - K0
+                if real is float:
+                    pe_row_f32(row, sp, rq.add, rq.scale, ev, ev + nf, Tm + j * nf, Ts + j * nf)
+                else:
+                    pe_row_f64(row, sp, rq.add, rq.scale, ev, ev + nf, Tm + j * nf, Ts + j * nf)
     free(mem)
     return FASTPE_OK
+
+
+cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                     double base, int64_t offset, int layout) noexcept nogil:
+    cdef pe_spec sp
+    cdef double kmax
+    if seq_len < 0 or d_model < 1:
+        return FASTPE_ESIZE
+    if out == NULL and seq_len > 0:
+        return FASTPE_ENULL
+    if row_stride < d_model and seq_len > 1:
+        return FASTPE_ESTRIDE
+    if not (isfinite(base) and base > 0.0):
+        return FASTPE_EBASE
+    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
+        return FASTPE_ELAYOUT
+    # |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
+    # this also keeps offset + seq_len far from int64 overflow.
+    sp = pe_spec_vaswani(d_model, base, layout)
+    kmax = fabs(<double>offset)
+    if fabs(<double>offset + <double>seq_len) > kmax:
+        kmax = fabs(<double>offset + <double>seq_len)
+    if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= 4503599627370496.0:
+        return FASTPE_ERANGE
+    return FASTPE_OK
+
+
+cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+               double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    cdef int err = _check_args(out, seq_len, d_model, row_stride, base, offset, layout)
+    if err != FASTPE_OK or seq_len == 0:
+        return err
+    cdef pe_spec sp = pe_spec_vaswani(d_model, base, layout)
+    cdef pe_rows rq
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = 1
+    rq.S = seq_len
+    rq.offset = offset
+    rq.scale = 1.0
+    return _fill_rows(out, row_stride, &sp, &rq, num_threads)
 
 
 cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
@@ -288,4 +359,5 @@ def openmp_info():
 
 def max_position(double base, int64_t d_model):
     """Largest |position| the kernel accepts for this (base, d_model)."""
-    return int(min(PE_MAX_TURNS / _max_turns_per_position(base, d_model), 4503599627370496.0))
+    cdef pe_spec sp = pe_spec_vaswani(d_model, base, 0)
+    return int(min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0))

@@ -1,0 +1,66 @@
+"""pytest-benchmark suite (not unit tests):  pytest bench/ --benchmark-only
+
+Groups are per (size, dtype) so each group's table compares fastpe's variants
+with the NumPy baselines and the memory-write limit side by side.  Timings are
+for comparison within one run on one machine; the unit tests never time anything.
+Set FASTPE_BENCH_LARGE=1 to include 65536x2048 (1 GiB per float64 table).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import fastpe
+from fastpe import _bench
+
+SIZES = [(512, 512), (4096, 1024), (16384, 1024)]
+if os.environ.get("FASTPE_BENCH_LARGE") == "1":
+    SIZES.append((65536, 2048))
+DTYPES = ["float32", "float64"]
+MAX_THREADS = fastpe.build_info()["max_threads"]
+THREADS = sorted({1, MAX_THREADS})
+
+
+def _group(S, D, dt):
+    return f"{S}x{D} {dt}"
+
+
+@pytest.mark.parametrize("threads", THREADS, ids=lambda t: f"{t}thr")
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("S, D", SIZES, ids=lambda v: str(v))
+def test_fastpe_new_array(benchmark, S, D, dt, threads):
+    benchmark.group = _group(S, D, dt)
+    P = benchmark(fastpe.sinusoidal, S, D, dtype=dt, num_threads=threads)
+    assert P.shape == (S, D)
+
+
+@pytest.mark.parametrize("threads", THREADS, ids=lambda t: f"{t}thr")
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("S, D", SIZES, ids=lambda v: str(v))
+def test_fastpe_out(benchmark, S, D, dt, threads):
+    benchmark.group = _group(S, D, dt)
+    out = np.empty((S, D), dtype=dt)
+    fastpe.sinusoidal(S, D, out=out)  # touch the pages once
+    benchmark(fastpe.sinusoidal, S, D, out=out, num_threads=threads)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("S, D", SIZES, ids=lambda v: str(v))
+def test_memory_limit_fill(benchmark, S, D, dt):
+    """out.fill() on a touched buffer: the memory-write limit."""
+    benchmark.group = _group(S, D, dt)
+    out = np.empty((S, D), dtype=dt)
+    out.fill(0)
+    benchmark(out.fill, 0.5)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("S, D", SIZES, ids=lambda v: str(v))
+def test_numpy_formula(benchmark, S, D, dt):
+    """The tutorials' NumPy formula: seed 004 in float64, the same in float32."""
+    if S * D > 2**24:
+        pytest.skip("NumPy formula too slow to repeat at this size")
+    benchmark.group = _group(S, D, dt)
+    fn = _bench.seed_numpy_f64 if dt == "float64" else _bench.numpy_f32
+    benchmark(fn, S, D)
