@@ -12,7 +12,14 @@ Public API: :func:`sinusoidal`, :func:`reference` (the pure-NumPy twin),
 from ._version import __version__
 
 try:
-    from ._api import build_info, sinusoidal
+    from ._api import (
+        add_to,
+        build_info,
+        fairseq_positions,
+        sinusoidal,
+        sinusoidal_2d,
+        sinusoidal_at,
+    )
 except ImportError as exc:  # pragma: no cover - only on a broken install
     if "kernel" in str(exc) or "fastpe" in str(exc):
         raise ImportError(
@@ -22,6 +29,18 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
             "wheel, the OpenMP runtime it was built against may be missing."
         ) from exc
     raise
+from ._conventions import CONVENTIONS, Convention
 from ._reference import reference
 
-__all__ = ["__version__", "build_info", "reference", "sinusoidal"]
+__all__ = [
+    "CONVENTIONS",
+    "Convention",
+    "__version__",
+    "add_to",
+    "build_info",
+    "fairseq_positions",
+    "reference",
+    "sinusoidal",
+    "sinusoidal_2d",
+    "sinusoidal_at",
+]

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from . import kernel as _kernel
+from ._conventions import Convention, resolve
 from ._validate import (
     as_base,
     as_float_dtype,
@@ -23,13 +24,21 @@ from ._version import __version__
 _DEFAULT_DTYPE = np.float32
 
 
-def _check_positions(offset: int, seq_len: int, base: float, d_model: int) -> None:
-    limit = _kernel.max_position(base, d_model)
-    hi = max(abs(offset), abs(offset + seq_len))
-    if hi > limit:
+def _convention(convention: Any, base: Any, layout: Any) -> Convention:
+    """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
+    base = as_base(base)
+    as_layout(layout)
+    return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
+                   layout_default=(layout == "interleaved"))
+
+
+def _check_range(spec: dict, largest: float, name: str) -> None:
+    """Positions must stay where the angle reduction is exact (|k * w_max| < 2^45 turns)."""
+    limit = _kernel.spec_max_position(spec)
+    if largest > limit:
         raise ValueError(
-            f"offset must keep every position within +-{limit} for base={base:g}, "
-            f"d_model={d_model} (exact angle reduction); got positions up to {hi}"
+            f"{name} must keep every position within +-{int(limit)} for this width and base "
+            f"(exact angle reduction); got positions up to {largest:.17g}"
         )
 
 
@@ -43,6 +52,7 @@ def sinusoidal(
     layout: str = "interleaved",
     out: np.ndarray | None = None,
     num_threads: int | None = None,
+    convention: str | Convention = "vaswani",
 ) -> np.ndarray:
     """Sinusoidal positional-encoding table of "Attention Is All You Need".
 
@@ -77,6 +87,10 @@ def sinusoidal(
     num_threads : int, optional, keyword-only
         OpenMP threads for this call.  ``None`` follows the OpenMP default
         (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).
+    convention : str or Convention, keyword-only
+        ``"vaswani"`` (default), ``"tensor2tensor"``, ``"fairseq"``,
+        ``"diffusers"``, ``"gptj"``, or a :class:`Convention` with custom knobs.
+        ``base`` and ``layout`` only apply to ``"vaswani"``.
 
     Returns
     -------
@@ -104,23 +118,292 @@ def sinusoidal(
     """
     seq_len = as_int(seq_len, "seq_len", minimum=0)
     d_model = as_int(d_model, "d_model", minimum=1)
-    base = as_base(base)
     offset = as_int(offset, "offset")
-    layout_code = as_layout(layout)
+    conv = _convention(convention, base, layout)
+    spec = conv.spec(d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
-    _check_positions(offset, seq_len, base, d_model)
+    _check_range(spec, max(abs(offset), abs(offset + seq_len)), "offset")
+    out = _output(out, (seq_len, d_model), explicit)
+    return _kernel.fill_rows(out, spec, nseq=1, seq_len=seq_len, offset=offset,
+                             zero_pos=conv.padding_idx, num_threads=nthreads)
+
+
+def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None) -> np.ndarray:
+    """A validated caller's ``out``, or a new array (float32 unless ``explicit``)."""
     if out is None:
         dt = explicit if explicit is not None else np.dtype(_DEFAULT_DTYPE)
-        check_table_size(seq_len, d_model, dt.itemsize)
+        check_table_size(int(np.prod(shape[:-1], dtype=object)), shape[-1], dt.itemsize)
         # np.empty, not zeros: the kernel writes every entry, and its threads
         # touching the pages first spreads the page faults over the cores.
-        out = np.empty((seq_len, d_model), dtype=dt)
+        return np.empty(shape, dtype=dt)
+    return check_out(out, shape, explicit)
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """``a`` viewed as 2-D rows (N, d) without a copy; ValueError if impossible."""
+    view = a.view()
+    try:
+        view.shape = (-1, a.shape[-1]) if a.shape[-1] else (int(np.prod(a.shape[:-1])), 0)
+    except AttributeError:
+        raise ValueError(
+            "the array's rows must be laid out at one stride (C-contiguous rows, e.g. a "
+            f"contiguous array or a column slice of one); got strides {a.strides}") from None
+    return view
+
+
+def _as_positions(positions: Any, name: str) -> np.ndarray:
+    """Integer positions as int64, real ones as float64 (exact conversions only)."""
+    try:
+        arr = np.asarray(positions)
+    except Exception as exc:  # e.g. ragged nested lists
+        raise TypeError(f"{name} must be an array of integers or floats ({exc})") from None
+    kind = arr.dtype.kind
+    if kind in "iu":
+        if arr.size and kind == "u" and arr.max() > np.iinfo(np.int64).max:
+            raise ValueError(f"{name} must fit in int64, got a maximum of {arr.max()}")
+        return arr.astype(np.int64, copy=False).astype(np.dtype(np.int64).newbyteorder("="),
+                                                       copy=False)
+    if kind == "f":
+        arr = arr.astype(np.float64, copy=False)
+        arr = arr.astype(np.dtype(np.float64).newbyteorder("="), copy=False)
+        if arr.size and not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name} must be finite (got NaN or inf)")
+        return arr
+    raise TypeError(f"{name} must be integers or real numbers, got dtype {arr.dtype}")
+
+
+def _largest(a: np.ndarray) -> float:
+    return float(np.max(np.abs(a))) if a.size else 0.0
+
+
+def sinusoidal_at(
+    positions: Any,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    dtype: DTypeLike = _DEFAULT_DTYPE,
+    layout: str = "interleaved",
+    out: np.ndarray | None = None,
+    num_threads: int | None = None,
+    convention: str | Convention = "vaswani",
+) -> np.ndarray:
+    """Encodings of arbitrary positions: shape ``(*positions.shape, d_model)``.
+
+    Parameters
+    ----------
+    positions : array_like of int or float
+        Any shape (a scalar gives one ``(d_model,)`` vector).  Integer positions
+        give bitwise the rows :func:`sinusoidal` gives; float positions (e.g.
+        diffusion timesteps) are exact too: the product ``k * w_i`` is formed in
+        double-double, so the only error beyond ~4e-16 is the one already in the
+        float64 value of the position.  NaN/inf are refused.
+    d_model : int
+    base, dtype, layout, out, num_threads, convention
+        As in :func:`sinusoidal`; ``out`` must have shape ``(*positions.shape, d_model)``.
+
+    Examples
+    --------
+    >>> import fastpe, numpy as np
+    >>> t = np.array([0.0, 0.5, 999.0])              # diffusion timesteps
+    >>> fastpe.sinusoidal_at(t, 8, convention="diffusers").shape
+    (3, 8)
+    >>> P = fastpe.sinusoidal(10, 16)
+    >>> bool(np.array_equal(fastpe.sinusoidal_at([3, 7], 16), P[[3, 7]]))
+    True
+    """
+    d_model = as_int(d_model, "d_model", minimum=1)
+    conv = _convention(convention, base, layout)
+    spec = conv.spec(d_model)
+    nthreads = as_num_threads(num_threads)
+    explicit = None if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
+    pos = _as_positions(positions, "positions")
+    _check_range(spec, _largest(pos), "positions")
+    shape = pos.shape + (d_model,)
+    out = _output(out, shape, explicit)
+    flat = np.ascontiguousarray(pos).reshape(1, -1)
+    _kernel.fill_rows(_rows(out), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
+                      zero_pos=conv.padding_idx, num_threads=nthreads)
+    return out
+
+
+def add_to(
+    x: np.ndarray,
+    *,
+    offset: Any = 0,
+    positions: Any = None,
+    scale: float = 1.0,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    num_threads: int | None = None,
+    convention: str | Convention = "vaswani",
+) -> np.ndarray:
+    """Add the encoding to embeddings in place: ``x = x * scale + PE``; returns ``x``.
+
+    One pass over ``x``: no temporary table, no temporary the size of ``x``.
+
+    Parameters
+    ----------
+    x : ndarray, shape (..., seq_len, d_model), float32 or float64
+        Writable, with rows at one stride (C-contiguous rows; a column slice of a
+        contiguous array is fine).  Each leading index is one sequence.
+    offset : int or array_like of int, keyword-only
+        Position of each sequence's first token: one int for all, or one per
+        sequence (broadcastable to ``x.shape[:-2]``; e.g. KV-cache lengths).
+    positions : array_like of int or float, optional, keyword-only
+        Explicit positions, broadcastable to ``x.shape[:-1]`` (packed sequences,
+        left padding, fractional timesteps).  Integer positions are added to
+        ``offset``; float positions need ``offset=0``.
+    scale : float, keyword-only
+        Multiplies ``x`` first (e.g. ``sqrt(d_model)`` as in the paper).
+    base, layout, num_threads, convention
+        As in :func:`sinusoidal`.  With ``convention="fairseq"`` rows at
+        ``padding_idx`` get no encoding (see :func:`fairseq_positions`).
+
+    Examples
+    --------
+    >>> import fastpe, numpy as np
+    >>> x = np.zeros((2, 5, 8), np.float32)           # (batch, seq_len, d_model)
+    >>> _ = fastpe.add_to(x, offset=[0, 3])            # second sequence continues at 3
+    >>> bool(np.array_equal(x[1], fastpe.sinusoidal(5, 8, offset=3)))
+    True
+    """
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
+    seq_len, d_model = x.shape[-2], x.shape[-1]
+    if d_model < 1:
+        raise ValueError("x's last axis (d_model) must not be empty")
+    check_out(x, x.shape, None)
+    conv = _convention(convention, base, layout)
+    spec = conv.spec(d_model)
+    nthreads = as_num_threads(num_threads)
+    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer,
+                                                                      np.floating)):
+        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
+    scale = float(scale)
+    if not np.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    batch = x.shape[:-2]
+    nseq = int(np.prod(batch, dtype=np.int64))
+    rows = _rows(x)
+    if x.size == 0:
+        return x
+
+    offsets = None
+    off_scalar = 0
+    if np.ndim(offset) == 0 and not isinstance(offset, np.ndarray):
+        off_scalar = as_int(offset, "offset")
+        largest_off = abs(off_scalar)
     else:
-        check_out(out, (seq_len, d_model), explicit)
-    if seq_len == 0:
-        return out
-    return _kernel.fill(out, offset, base, layout_code, nthreads)
+        off = _as_positions(offset, "offset")
+        if off.dtype.kind != "i":
+            raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
+        try:
+            offsets = np.ascontiguousarray(np.broadcast_to(off, batch)).reshape(-1)
+        except ValueError:
+            raise ValueError(f"offset of shape {off.shape} does not broadcast to the "
+                             f"sequences' shape {batch}") from None
+        largest_off = _largest(offsets)
+
+    pos2 = None
+    if positions is None:
+        largest = largest_off + seq_len
+    else:
+        pos = _as_positions(positions, "positions")
+        if pos.dtype.kind == "f" and (offsets is not None or off_scalar != 0):
+            raise ValueError("float positions cannot be combined with offset; add the offset "
+                             "to the positions")
+        try:
+            full = np.broadcast_to(pos, x.shape[:-1])
+        except ValueError:
+            raise ValueError(f"positions of shape {pos.shape} do not broadcast to "
+                             f"x.shape[:-1] = {x.shape[:-1]}") from None
+        pos2 = full.reshape(nseq, seq_len)  # a view when the broadcast allows, else a copy
+        largest = largest_off + _largest(pos)
+    _check_range(spec, largest, "offset + positions")
+    _kernel.fill_rows(rows, spec, nseq=nseq, seq_len=seq_len, offset=off_scalar,
+                      offsets=offsets, positions=pos2, zero_pos=conv.padding_idx, add=True,
+                      scale=scale, num_threads=nthreads)
+    return x
+
+
+def fairseq_positions(tokens: Any, padding_idx: int = 1) -> np.ndarray:
+    """fairseq's ``make_positions``: positions of a (batch, seq_len) token array.
+
+    Real tokens get ``padding_idx + 1, padding_idx + 2, ...`` counting only
+    non-padding tokens; padding tokens get ``padding_idx`` (whose encoding the
+    fairseq convention makes all zeros).  Use with
+    ``add_to(x, positions=fairseq_positions(tokens), convention="fairseq")``.
+    """
+    padding_idx = as_int(padding_idx, "padding_idx")
+    tok = np.asarray(tokens)
+    if tok.dtype.kind not in "iu":
+        raise TypeError(f"tokens must be integers, got dtype {tok.dtype}")
+    mask = (tok != padding_idx).astype(np.int64)
+    return np.cumsum(mask, axis=-1) * mask + padding_idx
+
+
+def sinusoidal_2d(
+    grid_h: int,
+    grid_w: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    convention: str = "mae",
+    cls_token: bool = False,
+    interleave_sin_cos: bool = False,
+    reverse_coord: bool = False,
+    dtype: DTypeLike = _DEFAULT_DTYPE,
+    num_threads: int | None = None,
+) -> np.ndarray:
+    """2-D sin-cos position embedding of a ``grid_h x grid_w`` patch grid (ViT/MAE).
+
+    Tokens are in row-major order (row ``h`` outer, column ``w`` inner); each
+    coordinate gets a quarter-width frequency ladder ``base**(-k/(d_model/4))``.
+
+    - ``convention="mae"``: MAE's ``get_2d_sincos_pos_embed`` -- columns
+      ``[sin(w) | cos(w) | sin(h) | cos(h)]`` (its first half encodes the column
+      coordinate); ``cls_token=True`` prepends a zero row.
+    - ``convention="timm"``: timm's ``build_sincos2d_pos_embed`` --
+      ``[sin(h) | sin(w) | cos(h) | cos(w)]``, or ``[sin(h) | cos(h) | sin(w) | cos(w)]``
+      with ``interleave_sin_cos=True``; ``reverse_coord=True`` swaps the roles
+      of the two grid axes (and so the token order), as timm does.
+
+    ``d_model`` must be a multiple of 4.  Returns ``(cls_token + grid_h*grid_w, d_model)``.
+    """
+    grid_h = as_int(grid_h, "grid_h", minimum=0)
+    grid_w = as_int(grid_w, "grid_w", minimum=0)
+    d_model = as_int(d_model, "d_model", minimum=1)
+    if d_model % 4:
+        raise ValueError(f"d_model must be a multiple of 4 for a 2-D encoding, got {d_model}")
+    if convention not in ("mae", "timm"):
+        raise ValueError(f"convention must be 'mae' or 'timm', got {convention!r}")
+    dt = np.dtype(_DEFAULT_DTYPE) if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
+    half, q = d_model // 2, d_model // 4
+    n1, n2 = grid_h, grid_w
+    if convention == "timm" and reverse_coord:
+        n1, n2 = grid_w, grid_h
+    check_table_size(n1 * n2 + 1, d_model, dt.itemsize)
+    # per-axis [sin | cos] tables of width d/2: frequencies base^(-2k/(d/2))
+    t1 = sinusoidal(n1, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
+    t2 = sinusoidal(n2, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
+    extra = 1 if (cls_token and convention == "mae") else 0
+    out = np.zeros((extra + n1 * n2, d_model), dtype=dt)
+    grid = out[extra:].reshape(n1, n2, d_model)
+    if convention == "mae":
+        grid[:, :, :half] = t2[np.newaxis, :, :]          # first half: the w coordinate
+        grid[:, :, half:] = t1[:, np.newaxis, :]
+    elif interleave_sin_cos:
+        grid[:, :, :half] = t1[:, np.newaxis, :]
+        grid[:, :, half:] = t2[np.newaxis, :, :]
+    else:
+        grid[:, :, 0:q] = t1[:, np.newaxis, :q]
+        grid[:, :, q:2 * q] = t2[np.newaxis, :, :q]
+        grid[:, :, 2 * q:3 * q] = t1[:, np.newaxis, q:]
+        grid[:, :, 3 * q:] = t2[np.newaxis, :, q:]
+    return out
 
 
 def build_info() -> dict[str, Any]:

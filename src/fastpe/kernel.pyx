@@ -14,7 +14,9 @@ from libc.math cimport isfinite, fabs, log, exp, floor
 from libc.string cimport memset
 from libc.stdint cimport INT64_MIN
 from cython.parallel cimport prange, parallel, threadid
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS
+from cpython.buffer cimport (
+    PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS, PyBUF_STRIDES, PyBUF_FORMAT,
+)
 
 from fastpe._openmp_helpers cimport (
     FASTPE_OPENMP, FASTPE_OPENMP_VERSION, fastpe_omp_barrier, omp_get_max_threads,
@@ -342,6 +344,124 @@ def fill(out, int64_t offset, double base, int layout, int num_threads):
                 err = fill_f64(<double *>view.buf, S, D, stride, base, offset, layout, num_threads)
     finally:
         PyBuffer_Release(&view)
+    if err != FASTPE_OK:
+        _raise_for(err)
+    return out
+
+
+cdef pe_spec _spec_from_dict(dict spec) except *:
+    cdef pe_spec sp
+    sp.d = spec["d"]
+    sp.nf = spec["nf"]
+    sp.w0 = spec["w0"]
+    sp.base = spec["base"]
+    sp.denom = spec["denom"]
+    sp.layout = spec["layout"]
+    sp.npairs = spec["npairs"]
+    sp.lone_sin = spec["lone_sin"]
+    sp.s_off = spec["s_off"]
+    sp.ns = spec["ns"]
+    sp.c_off = spec["c_off"]
+    sp.nc = spec["nc"]
+    sp.zero_col = spec["zero_col"]
+    # the column map must stay inside the row: checked here, once, not per row
+    if sp.d < 1 or sp.nf < 0 or sp.nf > sp.d or not (sp.w0 > 0 and sp.base > 0 and sp.denom > 0):
+        raise ValueError(f"invalid kernel spec {spec}")
+    if sp.layout == FASTPE_LAYOUT_INTERLEAVED:
+        if sp.npairs < 0 or 2 * sp.npairs + sp.lone_sin > sp.d or sp.npairs + sp.lone_sin > sp.nf:
+            raise ValueError(f"invalid kernel spec {spec}")
+    elif sp.layout == FASTPE_LAYOUT_SPLIT:
+        if (sp.ns < 0 or sp.nc < 0 or sp.ns > sp.nf or sp.nc > sp.nf or sp.s_off < 0
+                or sp.c_off < 0 or sp.s_off + sp.ns > sp.d or sp.c_off + sp.nc > sp.d):
+            raise ValueError(f"invalid kernel spec {spec}")
+    else:
+        raise ValueError(f"invalid kernel spec {spec}")
+    if sp.zero_col >= sp.d:
+        raise ValueError(f"invalid kernel spec {spec}")
+    return sp
+
+
+def spec_max_position(dict spec):
+    """Largest |position| a fill with this spec accepts (exact angle reduction)."""
+    cdef pe_spec sp = _spec_from_dict(spec)
+    return min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0)
+
+
+def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
+              positions=None, zero_pos=None, bint add=False, double scale=1.0, int num_threads=0):
+    """General fill, for the public functions (which validate everything first).
+
+    ``out``: 2-D (nseq*seq_len, d) float32/float64 buffer, last axis contiguous,
+    rows at a uniform stride.  Row r = b*seq_len + s encodes position
+    ``(offsets[b] if offsets is not None else offset) + (positions[b, s] if
+    positions is not None else s)``: ``offsets`` a 1-D int64 array (any stride),
+    ``positions`` a 2-D (nseq, seq_len) int64 or float64 array (any strides,
+    broadcast zeros welcome; float positions exclude offsets).  Rows at
+    ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE."""
+    cdef pe_spec sp = _spec_from_dict(spec)
+    cdef pe_rows rq
+    cdef Py_buffer view, pview, oview
+    cdef bint have_p = False, have_o = False
+    cdef int err = FASTPE_OK
+    cdef int64_t stride
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = nseq
+    rq.S = seq_len
+    rq.offset = offset
+    rq.add = add
+    rq.scale = scale
+    if zero_pos is not None:
+        rq.has_zero_pos = 1
+        rq.zero_pos = zero_pos
+    PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
+    try:
+        if view.ndim != 2 or view.format == NULL or view.format[1] != 0 \
+                or (view.format[0] != c'f' and view.format[0] != c'd'):
+            raise TypeError("out must be a 2-D float32 or float64 buffer")
+        if view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
+            raise ValueError("out has the wrong shape for this fill")
+        if view.shape[0] > 1 and view.strides[0] < sp.d * view.itemsize:
+            raise ValueError("out's rows overlap")
+        if view.shape[1] > 1 and view.strides[1] != view.itemsize:
+            raise ValueError("out's rows must be contiguous")
+        stride = view.strides[0] // view.itemsize if view.shape[0] > 1 else sp.d
+        if offsets is not None:
+            PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
+            have_o = True
+            if oview.ndim != 1 or oview.shape[0] != nseq or oview.itemsize != 8 \
+                    or oview.format[0] not in (c'l', c'q'):
+                raise TypeError("offsets must be a 1-D int64 array of length nseq")
+            rq.offs = <const int64_t *>oview.buf
+            rq.offs_stride = oview.strides[0] // 8
+        if positions is not None:
+            PyObject_GetBuffer(positions, &pview, PyBUF_STRIDES | PyBUF_FORMAT)
+            have_p = True
+            if pview.ndim != 2 or pview.shape[0] != nseq or pview.shape[1] != seq_len \
+                    or pview.itemsize != 8:
+                raise TypeError("positions must be a 2-D (nseq, seq_len) int64/float64 array")
+            if pview.format[0] == c'd':
+                if offsets is not None or offset != 0:
+                    raise ValueError("float positions cannot be combined with offsets")
+                rq.pos_f = <const double *>pview.buf
+            elif pview.format[0] in (c'l', c'q'):
+                rq.pos_i = <const int64_t *>pview.buf
+            else:
+                raise TypeError("positions must be int64 or float64")
+            rq.psb = pview.strides[0] // 8
+            rq.pss = pview.strides[1] // 8
+        if nseq * seq_len > 0:
+            if view.format[0] == c'f':
+                with nogil:
+                    err = _fill_rows(<float *>view.buf, stride, &sp, &rq, num_threads)
+            else:
+                with nogil:
+                    err = _fill_rows(<double *>view.buf, stride, &sp, &rq, num_threads)
+    finally:
+        PyBuffer_Release(&view)
+        if have_p:
+            PyBuffer_Release(&pview)
+        if have_o:
+            PyBuffer_Release(&oview)
     if err != FASTPE_OK:
         _raise_for(err)
     return out

@@ -1,0 +1,198 @@
+"""Frequency conventions of the major frameworks, as knobs of one formula.
+
+Every 1-D sinusoidal encoding in use is
+
+    w_i = position_scale * base ** (-i / denominator),   i = 0 .. nf-1
+    row(k) = sin(k w_i) and cos(k w_i) placed by `layout`, plus `odd` handling
+
+and differs only in these knobs (see the README's conventions table):
+
+==============  ========  ==================  ================  ========  ===========
+name            base      denominator         position_scale    layout    odd width
+==============  ========  ==================  ================  ========  ===========
+vaswani         10000     d/2                 1                 (arg)     extra sine
+tensor2tensor   max/min   max(h-1, 1)         min_timescale     split     zero column
+fairseq         10000     h-1                 1                 split     zero column
+diffusers       period    h - shift           scale             split*    zero column
+gptj            10000     d/2                 1                 split     (even only)
+==============  ========  ==================  ================  ========  ===========
+
+h = d_model // 2; split* = [cos | sin] when flip_sin_to_cos.  fairseq also zeroes
+the row of position ``padding_idx`` (its real positions start at padding_idx+1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._validate import as_base
+
+_DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
+_LAYOUTS = ("interleaved", "split", "split_cos_first")
+_ODD = ("sin", "zero", "error")
+
+
+@dataclass(frozen=True)
+class Convention:
+    """The knobs of a sinusoidal convention (see the module docstring).
+
+    Use the named constructors (``Convention.fairseq(padding_idx=1)``, ...) or
+    build one directly, e.g. ``Convention(base=500.0, layout="split")``.
+
+    Attributes
+    ----------
+    name : str
+    base : float
+        Frequencies fall geometrically from ``position_scale`` by ``base`` over
+        ``denominator`` steps: ``w_i = position_scale * base**(-i/denominator)``.
+    denominator : {"d/2", "h", "h-1", "max(h-1,1)", "h-shift"}
+        With ``h = d_model // 2``; "h-shift" uses ``shift``.
+    shift : float
+        For ``denominator="h-shift"`` (diffusers' downscale_freq_shift).
+    position_scale : float
+        Multiplies every frequency (diffusers' ``scale``, tensor2tensor's min_timescale).
+    layout : {"interleaved", "split", "split_cos_first"}
+    odd : {"sin", "zero", "error"}
+        Odd ``d_model``: one more sine column (Vaswani/DistilBERT), a zero column
+        at the end (tensor2tensor/fairseq/diffusers), or refuse.
+    padding_idx : int or None
+        Position whose encoding is all zeros (fairseq).
+    """
+
+    name: str = "custom"
+    base: float = 10000.0
+    denominator: str = "d/2"
+    shift: float = 0.0
+    position_scale: float = 1.0
+    layout: str = "interleaved"
+    odd: str = "sin"
+    padding_idx: int | None = None
+
+    def __post_init__(self) -> None:
+        as_base(self.base, "base")
+        if self.denominator not in _DENOMINATORS:
+            raise ValueError(f"denominator must be one of {_DENOMINATORS}, got {self.denominator!r}")
+        if self.layout not in _LAYOUTS:
+            raise ValueError(f"layout must be one of {_LAYOUTS}, got {self.layout!r}")
+        if self.odd not in _ODD:
+            raise ValueError(f"odd must be one of {_ODD}, got {self.odd!r}")
+        if not (isinstance(self.position_scale, (int, float)) and math.isfinite(self.position_scale)
+                and self.position_scale > 0):
+            raise ValueError(f"position_scale must be finite and > 0, got {self.position_scale!r}")
+        if not (isinstance(self.shift, (int, float)) and math.isfinite(self.shift)):
+            raise ValueError(f"shift must be a finite number, got {self.shift!r}")
+
+    # ----------------------------------------------------------- named conventions
+    @classmethod
+    def vaswani(cls, base: float = 10000.0, layout: str = "interleaved") -> Convention:
+        """The paper, the seeds, the PyTorch tutorial, DistilBERT/XLM, keras_hub."""
+        return cls("vaswani", base=base, layout=layout)
+
+    @classmethod
+    def tensor2tensor(cls, min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Convention:
+        """tensor2tensor ``get_timing_signal_1d`` (positions = start_index + 0..):
+        inv_timescale_i = min_timescale * exp(-i ln(max/min) / max(h-1, 1))."""
+        as_base(min_timescale, "min_timescale")
+        as_base(max_timescale, "max_timescale")
+        return cls("tensor2tensor", base=max_timescale / min_timescale, denominator="max(h-1,1)",
+                   position_scale=min_timescale, layout="split", odd="zero")
+
+    @classmethod
+    def fairseq(cls, padding_idx: int | None = 1) -> Convention:
+        """fairseq ``SinusoidalPositionalEmbedding``: exp(-i ln(10000)/(h-1)),
+        [sin | cos], zero column for odd width, row ``padding_idx`` all zeros."""
+        return cls("fairseq", denominator="h-1", layout="split", odd="zero",
+                   padding_idx=padding_idx)
+
+    @classmethod
+    def diffusers(cls, max_period: float = 10000.0, downscale_freq_shift: float = 1.0,
+                  scale: float = 1.0, flip_sin_to_cos: bool = False) -> Convention:
+        """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
+        return cls("diffusers", base=max_period, denominator="h-shift",
+                   shift=float(downscale_freq_shift), position_scale=float(scale),
+                   layout="split_cos_first" if flip_sin_to_cos else "split", odd="zero")
+
+    @classmethod
+    def gptj(cls, base: float = 10000.0) -> Convention:
+        """GPT-J ``create_sinusoidal_positions``: the [sin | cos] table of
+        base^(-2i/d) that rotary code slices into its sin and cos halves."""
+        return cls("gptj", base=base, layout="split", odd="error")
+
+    # ----------------------------------------------------------- the kernel's spec
+    def spec(self, d_model: int) -> dict[str, Any]:
+        """Keyword arguments for ``fastpe.kernel.fill_rows`` describing this
+        convention at width ``d_model`` (raises ValueError where it is undefined)."""
+        d = d_model
+        h = d // 2
+        if d % 2 and self.odd == "error":
+            raise ValueError(f"the {self.name} convention needs an even d_model, got {d}")
+        nf = (d + 1) // 2 if self.odd == "sin" else h
+        if self.denominator == "d/2":
+            denom = d / 2.0
+        elif self.denominator == "h":
+            denom = float(h)
+        elif self.denominator == "h-1":
+            denom = float(h - 1)
+        elif self.denominator == "max(h-1,1)":
+            denom = float(max(h - 1, 1))
+        else:
+            denom = h - self.shift
+        if nf > 1 and not denom > 0:
+            raise ValueError(
+                f"the {self.name} convention divides by {self.denominator}"
+                f"{'' if self.denominator != 'h-shift' else f' (shift={self.shift})'}, "
+                f"which is {denom:g} at d_model={d}; use a larger d_model")
+        if nf <= 1 and not denom > 0:
+            denom = 1.0  # one frequency: w_0 = position_scale whatever the denominator
+        spec = dict(d=d, nf=nf, w0=float(self.position_scale), base=float(self.base),
+                    denom=float(denom), layout=0, npairs=0, lone_sin=0, s_off=0, ns=0, c_off=0,
+                    nc=0, zero_col=-1)
+        if d % 2 and self.odd == "zero":
+            spec["zero_col"] = d - 1
+        if self.layout == "interleaved":
+            spec.update(layout=0, npairs=h, lone_sin=int(nf > h))
+        else:
+            ns, nc = nf, h
+            if self.layout == "split":
+                spec.update(layout=1, s_off=0, ns=ns, c_off=ns, nc=nc)
+            else:
+                spec.update(layout=1, c_off=0, nc=nc, s_off=nc, ns=ns)
+        return spec
+
+    def with_(self, **changes: Any) -> Convention:
+        """A copy with some knobs changed."""
+        return replace(self, **changes)
+
+
+CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
+
+
+def resolve(convention: Any, *, base: float, layout: str, base_default: bool,
+            layout_default: bool) -> Convention:
+    """The Convention for a public function's (convention, base, layout) arguments.
+
+    ``base`` and ``layout`` are Vaswani's knobs; with another named convention
+    they must be left at their defaults (change its knobs with its constructor,
+    e.g. ``Convention.diffusers(max_period=...)``)."""
+    if isinstance(convention, Convention):
+        conv = convention
+    elif isinstance(convention, str):
+        if convention not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {CONVENTIONS} or a fastpe.Convention, "
+                             f"got {convention!r}")
+        if convention == "vaswani":
+            return Convention.vaswani(base=base, layout=layout)
+        conv = getattr(Convention, convention)()
+    else:
+        raise TypeError(f"convention must be a string or a fastpe.Convention, got "
+                        f"{type(convention).__name__}")
+    if conv.name != "vaswani" or isinstance(convention, Convention):
+        if not base_default:
+            raise ValueError(f"base cannot be combined with convention {conv.name!r}: set the "
+                             f"convention's own knob (e.g. fastpe.Convention.{conv.name}(...))")
+        if not layout_default:
+            raise ValueError(f"layout cannot be combined with convention {conv.name!r}: the "
+                             "convention fixes the layout")
+    return conv
