@@ -406,6 +406,32 @@ def sinusoidal_2d(
     return out
 
 
+# CPU features worth knowing about for this kernel (vector width, FMA); the
+# names are the kernel's /proc/cpuinfo spellings (x86 "flags", Arm "Features").
+_CPU_FEATURES = (
+    "sse2", "sse4_1", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl",
+    "neon", "asimd", "sve", "sve2",
+)
+
+
+def _cpu_features() -> list[str]:
+    """Interesting CPU feature flags of this machine, in ``_CPU_FEATURES`` order.
+
+    Read from ``/proc/cpuinfo`` on Linux; an empty list elsewhere or when it is
+    unreadable.  Informational only: the kernel does not dispatch on them.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip().lower() in ("flags", "features"):
+                    present = set(value.split())
+                    return [name for name in _CPU_FEATURES if name in present]
+    except OSError:
+        pass
+    return []
+
+
 def build_info() -> dict[str, Any]:
     """How this fastpe was built and what it will use at run time.
 
@@ -415,7 +441,9 @@ def build_info() -> dict[str, Any]:
         ``version``; ``openmp`` (bool, built with OpenMP); ``openmp_version``
         (the ``_OPENMP`` date macro, 0 for a serial build); ``max_threads`` (what
         ``num_threads=None`` uses now: follows OMP_NUM_THREADS and threadpoolctl);
-        ``machine``; ``numpy`` (the NumPy version in use).
+        ``machine``; ``numpy`` (the NumPy version in use); ``cpu_features``
+        (list of notable CPU flags such as ``avx2``, ``fma``, ``avx512f``,
+        ``neon``/``asimd``, read from ``/proc/cpuinfo``; empty where unavailable).
     """
     openmp, omp_version = _kernel.openmp_info()
     return {
@@ -425,4 +453,5 @@ def build_info() -> dict[str, Any]:
         "max_threads": int(_kernel.max_threads()),
         "machine": platform.machine(),
         "numpy": np.__version__,
+        "cpu_features": _cpu_features(),
     }
