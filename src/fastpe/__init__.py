@@ -6,7 +6,8 @@
 ((2048, 512), dtype('float32'))
 
 Public API: :func:`sinusoidal`, :func:`reference` (the pure-NumPy twin),
-:func:`build_info`, ``__version__``.
+:func:`build_info`, :func:`get_include` (the C header, for
+extensions: see docs/c_api.md), ``__version__``.
 """
 
 from ._version import __version__
@@ -22,6 +23,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
             "wheel, the OpenMP runtime it was built against may be missing."
         ) from exc
     raise
+from ._include import get_include
 from ._reference import reference
 
-__all__ = ["__version__", "build_info", "reference", "sinusoidal"]
+__all__ = ["__version__", "build_info", "get_include", "reference", "sinusoidal"]

@@ -255,3 +255,63 @@ def openmp_info():
 def max_position(double base, int64_t d_model):
     """Largest |position| the kernel accepts for this (base, d_model)."""
     return int(min(PE_MAX_TURNS / _max_turns_per_position(base, d_model), 4503599627370496.0))
+
+
+# ---------------------------------------------------------------------------
+# C API for other extensions: a capsule holding a versioned function table
+# (see include/fastpe.h; reached from C through import_fastpe()).
+# ---------------------------------------------------------------------------
+
+from libc.stdint cimport uint32_t
+from cpython.pycapsule cimport PyCapsule_New
+
+cdef extern from *:
+    """
+    /* This module provides the table: fastpe.h must not redefine the codes
+       and layouts that kernel.pxd already declares as an enum. */
+    #define FASTPE_KERNEL_MODULE 1
+    """
+
+cdef extern from "include/fastpe.h":
+    ctypedef int (*fastpe_fill_f32_fn)(float *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_f64_fn)(double *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef struct fastpe_api_t:
+        uint32_t abi_major
+        uint32_t abi_minor
+        size_t size
+        fastpe_fill_f32_fn fill_f32
+        fastpe_fill_f64_fn fill_f64
+    const char *FASTPE_CAPSULE_NAME
+    int FASTPE_ABI_MAJOR
+    int FASTPE_ABI_MINOR
+
+# Static storage: the capsule and every importer point at it for the process's
+# lifetime (extension modules are never unloaded), so the capsule needs no destructor.
+cdef fastpe_api_t _c_api_table
+_c_api_table.abi_major = FASTPE_ABI_MAJOR
+_c_api_table.abi_minor = FASTPE_ABI_MINOR
+_c_api_table.size = sizeof(fastpe_api_t)
+_c_api_table.fill_f32 = fill_f32
+_c_api_table.fill_f64 = fill_f64
+
+_C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)
+
+#: (major, minor) of the C-API table in ``_C_API`` (include/fastpe.h's ABI policy).
+C_API_VERSION = (FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR)
+
+# The values kernel.pxd gives the codes and layouts, for the test that fastpe.h
+# (a separate definition, for C) agrees with them.
+_C_CONSTANTS = {
+    "FASTPE_LAYOUT_INTERLEAVED": FASTPE_LAYOUT_INTERLEAVED,
+    "FASTPE_LAYOUT_SPLIT": FASTPE_LAYOUT_SPLIT,
+    "FASTPE_OK": FASTPE_OK,
+    "FASTPE_ENULL": FASTPE_ENULL,
+    "FASTPE_ESIZE": FASTPE_ESIZE,
+    "FASTPE_ESTRIDE": FASTPE_ESTRIDE,
+    "FASTPE_EBASE": FASTPE_EBASE,
+    "FASTPE_ELAYOUT": FASTPE_ELAYOUT,
+    "FASTPE_ERANGE": FASTPE_ERANGE,
+    "FASTPE_ENOMEM": FASTPE_ENOMEM,
+}
