@@ -41,7 +41,7 @@ def sinusoidal(
     offset: int = 0,
     dtype: DTypeLike = _DEFAULT_DTYPE,
     layout: str = "interleaved",
-    out: np.ndarray | None = None,
+    out: Any = None,
     num_threads: int | None = None,
 ) -> np.ndarray:
     """Sinusoidal positional-encoding table of "Attention Is All You Need".
@@ -70,10 +70,13 @@ def sinusoidal(
         Ignored when ``out`` is given and ``dtype`` is left at its default;
         an explicit dtype must then match ``out.dtype``.
     layout : {"interleaved", "split"}, keyword-only
-    out : ndarray, optional, keyword-only
+    out : array, optional, keyword-only
         Array of shape ``(seq_len, d_model)``, dtype float32/float64, writable,
         with a contiguous last axis; its rows may be strided (e.g. a column slice
         ``emb[:, 64:128]`` of a wider matrix).  Filled in place and returned.
+        Besides an ndarray, any object NumPy can view without a copy is filled
+        in its own memory: the buffer protocol (``memoryview``, ``array.array``),
+        ``__array_interface__``, or DLPack (a PyTorch CPU tensor).
     num_threads : int, optional, keyword-only
         OpenMP threads for this call.  ``None`` follows the OpenMP default
         (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).
@@ -81,7 +84,7 @@ def sinusoidal(
     Returns
     -------
     ndarray
-        The ``(seq_len, d_model)`` table (``out`` itself when given).
+        The ``(seq_len, d_model)`` table (``out`` itself, of its own type, when given).
 
     Notes
     -----
@@ -101,6 +104,10 @@ def sinusoidal(
            [ 0.14112001, -0.9899925 ,  0.29552021,  0.95533649]])
     >>> emb = np.zeros((8, 512), dtype=np.float32)
     >>> _ = fastpe.sinusoidal(8, 128, out=emb[:, :128])   # fill a column window in place
+    >>> import torch                                        # doctest: +SKIP
+    >>> t = torch.empty(8, 128)                             # doctest: +SKIP
+    >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
+    True
     """
     seq_len = as_int(seq_len, "seq_len", minimum=0)
     d_model = as_int(d_model, "d_model", minimum=1)
@@ -115,12 +122,15 @@ def sinusoidal(
         check_table_size(seq_len, d_model, dt.itemsize)
         # np.empty, not zeros: the kernel writes every entry, and its threads
         # touching the pages first spreads the page faults over the cores.
-        out = np.empty((seq_len, d_model), dtype=dt)
+        out = view = np.empty((seq_len, d_model), dtype=dt)
     else:
-        check_out(out, (seq_len, d_model), explicit)
+        # An ndarray view of the caller's memory; the caller gets back the
+        # object it passed (a tensor stays a tensor).
+        view = check_out(out, (seq_len, d_model), explicit)
     if seq_len == 0:
         return out
-    return _kernel.fill(out, offset, base, layout_code, nthreads)
+    _kernel.fill(view, offset, base, layout_code, nthreads)
+    return out
 
 
 def build_info() -> dict[str, Any]:
