@@ -149,6 +149,7 @@ static const fastpe_api_t *fastpe_api FASTPE_MAYBE_UNUSED = NULL;
 FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
     PyObject *mod, *cap;
     const fastpe_api_t *api;
+    int too_old;
 
     mod = PyImport_ImportModule("fastpe.kernel");
     if (mod == NULL) {
@@ -157,6 +158,11 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
     cap = PyObject_GetAttrString(mod, "_C_API");
     Py_DECREF(mod);
     if (cap == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_SetString(PyExc_ImportError,
+                            "fastpe.kernel has no _C_API: the installed fastpe is too old "
+                            "to have a C API; upgrade fastpe");
+        }
         return -1;
     }
     if (!PyCapsule_IsValid(cap, FASTPE_CAPSULE_NAME)) {
@@ -180,7 +186,11 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
                      (unsigned)api->abi_major, (unsigned)api->abi_minor);
         return -1;
     }
-    if (api->abi_minor < FASTPE_ABI_MINOR || api->size < sizeof(fastpe_api_t)) {
+    too_old = api->size < sizeof(fastpe_api_t);
+#if FASTPE_ABI_MINOR > 0 /* (`unsigned < 0` would draw -Wtype-limits) */
+    too_old = too_old || api->abi_minor < FASTPE_ABI_MINOR;
+#endif
+    if (too_old) {
         PyErr_Format(PyExc_ImportError,
                      "this module was compiled against the fastpe C API %d.%d, but the "
                      "installed fastpe provides only C API %u.%u: upgrade fastpe",
