@@ -141,7 +141,12 @@ def extensions():
             "fastpe.kernel",
             sources=["src/fastpe/kernel.pyx"],
             include_dirs=["src/fastpe"],
-            depends=["src/fastpe/_pe_core.h", "src/fastpe/_openmp_helpers.pxd", "src/fastpe/kernel.pxd"],
+            depends=[
+                "src/fastpe/_pe_core.h",
+                "src/fastpe/_openmp_helpers.pxd",
+                "src/fastpe/kernel.pxd",
+                "src/fastpe/include/fastpe.h",
+            ],
         ),
     ]
     return cythonize(

@@ -6,7 +6,8 @@
 ((2048, 512), dtype('float32'))
 
 Public API: :func:`sinusoidal`, :func:`reference` (the pure-NumPy twin),
-:func:`build_info`, ``__version__``.
+:func:`build_info`, :func:`get_include` (the C header, for
+extensions: see docs/c_api.md), ``__version__``.
 """
 
 from ._version import __version__
@@ -30,6 +31,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
         ) from exc
     raise
 from ._conventions import CONVENTIONS, Convention
+from ._include import get_include
 from ._reference import reference
 
 __all__ = [
@@ -39,6 +41,7 @@ __all__ = [
     "add_to",
     "build_info",
     "fairseq_positions",
+    "get_include",
     "reference",
     "sinusoidal",
     "sinusoidal_2d",

@@ -50,7 +50,7 @@ def sinusoidal(
     offset: int = 0,
     dtype: DTypeLike = _DEFAULT_DTYPE,
     layout: str = "interleaved",
-    out: np.ndarray | None = None,
+    out: Any = None,
     num_threads: int | None = None,
     convention: str | Convention = "vaswani",
 ) -> np.ndarray:
@@ -115,6 +115,10 @@ def sinusoidal(
            [ 0.14112001, -0.9899925 ,  0.29552021,  0.95533649]])
     >>> emb = np.zeros((8, 512), dtype=np.float32)
     >>> _ = fastpe.sinusoidal(8, 128, out=emb[:, :128])   # fill a column window in place
+    >>> import torch                                        # doctest: +SKIP
+    >>> t = torch.empty(8, 128)                             # doctest: +SKIP
+    >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
+    True
     """
     seq_len = as_int(seq_len, "seq_len", minimum=0)
     d_model = as_int(d_model, "d_model", minimum=1)
@@ -124,20 +128,25 @@ def sinusoidal(
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
     _check_range(spec, max(abs(offset), abs(offset + seq_len)), "offset")
-    out = _output(out, (seq_len, d_model), explicit)
-    return _kernel.fill_rows(out, spec, nseq=1, seq_len=seq_len, offset=offset,
-                             zero_pos=conv.padding_idx, num_threads=nthreads)
+    out, view = _output(out, (seq_len, d_model), explicit)
+    _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
+                      zero_pos=conv.padding_idx, num_threads=nthreads)
+    return out
 
 
-def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None) -> np.ndarray:
-    """A validated caller's ``out``, or a new array (float32 unless ``explicit``)."""
+def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None
+            ) -> tuple[Any, np.ndarray]:
+    """(what to return, an ndarray view to fill): a new array (float32 unless
+    ``explicit``), or the caller's ``out`` and a validated zero-copy view of it
+    (the caller gets back the object it passed: a tensor stays a tensor)."""
     if out is None:
         dt = explicit if explicit is not None else np.dtype(_DEFAULT_DTYPE)
         check_table_size(int(np.prod(shape[:-1], dtype=object)), shape[-1], dt.itemsize)
         # np.empty, not zeros: the kernel writes every entry, and its threads
         # touching the pages first spreads the page faults over the cores.
-        return np.empty(shape, dtype=dt)
-    return check_out(out, shape, explicit)
+        new = np.empty(shape, dtype=dt)
+        return new, new
+    return out, check_out(out, shape, explicit)
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -184,7 +193,7 @@ def sinusoidal_at(
     base: float = 10000.0,
     dtype: DTypeLike = _DEFAULT_DTYPE,
     layout: str = "interleaved",
-    out: np.ndarray | None = None,
+    out: Any = None,
     num_threads: int | None = None,
     convention: str | Convention = "vaswani",
 ) -> np.ndarray:
@@ -220,9 +229,9 @@ def sinusoidal_at(
     pos = _as_positions(positions, "positions")
     _check_range(spec, _largest(pos), "positions")
     shape = pos.shape + (d_model,)
-    out = _output(out, shape, explicit)
+    out, view = _output(out, shape, explicit)
     flat = np.ascontiguousarray(pos).reshape(1, -1)
-    _kernel.fill_rows(_rows(out), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
+    _kernel.fill_rows(_rows(view), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
                       zero_pos=conv.padding_idx, num_threads=nthreads)
     return out
 

@@ -81,13 +81,62 @@ def check_table_size(seq_len: int, d_model: int, itemsize: int) -> None:
         )
 
 
+def as_out_array(out: Any) -> np.ndarray:
+    """An ndarray viewing the memory of the caller's ``out``, never a copy.
+
+    Accepted: an ndarray (returned as is); an object with the buffer protocol or
+    ``__array_interface__``/``__array_struct__`` (``memoryview``, ``array.array``,
+    ...); a ``__dlpack__`` producer in CPU memory (a PyTorch CPU tensor, ...).
+    Objects that offer only ``__array__`` are refused: that method may return a
+    copy, and filling a copy would silently leave ``out`` unchanged.
+    """
+    if isinstance(out, np.ndarray):
+        return out
+    arr = None
+    if hasattr(out, "__array_interface__") or hasattr(out, "__array_struct__"):
+        arr = np.asarray(out)
+    else:
+        try:
+            view = memoryview(out)
+        except TypeError:
+            view = None
+        if view is not None:
+            arr = np.asarray(view)
+        elif hasattr(out, "__dlpack__"):
+            try:
+                arr = np.from_dlpack(out)
+            except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+                raise TypeError(
+                    f"out ({type(out).__name__}) could not be viewed by NumPy through DLPack "
+                    f"without a copy: {exc}"
+                ) from None
+            if not arr.flags.writeable:
+                raise ValueError(
+                    f"out ({type(out).__name__}) is read-only once viewed through DLPack: "
+                    f"either the producer marked it read-only, or NumPy {np.__version__} imports "
+                    "every DLPack tensor read-only (NumPy >= 2.1 with a DLPack 1.0 producer "
+                    "does not); pass a writable NumPy view instead, e.g. tensor.numpy()"
+                )
+    if arr is None:
+        raise TypeError(
+            "out must be a numpy.ndarray or an array NumPy can view without a copy "
+            "(buffer protocol, __array_interface__, __dlpack__), "
+            f"got {type(out).__name__}"
+        )
+    # A view of foreign memory never owns its data; an array that does is a copy
+    # (e.g. made by a conversion method), and filling it would not fill `out`.
+    if arr.flags.owndata:
+        raise TypeError(f"out ({type(out).__name__}) could only be converted to an array by copying")
+    return arr
+
+
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.ndarray:
-    """Validate a caller-supplied output array.  Accepted: a writable, aligned
-    ndarray (subclasses too) of exactly ``shape``, dtype float32/float64 in native
-    byte order, whose last axis is contiguous; rows may be strided (a column slice
-    of a wider matrix) but may not overlap or run backwards."""
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    """Validate a caller-supplied output array and return an ndarray view of it
+    (``out`` itself for an ndarray; see :func:`as_out_array` for other objects).
+    Accepted: writable, aligned, exactly ``shape``, dtype float32/float64 in native
+    byte order, last axis contiguous; rows may be strided (a column slice of a
+    wider matrix) but may not overlap or run backwards."""
+    out = as_out_array(out)
     if out.shape != shape:
         raise ValueError(f"out must have shape {shape}, got {out.shape}")
     if out.dtype not in FLOAT_DTYPES or not out.dtype.isnative:
@@ -111,4 +160,8 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.nd
                     "out's rows must not overlap or run backwards "
                     f"(row stride >= {shape[-1] * itemsize} bytes), got strides {out.strides}"
                 )
+    if out.dtype.byteorder not in "=|":
+        # Native but spelled explicitly ("<f8", as NumPy keeps it for PEP 3118 buffers
+        # such as ctypes arrays): the kernel reads the buffer format and expects "d"/"f".
+        out = out.view(out.dtype.newbyteorder("="))
     return out

@@ -59,12 +59,15 @@ ctypedef fused real:
     float
     double
 
+cdef int64_t MAX_WIDTH = 1099511627776     # 2^40
+
 cdef enum:
     # Below this many output entries one thread beats waking the team.
     SERIAL_BELOW = 16384
     # Table budget: 2 * B * nf doubles (~1 MiB), so the table stays in L2.
     TABLE_DOUBLES = 131072
     MAX_BLOCK = 64
+    MAX_THREADS = 1024
     # The table's rows j = j1*SUB + j0 are themselves composed from SUB + B/SUB
     # accurately evaluated rows (one more exact rotation, ~1 ulp, for 4x fewer
     # evaluations: what makes small tables cheap).
@@ -139,6 +142,8 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
         nt = omp_get_max_threads()
     if nt > omp_get_thread_limit():
         nt = omp_get_thread_limit()
+    if nt > MAX_THREADS:   # bounds the per-thread scratch below
+        nt = MAX_THREADS
     if N * D < SERIAL_BELOW:
         nt = 1
     if nt > N:
@@ -251,7 +256,8 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
                      double base, int64_t offset, int layout) noexcept nogil:
     cdef pe_spec sp
     cdef double kmax
-    if seq_len < 0 or d_model < 1:
+    # widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size
+    if seq_len < 0 or d_model < 1 or d_model > MAX_WIDTH:
         return FASTPE_ESIZE
     if out == NULL and seq_len > 0:
         return FASTPE_ENULL
@@ -481,3 +487,63 @@ def max_position(double base, int64_t d_model):
     """Largest |position| the kernel accepts for this (base, d_model)."""
     cdef pe_spec sp = pe_spec_vaswani(d_model, base, 0)
     return int(min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0))
+
+
+# ---------------------------------------------------------------------------
+# C API for other extensions: a capsule holding a versioned function table
+# (see include/fastpe.h; reached from C through import_fastpe()).
+# ---------------------------------------------------------------------------
+
+from libc.stdint cimport uint32_t
+from cpython.pycapsule cimport PyCapsule_New
+
+cdef extern from *:
+    """
+    /* This module provides the table: fastpe.h must not redefine the codes
+       and layouts that kernel.pxd already declares as an enum. */
+    #define FASTPE_KERNEL_MODULE 1
+    """
+
+cdef extern from "include/fastpe.h":
+    ctypedef int (*fastpe_fill_f32_fn)(float *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_f64_fn)(double *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef struct fastpe_api_t:
+        uint32_t abi_major
+        uint32_t abi_minor
+        size_t size
+        fastpe_fill_f32_fn fill_f32
+        fastpe_fill_f64_fn fill_f64
+    const char *FASTPE_CAPSULE_NAME
+    int FASTPE_ABI_MAJOR
+    int FASTPE_ABI_MINOR
+
+# Static storage: the capsule and every importer point at it for the process's
+# lifetime (extension modules are never unloaded), so the capsule needs no destructor.
+cdef fastpe_api_t _c_api_table
+_c_api_table.abi_major = FASTPE_ABI_MAJOR
+_c_api_table.abi_minor = FASTPE_ABI_MINOR
+_c_api_table.size = sizeof(fastpe_api_t)
+_c_api_table.fill_f32 = fill_f32
+_c_api_table.fill_f64 = fill_f64
+
+_C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)
+
+#: (major, minor) of the C-API table in ``_C_API`` (include/fastpe.h's ABI policy).
+C_API_VERSION = (FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR)
+
+# The values kernel.pxd gives the codes and layouts, for the test that fastpe.h
+# (a separate definition, for C) agrees with them.
+_C_CONSTANTS = {
+    "FASTPE_LAYOUT_INTERLEAVED": FASTPE_LAYOUT_INTERLEAVED,
+    "FASTPE_LAYOUT_SPLIT": FASTPE_LAYOUT_SPLIT,
+    "FASTPE_OK": FASTPE_OK,
+    "FASTPE_ENULL": FASTPE_ENULL,
+    "FASTPE_ESIZE": FASTPE_ESIZE,
+    "FASTPE_ESTRIDE": FASTPE_ESTRIDE,
+    "FASTPE_EBASE": FASTPE_EBASE,
+    "FASTPE_ELAYOUT": FASTPE_ELAYOUT,
+    "FASTPE_ERANGE": FASTPE_ERANGE,
+    "FASTPE_ENOMEM": FASTPE_ENOMEM,
+}

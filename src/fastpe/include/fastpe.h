@@ -1,0 +1,227 @@
+/*
+ * fastpe.h -- the C API of fastpe, for other compiled extensions.
+ *
+ * Fill sinusoidal positional-encoding tables from C without the GIL and with
+ * no link-time dependency on fastpe: the functions are reached through a
+ * table that fastpe.kernel publishes in a capsule (NumPy's import_array()
+ * pattern).
+ *
+ *     #include "fastpe.h"          // include dir: fastpe.get_include()
+ *
+ *     PyMODINIT_FUNC PyInit_mymod(void) {
+ *         if (import_fastpe() < 0) return NULL;     // ImportError is set
+ *         ...
+ *     }
+ *     ...
+ *     int err = fastpe_fill_f32(buf, seq_len, d_model, d_model, 10000.0, 0,
+ *                               FASTPE_LAYOUT_INTERLEAVED, 0);
+ *
+ * The table
+ * ---------
+ * Row r (0 <= r < seq_len) starts at out + r*row_stride and holds position
+ * k = offset + r.  With w_i = base^(-2i/d_model):
+ *   FASTPE_LAYOUT_INTERLEAVED: row[2i] = sin(k w_i), row[2i+1] = cos(k w_i)
+ *   FASTPE_LAYOUT_SPLIT:       row[i] = sin(k w_i), row[ns+i] = cos(k w_i),
+ *                              ns = ceil(d_model/2)
+ * For odd d_model the extra column is the sine of the next frequency.  Values
+ * are bitwise identical to fastpe.sinusoidal(..., dtype=float32/float64) and
+ * independent of num_threads.
+ *
+ * Arguments
+ * ---------
+ * row_stride   distance between row starts, in ELEMENTS (not bytes), >= d_model
+ *              (only checked when seq_len > 1).  Only the d_model entries of
+ *              each row are written, so a column window of a wider matrix can
+ *              be filled in place (out = M + col0, row_stride = M's width).
+ *              The caller guarantees the memory: (seq_len-1)*row_stride + d_model
+ *              elements.
+ * base         finite and > 0 (10000 in the paper).
+ * offset       first position; may be negative.
+ * layout       FASTPE_LAYOUT_INTERLEAVED or FASTPE_LAYOUT_SPLIT.
+ * num_threads  OpenMP threads for this call; <= 0 means the OpenMP default
+ *              (OMP_NUM_THREADS...).  Small tables always run on one thread;
+ *              a serial build of fastpe always runs on one thread.
+ * out may be NULL when seq_len == 0 (nothing is written).
+ *
+ * Return value: FASTPE_OK (0), or a FASTPE_E* code below; arguments are
+ * validated before anything is written, so on an error `out` is untouched.
+ *
+ * Threads and the GIL
+ * -------------------
+ * import_fastpe() calls into Python: call it with the GIL held (in your
+ * module's init function).  After that, fastpe_fill_f32/f64 never touch Python:
+ * call them without the GIL, from any thread (including threads that have
+ * never seen Python, and from inside your own OpenMP regions), concurrently
+ * into different buffers.  Each call allocates its own scratch memory.  When
+ * calling from your own parallel loop, pass num_threads = 1 to avoid
+ * oversubscription (nested OpenMP teams) unless you mean it.
+ *
+ * One pointer per translation unit
+ * --------------------------------
+ * The table pointer below is `static`: every C file that calls fastpe must
+ * call import_fastpe() itself (it is cheap: an import that is already done
+ * and a capsule lookup).  Calling a fill function in a file where
+ * import_fastpe() has not succeeded returns FASTPE_ENOTIMPORTED.
+ *
+ * ABI policy
+ * ----------
+ * The capsule table starts with its version (major, minor) and its size.
+ * - New capabilities are APPENDED to the end of the table and bump
+ *   FASTPE_ABI_MINOR; existing members never move or change signature.
+ * - Anything incompatible bumps FASTPE_ABI_MAJOR.
+ * import_fastpe() requires the installed fastpe to have the same major and a
+ * minor (and table size) >= the ones of this header, and raises ImportError
+ * naming both versions otherwise -- so an extension built against a newer or
+ * incompatible fastpe fails at import, never by calling the wrong function.
+ * Error codes and layout values never change meaning.
+ */
+#ifndef FASTPE_H
+#define FASTPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FASTPE_ABI_MAJOR 1
+#define FASTPE_ABI_MINOR 0
+#define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
+
+typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model,
+                                  int64_t row_stride, double base, int64_t offset,
+                                  int layout, int num_threads);
+typedef int (*fastpe_fill_f64_fn)(double *out, int64_t seq_len, int64_t d_model,
+                                  int64_t row_stride, double base, int64_t offset,
+                                  int layout, int num_threads);
+
+/* The capsule's table.  Append-only (see "ABI policy"). */
+typedef struct fastpe_api {
+    uint32_t abi_major;
+    uint32_t abi_minor;
+    size_t size;                 /* sizeof(fastpe_api_t) in the providing fastpe */
+    /* ABI 1.0 */
+    fastpe_fill_f32_fn fill_f32;
+    fastpe_fill_f64_fn fill_f64;
+} fastpe_api_t;
+
+/*
+ * fastpe.kernel itself (the provider) needs only the table type above: its
+ * codes and layouts are kernel.pxd's enum, and it imports nothing.
+ */
+#ifndef FASTPE_KERNEL_MODULE
+
+/* Layouts (same values as fastpe.kernel's FASTPE_LAYOUT_*). */
+#define FASTPE_LAYOUT_INTERLEAVED 0
+#define FASTPE_LAYOUT_SPLIT 1
+
+/* Return codes (same values as fastpe.kernel's; tests check they agree). */
+#define FASTPE_OK 0
+#define FASTPE_ENULL 1       /* out is NULL while seq_len > 0 */
+#define FASTPE_ESIZE 2       /* seq_len < 0 or d_model < 1 */
+#define FASTPE_ESTRIDE 3     /* row_stride < d_model while seq_len > 1 (rows would overlap) */
+#define FASTPE_EBASE 4       /* base is not finite and > 0 */
+#define FASTPE_ELAYOUT 5     /* layout is not one of FASTPE_LAYOUT_* */
+#define FASTPE_ERANGE 6      /* |positions| too large for an exact angle reduction
+                                (fastpe.kernel.max_position(base, d_model)) */
+#define FASTPE_ENOMEM 7      /* the kernel's scratch allocation failed */
+/* Returned by this header's wrappers only (never by the kernel): the
+   translation unit has not run import_fastpe() successfully. */
+#define FASTPE_ENOTIMPORTED 100
+
+#include <Python.h>
+
+#if defined(_MSC_VER)
+#define FASTPE_INLINE static __inline
+#else
+#define FASTPE_INLINE static inline
+#endif
+
+#if defined(__GNUC__)
+#define FASTPE_MAYBE_UNUSED __attribute__((unused))
+#else
+#define FASTPE_MAYBE_UNUSED
+#endif
+
+/* Set by import_fastpe(); NULL until then.  Points into fastpe.kernel, which,
+   like every extension module, is never unloaded. */
+static const fastpe_api_t *fastpe_api FASTPE_MAYBE_UNUSED = NULL;
+
+/* Import fastpe.kernel and check its C-API table.  Returns 0, or -1 with a
+   Python exception set (ImportError on a version mismatch).  Needs the GIL. */
+FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
+    PyObject *mod, *cap;
+    const fastpe_api_t *api;
+    int too_old;
+
+    mod = PyImport_ImportModule("fastpe.kernel");
+    if (mod == NULL) {
+        return -1;
+    }
+    cap = PyObject_GetAttrString(mod, "_C_API");
+    Py_DECREF(mod);
+    if (cap == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_SetString(PyExc_ImportError,
+                            "fastpe.kernel has no _C_API: the installed fastpe is too old "
+                            "to have a C API; upgrade fastpe");
+        }
+        return -1;
+    }
+    if (!PyCapsule_IsValid(cap, FASTPE_CAPSULE_NAME)) {
+        Py_DECREF(cap);
+        PyErr_SetString(PyExc_ImportError,
+                        "fastpe.kernel._C_API is not a \"" FASTPE_CAPSULE_NAME "\" capsule; "
+                        "the installed fastpe is broken or too old to have a C API");
+        return -1;
+    }
+    api = (const fastpe_api_t *)PyCapsule_GetPointer(cap, FASTPE_CAPSULE_NAME);
+    Py_DECREF(cap);
+    if (api == NULL) {
+        return -1;
+    }
+    if (api->abi_major != FASTPE_ABI_MAJOR) {
+        PyErr_Format(PyExc_ImportError,
+                     "this module was compiled against the fastpe C API %d.%d, but the "
+                     "installed fastpe provides the incompatible C API %u.%u: rebuild the "
+                     "module against the installed fastpe (or install a matching fastpe)",
+                     FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR,
+                     (unsigned)api->abi_major, (unsigned)api->abi_minor);
+        return -1;
+    }
+    too_old = api->size < sizeof(fastpe_api_t);
+#if FASTPE_ABI_MINOR > 0 /* (`unsigned < 0` would draw -Wtype-limits) */
+    too_old = too_old || api->abi_minor < FASTPE_ABI_MINOR;
+#endif
+    if (too_old) {
+        PyErr_Format(PyExc_ImportError,
+                     "this module was compiled against the fastpe C API %d.%d, but the "
+                     "installed fastpe provides only C API %u.%u: upgrade fastpe",
+                     FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR,
+                     (unsigned)api->abi_major, (unsigned)api->abi_minor);
+        return -1;
+    }
+    fastpe_api = api;
+    return 0;
+}
+
+/* The fill functions (see the top of this file).  GIL-free, thread-safe. */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                double base, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL) {
+        return FASTPE_ENOTIMPORTED;
+    }
+    return fastpe_api->fill_f32(out, seq_len, d_model, row_stride, base, offset, layout,
+                                num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                double base, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL) {
+        return FASTPE_ENOTIMPORTED;
+    }
+    return fastpe_api->fill_f64(out, seq_len, d_model, row_stride, base, offset, layout,
+                                num_threads);
+}
+
+#endif /* FASTPE_KERNEL_MODULE */
+#endif /* FASTPE_H */

@@ -1,0 +1,95 @@
+"""The Cython API: ``from fastpe.kernel cimport fill_f32, fill_f64`` in another
+extension, built at test time against the installed package's .pxd files and
+called inside that extension's own ``prange``.  Results are compared bitwise
+with fastpe.sinusoidal."""
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import fastpe
+import fastpe.kernel
+from extbuild import EXT_DIR, build, load, no_compiler_reason, quick_cflags
+
+CODES = fastpe.kernel._C_CONSTANTS
+SENTINEL = -7.0
+
+
+@pytest.fixture(scope="session")
+def cy_probe(tmp_path_factory):
+    reason = no_compiler_reason()
+    if reason:
+        pytest.skip(f"cannot build the Cython probe: {reason}")
+    pytest.importorskip("Cython", reason="Cython is needed to build the Cython probe")
+    work = tmp_path_factory.mktemp("cython_api")
+    shutil.copy(EXT_DIR / "fastpe_cython_probe.pyx", work)
+    omp = ["/openmp"] if sys.platform == "win32" else ["-fopenmp"]
+    ext = dict(name="fastpe_cython_probe", sources=["fastpe_cython_probe.pyx"],
+               extra_compile_args=quick_cflags())
+    try:
+        build(work, [dict(ext, extra_compile_args=ext["extra_compile_args"] + omp,
+                          extra_link_args=omp)], cythonize=True)
+        openmp = True
+    except RuntimeError:  # no OpenMP in this compiler: the prange runs serially
+        build(work, [ext], cythonize=True)
+        openmp = False
+    return load(work, "fastpe_cython_probe"), openmp
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["interleaved", "split"])
+@pytest.mark.parametrize("inner_threads", [1, 2, 0])
+def test_fill_inside_a_prange(cy_probe, dtype, layout, inner_threads):
+    """7 tables of 61 rows filled by 4 threads of the probe's prange; each table
+    is written into the first 33 columns of a 40-wide slab (row stride 40)."""
+    mod, _ = cy_probe
+    n, S, W, D, first, step = 7, 61, 40, 33, -100, 1009
+    out = np.full((n, S, W), SENTINEL, dtype)
+    codes, _tids = mod.fill_tables(out, D, first, step, 1000.0, mod.LAYOUTS[layout], 4,
+                                   inner_threads)
+    assert codes == [CODES["FASTPE_OK"]] * n
+    for t in range(n):
+        expected = fastpe.sinusoidal(S, D, base=1000.0, offset=first + t * step,
+                                     layout=layout, dtype=dtype)
+        np.testing.assert_array_equal(out[t, :, :D], expected, err_msg=f"table {t}")
+    assert np.all(out[:, :, D:] == SENTINEL)
+
+
+def test_prange_really_ran_on_several_threads(cy_probe):
+    mod, openmp = cy_probe
+    if not openmp:
+        pytest.skip("the probe was built without OpenMP (the compiler has none)")
+    if os.environ.get("OMP_THREAD_LIMIT") or os.environ.get("OMP_DYNAMIC", "").lower() == "true":
+        pytest.skip("OMP_THREAD_LIMIT/OMP_DYNAMIC may shrink the team")
+    out = np.zeros((8, 300, 64), np.float32)
+    codes, tids = mod.fill_tables(out, 64, 0, 300, 10000.0, 0, 4, 1)
+    assert codes == [0] * 8
+    # schedule(static, 1) over 4 threads: table t is filled by thread t % 4
+    assert tids == [t % 4 for t in range(8)]
+    np.testing.assert_array_equal(out.reshape(-1, 64), fastpe.sinusoidal(2400, 64))
+
+
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (dict(base=0.0), "FASTPE_EBASE"),
+        (dict(layout=9), "FASTPE_ELAYOUT"),
+        (dict(row_stride=3), "FASTPE_ESTRIDE"),
+        (dict(offset=2**62), "FASTPE_ERANGE"),
+        (dict(seq_len=-1), "FASTPE_ESIZE"),
+        (dict(), "FASTPE_OK"),
+    ],
+)
+def test_codes_through_cimport(cy_probe, args, code):
+    mod, _ = cy_probe
+    out = np.full((4, 4), SENTINEL)
+    kw = {**dict(seq_len=4, d_model=4, row_stride=4, base=10000.0, offset=0, layout=0), **args}
+    assert mod.fill_raw_f64(out, kw["seq_len"], kw["d_model"], kw["row_stride"], kw["base"],
+                            kw["offset"], kw["layout"]) == CODES[code]
+    if code == "FASTPE_OK":
+        np.testing.assert_array_equal(out, fastpe.sinusoidal(4, 4, dtype=np.float64))
+    else:
+        assert np.all(out == SENTINEL)
