@@ -132,6 +132,9 @@ def build_info() -> dict[str, Any]:
         ``version``; ``openmp`` (bool, built with OpenMP); ``openmp_version``
         (the ``_OPENMP`` date macro, 0 for a serial build); ``max_threads`` (what
         ``num_threads=None`` uses now: follows OMP_NUM_THREADS and threadpoolctl);
+        ``forked_child`` (True in a process forked from one that had imported
+        fastpe: calls there run on one thread, because GNU libgomp's thread pool
+        does not survive ``fork()``; ``max_threads`` is then 1);
         ``machine``; ``numpy`` (the NumPy version in use).
     """
     openmp, omp_version = _kernel.openmp_info()
@@ -140,6 +143,7 @@ def build_info() -> dict[str, Any]:
         "openmp": openmp,
         "openmp_version": omp_version,
         "max_threads": int(_kernel.max_threads()),
+        "forked_child": _kernel.forked_child(),
         "machine": platform.machine(),
         "numpy": np.__version__,
     }

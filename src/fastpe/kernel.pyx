@@ -16,7 +16,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS
 
 from fastpe._openmp_helpers cimport (
     FASTPE_OPENMP, FASTPE_OPENMP_VERSION, fastpe_omp_barrier, omp_get_max_threads,
-    omp_get_thread_limit,
+    omp_get_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
 )
 
 cdef extern from "_pe_core.h" nogil:
@@ -123,6 +123,10 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
     if nt > nblocks:
         nt = <int>nblocks
     if (seq_len + B) * nf < SERIAL_BELOW:
+        nt = 1
+    # Fork safety: in a forked child a 2+-thread team can hang in libgomp; a
+    # 1-thread team is safe (see fastpe_install_fork_guard).
+    if fastpe_forked_child():
         nt = 1
     if nt < 1:
         nt = 1
@@ -243,8 +247,19 @@ def fill(out, int64_t offset, double base, int layout, int num_threads):
 
 
 def max_threads():
-    """Threads a call with ``num_threads=None`` would use (before size caps)."""
-    return omp_get_max_threads()
+    """Threads a call with ``num_threads=None`` would use (before size caps):
+    1 in a forked child (see ``forked_child``)."""
+    return 1 if fastpe_forked_child() else omp_get_max_threads()
+
+
+def forked_child():
+    """True in a process forked from one that had imported fastpe: calls there
+    run serially, since GNU libgomp's thread pool does not survive fork()."""
+    return bool(fastpe_forked_child())
+
+
+if fastpe_install_fork_guard() != 0:
+    raise ImportError("fastpe: pthread_atfork failed; cannot install the fork guard")
 
 
 def openmp_info():
