@@ -10,6 +10,7 @@ from numpy.typing import DTypeLike
 
 from . import kernel as _kernel
 from ._validate import (
+    INT64_MAX,
     as_base,
     as_float_dtype,
     as_int,
@@ -23,12 +24,17 @@ from ._version import __version__
 _DEFAULT_DTYPE = np.float32
 
 
+# Above 2**997 the kernel's Veltkamp split of base (2**27 * base) overflows and
+# the frequencies come out NaN; 1e300 is a round bound below that.
+MAX_BASE = 1e300
+
+
 def _check_positions(offset: int, seq_len: int, base: float, d_model: int) -> None:
     limit = _kernel.max_position(base, d_model)
     hi = max(abs(offset), abs(offset + seq_len))
     if hi > limit:
         raise ValueError(
-            f"offset must keep every position within +-{limit} for base={base:g}, "
+            f"seq_len and offset must keep every position within +-{limit} for base={base:g}, "
             f"d_model={d_model} (exact angle reduction); got positions up to {hi}"
         )
 
@@ -39,7 +45,7 @@ def sinusoidal(
     *,
     base: float = 10000.0,
     offset: int = 0,
-    dtype: DTypeLike = _DEFAULT_DTYPE,
+    dtype: DTypeLike | None = None,
     layout: str = "interleaved",
     out: np.ndarray | None = None,
     num_threads: int | None = None,
@@ -62,13 +68,13 @@ def sinusoidal(
     d_model : int
         Width of the encoding (columns), >= 1.
     base : float, keyword-only
-        The wavelength base ``n`` (10000 in the paper); finite and > 0.
+        The wavelength base ``n`` (10000 in the paper); finite, > 0 and <= 1e300.
     offset : int, keyword-only
         First position (e.g. the length of a KV cache).  May be negative.
-    dtype : float32 or float64, keyword-only
-        Output dtype, float32 by default (what ML pipelines feed to models).
-        Ignored when ``out`` is given and ``dtype`` is left at its default;
-        an explicit dtype must then match ``out.dtype``.
+    dtype : float32 or float64, optional, keyword-only
+        Output dtype.  ``None`` (the default) means float32 (what ML pipelines
+        feed to models), or ``out.dtype`` when ``out`` is given; an explicit
+        dtype must match ``out.dtype``.
     layout : {"interleaved", "split"}, keyword-only
     out : ndarray, optional, keyword-only
         Array of shape ``(seq_len, d_model)``, dtype float32/float64, writable,
@@ -76,7 +82,9 @@ def sinusoidal(
         ``emb[:, 64:128]`` of a wider matrix).  Filled in place and returned.
     num_threads : int, optional, keyword-only
         OpenMP threads for this call.  ``None`` follows the OpenMP default
-        (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).
+        (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).  Capped at
+        the OpenMP thread limit; always 1 in a process forked after fastpe was
+        imported (see ``build_info()["forked_child"]``).
 
     Returns
     -------
@@ -102,13 +110,13 @@ def sinusoidal(
     >>> emb = np.zeros((8, 512), dtype=np.float32)
     >>> _ = fastpe.sinusoidal(8, 128, out=emb[:, :128])   # fill a column window in place
     """
-    seq_len = as_int(seq_len, "seq_len", minimum=0)
-    d_model = as_int(d_model, "d_model", minimum=1)
-    base = as_base(base)
+    seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
+    base = as_base(base, maximum=MAX_BASE)
     offset = as_int(offset, "offset")
     layout_code = as_layout(layout)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
+    explicit = None if dtype is None else as_float_dtype(dtype)
     _check_positions(offset, seq_len, base, d_model)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(_DEFAULT_DTYPE)
