@@ -10,6 +10,10 @@ settings.register_profile(
     "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", max_examples=25, deadline=None)
+# Long bug hunts (HYPOTHESIS_PROFILE=thorough), not run in CI.
+settings.register_profile(
+    "thorough", max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

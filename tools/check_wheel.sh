@@ -107,10 +107,23 @@ esac
 echo "-- sdist contents"
 tar -tzf "$SDIST" | sort >"$WORK/sdist-files.txt"
 cat "$WORK/sdist-files.txt"
-for f in pyproject.toml setup.py README.md LICENSE src/fastpe/kernel.pyx src/fastpe/_pe_core.h \
-         src/fastpe/kernel.pxd src/fastpe/_openmp_helpers.pxd src/fastpe/_version.py src/fastpe/py.typed; do
-    grep -qxF "fastpe-$VERSION/$f" "$WORK/sdist-files.txt" || fail "sdist is missing $f"
-done
+# Every source file of the package (and the build/licence files) must be in the
+# sdist: the list comes from the source tree itself, so new files are covered.
+"$TPY" - "$SRC" "fastpe-$VERSION" "$WORK/sdist-files.txt" <<'PY' || fail "the sdist is missing files (list above)"
+import pathlib, sys
+src, prefix, listing = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+in_sdist = set(open(listing).read().split())
+want = ["pyproject.toml", "setup.py", "README.md", "LICENSE"]
+want += [p.relative_to(src).as_posix() for p in sorted(src.glob("LICENSES/*")) if p.is_file()]
+pkg = src / "src" / "fastpe"
+want += [p.relative_to(src).as_posix() for p in sorted(pkg.rglob("*")) if p.is_file()
+         and (p.suffix in {".py", ".pyx", ".pxd", ".pyi", ".h"} or p.name == "py.typed")]
+missing = [w for w in want if f"{prefix}/{w}" not in in_sdist]
+for m in missing:
+    print("MISSING from the sdist:", m)
+print(f"sdist: {len(want) - len(missing)}/{len(want)} expected source files present")
+sys.exit(1 if missing else 0)
+PY
 
 # ------------------------------------------------------------------- 2. twine check
 CURRENT="step 2: twine check"
@@ -156,8 +169,8 @@ PY
 
 echo "-- repaired wheel contents"
 "$TPY" -m zipfile -l "$RWHEEL"
-"$TPY" - "$RWHEEL" <<'PY' || fail "the repaired wheel is missing required files (list above)"
-import fnmatch, sys, zipfile
+"$TPY" - "$RWHEEL" "$SRC" <<'PY' || fail "the repaired wheel is missing required files (list above)"
+import fnmatch, pathlib, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 required = {
     "compiled kernel": "fastpe/kernel*.so",
@@ -170,6 +183,13 @@ required = {
     "libgomp licence note": "fastpe-*.dist-info/licenses/LICENSES/*libgomp*",
 }
 missing = [f"{what} ({pat})" for what, pat in required.items() if not fnmatch.filter(names, pat)]
+# ...and every Python module, .pxd, header, stub and marker of the source tree.
+src = pathlib.Path(sys.argv[2]) / "src"
+for p in sorted((src / "fastpe").rglob("*")):
+    if p.is_file() and (p.suffix in {".py", ".pxd", ".pyi", ".h"} or p.name == "py.typed"):
+        rel = p.relative_to(src).as_posix()
+        if rel not in names:
+            missing.append(rel)
 for m in missing:
     print("MISSING:", m)
 sys.exit(1 if missing else 0)

@@ -11,6 +11,7 @@ from numpy.typing import DTypeLike
 from . import kernel as _kernel
 from ._conventions import Convention, resolve
 from ._validate import (
+    INT64_MAX,
     as_base,
     as_float_dtype,
     as_int,
@@ -23,10 +24,14 @@ from ._version import __version__
 
 _DEFAULT_DTYPE = np.float32
 
+# Above 2**997 the kernel's Veltkamp split of base (2**27 * base) overflows and
+# the frequencies come out NaN; 1e300 is a round bound below that.
+MAX_BASE = 1e300
+
 
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
     """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
-    base = as_base(base)
+    base = as_base(base, maximum=MAX_BASE)
     as_layout(layout)
     return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
                    layout_default=(layout == "interleaved"))
@@ -72,13 +77,13 @@ def sinusoidal(
     d_model : int
         Width of the encoding (columns), >= 1.
     base : float, keyword-only
-        The wavelength base ``n`` (10000 in the paper); finite and > 0.
+        The wavelength base ``n`` (10000 in the paper); finite, > 0 and <= 1e300.
     offset : int, keyword-only
         First position (e.g. the length of a KV cache).  May be negative.
     dtype : float32 or float64, keyword-only
         Output dtype, float32 by default (what ML pipelines feed to models).
-        Ignored when ``out`` is given and ``dtype`` is left at its default;
-        an explicit dtype must then match ``out.dtype``.
+        Ignored when ``out`` is given and ``dtype`` is left at its default
+        (or None); an explicit dtype must then match ``out.dtype``.
     layout : {"interleaved", "split"}, keyword-only
     out : ndarray, optional, keyword-only
         Array of shape ``(seq_len, d_model)``, dtype float32/float64, writable,
@@ -86,7 +91,9 @@ def sinusoidal(
         ``emb[:, 64:128]`` of a wider matrix).  Filled in place and returned.
     num_threads : int, optional, keyword-only
         OpenMP threads for this call.  ``None`` follows the OpenMP default
-        (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).
+        (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).  Capped at
+        the OpenMP thread limit; always 1 in a process forked after fastpe was
+        imported (see ``build_info()["forked_child"]``).
     convention : str or Convention, keyword-only
         ``"vaswani"`` (default), ``"tensor2tensor"``, ``"fairseq"``,
         ``"diffusers"``, ``"gptj"``, or a :class:`Convention` with custom knobs.
@@ -120,13 +127,13 @@ def sinusoidal(
     >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
     True
     """
-    seq_len = as_int(seq_len, "seq_len", minimum=0)
-    d_model = as_int(d_model, "d_model", minimum=1)
+    seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     offset = as_int(offset, "offset")
     conv = _convention(convention, base, layout)
     spec = conv.spec(d_model)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
+    explicit = None if (dtype is _DEFAULT_DTYPE or dtype is None) else as_float_dtype(dtype)
     _check_range(spec, max(abs(offset), abs(offset + seq_len)), "offset")
     out, view = _output(out, (seq_len, d_model), explicit)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
@@ -221,11 +228,11 @@ def sinusoidal_at(
     >>> bool(np.array_equal(fastpe.sinusoidal_at([3, 7], 16), P[[3, 7]]))
     True
     """
-    d_model = as_int(d_model, "d_model", minimum=1)
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     conv = _convention(convention, base, layout)
     spec = conv.spec(d_model)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
+    explicit = None if (dtype is _DEFAULT_DTYPE or dtype is None) else as_float_dtype(dtype)
     pos = _as_positions(positions, "positions")
     _check_range(spec, _largest(pos), "positions")
     shape = pos.shape + (d_model,)
@@ -450,6 +457,9 @@ def build_info() -> dict[str, Any]:
         ``version``; ``openmp`` (bool, built with OpenMP); ``openmp_version``
         (the ``_OPENMP`` date macro, 0 for a serial build); ``max_threads`` (what
         ``num_threads=None`` uses now: follows OMP_NUM_THREADS and threadpoolctl);
+        ``forked_child`` (True in a process forked from one that had imported
+        fastpe: calls there run on one thread, because GNU libgomp's thread pool
+        does not survive ``fork()``; ``max_threads`` is then 1);
         ``machine``; ``numpy`` (the NumPy version in use); ``cpu_features``
         (list of notable CPU flags such as ``avx2``, ``fma``, ``avx512f``,
         ``neon``/``asimd``, read from ``/proc/cpuinfo``; empty where unavailable).
@@ -460,6 +470,7 @@ def build_info() -> dict[str, Any]:
         "openmp": openmp,
         "openmp_version": omp_version,
         "max_threads": int(_kernel.max_threads()),
+        "forked_child": _kernel.forked_child(),
         "machine": platform.machine(),
         "numpy": np.__version__,
         "cpu_features": _cpu_features(),

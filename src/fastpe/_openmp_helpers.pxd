@@ -30,3 +30,34 @@ cdef extern from *:
     int omp_get_thread_limit() noexcept nogil
     int omp_get_num_procs() noexcept nogil
     void fastpe_omp_barrier() noexcept nogil
+
+
+# Fork guard.  GNU libgomp's thread pool does not survive fork(): the child has
+# only the forking thread, but the pool's bookkeeping still lists the parent's
+# workers, so a 2+-thread team in the child waits for them forever (scikit-learn
+# #23823, PyTorch #45198).  A pthread_atfork child handler (installed once, at
+# import) marks the child; the kernel then runs it with a 1-thread team, which
+# libgomp serves from the calling thread without touching the pool.  The mark is
+# inherited by grandchildren.  spawn/forkserver/exec start fresh processes and
+# keep their parallelism.  Not on Windows (no fork).  See docs/reliability.md.
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    static int fastpe_install_fork_guard(void) { return 0; }
+    static int fastpe_forked_child(void) { return 0; }
+    #else
+    #include <pthread.h>
+    static volatile int fastpe_forked_child_flag = 0;
+    static int fastpe_fork_guard_installed = 0;
+    static void fastpe_on_fork_child(void) { fastpe_forked_child_flag = 1; }
+    /* Called with the GIL held (module init), so the once-check needs no lock. */
+    static int fastpe_install_fork_guard(void) {
+        if (fastpe_fork_guard_installed) return 0;
+        fastpe_fork_guard_installed = 1;
+        return pthread_atfork(NULL, NULL, fastpe_on_fork_child);
+    }
+    static int fastpe_forked_child(void) { return fastpe_forked_child_flag; }
+    #endif
+    """
+    int fastpe_install_fork_guard() noexcept
+    int fastpe_forked_child() noexcept nogil

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import DTypeLike
 
-from ._validate import as_base, as_float_dtype, as_int, as_layout, check_table_size
+from ._validate import INT64_MAX, as_base, as_float_dtype, as_int, as_layout, check_table_size
 
 
 def reference(
@@ -21,12 +21,13 @@ def reference(
     *,
     base: float = 10000.0,
     offset: int = 0,
-    dtype: DTypeLike = np.float64,
+    dtype: DTypeLike | None = np.float64,
     layout: str = "interleaved",
 ) -> np.ndarray:
     """Pure-NumPy sinusoidal table (float64 arithmetic, cast to ``dtype`` at the end).
 
-    Same meaning of every argument as :func:`fastpe.sinusoidal`.
+    Same meaning of every argument as :func:`fastpe.sinusoidal` (``dtype=None``
+    means float64 here).
 
     Examples
     --------
@@ -35,20 +36,35 @@ def reference(
     array([[0.      , 1.      , 0.      , 1.      ],
            [0.841471, 0.540302, 0.099833, 0.995004]])
     """
-    seq_len = as_int(seq_len, "seq_len", minimum=0)
-    d_model = as_int(d_model, "d_model", minimum=1)
+    seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     base = as_base(base)
     offset = as_int(offset, "offset")
     layout_code = as_layout(layout)
-    dt = as_float_dtype(dtype)
-    check_table_size(seq_len, d_model, 8)
+    dt = np.dtype(np.float64) if dtype is None else as_float_dtype(dtype)
+    # angle, sines, cosines and the float64 table are alive together (~3 tables)
+    check_table_size(seq_len, d_model, 8, working_copies=3)
+    # Positions are float64 here: beyond 2**53 neighbouring rows would collide.
+    hi = max(abs(offset), abs(offset + seq_len))
+    if hi > 2**53:
+        raise ValueError(
+            f"seq_len and offset must keep every position within +-2**53, got positions up to {hi}"
+        )
+
+    if seq_len == 0:   # no intermediates sized by d_model for an empty table
+        return np.empty((0, d_model), dtype=dt)
 
     nf = (d_model + 1) // 2          # frequencies: odd d_model has one more sine
     nc = d_model // 2                # cosines
     k = np.arange(offset, offset + seq_len, dtype=np.float64)[:, np.newaxis]
     i = np.arange(nf, dtype=np.float64)
     denominator = np.power(base, 2.0 * i / d_model)    # the seeds' n^(2i/d)
-    angle = k / denominator
+    with np.errstate(over="ignore"):
+        angle = k / denominator
+    if not np.isfinite(angle).all():   # base so small that k / base**(2i/d) overflows
+        raise ValueError(
+            f"base={base!r} is too small for d_model={d_model}: the angles overflow float64"
+        )
     sines = np.sin(angle)
     cosines = np.cos(angle[:, :nc])
     out = np.empty((seq_len, d_model), dtype=np.float64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import os
 import sys
 from typing import Any
 
@@ -19,7 +20,14 @@ _LAYOUT_CODES = {"interleaved": 0, "split": 1}
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def as_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+# The kernel takes int64 sizes; anything larger is refused here, with the
+# argument's name, instead of surfacing as an OverflowError from Cython.
+INT64_MAX = 2**63 - 1
+
+
+def as_int(
+    value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     """An integer argument: Python or NumPy integers only (not bool, not float)."""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got bool {value!r}")
@@ -33,16 +41,23 @@ def as_int(value: Any, name: str, *, minimum: int | None = None) -> int:
         if minimum == 0:
             raise ValueError(f"{name} must be a non-negative integer, got {ivalue}")
         raise ValueError(f"{name} must be an integer >= {minimum}, got {ivalue}")
+    if maximum is not None and ivalue > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum}, got {ivalue}")
     return ivalue
 
 
-def as_base(value: Any, name: str = "base") -> float:
-    """A finite, strictly positive real number."""
+def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> float:
+    """A finite, strictly positive real number (at most ``maximum``)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    fvalue = float(value)
+    try:
+        fvalue = float(value)
+    except OverflowError:  # a Python int or Fraction beyond the float range
+        fvalue = math.inf
     if not math.isfinite(fvalue) or fvalue <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    if maximum is not None and fvalue > maximum:
+        raise ValueError(f"{name} must be <= {maximum:g}, got {value!r}")
     return fvalue
 
 
@@ -58,7 +73,7 @@ def as_layout(value: Any) -> int:
 def as_float_dtype(value: Any) -> np.dtype:
     try:
         dt = np.dtype(value)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"dtype must be float32 or float64, got {value!r}") from None
     if dt not in FLOAT_DTYPES or not dt.isnative:
         raise TypeError(f"dtype must be float32 or float64 (native byte order), got {dt}")
@@ -66,18 +81,40 @@ def as_float_dtype(value: Any) -> np.dtype:
 
 
 def as_num_threads(value: Any) -> int:
-    """None -> 0 (the OpenMP default: OMP_NUM_THREADS / threadpoolctl); else an int >= 1."""
+    """None -> 0 (the OpenMP default: OMP_NUM_THREADS / threadpoolctl); else an int >= 1.
+    The kernel caps it at the OpenMP thread limit, so huge values are capped here
+    to what a C int holds (same result, no OverflowError)."""
     if value is None:
         return 0
-    return as_int(value, "num_threads", minimum=1)
+    return min(as_int(value, "num_threads", minimum=1), 2**31 - 1)
 
 
-def check_table_size(seq_len: int, d_model: int, itemsize: int) -> None:
-    """Refuse tables whose byte size does not fit in the address space *before*
-    anything is allocated (NumPy would raise too, but with a less useful message)."""
-    if seq_len * d_model * itemsize > sys.maxsize:
+def physical_memory() -> int | None:
+    """Bytes of RAM on this machine, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_table_size(seq_len: int, d_model: int, itemsize: int, *, working_copies: int = 1) -> None:
+    """Refuse tables that cannot exist *before* anything is allocated: byte sizes
+    beyond the address space (ValueError; NumPy's message is less useful) and
+    tables larger than the machine's RAM (MemoryError; with memory overcommit the
+    allocation could succeed and the fill be OOM-killed half way).
+    ``working_copies``: table-sized arrays the computation holds at once."""
+    nbytes = seq_len * d_model * itemsize * working_copies
+    if max(seq_len, 1) * max(d_model, 1) * itemsize > sys.maxsize:
         raise ValueError(
             f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats does not fit in memory"
+        )
+    ram = physical_memory()
+    if ram is not None and nbytes > ram:
+        what = "working memory" if working_copies > 1 else "memory"
+        raise MemoryError(
+            f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats needs "
+            f"{nbytes / 2**30:.1f} GiB of {what}, more than this machine's "
+            f"{ram / 2**30:.1f} GiB of RAM"
         )
 
 

@@ -20,7 +20,7 @@ from cpython.buffer cimport (
 
 from fastpe._openmp_helpers cimport (
     FASTPE_OPENMP, FASTPE_OPENMP_VERSION, fastpe_omp_barrier, omp_get_max_threads,
-    omp_get_thread_limit,
+    omp_get_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
 )
 
 cdef extern from "_pe_core.h" nogil:
@@ -144,6 +144,10 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
         nt = omp_get_thread_limit()
     if nt > MAX_THREADS:   # bounds the per-thread scratch below
         nt = MAX_THREADS
+    # Fork safety: in a forked child a 2+-thread team can hang in libgomp; a
+    # 1-thread team is safe (see fastpe_install_fork_guard).
+    if fastpe_forked_child():
+        nt = 1
     if N * D < SERIAL_BELOW:
         nt = 1
     if nt > N:
@@ -263,7 +267,8 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
         return FASTPE_ENULL
     if row_stride < d_model and seq_len > 1:
         return FASTPE_ESTRIDE
-    if not (isfinite(base) and base > 0.0):
+    # above ~2^997 the Veltkamp split of base (2^27 * base) overflows
+    if not (isfinite(base) and base > 0.0 and base <= 1e300):
         return FASTPE_EBASE
     if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
         return FASTPE_ELAYOUT
@@ -474,8 +479,19 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
 
 
 def max_threads():
-    """Threads a call with ``num_threads=None`` would use (before size caps)."""
-    return omp_get_max_threads()
+    """Threads a call with ``num_threads=None`` would use (before size caps):
+    1 in a forked child (see ``forked_child``)."""
+    return 1 if fastpe_forked_child() else omp_get_max_threads()
+
+
+def forked_child():
+    """True in a process forked from one that had imported fastpe: calls there
+    run serially, since GNU libgomp's thread pool does not survive fork()."""
+    return bool(fastpe_forked_child())
+
+
+if fastpe_install_fork_guard() != 0:
+    raise ImportError("fastpe: pthread_atfork failed; cannot install the fork guard")
 
 
 def openmp_info():

@@ -1,0 +1,444 @@
+"""Hostile input: every public function over its whole argument space.
+
+Each call either returns the documented result (checked against an oracle) or
+raises ValueError, TypeError or MemoryError -- never another exception type
+(OverflowError included), never a crash, and never a write outside ``out``:
+every ``out`` array is carved out of a larger byte buffer filled with canary
+bytes, and after the call every byte the view does not cover must still be a
+canary (and, if the call failed, the covered bytes must be untouched too).
+
+Adding a public function: add an entry to SPECS (its argument names and an
+oracle); test_every_public_function_has_a_spec fails until you do.
+"""
+
+from __future__ import annotations
+
+import fractions
+import math
+import operator
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fastpe
+
+ACCEPTED_ERRORS = (ValueError, TypeError, MemoryError)
+RAM = fastpe._validate.physical_memory() or 2**36
+CANARY = 0xA5
+PAD = 64
+
+# ------------------------------------------------------------------ values
+
+NUMPY_SCALAR_DTYPES = [
+    "?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
+    "f2", "f4", "f8", "g", "c8", "c16", "M8[s]", "m8[s]", "U3", "S3",
+]
+
+
+def numpy_scalars():
+    """NumPy scalars of every kind (including NaN/inf floats, datetimes, strings)."""
+    return st.sampled_from(NUMPY_SCALAR_DTYPES).flatmap(
+        lambda dt: hnp.from_dtype(np.dtype(dt)).map(lambda v, dt=dt: np.array(v, dtype=dt)[()])
+    )
+
+
+def odd_objects():
+    """Things that are not scalars at all."""
+    return st.sampled_from([
+        None, "3", b"3", "", [], [3], (3,), {3: 3}, object(), np.int64, float,
+        np.array(5), np.array(5.0), np.array([5]), np.array([]), np.array(7, dtype=object),
+        np.array([3, 4], dtype=object), np.zeros((2, 2)), slice(3), 1 + 2j, math.nan,
+        math.inf, -math.inf, -0.0, fractions.Fraction(10**400, 3),
+    ])
+
+
+HUGE_INTS = [2**31, 2**40, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64, 10**30, 10**400]
+
+
+def hostile_ints():
+    return st.one_of(
+        st.sampled_from(HUGE_INTS + [-x for x in HUGE_INTS] + [-1, 0, 1]),
+        st.integers(),
+        st.booleans(),
+    )
+
+
+def hostile_floats():
+    return st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.sampled_from([1e300, 1.5e300, 1e308, 5e-324, 1e-300, 1.0, 0.5, -1.0]),
+    )
+
+
+def anything():
+    return st.one_of(hostile_ints(), hostile_floats(), numpy_scalars(), odd_objects(),
+                     st.text(max_size=4))
+
+
+SIZES = st.integers(0, 40)
+WIDTHS = st.integers(1, 40)
+# Plausible values (a call made only of these must succeed) ...
+VALID = {
+    "seq_len": st.one_of(SIZES, SIZES.map(np.int32), SIZES.map(np.uint64), SIZES.map(np.array)),
+    "d_model": st.one_of(WIDTHS, WIDTHS.map(np.int16), WIDTHS.map(np.int64)),
+    "base": st.one_of(
+        st.floats(1.5, 1e6), st.integers(2, 10**6), st.floats(1.5, 1e6).map(np.float32),
+        st.floats(1e-3, 1e300), st.sampled_from(
+            [fractions.Fraction(10001, 1), np.float16(100), np.longdouble(1e4), 1e300, 1.0])),
+    "offset": st.one_of(st.integers(-(10**6), 10**6), st.integers(-50, 50).map(np.int8)),
+    "dtype": st.sampled_from([None, np.float32, np.float64, "f4", "float64", np.dtype("f8"),
+                              "=f8", np.dtype("float32").newbyteorder("=")]),
+    "layout": st.sampled_from(["interleaved", "split"]),
+    "num_threads": st.one_of(st.none(), st.integers(1, 5), st.just(2**40)),
+}
+# ... and, per argument, values aimed at it in particular (besides anything()).
+AIMED = {
+    "dtype": st.sampled_from([
+        ">f8", "<f4" if sys.byteorder == "big" else ">f4", np.float16, np.longdouble, np.int32,
+        np.complex128, object, "f4,", "not-a-dtype", np.dtype("V8"), "M8[s]",
+        np.dtype([("a", "f8")]), "(2,)f8", np.ndarray, "O"]),
+    "layout": st.sampled_from(["SPLIT", "", "zigzag", b"split", "interleaved "]),
+}
+
+
+def hostile_value(name):
+    return st.one_of(anything(), AIMED[name]) if name in AIMED else anything()
+
+
+# ------------------------------------------------------------------ out= arrays
+OUT_KINDS = [
+    "none", "c", "rows_strided", "fortran", "misaligned", "readonly", "broadcast",
+    "overlapping", "zero_stride", "reversed", "nonnative", "wrong_shape", "transposed_shape",
+    "three_d", "zero_d", "sub", "matrix", "masked", "object", "int32", "float16", "list",
+    "bytearray", "memoryview",
+]
+
+
+class Sub(np.ndarray):
+    pass
+
+
+def _guarded(shape, dtype, strides=None, extra=0, shift=0):
+    """A view of `shape`/`dtype` inside a canary-filled byte buffer; returns
+    (view, buffer, mask of the bytes the view covers)."""
+    dtype = np.dtype(dtype)
+    S, D = shape
+    itemsize = dtype.itemsize
+    if strides is None:
+        strides = ((D + extra) * itemsize, itemsize)
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides)) * (0 not in shape)
+    nbytes = span + itemsize + 2 * PAD
+    buf = np.full(nbytes, CANARY, dtype=np.uint8)
+    start = PAD + shift + (0 if strides[0] >= 0 else max(S - 1, 0) * -strides[0])
+    view = np.ndarray(shape, dtype=dtype, buffer=buf, offset=start, strides=strides)
+    marker = np.zeros(nbytes, dtype=np.uint8)
+    mview = np.ndarray(shape, dtype=dtype, buffer=marker, offset=start, strides=strides)
+    mview[...] = np.frombuffer(b"\xff" * itemsize, dtype=dtype)[0]
+    return view, buf, marker == 0xFF
+
+
+def make_out(kind, shape, dtype):
+    """(out argument, guard buffer or None, covered-byte mask or None)."""
+    S, D = shape
+    dt = np.dtype(dtype)
+    isz = dt.itemsize
+    if kind == "none":
+        return None, None, None
+    if kind == "c":
+        return _guarded(shape, dt)
+    if kind == "rows_strided":
+        return _guarded(shape, dt, extra=3)
+    if kind == "fortran":
+        return _guarded(shape, dt, strides=(isz, max(S, 1) * isz))
+    if kind == "misaligned":
+        return _guarded(shape, dt, shift=1)
+    if kind == "readonly":
+        v, buf, m = _guarded(shape, dt)
+        v.flags.writeable = False
+        return v, buf, m
+    if kind == "broadcast":
+        return np.broadcast_to(np.zeros(D, dt), shape), None, None
+    if kind == "overlapping":
+        return _guarded(shape, dt, strides=(isz, isz))
+    if kind == "zero_stride":
+        return _guarded(shape, dt, strides=(0, isz))
+    if kind == "reversed":
+        return _guarded(shape, dt, strides=(-D * isz, isz))
+    if kind == "nonnative":
+        return _guarded(shape, dt.newbyteorder())
+    if kind == "wrong_shape":
+        return _guarded((S + 1, D), dt)
+    if kind == "transposed_shape":
+        return _guarded((D, S), dt)
+    if kind == "three_d":
+        return np.zeros((S, D, 1), dt), None, None
+    if kind == "zero_d":
+        return np.zeros((), dt), None, None
+    if kind == "sub":
+        v, buf, m = _guarded(shape, dt)
+        return v.view(Sub), buf, m
+    if kind == "matrix":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PendingDeprecationWarning)
+            return np.matrix(np.zeros(shape, dt)), None, None
+    if kind == "masked":
+        return np.ma.masked_array(np.zeros(shape, dt), mask=False), None, None
+    if kind == "object":
+        return np.zeros(shape, dtype=object), None, None
+    if kind == "int32":
+        return _guarded(shape, np.int32)
+    if kind == "float16":
+        return _guarded(shape, np.float16)
+    if kind == "list":
+        return np.zeros(shape, dt).tolist(), None, None
+    if kind == "bytearray":
+        return bytearray(S * D * isz), None, None
+    if kind == "memoryview":
+        return memoryview(np.zeros(shape, dt)), None, None
+    raise AssertionError(kind)
+
+
+# ------------------------------------------------------------------ oracles
+
+
+def _index(v):
+    return operator.index(v)
+
+
+def _angle_bound(seq_len, d_model, base, offset):
+    nf = (d_model + 1) // 2
+    w = 1.0 if base >= 1 else base ** (-2.0 * (nf - 1) / d_model)
+    return max(abs(offset), abs(offset + seq_len)) * w
+
+
+def check_table(result, kwargs, default_dtype):
+    """The documented result of sinusoidal/reference for arguments that were accepted."""
+    S, D = _index(kwargs["seq_len"]), _index(kwargs["d_model"])
+    base = float(kwargs.get("base", 10000.0))
+    offset = _index(kwargs.get("offset", 0))
+    layout = kwargs.get("layout", "interleaved")
+    assert layout in ("interleaved", "split")
+    assert math.isfinite(base) and base > 0
+    assert S >= 0 and D >= 1
+    out = kwargs.get("out")
+    dtype = kwargs.get("dtype")
+    expected_dtype = (out.dtype if out is not None and dtype is None
+                      else np.dtype(default_dtype if dtype is None else dtype))
+    assert expected_dtype in (np.float32, np.float64) and expected_dtype.isnative
+    assert isinstance(result, np.ndarray)
+    assert result.shape == (S, D) and result.dtype == expected_dtype
+    if out is not None:
+        assert result is out
+    if S == 0:
+        return
+    R = fastpe.reference(S, D, base=base, offset=offset, layout=layout)
+    assert np.isfinite(result).all()
+    # the reference's own error grows with the angle; fastpe's float32 rounding is 2^-24
+    tol = 1e-12 + 16 * _angle_bound(S, D, base, offset) * 2.0**-53
+    if expected_dtype == np.float32:
+        tol += 2.0**-23
+    assert np.max(np.abs(np.asarray(result, dtype=np.float64) - R)) <= tol
+
+
+def check_build_info(result, kwargs, default_dtype):
+    assert kwargs == {}
+    assert isinstance(result, dict) and result["version"] == fastpe.__version__
+
+
+# name -> (function, argument names it takes, positional names, oracle, default dtype)
+SPECS = {
+    "sinusoidal": (fastpe.sinusoidal,
+                   ["base", "offset", "dtype", "layout", "out", "num_threads"],
+                   ["seq_len", "d_model"], check_table, np.float32),
+    "reference": (fastpe.reference, ["base", "offset", "dtype", "layout"],
+                  ["seq_len", "d_model"], check_table, np.float64),
+    "build_info": (fastpe.build_info, [], [], check_build_info, None),
+}
+
+
+def test_every_public_function_has_a_spec():
+    public = {n for n in fastpe.__all__ if callable(getattr(fastpe, n))}
+    assert public == set(SPECS)
+
+
+# ------------------------------------------------------------------ the property
+
+
+@st.composite
+def calls(draw, name):
+    fn, kw_names, pos_names, _, _ = SPECS[name]
+    # How many arguments get a hostile value: 0 (a valid call), 1 or a few.
+    n_hostile = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))
+    present = pos_names + [k for k in kw_names if k != "out" and draw(st.booleans())]
+    bad = set(draw(st.lists(st.sampled_from(present), max_size=n_hostile))) if present else set()
+    kwargs = {k: draw(hostile_value(k) if k in bad else VALID[k]) for k in present}
+    if draw(st.integers(0, 9)) == 0:  # a keyword the function does not take
+        foreign = draw(st.sampled_from(sorted(set(VALID) | {"out", "bogus"})))
+        if foreign not in kw_names and foreign not in pos_names:
+            kwargs[foreign] = draw(st.one_of(VALID.get(foreign, anything()), anything()))
+    # Tables that are valid and merely big (up to the machine's RAM) would be
+    # really allocated and filled: keep the property cheap and the machine alive.
+    # Bigger-than-RAM and overflowing sizes stay in (they must fail up front).
+    try:
+        S, D = (_index(kwargs[p]) for p in ("seq_len", "d_model"))
+    except (KeyError, TypeError):
+        pass
+    else:
+        if not isinstance(S, bool) and not isinstance(D, bool):
+            assume(not (S > 0 and D > 0 and S * D * 8 > 2**22 and S * D * 4 <= 2 * RAM))
+    guard = None
+    if "out" in kw_names or draw(st.integers(0, 19)) == 0:
+        valid_kinds = ["none", "c", "rows_strided", "sub", "masked", "matrix"]
+        kind = draw(st.sampled_from(valid_kinds if n_hostile == 0 else OUT_KINDS))
+        try:
+            shape = (_index(kwargs.get("seq_len")), _index(kwargs.get("d_model")))
+        except TypeError:
+            shape = (3, 4)
+        if kind != "none":
+            if not (0 <= shape[0] <= 64 and 1 <= shape[1] <= 64):
+                shape = (3, 4)
+            out_dtype = draw(st.sampled_from([np.float32, np.float64]))
+            if n_hostile == 0 and kwargs.get("dtype") is not None:
+                out_dtype = np.dtype(kwargs["dtype"])
+            out, buf, mask = make_out(kind, shape, out_dtype)
+            kwargs["out"] = out
+            if buf is not None:
+                guard = (buf, mask, buf.copy())
+            note(f"out kind={kind} shape={shape} dtype={np.dtype(out_dtype)}")
+    return kwargs, guard
+
+
+def _run(name, kwargs, guard):
+    fn, kw_names, pos_names, oracle, default_dtype = SPECS[name]
+    note(f"{name}(**{kwargs!r})")
+    call_kwargs = dict(kwargs)
+    args = [call_kwargs.pop(p) for p in pos_names]
+    try:
+        result = fn(*args, **call_kwargs)
+    except ACCEPTED_ERRORS as exc:
+        event(f"raised {type(exc).__name__}")
+        assert str(exc), "error without a message"
+        if guard is not None:  # nothing the caller passed is corrupted on error
+            buf, _, before = guard
+            assert np.array_equal(buf, before), "out was written although the call failed"
+        return
+    event("returned" + (" into out=" if kwargs.get("out") is not None else ""))
+    oracle(result, kwargs, default_dtype)
+    if guard is not None:
+        buf, mask, before = guard
+        assert np.array_equal(buf[~mask], before[~mask]), "write outside out"
+
+
+hostile = settings(
+    max_examples=4 * settings.default.max_examples,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                           HealthCheck.data_too_large],
+)
+
+
+@hostile
+@given(data=st.data())
+def test_sinusoidal_hostile(data):
+    _run("sinusoidal", *data.draw(calls("sinusoidal")))
+
+
+@hostile
+@given(data=st.data())
+def test_reference_hostile(data):
+    _run("reference", *data.draw(calls("reference")))
+
+
+@given(args=st.lists(anything(), max_size=2),
+       kw=st.dictionaries(st.sampled_from(sorted(VALID)), anything(), max_size=2))
+def test_build_info_hostile(args, kw):
+    if not args and not kw:
+        return
+    with pytest.raises(TypeError):
+        fastpe.build_info(*args, **kw)
+
+
+# ------------------------------------------------------------------ guard bands, explicitly
+
+
+@pytest.mark.parametrize("kind", ["c", "rows_strided", "sub"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (300, 129), (2000, 64)])
+def test_guard_bands_valid_out(kind, dtype, shape):
+    out, buf, mask = make_out(kind, shape, dtype)
+    before = buf.copy()
+    assert fastpe.sinusoidal(*shape, out=out, offset=11, num_threads=2) is out
+    assert np.array_equal(buf[~mask], before[~mask])
+    np.testing.assert_array_equal(out, fastpe.sinusoidal(*shape, offset=11, dtype=dtype))
+
+
+@pytest.mark.parametrize("kind", ["fortran", "misaligned", "readonly", "overlapping", "zero_stride",
+                                  "reversed", "nonnative", "wrong_shape", "int32", "float16"])
+def test_guard_bands_refused_out_untouched(kind):
+    out, buf, mask = make_out(kind, (6, 5), np.float64)
+    before = buf.copy()
+    with pytest.raises((ValueError, TypeError)):
+        fastpe.sinusoidal(6, 5, out=out)
+    assert np.array_equal(buf, before)
+
+
+# ------------------------------------------------------------------ regressions found here
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        # these raised OverflowError before (Python int -> float/int64/C int)
+        (lambda: fastpe.sinusoidal(3, 4, base=10**400), ValueError, "base"),
+        (lambda: fastpe.reference(3, 4, base=10**400), ValueError, "base"),
+        (lambda: fastpe.sinusoidal(3, 2**70), ValueError, "d_model"),
+        (lambda: fastpe.sinusoidal(0, 2**63), ValueError, "d_model"),
+        (lambda: fastpe.reference(3, 2**70), ValueError, "d_model"),
+        (lambda: fastpe.reference(3, 4, offset=10**400), ValueError, "offset"),
+        (lambda: fastpe.sinusoidal(2**64, 4), ValueError, "seq_len"),
+        # silent NaN tables before: the kernel's split of base overflows above 2**997
+        (lambda: fastpe.sinusoidal(3, 4, base=1e305), ValueError, "base"),
+        (lambda: fastpe.sinusoidal(3, 64, base=sys.float_info.max), ValueError, "base"),
+        # silent NaN in the reference: k / base**(2i/d) overflowed
+        (lambda: fastpe.reference(3, 1000, base=5e-324), ValueError, "base"),
+        # NumPy's "array is too big" before
+        (lambda: fastpe.sinusoidal(0, 2**62), ValueError, "table"),
+        # malformed dtype strings raising ValueError from np.dtype are a TypeError like the rest
+        (lambda: fastpe.sinusoidal(3, 4, dtype="f4,"), TypeError, "dtype"),
+    ],
+)
+def test_regressions(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_base_just_below_the_limit_is_accurate():
+    P = fastpe.sinusoidal(5, 64, base=1e300, dtype=np.float64)
+    np.testing.assert_allclose(P, fastpe.reference(5, 64, base=1e300), atol=1e-15, rtol=0)
+
+
+def test_huge_num_threads_is_capped_not_an_error():
+    # was OverflowError (Python int -> C int); the kernel caps at the thread limit anyway
+    np.testing.assert_array_equal(fastpe.sinusoidal(300, 64, num_threads=2**40),
+                                  fastpe.sinusoidal(300, 64, num_threads=1))
+
+
+def test_explicit_float32_dtype_must_match_out():
+    # np.float32 used to be the default *sentinel*, so passing it explicitly was ignored
+    with pytest.raises(TypeError, match="dtype"):
+        fastpe.sinusoidal(3, 4, out=np.zeros((3, 4)), dtype=np.float32)
+
+
+def test_dtype_none_means_the_default():
+    assert fastpe.sinusoidal(3, 4, dtype=None).dtype == np.float32
+    assert fastpe.sinusoidal(3, 4, dtype=None, out=np.zeros((3, 4))).dtype == np.float64
+    assert fastpe.reference(3, 4, dtype=None).dtype == np.float64
+
+
+def test_empty_reference_with_huge_width_allocates_nothing():
+    assert fastpe.reference(0, 2**40).shape == (0, 2**40)
