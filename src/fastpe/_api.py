@@ -43,7 +43,7 @@ def _check_range(spec: dict, largest: float, name: str) -> None:
     if largest > limit:
         raise ValueError(
             f"{name} must keep every position within +-{int(limit)} for this width and base "
-            f"(exact angle reduction); got positions up to {largest:.17g}"
+            f"(exact angle reduction); got positions up to {largest!r}"
         )
 
 
@@ -53,7 +53,7 @@ def sinusoidal(
     *,
     base: float = 10000.0,
     offset: int = 0,
-    dtype: DTypeLike = _DEFAULT_DTYPE,
+    dtype: DTypeLike | None = None,
     layout: str = "interleaved",
     out: Any = None,
     num_threads: int | None = None,
@@ -80,10 +80,10 @@ def sinusoidal(
         The wavelength base ``n`` (10000 in the paper); finite, > 0 and <= 1e300.
     offset : int, keyword-only
         First position (e.g. the length of a KV cache).  May be negative.
-    dtype : float32 or float64, keyword-only
-        Output dtype, float32 by default (what ML pipelines feed to models).
-        Ignored when ``out`` is given and ``dtype`` is left at its default
-        (or None); an explicit dtype must then match ``out.dtype``.
+    dtype : float32 or float64, optional, keyword-only
+        Output dtype.  ``None`` (the default) means float32 (what ML pipelines
+        feed to models), or ``out.dtype`` when ``out`` is given; an explicit
+        dtype must match ``out.dtype``.
     layout : {"interleaved", "split"}, keyword-only
     out : ndarray, optional, keyword-only
         Array of shape ``(seq_len, d_model)``, dtype float32/float64, writable,
@@ -133,8 +133,8 @@ def sinusoidal(
     conv = _convention(convention, base, layout)
     spec = conv.spec(d_model)
     nthreads = as_num_threads(num_threads)
-    explicit = None if (dtype is _DEFAULT_DTYPE or dtype is None) else as_float_dtype(dtype)
-    _check_range(spec, max(abs(offset), abs(offset + seq_len)), "offset")
+    explicit = None if dtype is None else as_float_dtype(dtype)
+    _check_range(spec, max(abs(offset), abs(offset + seq_len)), "seq_len and offset")
     out, view = _output(out, (seq_len, d_model), explicit)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
                       zero_pos=conv.padding_idx, num_threads=nthreads)
@@ -198,7 +198,7 @@ def sinusoidal_at(
     d_model: int,
     *,
     base: float = 10000.0,
-    dtype: DTypeLike = _DEFAULT_DTYPE,
+    dtype: DTypeLike | None = None,
     layout: str = "interleaved",
     out: Any = None,
     num_threads: int | None = None,
@@ -232,7 +232,7 @@ def sinusoidal_at(
     conv = _convention(convention, base, layout)
     spec = conv.spec(d_model)
     nthreads = as_num_threads(num_threads)
-    explicit = None if (dtype is _DEFAULT_DTYPE or dtype is None) else as_float_dtype(dtype)
+    explicit = None if dtype is None else as_float_dtype(dtype)
     pos = _as_positions(positions, "positions")
     _check_range(spec, _largest(pos), "positions")
     shape = pos.shape + (d_model,)
@@ -371,7 +371,7 @@ def sinusoidal_2d(
     cls_token: bool = False,
     interleave_sin_cos: bool = False,
     reverse_coord: bool = False,
-    dtype: DTypeLike = _DEFAULT_DTYPE,
+    dtype: DTypeLike | None = None,
     num_threads: int | None = None,
 ) -> np.ndarray:
     """2-D sin-cos position embedding of a ``grid_h x grid_w`` patch grid (ViT/MAE).
@@ -396,7 +396,7 @@ def sinusoidal_2d(
         raise ValueError(f"d_model must be a multiple of 4 for a 2-D encoding, got {d_model}")
     if convention not in ("mae", "timm"):
         raise ValueError(f"convention must be 'mae' or 'timm', got {convention!r}")
-    dt = np.dtype(_DEFAULT_DTYPE) if dtype is _DEFAULT_DTYPE else as_float_dtype(dtype)
+    dt = np.dtype(_DEFAULT_DTYPE) if dtype is None else as_float_dtype(dtype)
     half, q = d_model // 2, d_model // 4
     n1, n2 = grid_h, grid_w
     if convention == "timm" and reverse_coord:
