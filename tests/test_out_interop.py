@@ -77,6 +77,47 @@ def test_refused_buffer_is_untouched_and_released():
     raw.extend(b"x")  # raises BufferError if fastpe still held an export of it
 
 
+# ---------------------------------------------------------------- DLPack without torch
+
+
+class _DLPackOnly:
+    """Exposes an ndarray's memory through DLPack only."""
+
+    def __init__(self, a, legacy=False):
+        self._a, self._legacy = a, legacy
+
+    def __dlpack__(self, **kwargs):
+        if self._legacy:  # an old producer: ignores max_version, unversioned capsule
+            return self._a.__dlpack__()
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def _numpy_imports_writable_dlpack():
+    # NumPy < 2.2.5 imports every DLPack tensor read-only (numpy/numpy#28599)
+    return np.from_dlpack(np.zeros(1)).flags.writeable
+
+
+def test_dlpack_producer_is_filled_in_place():
+    backing = np.zeros((6, 10), np.float32)
+    prod = _DLPackOnly(backing)
+    if not _numpy_imports_writable_dlpack():
+        with pytest.raises(ValueError, match="read-only once viewed through DLPack"):
+            fastpe.sinusoidal(6, 10, out=prod)
+        return
+    assert fastpe.sinusoidal(6, 10, out=prod) is prod
+    np.testing.assert_array_equal(backing, _truth(6, 10, np.float32))
+
+
+def test_legacy_dlpack_producer_is_refused_as_read_only():
+    backing = np.zeros((6, 10), np.float32)
+    with pytest.raises(ValueError, match="read-only once viewed through DLPack.*legacy"):
+        fastpe.sinusoidal(6, 10, out=_DLPackOnly(backing, legacy=True))
+    assert not backing.any()
+
+
 # ---------------------------------------------------------------- PyTorch (optional)
 
 

@@ -149,10 +149,11 @@ def as_out_array(out: Any) -> np.ndarray:
                 ) from None
             if not arr.flags.writeable:
                 raise ValueError(
-                    f"out ({type(out).__name__}) is read-only once viewed through DLPack: "
-                    f"either the producer marked it read-only, or NumPy {np.__version__} imports "
-                    "every DLPack tensor read-only (NumPy >= 2.1 with a DLPack 1.0 producer "
-                    "does not); pass a writable NumPy view instead, e.g. tensor.numpy()"
+                    f"out ({type(out).__name__}) is read-only once viewed through DLPack: the "
+                    "producer marked it read-only, or it speaks only the legacy (unversioned) "
+                    f"DLPack, or NumPy {np.__version__} is older than 2.2.5 and imports every "
+                    "DLPack tensor read-only; pass a writable NumPy view instead (for a "
+                    "PyTorch CPU tensor: out=tensor.numpy(), also zero-copy)"
                 )
     if arr is None:
         raise TypeError(
