@@ -253,3 +253,19 @@ def test_other_commands_do_not_import_bench():
             "sys.exit(rc if rc else ('fastpe._bench' in sys.modules) * 3)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_bench_is_wired_to_the_bench_module(monkeypatch, capsys):
+    """`fastpe bench ARGS` hands ARGS to _bench.add_arguments/_bench.run (a stand-in here)."""
+    import types
+
+    calls = []
+    fake = types.ModuleType("fastpe._bench")
+    fake.add_arguments = lambda parser: (parser.add_argument("--quick", action="store_true"),
+                                         parser.add_argument("--json", action="store_true"))
+    fake.run = lambda args: calls.append((args.quick, args.json)) or 7
+    monkeypatch.setitem(sys.modules, "fastpe._bench", fake)
+    assert main(["bench", "--quick"]) == 7
+    assert calls == [(True, False)]
+    assert main(["bench", "--nonesuch"]) == 2
+    assert "unrecognized arguments: --nonesuch" in capsys.readouterr().err
