@@ -1,24 +1,15 @@
 #!/usr/bin/env bash
-# Build fastpe into a venv and run the main job: a table plus the NumPy comparison.
+# The main job, from scratch: build fastpe into a venv, then print the side-by-side
+# comparison with the NumPy formulas (medians, ratios, and errors against mpmath).
+#   bash tools/run_main.sh            # quick run (~20 s); FULL=1 for the full table
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${FASTPE_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "setuptools>=70" wheel "Cython>=3.0.10" numpy
-"$VENV/bin/python" -m pip install -q --no-build-isolation . >/dev/null
-VPY=$(cd "$VENV" && pwd)/bin/python
+"$VENV/bin/python" -m pip install -q "setuptools>=77" wheel "Cython>=3.0.10" numpy mpmath
+rm -rf build src/fastpe/kernel.c
+"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
+FASTPE_BIN=$(cd "$VENV" && pwd)/bin/fastpe
 cd /tmp   # run against the installed package, not the source tree
-"$VPY" - <<'PY'
-import time, numpy as np, fastpe
-print(fastpe.build_info())
-def med(f, n=7):
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter(); f(); ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
-for S, D in [(512, 512), (4096, 1024)]:
-    tf = med(lambda: fastpe.sinusoidal(S, D, dtype=np.float64))
-    tn = med(lambda: fastpe.reference(S, D))
-    print(f"{S}x{D} float64: fastpe {tf*1e3:.2f} ms, NumPy reference {tn*1e3:.2f} ms, ratio {tn/tf:.1f}x")
-PY
+if [ "${FULL:-0}" = 1 ]; then "$FASTPE_BIN" bench; else "$FASTPE_BIN" bench --quick; fi

@@ -323,6 +323,24 @@ ERROR_MESSAGES = {
 }
 
 
+cdef char _native_code(const char *fmt) noexcept:
+    """The struct-module type code of a 1-item native buffer format ('f', 'd',
+    'l', 'q', ...), or 0.  Accepts the native byte-order prefixes NumPy and
+    ctypes emit ('@', '=', and '<' on little-endian machines)."""
+    cdef int little = (<const char *>&_one)[0] == 1
+    if fmt == NULL:
+        return 0
+    if fmt[0] == c'@' or fmt[0] == c'=' or (fmt[0] == c'<' and little) \
+            or (fmt[0] == c'>' and not little) or fmt[0] == c'!' and not little:
+        fmt += 1
+    if fmt[0] == 0 or fmt[1] != 0:
+        return 0
+    return fmt[0]
+
+
+cdef int _one = 1
+
+
 def _raise_for(int err):
     if err == FASTPE_ENOMEM:
         raise MemoryError(ERROR_MESSAGES[err])
@@ -337,17 +355,18 @@ def fill(out, int64_t offset, double base, int layout, int num_threads):
     cdef Py_buffer view
     cdef int err = FASTPE_OK
     cdef int64_t S, D, stride
+    cdef char code
     PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
     try:
-        if view.ndim != 2 or view.format == NULL or view.format[1] != 0 \
-                or (view.format[0] != c'f' and view.format[0] != c'd'):
+        code = _native_code(view.format)
+        if view.ndim != 2 or (code != c'f' and code != c'd'):
             raise TypeError("out must be a 2-D float32 or float64 buffer")
         S = view.shape[0]
         D = view.shape[1]
         stride = view.strides[0] // view.itemsize if S > 1 else D
         if S == 0:
             return out
-        if view.format[0] == c'f':
+        if code == c'f':
             with nogil:
                 err = fill_f32(<float *>view.buf, S, D, stride, base, offset, layout, num_threads)
         else:
@@ -414,6 +433,7 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
     cdef Py_buffer view, pview, oview
     cdef bint have_p = False, have_o = False
     cdef int err = FASTPE_OK
+    cdef char code, pcode
     cdef int64_t stride
     memset(&rq, 0, sizeof(rq))
     rq.nseq = nseq
@@ -426,8 +446,8 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
         rq.zero_pos = zero_pos
     PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
     try:
-        if view.ndim != 2 or view.format == NULL or view.format[1] != 0 \
-                or (view.format[0] != c'f' and view.format[0] != c'd'):
+        code = _native_code(view.format)
+        if view.ndim != 2 or (code != c'f' and code != c'd'):
             raise TypeError("out must be a 2-D float32 or float64 buffer")
         if view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
             raise ValueError("out has the wrong shape for this fill")
@@ -440,7 +460,7 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
             PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
             have_o = True
             if oview.ndim != 1 or oview.shape[0] != nseq or oview.itemsize != 8 \
-                    or oview.format[0] not in (c'l', c'q'):
+                    or _native_code(oview.format) not in (c'l', c'q'):
                 raise TypeError("offsets must be a 1-D int64 array of length nseq")
             rq.offs = <const int64_t *>oview.buf
             rq.offs_stride = oview.strides[0] // 8
@@ -450,18 +470,19 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
             if pview.ndim != 2 or pview.shape[0] != nseq or pview.shape[1] != seq_len \
                     or pview.itemsize != 8:
                 raise TypeError("positions must be a 2-D (nseq, seq_len) int64/float64 array")
-            if pview.format[0] == c'd':
+            pcode = _native_code(pview.format)
+            if pcode == c'd':
                 if offsets is not None or offset != 0:
                     raise ValueError("float positions cannot be combined with offsets")
                 rq.pos_f = <const double *>pview.buf
-            elif pview.format[0] in (c'l', c'q'):
+            elif pcode in (c'l', c'q'):
                 rq.pos_i = <const int64_t *>pview.buf
             else:
                 raise TypeError("positions must be int64 or float64")
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
         if nseq * seq_len > 0:
-            if view.format[0] == c'f':
+            if code == c'f':
                 with nogil:
                     err = _fill_rows(<float *>view.buf, stride, &sp, &rq, num_threads)
             else:
