@@ -217,13 +217,15 @@ quiet "$TV/bin/python" -m pip install --upgrade pip
 quiet "$TV/bin/python" -m pip install --only-binary=:all: "$RWHEEL[test]" ||
     fail "pip install of the repaired wheel[test]"
 "$TV/bin/python" -m pip list 2>/dev/null | grep -Ei '^(fastpe|numpy|pytest|hypothesis|mpmath|threadpoolctl) ' || true
-# A PATH with the venv's bin dir and nothing else but a dir holding python: no
-# cc/gcc/clang anywhere, so tests that compile an extension must skip, and nothing
-# can be (re)compiled behind our back.
+# A PATH with the venv's bin dir and nothing else but a dir holding python (and
+# ldd, not a compiler, so the tests can check which OpenMP runtime the kernel
+# loads): no cc/gcc/clang anywhere, so tests that compile an extension must skip,
+# and nothing can be (re)compiled behind our back.
 NOCC="$WORK/nocc-bin"
 mkdir -p "$NOCC"
 ln -s "$TV/bin/python" "$NOCC/python"
 ln -s "$TV/bin/python" "$NOCC/python3"
+if LDD=$(command -v ldd); then ln -s "$LDD" "$NOCC/ldd"; fi
 TEST_PATH="$TV/bin:$NOCC"
 for c in cc gcc clang c++ g++ clang++ x86_64-linux-gnu-gcc aarch64-linux-gnu-gcc; do
     if PATH="$TEST_PATH" command -v "$c" >/dev/null 2>&1; then

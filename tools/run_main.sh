@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 VENV=${FASTPE_VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q "setuptools>=77" wheel "Cython>=3.0.10" numpy mpmath
+"$VENV/bin/python" -m pip install -q "setuptools>=77" wheel "Cython>=3.1" numpy mpmath
 rm -rf build src/fastpe/kernel.c
 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
 FASTPE_BIN=$(cd "$VENV" && pwd)/bin/fastpe

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import platform
 from typing import Any
 
@@ -31,10 +33,29 @@ MAX_BASE = 1e300
 
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
     """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
+    try:
+        return _convention_cached(convention, base, layout)
+    except TypeError:
+        # unhashable arguments: resolve uncached, which raises the proper message
+        return _resolve_convention(convention, base, layout)
+
+
+def _resolve_convention(convention: Any, base: Any, layout: Any) -> Convention:
     base = as_base(base, maximum=MAX_BASE)
     as_layout(layout)
     return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
                    layout_default=(layout == "interleaved"))
+
+
+# Small calls (a decoding step's one row) must not drown in argument handling:
+# the resolved convention and its kernel spec are cached (both are immutable
+# values of their hashable arguments; failed resolutions raise and are not cached).
+_convention_cached = functools.lru_cache(maxsize=64)(_resolve_convention)
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(conv: Convention, d_model: int) -> dict[str, Any]:
+    return conv.spec(d_model)
 
 
 def _check_range(spec: dict, largest: float, name: str) -> None:
@@ -131,7 +152,7 @@ def sinusoidal(
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     offset = as_int(offset, "offset")
     conv = _convention(convention, base, layout)
-    spec = conv.spec(d_model)
+    spec = _spec(conv, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
     _check_range(spec, max(abs(offset), abs(offset + seq_len)), "seq_len and offset")
@@ -148,7 +169,7 @@ def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None
     (the caller gets back the object it passed: a tensor stays a tensor)."""
     if out is None:
         dt = explicit if explicit is not None else np.dtype(_DEFAULT_DTYPE)
-        check_table_size(int(np.prod(shape[:-1], dtype=object)), shape[-1], dt.itemsize)
+        check_table_size(math.prod(shape[:-1]), shape[-1], dt.itemsize)
         # np.empty, not zeros: the kernel writes every entry, and its threads
         # touching the pages first spreads the page faults over the cores.
         new = np.empty(shape, dtype=dt)
@@ -230,7 +251,7 @@ def sinusoidal_at(
     """
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     conv = _convention(convention, base, layout)
-    spec = conv.spec(d_model)
+    spec = _spec(conv, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
     pos = _as_positions(positions, "positions")
@@ -293,7 +314,7 @@ def add_to(
         raise ValueError("x's last axis (d_model) must not be empty")
     check_out(x, x.shape, None)
     conv = _convention(convention, base, layout)
-    spec = conv.spec(d_model)
+    spec = _spec(conv, d_model)
     nthreads = as_num_threads(num_threads)
     if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer,
                                                                       np.floating)):

@@ -1,0 +1,35 @@
+"""Type stubs for the compiled kernel (fastpe/kernel.pyx).
+
+Private to fastpe: the public API in fastpe._api validates every argument and
+calls these.  C and Cython users reach the kernel through fastpe.h / kernel.pxd.
+"""
+
+from typing import Any
+
+import numpy as np
+
+ERROR_MESSAGES: dict[int, str]
+C_API_VERSION: tuple[int, int]
+_C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
+_C_CONSTANTS: dict[str, int]
+
+def fill(out: Any, offset: int, base: float, layout: int, num_threads: int) -> Any: ...
+def fill_rows(
+    out: Any,
+    spec: dict[str, Any],
+    *,
+    nseq: int,
+    seq_len: int,
+    offset: int = ...,
+    offsets: np.ndarray | None = ...,
+    positions: np.ndarray | None = ...,
+    zero_pos: int | None = ...,
+    add: bool = ...,
+    scale: float = ...,
+    num_threads: int = ...,
+) -> Any: ...
+def spec_max_position(spec: dict[str, Any]) -> float: ...
+def max_position(base: float, d_model: int) -> int: ...
+def max_threads() -> int: ...
+def forked_child() -> bool: ...
+def openmp_info() -> tuple[bool, int]: ...
