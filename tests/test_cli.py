@@ -5,7 +5,6 @@ Most cases call ``fastpe._cli.main`` in-process; a few run real subprocesses to
 check the console script, ``python -m fastpe`` and the matplotlib-less path.
 """
 
-import importlib.util
 import json
 import os
 import shutil
