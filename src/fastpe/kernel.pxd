@@ -19,8 +19,31 @@ cdef enum:
     FASTPE_ELAYOUT = 5     # unknown layout
     FASTPE_ERANGE = 6      # positions too large for an exact angle reduction
     FASTPE_ENOMEM = 7      # scratch allocation failed
+    FASTPE_ESCALE = 8      # scale is not finite (add_*)
 
 cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                   double base, int64_t offset, int layout, int num_threads) noexcept nogil
 cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                   double base, int64_t offset, int layout, int num_threads) noexcept nogil
+
+# ABI 1.1.  x = x*scale + PE for nseq sequences of seq_len rows each (row r of
+# sequence b at x + (b*seq_len + r)*row_stride), positions offset .. offset+seq_len-1:
+cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil
+cdef int add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil
+# Row r encodes positions[r] (any finite real; integers give the fill_* rows bitwise):
+cdef int fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil
+cdef int fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil
+cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil
+cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil

@@ -12,7 +12,7 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs, log, exp, floor
 from libc.string cimport memset
-from libc.stdint cimport INT64_MIN
+from libc.stdint cimport INT64_MIN, INT64_MAX
 from cython.parallel cimport prange, parallel, threadid
 from cpython.buffer cimport (
     PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS, PyBUF_STRIDES, PyBUF_FORMAT,
@@ -308,6 +308,117 @@ cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_str
     return _fill(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
 
 
+
+# ABI 1.1: the fused add and explicit positions (Vaswani spec, like fill_*).
+
+cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
+                       double base, int layout) noexcept nogil:
+    if n < 0 or d_model < 1 or d_model > MAX_WIDTH:
+        return FASTPE_ESIZE
+    if p == NULL and n > 0:
+        return FASTPE_ENULL
+    if row_stride < d_model and n > 1:
+        return FASTPE_ESTRIDE
+    if not (isfinite(base) and base > 0.0 and base <= 1e300):
+        return FASTPE_EBASE
+    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
+        return FASTPE_ELAYOUT
+    return FASTPE_OK
+
+
+cdef int _add(real *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+              double base, int64_t offset, double scale, int layout,
+              int num_threads) noexcept nogil:
+    if nseq < 0:
+        return FASTPE_ESIZE
+    cdef int err = _check_args(x, seq_len, d_model, row_stride, base, offset, layout)
+    if err == FASTPE_OK and (nseq > 1 or seq_len > 1) and nseq > 0 and seq_len > 0 \
+            and row_stride < d_model:
+        err = FASTPE_ESTRIDE       # rows of different sequences would overlap
+    if err == FASTPE_OK and not isfinite(scale):
+        err = FASTPE_ESCALE
+    if err != FASTPE_OK or nseq == 0 or seq_len == 0:
+        return err
+    if nseq > INT64_MAX // seq_len:
+        return FASTPE_ESIZE
+    cdef pe_spec sp = pe_spec_vaswani(d_model, base, layout)
+    cdef pe_rows rq
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = nseq
+    rq.S = seq_len
+    rq.offset = offset
+    rq.add = 1
+    rq.scale = scale
+    return _fill_rows(x, row_stride, &sp, &rq, num_threads)
+
+
+cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
+             const double *positions, double base, int layout, int add, double scale,
+             int num_threads) noexcept nogil:
+    cdef int err = _check_common(out, n, d_model, row_stride, base, layout)
+    cdef int64_t r
+    cdef double kmax = 0.0, limit
+    cdef pe_spec sp
+    cdef pe_rows rq
+    if err == FASTPE_OK and positions == NULL and n > 0:
+        err = FASTPE_ENULL
+    if err == FASTPE_OK and not isfinite(scale):
+        err = FASTPE_ESCALE
+    if err != FASTPE_OK or n == 0:
+        return err
+    sp = pe_spec_vaswani(d_model, base, layout)
+    limit = PE_MAX_TURNS / pe_spec_max_turns(&sp)
+    if limit > 4503599627370496.0:
+        limit = 4503599627370496.0
+    for r in range(n):       # one cheap pass: NaN/inf or out-of-range positions
+        if not (fabs(positions[r]) <= limit):
+            return FASTPE_ERANGE
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = 1
+    rq.S = n
+    rq.pos_f = positions
+    rq.pss = 1
+    rq.add = add
+    rq.scale = scale
+    return _fill_rows(out, row_stride, &sp, &rq, num_threads)
+
+
+cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return _add(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads)
+
+
+cdef int add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return _add(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads)
+
+
+cdef int fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil:
+    return _at(out, n, d_model, row_stride, positions, base, layout, 0, 1.0, num_threads)
+
+
+cdef int fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil:
+    return _at(out, n, d_model, row_stride, positions, base, layout, 0, 1.0, num_threads)
+
+
+cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil:
+    return _at(x, n, d_model, row_stride, positions, base, layout, 1, scale, num_threads)
+
+
+cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil:
+    return _at(x, n, d_model, row_stride, positions, base, layout, 1, scale, num_threads)
+
+
 # ---------------------------------------------------------------------------
 # Python entry points (private: the public API in fastpe._api validates first)
 # ---------------------------------------------------------------------------
@@ -320,6 +431,7 @@ ERROR_MESSAGES = {
     FASTPE_ELAYOUT: "unknown layout",
     FASTPE_ERANGE: "positions too large for an exact angle reduction",
     FASTPE_ENOMEM: "could not allocate kernel scratch memory",
+    FASTPE_ESCALE: "scale must be finite",
 }
 
 
@@ -546,12 +658,32 @@ cdef extern from "include/fastpe.h":
                                        int, int) noexcept nogil
     ctypedef int (*fastpe_fill_f64_fn)(double *, int64_t, int64_t, int64_t, double, int64_t,
                                        int, int) noexcept nogil
+    ctypedef int (*fastpe_add_f32_fn)(float *, int64_t, int64_t, int64_t, int64_t, double,
+                                      int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_f64_fn)(double *, int64_t, int64_t, int64_t, int64_t, double,
+                                      int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_positions_f32_fn)(float *, int64_t, int64_t, int64_t,
+                                                 const double *, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
+                                                 const double *, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_positions_f32_fn)(float *, int64_t, int64_t, int64_t,
+                                                const double *, double, double, int,
+                                                int) noexcept nogil
+    ctypedef int (*fastpe_add_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
+                                                const double *, double, double, int,
+                                                int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor
         size_t size
         fastpe_fill_f32_fn fill_f32
         fastpe_fill_f64_fn fill_f64
+        fastpe_add_f32_fn add_f32
+        fastpe_add_f64_fn add_f64
+        fastpe_fill_positions_f32_fn fill_positions_f32
+        fastpe_fill_positions_f64_fn fill_positions_f64
+        fastpe_add_positions_f32_fn add_positions_f32
+        fastpe_add_positions_f64_fn add_positions_f64
     const char *FASTPE_CAPSULE_NAME
     int FASTPE_ABI_MAJOR
     int FASTPE_ABI_MINOR
@@ -564,6 +696,12 @@ _c_api_table.abi_minor = FASTPE_ABI_MINOR
 _c_api_table.size = sizeof(fastpe_api_t)
 _c_api_table.fill_f32 = fill_f32
 _c_api_table.fill_f64 = fill_f64
+_c_api_table.add_f32 = add_f32
+_c_api_table.add_f64 = add_f64
+_c_api_table.fill_positions_f32 = fill_positions_f32
+_c_api_table.fill_positions_f64 = fill_positions_f64
+_c_api_table.add_positions_f32 = add_positions_f32
+_c_api_table.add_positions_f64 = add_positions_f64
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)
 
@@ -583,4 +721,5 @@ _C_CONSTANTS = {
     "FASTPE_ELAYOUT": FASTPE_ELAYOUT,
     "FASTPE_ERANGE": FASTPE_ERANGE,
     "FASTPE_ENOMEM": FASTPE_ENOMEM,
+    "FASTPE_ESCALE": FASTPE_ESCALE,
 }

@@ -82,7 +82,7 @@
 #include <stdint.h>
 
 #define FASTPE_ABI_MAJOR 1
-#define FASTPE_ABI_MINOR 0
+#define FASTPE_ABI_MINOR 1
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
 typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model,
@@ -92,6 +92,28 @@ typedef int (*fastpe_fill_f64_fn)(double *out, int64_t seq_len, int64_t d_model,
                                   int64_t row_stride, double base, int64_t offset,
                                   int layout, int num_threads);
 
+/* ABI 1.1: the fused add into existing rows, and explicit positions. */
+typedef int (*fastpe_add_f32_fn)(float *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                                 int64_t row_stride, double base, int64_t offset, double scale,
+                                 int layout, int num_threads);
+typedef int (*fastpe_add_f64_fn)(double *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                                 int64_t row_stride, double base, int64_t offset, double scale,
+                                 int layout, int num_threads);
+typedef int (*fastpe_fill_positions_f32_fn)(float *out, int64_t n, int64_t d_model,
+                                            int64_t row_stride, const double *positions,
+                                            double base, int layout, int num_threads);
+typedef int (*fastpe_fill_positions_f64_fn)(double *out, int64_t n, int64_t d_model,
+                                            int64_t row_stride, const double *positions,
+                                            double base, int layout, int num_threads);
+typedef int (*fastpe_add_positions_f32_fn)(float *x, int64_t n, int64_t d_model,
+                                           int64_t row_stride, const double *positions,
+                                           double base, double scale, int layout,
+                                           int num_threads);
+typedef int (*fastpe_add_positions_f64_fn)(double *x, int64_t n, int64_t d_model,
+                                           int64_t row_stride, const double *positions,
+                                           double base, double scale, int layout,
+                                           int num_threads);
+
 /* The capsule's table.  Append-only (see "ABI policy"). */
 typedef struct fastpe_api {
     uint32_t abi_major;
@@ -100,6 +122,13 @@ typedef struct fastpe_api {
     /* ABI 1.0 */
     fastpe_fill_f32_fn fill_f32;
     fastpe_fill_f64_fn fill_f64;
+    /* ABI 1.1 */
+    fastpe_add_f32_fn add_f32;
+    fastpe_add_f64_fn add_f64;
+    fastpe_fill_positions_f32_fn fill_positions_f32;
+    fastpe_fill_positions_f64_fn fill_positions_f64;
+    fastpe_add_positions_f32_fn add_positions_f32;
+    fastpe_add_positions_f64_fn add_positions_f64;
 } fastpe_api_t;
 
 /*
@@ -122,6 +151,7 @@ typedef struct fastpe_api {
 #define FASTPE_ERANGE 6      /* |positions| too large for an exact angle reduction
                                 (fastpe.kernel.max_position(base, d_model)) */
 #define FASTPE_ENOMEM 7      /* the kernel's scratch allocation failed */
+#define FASTPE_ESCALE 8      /* scale is not finite (ABI 1.1 add functions) */
 /* Returned by this header's wrappers only (never by the kernel): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100
@@ -221,6 +251,57 @@ fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_strid
     }
     return fastpe_api->fill_f64(out, seq_len, d_model, row_stride, base, offset, layout,
                                 num_threads);
+}
+
+/* ABI 1.1 (see the top of this file).  GIL-free, thread-safe. */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+               double base, int64_t offset, double scale, int layout, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale,
+                               layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+               double base, int64_t offset, double scale, int layout, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale,
+                               layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                          const double *positions, double base, int layout, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->fill_positions_f32(out, n, d_model, row_stride, positions, base, layout,
+                                          num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
+                          const double *positions, double base, int layout, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->fill_positions_f64(out, n, d_model, row_stride, positions, base, layout,
+                                          num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                         const double *positions, double base, double scale, int layout,
+                         int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_positions_f32(x, n, d_model, row_stride, positions, base, scale,
+                                         layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                         const double *positions, double base, double scale, int layout,
+                         int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_positions_f64(x, n, d_model, row_stride, positions, base, scale,
+                                         layout, num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */
