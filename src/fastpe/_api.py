@@ -14,6 +14,7 @@ from . import kernel as _kernel
 from ._conventions import Convention, resolve
 from ._validate import (
     INT64_MAX,
+    LAYOUTS,
     as_base,
     as_float_dtype,
     as_int,
@@ -33,16 +34,19 @@ MAX_BASE = 1e300
 
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
     """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
-    try:
-        return _convention_cached(convention, base, layout)
-    except TypeError:
-        # unhashable arguments: resolve uncached, which raises the proper message
-        return _resolve_convention(convention, base, layout)
-
-
-def _resolve_convention(convention: Any, base: Any, layout: Any) -> Convention:
     base = as_base(base, maximum=MAX_BASE)
-    as_layout(layout)
+    code = as_layout(layout)
+    try:
+        # keyed on values (a fresh float, the layout's code): the cache holds no
+        # reference to the caller's own objects
+        return _convention_cached(convention, base * 1.0, code)
+    except TypeError:
+        # unhashable convention: resolve uncached, which raises the proper message
+        return _resolve_convention(convention, base, code)
+
+
+def _resolve_convention(convention: Any, base: float, code: int) -> Convention:
+    layout = LAYOUTS[code]
     return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
                    layout_default=(layout == "interleaved"))
 
