@@ -35,9 +35,14 @@ build() {
     rm -rf build src/fastpe/kernel.c
     FASTPE_SANITIZE=1 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
         --force-reinstall . >/dev/null
-    # (located without importing it: that needs the preload)
-    ldd "$VENV"/lib/python3*/site-packages/fastpe/kernel*.so \
-        | grep -q libasan || { echo "sanitize.sh: the extension is not linked with ASan" >&2; exit 1; }
+    # (located without importing it: that needs the preload; no `ldd | grep -q`,
+    # which under pipefail fails whenever grep closes the pipe early)
+    local deps
+    deps=$(ldd "$VENV"/lib/python3*/site-packages/fastpe/kernel*.so)
+    case "$deps" in
+        *libasan*) ;;
+        *) echo "sanitize.sh: the extension is not linked with ASan:" >&2; echo "$deps" >&2; exit 1 ;;
+    esac
 }
 
 run() {  # $1: expected openmp (0/1)
