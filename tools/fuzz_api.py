@@ -13,6 +13,7 @@ script says so and exits 0.
 """
 
 import math
+import operator
 import os
 import sys
 
@@ -90,12 +91,21 @@ def TestOneInput(data):
     if not use_ref and fdp.ConsumeBool():
         kw["num_threads"] = value(fdp, lambda: fdp.ConsumeIntInRange(1, 4))
     # Valid-but-big tables would really be allocated and filled: not the point here.
-    if type(S) is int and type(D) is int and S > 0 and D > 0:
-        if S * D * 8 > 2**22 and S * D * 4 <= 2 * RAM:
+    try:
+        s, d = operator.index(S), operator.index(D)   # NumPy integers, 0-d arrays too
+    except TypeError:
+        pass
+    else:
+        if s > 0 and d > 0 and s * d * 8 > 2**22 and s * d * 4 <= 2 * RAM:
             return
     guard = None
     if not use_ref and fdp.ConsumeBool():
-        shape = (S, D) if type(S) is int and type(D) is int and 0 <= S <= 64 and 1 <= D <= 64 else (3, 4)
+        try:
+            shape = (operator.index(S), operator.index(D))
+        except TypeError:
+            shape = (3, 4)
+        if not (0 <= shape[0] <= 64 and 1 <= shape[1] <= 64):
+            shape = (3, 4)
         kw["out"], buf, mask = make_out(fdp, shape)
         guard = (buf, mask, buf.copy())
 
