@@ -212,7 +212,10 @@ def _index(v):
 
 def _angle_bound(seq_len, d_model, base, offset):
     nf = (d_model + 1) // 2
-    w = 1.0 if base >= 1 else base ** (-2.0 * (nf - 1) / d_model)
+    try:
+        w = 1.0 if base >= 1 else base ** (-2.0 * (nf - 1) / d_model)
+    except OverflowError:  # tiny base: only "no NaN" is checked then
+        w = math.inf
     return max(abs(offset), abs(offset + seq_len)) * w
 
 

@@ -87,7 +87,9 @@ def test_ten_thousand_calls_do_not_grow_rss():
 def test_argument_refcounts_unchanged():
     out = np.empty((16, 24), np.float32)
     base = float(BASE * 3)          # a fresh float object, not an interned constant
-    dtype = np.dtype(np.float64)
+    # a descriptor of our own: np.dtype("f8") is a NumPy-wide singleton whose
+    # count moves with every float64 array anywhere
+    dtype = np.dtype(np.float64, metadata={"fastpe-test": 1})
     layout = "".join(["spl", "it"])  # a fresh str
     objs = [out, base, dtype, layout]
     before = [sys.getrefcount(o) for o in objs]

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build the kernel with AddressSanitizer + UndefinedBehaviorSanitizer
+# (FASTPE_SANITIZE=1 in setup.py), with OpenMP and serial, and run the test
+# suite under each build.  Any sanitizer report fails the script.
+#   bash tools/sanitize.sh
+#   FASTPE_SAN_VENV=/tmp/vsan HYPOTHESIS_PROFILE=ci bash tools/sanitize.sh
+# The venv is its own (a sanitized fastpe must not end up in the dev venv).
+# Hypothesis runs with the short "dev" profile by default: under ASan every
+# call is several times slower, and the full profile runs in the normal job.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${FASTPE_SAN_VENV:-$(mktemp -d)/venv}
+PY=${PYTHON:-python3}
+CC=${CC:-gcc}
+export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev}
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -r requirements-dev.txt
+
+# The interpreter is not instrumented, so the ASan runtime has to be loaded
+# first; the UBSan runtime comes in as a dependency of the extension.
+ASAN_LIB=$("$CC" -print-file-name=libasan.so)
+if [ ! -e "$ASAN_LIB" ]; then
+    echo "sanitize.sh: $CC has no libasan.so ($ASAN_LIB); install libasan" >&2
+    exit 2
+fi
+# detect_leaks=0: CPython never frees everything at exit, so LeakSanitizer
+# reports noise; leaks are tested by tests/test_leaks.py instead.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+LOG=$(mktemp)
+
+build() {
+    rm -rf build src/fastpe/kernel.c
+    FASTPE_SANITIZE=1 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
+        --force-reinstall . >/dev/null
+    # (located without importing it: that needs the preload; no `ldd | grep -q`,
+    # which under pipefail fails whenever grep closes the pipe early)
+    local deps
+    deps=$(ldd "$VENV"/lib/python3*/site-packages/fastpe/kernel*.so)
+    case "$deps" in
+        *libasan*) ;;
+        *) echo "sanitize.sh: the extension is not linked with ASan:" >&2; echo "$deps" >&2; exit 1 ;;
+    esac
+}
+
+run() {  # $1: expected openmp (0/1)
+    # PYTHONMALLOC=malloc: Python objects come from malloc, so ASan sees them too.
+    LD_PRELOAD="$ASAN_LIB" PYTHONMALLOC=malloc FASTPE_EXPECT_OPENMP="$1" \
+        "$VENV/bin/python" -m pytest tests -q -p no:cacheprovider 2>&1 | tee -a "$LOG"
+    local rc=${PIPESTATUS[0]}
+    [ "$rc" -eq 0 ] || { echo "sanitize.sh: test run failed (rc=$rc)" >&2; exit 1; }
+}
+
+echo "== ASan+UBSan, OpenMP build"
+build
+run 1
+echo "== ASan+UBSan, serial build (FASTPE_DISABLE_OPENMP=1)"
+FASTPE_DISABLE_OPENMP=1 build
+run 0
+
+# Belt and braces: a report in a subprocess whose failure a test tolerated.
+if grep -Eq "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" "$LOG"; then
+    echo "sanitize.sh: sanitizer reports found:" >&2
+    grep -E "ERROR: AddressSanitizer|runtime error:|SUMMARY:" "$LOG" >&2
+    exit 1
+fi
+rm -f "$LOG"
+echo "sanitize.sh: no sanitizer reports"
