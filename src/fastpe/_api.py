@@ -159,7 +159,8 @@ def sinusoidal(
     spec = _spec(conv, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
-    _check_range(spec, max(abs(offset), abs(offset + seq_len)), "seq_len and offset")
+    _check_range(spec, max(abs(offset), abs(offset + max(seq_len - 1, 0))),
+                 "seq_len and offset")
     out, view = _output(out, (seq_len, d_model), explicit)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
                       zero_pos=conv.padding_idx, num_threads=nthreads)

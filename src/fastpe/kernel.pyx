@@ -276,8 +276,8 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
     # this also keeps offset + seq_len far from int64 overflow.
     sp = pe_spec_vaswani(d_model, base, layout)
     kmax = fabs(<double>offset)
-    if fabs(<double>offset + <double>seq_len) > kmax:
-        kmax = fabs(<double>offset + <double>seq_len)
+    if seq_len > 0 and fabs(<double>offset + <double>(seq_len - 1)) > kmax:
+        kmax = fabs(<double>offset + <double>(seq_len - 1))
     if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= 4503599627370496.0:
         return FASTPE_ERANGE
     return FASTPE_OK
