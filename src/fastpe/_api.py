@@ -309,6 +309,8 @@ def add_to(
         largest_off = abs(off_scalar)
     else:
         off = _as_positions(offset, "offset")
+        if off.size == 0:   # offset=[] for an empty batch: NumPy makes it float64
+            off = off.astype(np.int64)
         if off.dtype.kind != "i":
             raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
         try:
