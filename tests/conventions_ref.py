@@ -176,7 +176,40 @@ def timm_ref(feat_shape, dim, temperature=10000.0, reverse_coord=False, interlea
     if reverse_coord:
         feat_shape = feat_shape[::-1]
     grid = np.stack(np.meshgrid(*[np.arange(s, dtype=F64) for s in feat_shape], indexing="ij"))
-    grid = grid.reshape(2, -1).T                     # (N, 2)
+    n = int(np.prod(feat_shape))
+    grid = grid.reshape(2, n).T                      # (N, 2)
     pos2 = grid[:, :, None] * bands[None, None, :]    # (N, 2, pos_dim)
     stacked = np.stack([np.sin(pos2), np.cos(pos2)], axis=2 if interleave_sin_cos else 1)
-    return stacked.reshape(grid.shape[0], -1), pos2
+    return stacked.reshape(n, dim), pos2
+
+
+def knob_ref(positions, d, conv):
+    """Any fastpe.Convention from the meaning of its knobs (see fastpe._conventions):
+    w_i = position_scale * base**(-i/denominator), i < nf; sines and cosines
+    placed by ``layout``; odd widths per ``odd``; rows at ``padding_idx`` zero.
+    Returns (table, angles), in float64."""
+    pos = np.asarray(positions, dtype=F64)
+    h = d // 2
+    nf = (d + 1) // 2 if conv.odd == "sin" else h
+    denom = {"d/2": d / 2, "h": h, "h-1": h - 1, "max(h-1,1)": max(h - 1, 1),
+             "h-shift": h - conv.shift}[conv.denominator]
+    if nf <= 1:
+        denom = 1.0          # a single frequency is w_0 = position_scale, whatever the denominator
+    w = conv.position_scale * np.power(conv.base, -np.arange(nf, dtype=F64) / denom)
+    ang = pos[..., None] * w
+    s, c = np.sin(ang), np.cos(ang[..., :h])
+    out = np.zeros(pos.shape + (d,))
+    if conv.layout == "interleaved":
+        out[..., 0:2 * h:2] = s[..., :h]
+        out[..., 1:2 * h:2] = c
+        if nf > h:
+            out[..., 2 * h] = s[..., h]
+    elif conv.layout == "split":
+        out[..., :nf] = s
+        out[..., nf:nf + h] = c
+    else:                    # split_cos_first
+        out[..., :h] = c
+        out[..., h:h + nf] = s
+    if conv.padding_idx is not None:
+        out[pos == conv.padding_idx] = 0.0
+    return out, ang
