@@ -331,6 +331,8 @@ def check_convention_table(result, kwargs, default_dtype):
         assert result is kwargs["out"]
         result = np.asarray(result)
     assert isinstance(result, np.ndarray) and result.shape == (S, D) and result.dtype == dt
+    if S == 0:
+        return
     ref, ang = knob_ref(np.arange(offset, offset + S), D, conv)
     assert np.max(np.abs(result.astype(np.float64) - ref), initial=0) <= _knob_tol(ang, dt)
 
@@ -353,6 +355,8 @@ def check_at(result, kwargs, default_dtype):
         result = np.asarray(result)
     assert isinstance(result, np.ndarray)
     assert result.shape == pos.shape + (D,) and result.dtype == dt
+    if pos.size == 0:   # d_model may be huge: no oracle table for no rows
+        return
     ref, ang = knob_ref(pos, D, conv)
     assert np.max(np.abs(result.astype(np.float64) - ref), initial=0) <= _knob_tol(ang, dt)
 
@@ -361,6 +365,8 @@ def check_add_to(result, kwargs, default_dtype, before):
     x0 = before["x"]
     x = kwargs["x"]
     assert result is x
+    if x.size == 0:
+        return
     S, D = x.shape[-2:]
     batch = x.shape[:-2]
     offset = np.asarray(kwargs.get("offset", 0))
@@ -374,10 +380,15 @@ def check_add_to(result, kwargs, default_dtype, before):
     pos = np.broadcast_to(pos, x.shape[:-1])
     ref, ang = knob_ref(pos, D, _conv_of(kwargs))
     scale = float(kwargs.get("scale", 1.0))
-    expect = x0.astype(np.float64) * scale + ref
+    with np.errstate(over="ignore", invalid="ignore"):
+        expect = x0.astype(np.float64) * scale + ref
+        rounded = expect.astype(x.dtype)            # a huge scale overflows to inf, as it should
+    big = ~np.isfinite(rounded)
+    np.testing.assert_array_equal(x[big], rounded[big])
+    expect, got = expect[~big], x[~big].astype(np.float64)
     tol = _knob_tol(ang, np.float64) + float(np.max(np.abs(expect), initial=1)) * (
         2.0**-23 if x.dtype == np.float32 else 2.0**-51)
-    assert np.max(np.abs(x.astype(np.float64) - expect), initial=0) <= tol
+    assert np.max(np.abs(got - expect), initial=0) <= tol
 
 
 check_add_to.needs_before = True
@@ -401,6 +412,8 @@ def check_2d(result, kwargs, default_dtype):
     assert D % 4 == 0 and result.shape == (cls + H * W, D) and result.dtype == dt
     if cls:
         assert not result[0].any()
+    if H * W == 0:   # an empty grid; the other side may be huge
+        return
     grid = result[cls:].astype(np.float64)
     if conv == "timm":
         ref, ang = timm_ref((H, W), D, temperature=base,
