@@ -8,7 +8,9 @@ bytes, and after the call every byte the view does not cover must still be a
 canary (and, if the call failed, the covered bytes must be untouched too).
 
 Adding a public function: add an entry to SPECS (its argument names and an
-oracle); test_every_public_function_has_a_spec fails until you do.
+oracle); test_every_public_function_has_a_spec fails until you do.  Public
+classes (fastpe.Convention) are covered through the ``convention`` argument and
+by test_convention_hostile.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fastpe
+from conventions_ref import knob_ref, make_positions_ref, timm_ref
+from fastpe import Convention
 
 ACCEPTED_ERRORS = (ValueError, TypeError, MemoryError)
 RAM = fastpe._validate.physical_memory() or 2**36
@@ -95,6 +99,44 @@ VALID = {
                               "=f8", np.dtype("float32").newbyteorder("=")]),
     "layout": st.sampled_from(["interleaved", "split"]),
     "num_threads": st.one_of(st.none(), st.integers(1, 5), st.just(2**40)),
+    "convention": st.sampled_from(
+        ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj",
+         Convention(base=500.0, layout="split"), Convention.fairseq(padding_idx=None),
+         Convention.tensor2tensor(2.0, 5000.0),
+         Convention.diffusers(downscale_freq_shift=0.0, scale=1000.0, flip_sin_to_cos=True),
+         Convention(denominator="h", position_scale=0.25, odd="zero", padding_idx=3)]),
+    "positions": st.one_of(
+        st.integers(-1000, 1000),
+        st.lists(st.integers(-1000, 1000), max_size=6),
+        hnp.arrays(st.sampled_from(["i8", "i4", "u2", "f8", "f4"]), hnp.array_shapes(
+            min_dims=0, max_dims=3, max_side=4), elements=st.integers(0, 1000))),
+    "x": hnp.arrays(st.sampled_from([np.float32, np.float64]),
+                    hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=6),
+                    elements=st.floats(-10, 10, width=32)),
+    "scale": st.one_of(st.floats(-100, 100), st.integers(-5, 5), st.just(np.float32(0.5))),
+    "tokens": hnp.arrays(st.sampled_from(["i8", "i4", "u1"]), hnp.array_shapes(
+        min_dims=1, max_dims=3, min_side=0, max_side=7), elements=st.integers(0, 4)),
+    "padding_idx": st.one_of(st.integers(-2, 5), st.integers(0, 3).map(np.int32)),
+    "grid_h": st.one_of(st.integers(0, 9), st.integers(0, 9).map(np.int64)),
+    "grid_w": st.integers(0, 9),
+    "cls_token": st.booleans(),
+    "interleave_sin_cos": st.booleans(),
+    "reverse_coord": st.booleans(),
+}
+# Where one function's plausible values differ from the shared ones.
+VALID_FOR = {
+    ("add_to", "offset"): st.one_of(
+        st.integers(-1000, 1000),
+        st.lists(st.integers(-1000, 1000), min_size=1, max_size=3),
+        hnp.arrays(np.int64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
+                   elements=st.integers(-1000, 1000))),
+    ("add_to", "positions"): st.one_of(
+        st.lists(st.integers(0, 1000), min_size=1, max_size=6),
+        hnp.arrays(st.sampled_from(["i8", "f8"]), hnp.array_shapes(min_dims=1, max_dims=2,
+                                                                   max_side=6),
+                   elements=st.integers(0, 1000))),
+    ("sinusoidal_2d", "convention"): st.sampled_from(["mae", "timm"]),
+    ("sinusoidal_2d", "d_model"): st.integers(1, 12).map(lambda n: 4 * n),
 }
 # ... and, per argument, values aimed at it in particular (besides anything()).
 AIMED = {
@@ -103,6 +145,18 @@ AIMED = {
         np.complex128, object, "f4,", "not-a-dtype", np.dtype("V8"), "M8[s]",
         np.dtype([("a", "f8")]), "(2,)f8", np.ndarray, "O"]),
     "layout": st.sampled_from(["SPLIT", "", "zigzag", b"split", "interleaved "]),
+    "convention": st.sampled_from(["Vaswani", "", "mae", Convention, fastpe.CONVENTIONS]),
+    "positions": st.sampled_from([
+        [np.nan], [np.inf, 1.0], [True], np.array([1], dtype=object), [1j], [[1], [1, 2]],
+        np.array([2**64 - 1], np.uint64), [1e300], np.arange(6.0)[::-2], np.array([-0.0, 0.5]),
+        np.array(["2020"], "M8[s]")]),
+    "x": st.sampled_from([
+        np.zeros((3, 8))[:, ::2], np.zeros((8, 3, 4)).transpose(1, 0, 2), np.zeros((4, 8), "f2"),
+        np.zeros((4, 8), "i4"), np.zeros((4, 8), ">f8"), np.zeros(8), np.zeros((4, 0)),
+        np.zeros((2, 4, 8))[::-1], np.broadcast_to(np.zeros(8), (3, 8)), np.zeros((4, 8), "c16"),
+        np.zeros((1, 2, 3, 1, 5, 4), np.float32)]),
+    "tokens": st.sampled_from([np.zeros(()), np.array([1.5]), np.array([[1], [2]], "u8") * 2**63,
+                               [[1, 2], [3]], np.array([True])]),
 }
 
 
@@ -229,15 +283,11 @@ def check_table(result, kwargs, default_dtype):
     assert math.isfinite(base) and base > 0
     assert S >= 0 and D >= 1
     out = kwargs.get("out")
-    dtype = kwargs.get("dtype")
-    if out is not None:
-        # the caller's own object comes back (an ndarray, or e.g. a memoryview
-        # that NumPy views without a copy); check its contents through NumPy
-        assert result is out
-        result = np.asarray(out)
-    expected_dtype = (result.dtype if out is not None and dtype is None
-                      else np.dtype(default_dtype if dtype is None else dtype))
+    expected_dtype = _expected_dtype(kwargs, default_dtype)
     assert expected_dtype in (np.float32, np.float64) and expected_dtype.isnative
+    if out is not None:
+        assert result is out   # the caller's object back (a memoryview stays one)
+        result = np.asarray(result)
     assert isinstance(result, np.ndarray)
     assert result.shape == (S, D) and result.dtype == expected_dtype
     if S == 0:
@@ -251,6 +301,143 @@ def check_table(result, kwargs, default_dtype):
     assert np.max(np.abs(np.asarray(result, dtype=np.float64) - R)) <= tol
 
 
+def _conv_of(kwargs):
+    c = kwargs.get("convention", "vaswani")
+    if isinstance(c, Convention):
+        return c
+    if c == "vaswani":
+        return Convention.vaswani(base=float(kwargs.get("base", 10000.0)),
+                                  layout=kwargs.get("layout", "interleaved"))
+    return getattr(Convention, c)()
+
+
+def _expected_dtype(kwargs, default_dtype):
+    out = kwargs.get("out")
+    dtype = kwargs.get("dtype")
+    if out is not None and dtype is None:
+        return np.asarray(out).dtype.newbyteorder("=")
+    return np.dtype(default_dtype if dtype is None else dtype)
+
+
+def _knob_tol(angles, dtype):
+    tol = 1e-12 + 32 * float(np.max(np.abs(angles), initial=1.0)) * 2.0**-53
+    return tol + (2.0**-23 if dtype == np.float32 else 0.0)
+
+
+def check_convention_table(result, kwargs, default_dtype):
+    """sinusoidal with a convention other than plain Vaswani: the knobs' meaning."""
+    conv = _conv_of(kwargs)
+    S, D = _index(kwargs["seq_len"]), _index(kwargs["d_model"])
+    offset = _index(kwargs.get("offset", 0))
+    dt = _expected_dtype(kwargs, default_dtype)
+    if kwargs.get("out") is not None:
+        assert result is kwargs["out"]
+        result = np.asarray(result)
+    assert isinstance(result, np.ndarray) and result.shape == (S, D) and result.dtype == dt
+    if S == 0:
+        return
+    ref, ang = knob_ref(np.arange(offset, offset + S), D, conv)
+    assert np.max(np.abs(result.astype(np.float64) - ref), initial=0) <= _knob_tol(ang, dt)
+
+
+def check_sinusoidal(result, kwargs, default_dtype):
+    if "convention" in kwargs and kwargs["convention"] != "vaswani":
+        check_convention_table(result, kwargs, default_dtype)
+    else:
+        check_table(result, kwargs, default_dtype)
+
+
+def check_at(result, kwargs, default_dtype):
+    conv = _conv_of(kwargs)
+    pos = np.asarray(kwargs["positions"])
+    assert pos.dtype.kind in "iuf"
+    D = _index(kwargs["d_model"])
+    dt = _expected_dtype(kwargs, default_dtype)
+    if kwargs.get("out") is not None:
+        assert result is kwargs["out"]
+        result = np.asarray(result)
+    assert isinstance(result, np.ndarray)
+    assert result.shape == pos.shape + (D,) and result.dtype == dt
+    if pos.size == 0:   # d_model may be huge: no oracle table for no rows
+        return
+    ref, ang = knob_ref(pos, D, conv)
+    assert np.max(np.abs(result.astype(np.float64) - ref), initial=0) <= _knob_tol(ang, dt)
+
+
+def check_add_to(result, kwargs, default_dtype, before):
+    x0 = before["x"]
+    x = kwargs["x"]
+    assert result is x
+    if x.size == 0:
+        return
+    S, D = x.shape[-2:]
+    batch = x.shape[:-2]
+    offset = np.asarray(kwargs.get("offset", 0))
+    assert offset.dtype.kind in "iu" or offset.size == 0
+    off = np.broadcast_to(offset, batch)[..., None] if offset.ndim else offset
+    if kwargs.get("positions") is None:
+        pos = off + np.arange(S)
+    else:
+        p = np.asarray(kwargs["positions"])
+        pos = (off + p) if p.dtype.kind in "iu" else p
+    pos = np.broadcast_to(pos, x.shape[:-1])
+    ref, ang = knob_ref(pos, D, _conv_of(kwargs))
+    scale = float(kwargs.get("scale", 1.0))
+    with np.errstate(over="ignore", invalid="ignore"):
+        expect = x0.astype(np.float64) * scale + ref
+        rounded = expect.astype(x.dtype)            # a huge scale overflows to inf, as it should
+    big = ~np.isfinite(rounded)
+    np.testing.assert_array_equal(x[big], rounded[big])
+    expect, got = expect[~big], x[~big].astype(np.float64)
+    tol = _knob_tol(ang, np.float64) + float(np.max(np.abs(expect), initial=1)) * (
+        2.0**-23 if x.dtype == np.float32 else 2.0**-51)
+    assert np.max(np.abs(got - expect), initial=0) <= tol
+
+
+check_add_to.needs_before = True
+
+
+def check_fairseq_positions(result, kwargs, default_dtype):
+    tok = np.asarray(kwargs["tokens"])
+    pad = _index(kwargs.get("padding_idx", 1))
+    assert tok.dtype.kind in "iu" and tok.ndim >= 1
+    assert result.shape == tok.shape and result.dtype == np.int64
+    flat = tok.reshape(-1, tok.shape[-1]) if tok.size else tok.reshape(0, tok.shape[-1])
+    np.testing.assert_array_equal(result.reshape(flat.shape), make_positions_ref(flat, pad))
+
+
+def check_2d(result, kwargs, default_dtype):
+    H, W, D = (_index(kwargs[k]) for k in ("grid_h", "grid_w", "d_model"))
+    conv = kwargs.get("convention", "mae")
+    cls = bool(kwargs.get("cls_token", False))
+    base = float(kwargs.get("base", 10000.0))
+    dt = np.dtype(np.float32 if kwargs.get("dtype") is None else kwargs["dtype"])
+    assert D % 4 == 0 and result.shape == (cls + H * W, D) and result.dtype == dt
+    if cls:
+        assert not result[0].any()
+    if H * W == 0:   # an empty grid; the other side may be huge
+        return
+    grid = result[cls:].astype(np.float64)
+    if conv == "timm":
+        ref, ang = timm_ref((H, W), D, temperature=base,
+                            reverse_coord=bool(kwargs.get("reverse_coord", False)),
+                            interleave_sin_cos=bool(kwargs.get("interleave_sin_cos", False)))
+    else:
+        half = Convention.vaswani(base=base, layout="split")
+        hh, w = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
+        ew, aw = knob_ref(w.reshape(-1), D // 2, half)
+        eh, ah = knob_ref(hh.reshape(-1), D // 2, half)
+        ref, ang = np.concatenate([ew, eh], axis=1), np.concatenate([aw, ah], axis=1)
+    assert np.max(np.abs(grid - ref.reshape(grid.shape)), initial=0) <= _knob_tol(ang, dt)
+
+
+def check_get_include(result, kwargs, default_dtype):
+    import os
+
+    assert kwargs == {}
+    assert isinstance(result, str) and os.path.isfile(os.path.join(result, "fastpe.h"))
+
+
 def check_build_info(result, kwargs, default_dtype):
     assert kwargs == {}
     assert isinstance(result, dict) and result["version"] == fastpe.__version__
@@ -259,17 +446,34 @@ def check_build_info(result, kwargs, default_dtype):
 # name -> (function, argument names it takes, positional names, oracle, default dtype)
 SPECS = {
     "sinusoidal": (fastpe.sinusoidal,
-                   ["base", "offset", "dtype", "layout", "out", "num_threads"],
-                   ["seq_len", "d_model"], check_table, np.float32),
+                   ["base", "offset", "dtype", "layout", "out", "num_threads", "convention"],
+                   ["seq_len", "d_model"], check_sinusoidal, np.float32),
     "reference": (fastpe.reference, ["base", "offset", "dtype", "layout"],
                   ["seq_len", "d_model"], check_table, np.float64),
     "build_info": (fastpe.build_info, [], [], check_build_info, None),
+    "get_include": (fastpe.get_include, [], [], check_get_include, None),
+    "sinusoidal_at": (fastpe.sinusoidal_at,
+                      ["base", "dtype", "layout", "out", "num_threads", "convention"],
+                      ["positions", "d_model"], check_at, np.float32),
+    "add_to": (fastpe.add_to,
+               ["offset", "positions", "scale", "base", "layout", "num_threads", "convention"],
+               ["x"], check_add_to, None),
+    "fairseq_positions": (fastpe.fairseq_positions, ["padding_idx"], ["tokens"],
+                          check_fairseq_positions, None),
+    "sinusoidal_2d": (fastpe.sinusoidal_2d,
+                      ["base", "convention", "cls_token", "interleave_sin_cos", "reverse_coord",
+                       "dtype", "num_threads"],
+                      ["grid_h", "grid_w", "d_model"], check_2d, np.float32),
 }
 
 
 def test_every_public_function_has_a_spec():
-    public = {n for n in fastpe.__all__ if callable(getattr(fastpe, n))}
+    # classes are not functions: Convention is exercised through `convention=`
+    # arguments and test_convention_hostile
+    public = {n for n in fastpe.__all__
+              if callable(getattr(fastpe, n)) and not isinstance(getattr(fastpe, n), type)}
     assert public == set(SPECS)
+    assert {n for n in fastpe.__all__ if isinstance(getattr(fastpe, n), type)} == {"Convention"}
 
 
 # ------------------------------------------------------------------ the property
@@ -282,7 +486,8 @@ def calls(draw, name):
     n_hostile = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))
     present = pos_names + [k for k in kw_names if k != "out" and draw(st.booleans())]
     bad = set(draw(st.lists(st.sampled_from(present), max_size=n_hostile))) if present else set()
-    kwargs = {k: draw(hostile_value(k) if k in bad else VALID[k]) for k in present}
+    kwargs = {k: draw(hostile_value(k) if k in bad else VALID_FOR.get((name, k), VALID[k]))
+              for k in present}
     if draw(st.integers(0, 9)) == 0:  # a keyword the function does not take
         foreign = draw(st.sampled_from(sorted(set(VALID) | {"out", "bogus"})))
         if foreign not in kw_names and foreign not in pos_names:
@@ -291,8 +496,14 @@ def calls(draw, name):
     # really allocated and filled: keep the property cheap and the machine alive.
     # Bigger-than-RAM and overflowing sizes stay in (they must fail up front).
     try:
-        S, D = (_index(kwargs[p]) for p in ("seq_len", "d_model"))
-    except (KeyError, TypeError):
+        if name == "sinusoidal_2d":
+            H, W, D = (_index(kwargs[p]) for p in ("grid_h", "grid_w", "d_model"))
+            S = H * W
+        elif name == "sinusoidal_at":
+            S, D = int(np.size(kwargs["positions"])), _index(kwargs["d_model"])
+        else:
+            S, D = (_index(kwargs[p]) for p in ("seq_len", "d_model"))
+    except (KeyError, TypeError, ValueError):
         pass
     else:
         if not isinstance(S, bool) and not isinstance(D, bool):
@@ -302,8 +513,13 @@ def calls(draw, name):
         valid_kinds = ["none", "c", "rows_strided", "sub", "masked", "matrix"]
         kind = draw(st.sampled_from(valid_kinds if n_hostile == 0 else OUT_KINDS))
         try:
-            shape = (_index(kwargs.get("seq_len")), _index(kwargs.get("d_model")))
-        except TypeError:
+            if name == "sinusoidal_at":
+                shape = (int(np.size(kwargs["positions"])), _index(kwargs.get("d_model")))
+                if np.ndim(kwargs["positions"]) != 1:
+                    shape = (3, 4)
+            else:
+                shape = (_index(kwargs.get("seq_len")), _index(kwargs.get("d_model")))
+        except (TypeError, KeyError, ValueError):
             shape = (3, 4)
         if kind != "none":
             if not (0 <= shape[0] <= 64 and 1 <= shape[1] <= 64):
@@ -324,17 +540,24 @@ def _run(name, kwargs, guard):
     note(f"{name}(**{kwargs!r})")
     call_kwargs = dict(kwargs)
     args = [call_kwargs.pop(p) for p in pos_names]
+    before = {k: v.copy() for k, v in kwargs.items() if isinstance(v, np.ndarray)}
     try:
         result = fn(*args, **call_kwargs)
     except ACCEPTED_ERRORS as exc:
         event(f"raised {type(exc).__name__}")
         assert str(exc), "error without a message"
         if guard is not None:  # nothing the caller passed is corrupted on error
-            buf, _, before = guard
-            assert np.array_equal(buf, before), "out was written although the call failed"
+            buf, _, snapshot = guard
+            assert np.array_equal(buf, snapshot), "out was written although the call failed"
+        for k, v in before.items():   # nor any array argument (add_to's x included)
+            assert np.array_equal(kwargs[k], v, equal_nan=v.dtype.kind in "fc"), \
+                f"{k} was changed although the call failed"
         return
     event("returned" + (" into out=" if kwargs.get("out") is not None else ""))
-    oracle(result, kwargs, default_dtype)
+    if getattr(oracle, "needs_before", False):
+        oracle(result, kwargs, default_dtype, before)
+    else:
+        oracle(result, kwargs, default_dtype)
     if guard is not None:
         buf, mask, before = guard
         assert np.array_equal(buf[~mask], before[~mask]), "write outside out"
@@ -358,6 +581,73 @@ def test_sinusoidal_hostile(data):
 @given(data=st.data())
 def test_reference_hostile(data):
     _run("reference", *data.draw(calls("reference")))
+
+
+@hostile
+@given(data=st.data())
+def test_sinusoidal_at_hostile(data):
+    _run("sinusoidal_at", *data.draw(calls("sinusoidal_at")))
+
+
+@hostile
+@given(data=st.data())
+def test_add_to_hostile(data):
+    _run("add_to", *data.draw(calls("add_to")))
+
+
+@given(data=st.data())
+def test_fairseq_positions_hostile(data):
+    _run("fairseq_positions", *data.draw(calls("fairseq_positions")))
+
+
+@given(data=st.data())
+def test_sinusoidal_2d_hostile(data):
+    _run("sinusoidal_2d", *data.draw(calls("sinusoidal_2d")))
+
+
+CONVENTION_KNOBS = {
+    "name": st.text(max_size=3), "base": VALID["base"], "position_scale": st.floats(0.01, 100),
+    "shift": st.floats(-3, 3), "denominator": st.sampled_from(["d/2", "h", "h-1", "max(h-1,1)",
+                                                               "h-shift"]),
+    "layout": st.sampled_from(["interleaved", "split", "split_cos_first"]),
+    "odd": st.sampled_from(["sin", "zero", "error"]),
+    "padding_idx": st.one_of(st.none(), st.integers(-3, 5)),
+}
+
+
+@given(data=st.data())
+def test_convention_hostile(data):
+    """Convention(**knobs) then a table: each step returns the knobs' table or raises
+    ValueError/TypeError (never OverflowError, never a NaN table)."""
+    knobs = {}
+    for k, valid in CONVENTION_KNOBS.items():
+        choice = data.draw(st.sampled_from(["absent", "valid", "valid", "hostile"]))
+        if choice != "absent":
+            knobs[k] = data.draw(anything() if choice == "hostile" else valid)
+    note(f"Convention(**{knobs!r})")
+    try:
+        conv = Convention(**knobs)
+    except ACCEPTED_ERRORS as exc:
+        assert str(exc)
+        return
+    d = data.draw(st.integers(1, 40))
+    offset = data.draw(st.integers(-500, 500))
+    try:
+        P = fastpe.sinusoidal(17, d, offset=offset, convention=conv, dtype=np.float64)
+    except ACCEPTED_ERRORS as exc:
+        assert str(exc)
+        return
+    ref, ang = knob_ref(np.arange(offset, offset + 17), d, conv)
+    assert np.max(np.abs(P - ref), initial=0) <= _knob_tol(ang, np.float64)
+
+
+@given(args=st.lists(anything(), max_size=2),
+       kw=st.dictionaries(st.sampled_from(sorted(VALID)), anything(), max_size=2))
+def test_get_include_hostile(args, kw):
+    if not args and not kw:
+        return
+    with pytest.raises(TypeError):
+        fastpe.get_include(*args, **kw)
 
 
 @given(args=st.lists(anything(), max_size=2),
@@ -416,6 +706,16 @@ def test_guard_bands_refused_out_untouched(kind):
         (lambda: fastpe.sinusoidal(0, 2**62), ValueError, "table"),
         # malformed dtype strings raising ValueError from np.dtype are a TypeError like the rest
         (lambda: fastpe.sinusoidal(3, 4, dtype="f4,"), TypeError, "dtype"),
+        # issue 6: a Convention's base above 1e300 gave a NaN table
+        (lambda: fastpe.sinusoidal(3, 8, convention=Convention(base=1e305)), ValueError, "base"),
+        # issue 6: OverflowError from the kernel / float()
+        (lambda: fastpe.sinusoidal(3, 8, convention=Convention(padding_idx=2**70)), ValueError,
+         "padding_idx"),
+        (lambda: fastpe.add_to(np.zeros((2, 4)), scale=10**400), ValueError, "scale"),
+        (lambda: Convention.diffusers(scale=10**400), ValueError, "scale"),
+        # issue 6: accepted silently before
+        (lambda: fastpe.sinusoidal_2d(2, 2, 8, interleave_sin_cos=True), ValueError, "timm"),
+        (lambda: fastpe.fairseq_positions(5), ValueError, "tokens"),
     ],
 )
 def test_regressions(call, exc, match):

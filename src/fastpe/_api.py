@@ -15,7 +15,12 @@ from ._conventions import Convention, resolve
 from ._validate import (
     INT64_MAX,
     LAYOUTS,
+    INT64_MIN,
+    MAX_BASE,
     as_base,
+    as_bool,
+    as_finite,
+    as_choice,
     as_float_dtype,
     as_int,
     as_layout,
@@ -26,10 +31,6 @@ from ._validate import (
 from ._version import __version__
 
 _DEFAULT_DTYPE = np.float32
-
-# Above 2**997 the kernel's Veltkamp split of base (2**27 * base) overflows and
-# the frequencies come out NaN; 1e300 is a round bound below that.
-MAX_BASE = 1e300
 
 
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
@@ -321,17 +322,11 @@ def add_to(
     conv = _convention(convention, base, layout)
     spec = _spec(conv, d_model)
     nthreads = as_num_threads(num_threads)
-    if isinstance(scale, (bool, np.bool_)) or not isinstance(scale, (int, float, np.integer,
-                                                                      np.floating)):
-        raise TypeError(f"scale must be a real number, got {type(scale).__name__}")
-    scale = float(scale)
-    if not np.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
+    scale = as_finite(scale, "scale")   # (a Python int beyond float raised OverflowError)
     batch = x.shape[:-2]
     nseq = int(np.prod(batch, dtype=np.int64))
     rows = _rows(x)
-    if x.size == 0:
-        return x
+    # no early return for an empty x: offset and positions are checked all the same
 
     offsets = None
     off_scalar = 0
@@ -340,6 +335,8 @@ def add_to(
         largest_off = abs(off_scalar)
     else:
         off = _as_positions(offset, "offset")
+        if off.size == 0:   # offset=[] for an empty batch: NumPy makes it float64
+            off = off.astype(np.int64)
         if off.dtype.kind != "i":
             raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
         try:
@@ -379,10 +376,14 @@ def fairseq_positions(tokens: Any, padding_idx: int = 1) -> np.ndarray:
     fairseq convention makes all zeros).  Use with
     ``add_to(x, positions=fairseq_positions(tokens), convention="fairseq")``.
     """
-    padding_idx = as_int(padding_idx, "padding_idx")
+    padding_idx = as_int(padding_idx, "padding_idx", minimum=INT64_MIN, maximum=INT64_MAX)
     tok = np.asarray(tokens)
     if tok.dtype.kind not in "iu":
         raise TypeError(f"tokens must be integers, got dtype {tok.dtype}")
+    if tok.ndim < 1:
+        raise ValueError("tokens must have at least one axis (..., seq_len), got a scalar")
+    if padding_idx + tok.shape[-1] > INT64_MAX:   # the positions would wrap around
+        raise ValueError(f"padding_idx + seq_len must fit in int64, got padding_idx={padding_idx}")
     mask = (tok != padding_idx).astype(np.int64)
     return np.cumsum(mask, axis=-1) * mask + padding_idx
 
@@ -411,27 +412,37 @@ def sinusoidal_2d(
     - ``convention="timm"``: timm's ``build_sincos2d_pos_embed`` --
       ``[sin(h) | sin(w) | cos(h) | cos(w)]``, or ``[sin(h) | cos(h) | sin(w) | cos(w)]``
       with ``interleave_sin_cos=True``; ``reverse_coord=True`` swaps the roles
-      of the two grid axes (and so the token order), as timm does.
+      of the two grid axes (and so the token order), as timm does.  (timm has
+      no cls row; ``cls_token=True`` prepends a zero row here too.)
 
     ``d_model`` must be a multiple of 4.  Returns ``(cls_token + grid_h*grid_w, d_model)``.
     """
-    grid_h = as_int(grid_h, "grid_h", minimum=0)
-    grid_w = as_int(grid_w, "grid_w", minimum=0)
-    d_model = as_int(d_model, "d_model", minimum=1)
+    grid_h = as_int(grid_h, "grid_h", minimum=0, maximum=INT64_MAX)
+    grid_w = as_int(grid_w, "grid_w", minimum=0, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     if d_model % 4:
         raise ValueError(f"d_model must be a multiple of 4 for a 2-D encoding, got {d_model}")
-    if convention not in ("mae", "timm"):
-        raise ValueError(f"convention must be 'mae' or 'timm', got {convention!r}")
+    convention = as_choice(convention, "convention", ("mae", "timm"))
+    cls_token = as_bool(cls_token, "cls_token")
+    interleave_sin_cos = as_bool(interleave_sin_cos, "interleave_sin_cos")
+    reverse_coord = as_bool(reverse_coord, "reverse_coord")
+    if convention == "mae" and (interleave_sin_cos or reverse_coord):
+        raise ValueError("interleave_sin_cos and reverse_coord are timm's options; "
+                         "use convention='timm'")
     dt = np.dtype(_DEFAULT_DTYPE) if dtype is None else as_float_dtype(dtype)
+    base = as_base(base, maximum=MAX_BASE)
+    as_num_threads(num_threads)
     half, q = d_model // 2, d_model // 4
     n1, n2 = grid_h, grid_w
     if convention == "timm" and reverse_coord:
         n1, n2 = grid_w, grid_h
-    check_table_size(n1 * n2 + 1, d_model, dt.itemsize)
+    extra = 1 if cls_token else 0
+    check_table_size(n1 * n2 + extra, d_model, dt.itemsize)
+    if n1 * n2 == 0:   # no per-axis tables for an empty grid (one axis may be huge)
+        return np.zeros((extra, d_model), dtype=dt)
     # per-axis [sin | cos] tables of width d/2: frequencies base^(-2k/(d/2))
     t1 = sinusoidal(n1, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
     t2 = sinusoidal(n2, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
-    extra = 1 if (cls_token and convention == "mae") else 0
     out = np.zeros((extra + n1 * n2, d_model), dtype=dt)
     grid = out[extra:].reshape(n1, n2, d_model)
     if convention == "mae":

@@ -23,11 +23,10 @@ the row of position ``padding_idx`` (its real positions start at padding_idx+1).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._validate import as_base
+from ._validate import INT64_MAX, INT64_MIN, MAX_BASE, as_base, as_bool, as_choice, as_finite, as_int
 
 _DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
 _LAYOUTS = ("interleaved", "split", "split_cos_first")
@@ -71,18 +70,24 @@ class Convention:
     padding_idx: int | None = None
 
     def __post_init__(self) -> None:
-        as_base(self.base, "base")
-        if self.denominator not in _DENOMINATORS:
-            raise ValueError(f"denominator must be one of {_DENOMINATORS}, got {self.denominator!r}")
-        if self.layout not in _LAYOUTS:
-            raise ValueError(f"layout must be one of {_LAYOUTS}, got {self.layout!r}")
-        if self.odd not in _ODD:
-            raise ValueError(f"odd must be one of {_ODD}, got {self.odd!r}")
-        if not (isinstance(self.position_scale, (int, float)) and math.isfinite(self.position_scale)
-                and self.position_scale > 0):
-            raise ValueError(f"position_scale must be finite and > 0, got {self.position_scale!r}")
-        if not (isinstance(self.shift, (int, float)) and math.isfinite(self.shift)):
-            raise ValueError(f"shift must be a finite number, got {self.shift!r}")
+        # Validate every knob here, once, and store it normalised (float / int), so
+        # that nothing malformed reaches the kernel (a Python int padding_idx beyond
+        # int64 used to surface as OverflowError, a base above MAX_BASE as NaN tables).
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {type(self.name).__name__}")
+        as_choice(self.denominator, "denominator", _DENOMINATORS)
+        as_choice(self.layout, "layout", _LAYOUTS)
+        as_choice(self.odd, "odd", _ODD)
+        norm = {
+            "base": as_base(self.base, "base", maximum=MAX_BASE),
+            "position_scale": as_base(self.position_scale, "position_scale", maximum=MAX_BASE),
+            "shift": as_finite(self.shift, "shift"),
+        }
+        if self.padding_idx is not None:
+            norm["padding_idx"] = as_int(self.padding_idx, "padding_idx", minimum=INT64_MIN,
+                                         maximum=INT64_MAX)
+        for key, value in norm.items():
+            object.__setattr__(self, key, value)   # frozen dataclass
 
     # ----------------------------------------------------------- named conventions
     @classmethod
@@ -94,9 +99,13 @@ class Convention:
     def tensor2tensor(cls, min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Convention:
         """tensor2tensor ``get_timing_signal_1d`` (positions = start_index + 0..):
         inv_timescale_i = min_timescale * exp(-i ln(max/min) / max(h-1, 1))."""
-        as_base(min_timescale, "min_timescale")
-        as_base(max_timescale, "max_timescale")
-        return cls("tensor2tensor", base=max_timescale / min_timescale, denominator="max(h-1,1)",
+        min_timescale = as_base(min_timescale, "min_timescale", maximum=MAX_BASE)
+        max_timescale = as_base(max_timescale, "max_timescale", maximum=MAX_BASE)
+        ratio = max_timescale / min_timescale
+        if not ratio <= MAX_BASE:
+            raise ValueError(f"max_timescale / min_timescale must be <= {MAX_BASE:g}, got "
+                             f"{max_timescale!r} / {min_timescale!r}")
+        return cls("tensor2tensor", base=ratio, denominator="max(h-1,1)",
                    position_scale=min_timescale, layout="split", odd="zero")
 
     @classmethod
@@ -110,9 +119,11 @@ class Convention:
     def diffusers(cls, max_period: float = 10000.0, downscale_freq_shift: float = 1.0,
                   scale: float = 1.0, flip_sin_to_cos: bool = False) -> Convention:
         """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
+        flip = as_bool(flip_sin_to_cos, "flip_sin_to_cos")
+        max_period = as_base(max_period, "max_period", maximum=MAX_BASE)
         return cls("diffusers", base=max_period, denominator="h-shift",
-                   shift=float(downscale_freq_shift), position_scale=float(scale),
-                   layout="split_cos_first" if flip_sin_to_cos else "split", odd="zero")
+                   shift=downscale_freq_shift, position_scale=scale,
+                   layout="split_cos_first" if flip else "split", odd="zero")
 
     @classmethod
     def gptj(cls, base: float = 10000.0) -> Convention:

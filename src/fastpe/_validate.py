@@ -23,6 +23,11 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # The kernel takes int64 sizes; anything larger is refused here, with the
 # argument's name, instead of surfacing as an OverflowError from Cython.
 INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+# Above 2**997 the kernel's Veltkamp split of base (2**27 * base) overflows and
+# the frequencies come out NaN; 1e300 is a round bound below that.
+MAX_BASE = 1e300
 
 
 def as_int(
@@ -59,6 +64,35 @@ def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> 
     if maximum is not None and fvalue > maximum:
         raise ValueError(f"{name} must be <= {maximum:g}, got {value!r}")
     return fvalue
+
+
+def as_finite(value: Any, name: str) -> float:
+    """A finite real number of any sign (not bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    try:
+        fvalue = float(value)
+    except OverflowError:  # a Python int or Fraction beyond the float range
+        fvalue = math.inf
+    if not math.isfinite(fvalue):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return fvalue
+
+
+def as_bool(value: Any, name: str) -> bool:
+    """A flag: True/False (or a NumPy bool) only -- a string such as "no" is truthy,
+    so anything else is refused rather than guessed at."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def as_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, one of {choices}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
 
 
 def as_layout(value: Any) -> int:
