@@ -178,14 +178,17 @@ def _as_positions(positions: Any, name: str) -> np.ndarray:
     if kind in "iu":
         if arr.size and kind == "u" and arr.max() > np.iinfo(np.int64).max:
             raise ValueError(f"{name} must fit in int64, got a maximum of {arr.max()}")
-        return arr.astype(np.int64, copy=False).astype(np.dtype(np.int64).newbyteorder("="),
-                                                       copy=False)
+        arr = arr.astype(np.int64, copy=False).astype(np.dtype(np.int64).newbyteorder("="),
+                                                      copy=False)
+        # Aligned: the kernel reads int64/float64 buffers (NumPy exports an unaligned
+        # one as "=q", e.g. an array Dask's network layer rebuilt from a message frame).
+        return np.require(arr, requirements="A")
     if kind == "f":
         arr = arr.astype(np.float64, copy=False)
         arr = arr.astype(np.dtype(np.float64).newbyteorder("="), copy=False)
         if arr.size and not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} must be finite (got NaN or inf)")
-        return arr
+        return np.require(arr, requirements="A")
     raise TypeError(f"{name} must be integers or real numbers, got dtype {arr.dtype}")
 
 
