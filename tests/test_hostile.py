@@ -748,3 +748,26 @@ def test_dtype_none_means_the_default():
 
 def test_empty_reference_with_huge_width_allocates_nothing():
     assert fastpe.reference(0, 2**40).shape == (0, 2**40)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.float64])
+def test_unaligned_positions_and_offsets_are_accepted(dtype):
+    """Unaligned int64/float64 arrays (np.frombuffer at an odd offset, or what
+    Dask's network layer rebuilds from a message frame) export the buffer format
+    "=q"/"=d": they are copied to aligned memory, not refused."""
+    def unaligned(values):
+        buf = np.zeros(values.nbytes + 1, np.uint8)
+        a = buf[1:].view(values.dtype).reshape(values.shape)
+        a[...] = values
+        assert not a.flags.aligned
+        return a
+
+    pos = unaligned(np.arange(8, dtype=dtype) * 3)
+    x = np.zeros((2, 8, 16), np.float32)
+    want = fastpe.sinusoidal_at(np.arange(8) * 3, 16)
+    assert np.array_equal(fastpe.add_to(x, positions=pos)[1], want)
+    assert np.array_equal(fastpe.sinusoidal_at(pos, 16), want)
+    if dtype == np.int64:
+        offs = unaligned(np.array([0, 5], dtype=np.int64))
+        got = fastpe.add_to(np.zeros((2, 8, 16), np.float32), offset=offs)
+        assert np.array_equal(got[1], fastpe.sinusoidal(8, 16, offset=5))

@@ -63,6 +63,11 @@ def _spec(conv: Convention, d_model: int) -> dict[str, Any]:
     return conv.spec(d_model)
 
 
+def _table_extent(offset: int, seq_len: int) -> int:
+    """Largest |position| of the rows offset .. offset+seq_len-1."""
+    return max(abs(offset), abs(offset + max(seq_len - 1, 0)))
+
+
 def _check_range(spec: dict, largest: float, name: str) -> None:
     """Positions must stay where the angle reduction is exact (|k * w_max| < 2^45 turns)."""
     limit = _kernel.spec_max_position(spec)
@@ -160,8 +165,7 @@ def sinusoidal(
     spec = _spec(conv, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
-    _check_range(spec, max(abs(offset), abs(offset + max(seq_len - 1, 0))),
-                 "seq_len and offset")
+    _check_range(spec, _table_extent(offset, seq_len), "seq_len and offset")
     out, view = _output(out, (seq_len, d_model), explicit)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
                       zero_pos=conv.padding_idx, num_threads=nthreads)
@@ -205,14 +209,17 @@ def _as_positions(positions: Any, name: str) -> np.ndarray:
     if kind in "iu":
         if arr.size and kind == "u" and arr.max() > np.iinfo(np.int64).max:
             raise ValueError(f"{name} must fit in int64, got a maximum of {arr.max()}")
-        return arr.astype(np.int64, copy=False).astype(np.dtype(np.int64).newbyteorder("="),
-                                                       copy=False)
+        arr = arr.astype(np.int64, copy=False).astype(np.dtype(np.int64).newbyteorder("="),
+                                                      copy=False)
+        # Aligned: the kernel reads int64/float64 buffers (NumPy exports an unaligned
+        # one as "=q", e.g. an array Dask's network layer rebuilt from a message frame).
+        return np.require(arr, requirements="A")
     if kind == "f":
         arr = arr.astype(np.float64, copy=False)
         arr = arr.astype(np.dtype(np.float64).newbyteorder("="), copy=False)
         if arr.size and not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} must be finite (got NaN or inf)")
-        return arr
+        return np.require(arr, requirements="A")
     raise TypeError(f"{name} must be integers or real numbers, got dtype {arr.dtype}")
 
 

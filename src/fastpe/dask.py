@@ -1,0 +1,343 @@
+"""fastpe on Dask: lazy positional-encoding tables and a lazy fused add.
+
+Needs the ``dask`` extra (``pip install 'fastpe[dask]'``); ``import fastpe.dask``
+works without it, the functions raise ImportError naming the extra.
+
+Each block of the result is filled by the fastpe kernel in a Dask task, with the
+positions of that block (its row offset, its slice of the per-sequence offsets or
+of the position array).  fastpe's entries are pure functions of (position,
+column) -- the kernel's anchor blocks depend on the width only, never on where a
+fill starts or on the thread count -- so every chunking, every scheduler and
+every thread count gives arrays bitwise equal to the single-process
+:func:`fastpe.sinusoidal` / :func:`fastpe.add_to`.
+
+Arguments are validated when the graph is built, with the messages of the
+single-process functions; only position ranges that live in Dask arrays (lazy
+``offset`` or ``positions``) can be checked no earlier than in the task.
+
+Threads: ``num_threads=1`` by default, one OpenMP thread per task, because Dask
+already runs one task per worker thread; see docs/dask_ray.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import DTypeLike
+
+from . import _api
+from ._conventions import Convention
+from ._validate import (
+    INT64_MAX,
+    as_finite,
+    as_float_dtype,
+    as_int,
+    as_num_threads,
+    check_table_size,
+)
+
+__all__ = ["add_to", "sinusoidal"]
+
+_MISSING = (
+    "fastpe.dask needs Dask: pip install 'fastpe[dask]' "
+    "(or pip install 'dask[array,distributed]')"
+)
+
+
+def _dask_array() -> Any:
+    """``dask.array``, imported on first use (fastpe itself does not need Dask)."""
+    try:
+        import dask.array as da
+    except ImportError as exc:
+        raise ImportError(f"{_MISSING}; importing dask.array failed: {exc}") from exc
+    return da
+
+
+# ----------------------------------------------------------------- block functions
+# Module-level functions (not closures): Dask pickles them by reference, so a
+# worker imports fastpe.dask instead of receiving code.
+
+def _table_block(*, offset: int, d_model: int, kwargs: dict, block_info: Any = None
+                 ) -> np.ndarray:
+    """Rows [r0, r1) of the table: one kernel call at offset + r0, full width."""
+    (r0, r1), (c0, c1) = block_info[None]["array-location"]
+    assert (c0, c1) == (0, d_model)
+    return _api.sinusoidal(r1 - r0, d_model, offset=offset + r0, **kwargs)
+
+
+def _add_block(x: np.ndarray, offs: np.ndarray | None, pos: np.ndarray | None, *,
+               offset: int, d_model: int, kwargs: dict, block_info: Any = None) -> np.ndarray:
+    """``x * scale + PE`` for one block of x, on a copy (Dask blocks are shared,
+    never written to).  ``offs``: the block's offsets, shape (*batch, 1, 1);
+    ``pos``: its positions, shape (*batch, rows, 1)."""
+    loc = block_info[0]["array-location"]
+    s0 = loc[-2][0]
+    c0, c1 = loc[-1]
+    if pos is not None:
+        positions = pos[..., 0]
+        off = offset if offs is None else offs[..., 0, 0]
+    else:
+        positions = None
+        # Without positions, row s of a sequence sits at offset + s: shift by the
+        # block's first row.
+        off = offset + s0 if offs is None else offs[..., 0, 0] + s0
+    if (c0, c1) == (0, d_model):
+        out = np.array(x, order="C", copy=True)
+        return _api.add_to(out, offset=off, positions=positions, **kwargs)
+    # A column window: the kernel fills whole rows, so run it on a full-width
+    # temporary holding this block's columns (d_model / (c1 - c0) times the work
+    # of the window) and keep the window: bitwise what the full call gives there.
+    tmp = np.zeros(x.shape[:-1] + (d_model,), dtype=x.dtype)
+    tmp[..., c0:c1] = x
+    _api.add_to(tmp, offset=off, positions=positions, **kwargs)
+    return np.ascontiguousarray(tmp[..., c0:c1])
+
+
+# ----------------------------------------------------------------- public functions
+
+def sinusoidal(
+    seq_len: int,
+    d_model: int,
+    *,
+    chunks: Any = ("auto", -1),
+    base: float = 10000.0,
+    offset: int = 0,
+    dtype: DTypeLike | None = None,
+    layout: str = "interleaved",
+    num_threads: int | None = 1,
+    convention: str | Convention = "vaswani",
+) -> Any:
+    """The table of :func:`fastpe.sinusoidal` as a lazy ``dask.array.Array``.
+
+    Row ``r`` encodes position ``offset + r``.  Each row chunk is one fastpe
+    kernel call at its own offset, so the result is bitwise equal to
+    ``fastpe.sinusoidal(seq_len, d_model, ...)`` for every chunking, scheduler
+    and thread count, and a table larger than any machine's memory can be
+    reduced block by block (``.map_blocks(...)``, ``.sum()``, ``.to_zarr()``)
+    without ever existing whole.
+
+    Parameters
+    ----------
+    seq_len, d_model : int
+        Shape of the table, as in :func:`fastpe.sinusoidal`.
+    chunks : Dask chunks, keyword-only
+        Anything ``dask.array`` accepts for shape ``(seq_len, d_model)``: an int
+        (for both axes, Dask's rule), a tuple such as ``(65536, -1)``, explicit
+        block sizes ``((1000, 24), (512,))``, or ``"auto"``.  The default
+        ``("auto", -1)`` takes rows up to Dask's ``array.chunk-size`` (128 MiB)
+        at full width.  Keep rows at full width (``-1``) and blocks of a few MB
+        or more: see docs/dask_ray.md.
+    base, offset, dtype, layout, convention
+        As in :func:`fastpe.sinusoidal` (``dtype=None`` is float32).
+    num_threads : int or None, keyword-only
+        OpenMP threads per task.  The default 1 suits Dask, which already runs a
+        task per worker thread (more would oversubscribe the cores); use more
+        only with fewer worker threads than cores, e.g. one single-threaded
+        worker per machine.  ``None`` follows the workers' OpenMP default.
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy, shape ``(seq_len, d_model)``, the requested chunks.
+
+    Notes
+    -----
+    The kernel fills whole rows.  With column chunks, each row chunk is still
+    filled once at full width and then split into its column blocks (a
+    ``rechunk`` that only splits): no extra kernel work, but a task holds the
+    full-width row chunk while its column blocks are made.
+
+    Examples
+    --------
+    >>> import fastpe, fastpe.dask, numpy as np
+    >>> P = fastpe.dask.sinusoidal(10_000, 256, chunks=(3_000, -1))
+    >>> P.chunks
+    ((3000, 3000, 3000, 1000), (256,))
+    >>> bool(np.array_equal(P.compute(), fastpe.sinusoidal(10_000, 256)))
+    True
+    """
+    da = _dask_array()
+    from dask.base import tokenize
+
+    seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
+    offset = as_int(offset, "offset")
+    conv = _api._convention(convention, base, layout)
+    spec = _api._spec(conv, d_model)
+    as_num_threads(num_threads)
+    dt = np.dtype(np.float32) if dtype is None else as_float_dtype(dtype)
+    _api._check_range(spec, _api._table_extent(offset, seq_len), "seq_len and offset")
+    shape = (seq_len, d_model)
+    try:
+        want = da.core.normalize_chunks(chunks, shape, dtype=dt)
+    except Exception as exc:
+        raise ValueError(f"chunks {chunks!r} do not fit shape {shape}: {exc}") from None
+    # Each task holds one full-width row chunk: it must fit a machine.
+    check_table_size(max(want[0], default=0), d_model, dt.itemsize)
+
+    kwargs = dict(base=base, dtype=dt, layout=layout, num_threads=num_threads,
+                  convention=convention)
+    name = "fastpe-sinusoidal-" + tokenize(seq_len, d_model, offset, conv, dt, want[0],
+                                           num_threads)
+    rows = da.map_blocks(_table_block, chunks=(want[0], (d_model,)), dtype=dt,
+                         meta=np.empty((0, 0), dtype=dt), name=name,
+                         offset=offset, d_model=d_model, kwargs=kwargs)
+    return rows if want[1] == (d_model,) else rows.rechunk(want)
+
+
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts *to* ``target`` (np.broadcast_to's rule)."""
+    if len(shape) > len(target):
+        return False
+    return all(h in (1, t) for h, t in zip(shape[::-1], target[::-1]))
+
+
+def _lazy_like(values: Any, target_shape: tuple[int, ...], target_chunks: tuple, da: Any) -> Any:
+    """``values`` (NumPy or Dask, broadcastable to ``target_shape``) as a Dask
+    array of ``len(target_shape)`` dims chunked like the target along its full
+    dims, kept at size 1 along its broadcast dims (Dask's blockwise broadcasts
+    those): nothing is materialised at the broadcast size."""
+    arr = values if isinstance(values, da.Array) else da.from_array(values, chunks=-1)
+    arr = arr.reshape((1,) * (len(target_shape) - arr.ndim) + arr.shape)
+    # (the caller checked that the shapes broadcast)
+    chunks = tuple(want if have == size else (1,)
+                   for have, size, want in zip(arr.shape, target_shape, target_chunks))
+    return arr.rechunk(chunks)
+
+
+def add_to(
+    x: Any,
+    *,
+    offset: Any = 0,
+    positions: Any = None,
+    scale: float = 1.0,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    num_threads: int | None = 1,
+    convention: str | Convention = "vaswani",
+) -> Any:
+    """``x * scale + PE`` for a Dask array of embeddings, lazily, as a new array.
+
+    The Dask twin of :func:`fastpe.add_to`: each block of ``x`` gets the
+    encoding of its own positions (its rows' offset in the sequence, its slice
+    of ``offset`` and ``positions``), with the kernel's one rounding per entry,
+    so the result is bitwise equal to ``fastpe.add_to`` on the whole array.
+    ``x`` is never modified: each task adds into a copy of its block.
+
+    Parameters
+    ----------
+    x : dask.array.Array, shape (..., seq_len, d_model), float32 or float64
+        Chunked along any axes.  Full-width blocks (``d_model`` in one chunk) are
+        the fast path; a block holding only some columns is computed on a
+        full-width temporary, ``d_model / block_columns`` times the kernel work.
+    offset : int or array_like of int, keyword-only
+        One position offset for all sequences, or one per sequence: a NumPy or
+        Dask array broadcastable to ``x.shape[:-2]``, chunked alongside ``x``.
+    positions : array_like of int or float, optional, keyword-only
+        Explicit positions, a NumPy or Dask array broadcastable to
+        ``x.shape[:-1]``, chunked alongside ``x``; integer positions are added
+        to ``offset``, float positions need ``offset=0``.
+    scale, base, layout, convention
+        As in :func:`fastpe.add_to`.
+    num_threads : int or None, keyword-only
+        OpenMP threads per task; 1 by default (see :func:`sinusoidal`).
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy, same shape, dtype and chunks as ``x``.
+
+    Notes
+    -----
+    Everything NumPy is checked here, as the single-process call would; the
+    range of positions held in Dask arrays is only known when the tasks run,
+    where an out-of-range position raises fastpe's ValueError.
+
+    Examples
+    --------
+    >>> import dask.array as da, fastpe, fastpe.dask, numpy as np
+    >>> x = da.zeros((4, 1000, 64), dtype=np.float32, chunks=(2, 300, 64))
+    >>> y = fastpe.dask.add_to(x, offset=np.array([0, 5, 10, 15]), scale=8.0)
+    >>> want = fastpe.add_to(np.zeros((4, 1000, 64), np.float32),
+    ...                      offset=[0, 5, 10, 15], scale=8.0)
+    >>> bool(np.array_equal(y.compute(), want))
+    True
+    """
+    da = _dask_array()
+    from dask.base import tokenize
+
+    if not isinstance(x, da.Array):
+        raise TypeError(f"x must be a dask.array.Array, got {type(x).__name__} "
+                        "(use fastpe.add_to for NumPy arrays, or wrap with dask.array.from_array)")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
+    if any(np.isnan(n) for n in x.shape):
+        raise ValueError(f"x must have known chunk sizes, got shape {x.shape} "
+                         "(call x.compute_chunk_sizes() first)")
+    seq_len, d_model = x.shape[-2], x.shape[-1]
+    if d_model < 1:
+        raise ValueError("x's last axis (d_model) must not be empty")
+    xdt = np.dtype(x.dtype)
+    if xdt not in (np.dtype(np.float32), np.dtype(np.float64)) or not xdt.isnative:
+        raise TypeError(f"x must have dtype float32 or float64 (native byte order), got {xdt}")
+    conv = _api._convention(convention, base, layout)
+    spec = _api._spec(conv, d_model)
+    as_num_threads(num_threads)
+    scale = as_finite(scale, "scale")
+    batch = x.shape[:-2]
+
+    # offset: a scalar stays a keyword; an array travels as a (*batch, 1, 1) Dask array.
+    offs = None
+    off_scalar = 0
+    largest: float | None = 0.0          # None: only known in the tasks
+    if np.ndim(offset) == 0 and not isinstance(offset, (np.ndarray, da.Array)):
+        off_scalar = as_int(offset, "offset")
+        largest = abs(off_scalar)
+    else:
+        if isinstance(offset, da.Array):
+            if offset.dtype.kind not in "iu":
+                raise TypeError(f"offset must be integers, got dtype {offset.dtype}")
+            off = offset.astype(np.int64)
+            largest = None
+        else:
+            off = _api._as_positions(offset, "offset")
+            if off.dtype.kind != "i":
+                raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
+            largest = _api._largest(off)
+        if not _broadcasts(off.shape, batch):
+            raise ValueError(f"offset of shape {off.shape} does not broadcast to the "
+                             f"sequences' shape {batch}")
+        offs = _lazy_like(off[..., None, None], batch + (1, 1), x.chunks[:-2] + ((1,), (1,)), da)
+
+    pos = None
+    if positions is None:
+        if largest is not None:
+            largest += seq_len
+    else:
+        if isinstance(positions, da.Array):
+            if positions.dtype.kind not in "iuf":
+                raise TypeError(f"positions must be integers or real numbers, got dtype "
+                                f"{positions.dtype}")
+            p = positions.astype(np.int64 if positions.dtype.kind in "iu" else np.float64)
+            largest = None
+        else:
+            p = _api._as_positions(positions, "positions")
+            if largest is not None:
+                largest += _api._largest(p)
+        if p.dtype.kind == "f" and (offs is not None or off_scalar != 0):
+            raise ValueError("float positions cannot be combined with offset; add the offset "
+                             "to the positions")
+        if not _broadcasts(p.shape, x.shape[:-1]):
+            raise ValueError(f"positions of shape {p.shape} do not broadcast to "
+                             f"x.shape[:-1] = {x.shape[:-1]}")
+        pos = _lazy_like(p[..., None], x.shape[:-1] + (1,), x.chunks[:-1] + ((1,),), da)
+    if largest is not None:
+        _api._check_range(spec, largest, "offset + positions")
+
+    kwargs = dict(scale=scale, base=base, layout=layout, num_threads=num_threads,
+                  convention=convention)
+    name = "fastpe-add-" + tokenize(x, offs, pos, off_scalar, scale, conv, num_threads)
+    args = [x, offs, pos]
+    return da.map_blocks(_add_block, *args, dtype=x.dtype, meta=np.empty((0,) * x.ndim, xdt),
+                         name=name, offset=off_scalar, d_model=d_model, kwargs=kwargs)
