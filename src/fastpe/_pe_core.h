@@ -335,7 +335,8 @@ static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
  */
 
 /* (m, s) = (m1, s1) o (m0, s0), i.e. the rotation by t1 + t0. */
-PE_INLINE void pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double *PE_RESTRICT s1,
+PE_TARGET_CLONES
+static void pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double *PE_RESTRICT s1,
                           const double *PE_RESTRICT m0, const double *PE_RESTRICT s0,
                           double *PE_RESTRICT m, double *PE_RESTRICT s) {
     for (int64_t i = 0; i < nf; i++) {
