@@ -256,22 +256,31 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     return FASTPE_OK
 
 
-cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                     double base, int64_t offset, int layout) noexcept nogil:
-    cdef pe_spec sp
-    cdef double kmax
+cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
+                       double base, int layout) noexcept nogil:
+    """The checks every C entry point shares (n rows at row_stride, d_model wide)."""
     # widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size
-    if seq_len < 0 or d_model < 1 or d_model > MAX_WIDTH:
+    if n < 0 or d_model < 1 or d_model > MAX_WIDTH:
         return FASTPE_ESIZE
-    if out == NULL and seq_len > 0:
+    if p == NULL and n > 0:
         return FASTPE_ENULL
-    if row_stride < d_model and seq_len > 1:
+    if row_stride < d_model and n > 1:
         return FASTPE_ESTRIDE
     # above ~2^997 the Veltkamp split of base (2^27 * base) overflows
     if not (isfinite(base) and base > 0.0 and base <= 1e300):
         return FASTPE_EBASE
     if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
         return FASTPE_ELAYOUT
+    return FASTPE_OK
+
+
+cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                     double base, int64_t offset, int layout) noexcept nogil:
+    cdef pe_spec sp
+    cdef double kmax
+    cdef int err = _check_common(out, seq_len, d_model, row_stride, base, layout)
+    if err != FASTPE_OK:
+        return err
     # |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
     # this also keeps offset + seq_len far from int64 overflow.
     sp = pe_spec_vaswani(d_model, base, layout)
@@ -310,21 +319,6 @@ cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_str
 
 
 # ABI 1.1: the fused add and explicit positions (Vaswani spec, like fill_*).
-
-cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
-                       double base, int layout) noexcept nogil:
-    if n < 0 or d_model < 1 or d_model > MAX_WIDTH:
-        return FASTPE_ESIZE
-    if p == NULL and n > 0:
-        return FASTPE_ENULL
-    if row_stride < d_model and n > 1:
-        return FASTPE_ESTRIDE
-    if not (isfinite(base) and base > 0.0 and base <= 1e300):
-        return FASTPE_EBASE
-    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
-        return FASTPE_ELAYOUT
-    return FASTPE_OK
-
 
 cdef int _add(real *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
               double base, int64_t offset, double scale, int layout,
