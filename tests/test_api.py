@@ -323,3 +323,17 @@ def test_property_out_window_only_writes_inside(d_model, start, length, col0):
     mask = np.ones(wide.shape, bool)
     mask[:, col0:col0 + d_model] = False
     assert np.all(wide[mask] == -5.0)
+
+
+@pytest.mark.parametrize("base", [5e-324, 1e-310])
+def test_tiny_base_whose_frequencies_overflow_is_refused(base):
+    """Found by tools/fuzz_api.py: base**(-2i/d) overflowed to inf and position 0
+    came out as 0 * inf = NaN.  Now a ValueError naming base (and a code in C)."""
+    with pytest.raises(ValueError, match="base"):
+        fastpe.sinusoidal(1, 34, base=base)
+    assert fastpe.kernel.max_position(base, 34) == 0
+
+
+def test_small_base_with_finite_frequencies_still_works():
+    P = fastpe.sinusoidal(1, 34, base=1e-30, dtype=np.float64)
+    np.testing.assert_array_equal(P[0], np.tile([0.0, 1.0], 17))

@@ -274,6 +274,12 @@ cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_st
     return FASTPE_OK
 
 
+cdef inline bint _frequencies_finite(const pe_spec *sp) noexcept nogil:
+    """A tiny base (e.g. a subnormal) makes base^(-2i/d) overflow: even position 0
+    would then give 0 * inf = NaN.  Such specs are refused, not filled."""
+    return pe_spec_max_turns(sp) < 1e290   # (2^27 * f must not overflow in the Veltkamp split)
+
+
 cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                      double base, int64_t offset, int layout) noexcept nogil:
     cdef pe_spec sp
@@ -284,6 +290,8 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
     # |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
     # this also keeps offset + seq_len far from int64 overflow.
     sp = pe_spec_vaswani(d_model, base, layout)
+    if not _frequencies_finite(&sp):
+        return FASTPE_EBASE
     kmax = fabs(<double>offset)
     if seq_len > 0 and fabs(<double>offset + <double>(seq_len - 1)) > kmax:
         kmax = fabs(<double>offset + <double>(seq_len - 1))
@@ -361,6 +369,8 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
     if err != FASTPE_OK or n == 0:
         return err
     sp = pe_spec_vaswani(d_model, base, layout)
+    if not _frequencies_finite(&sp):
+        return FASTPE_EBASE
     limit = PE_MAX_TURNS / pe_spec_max_turns(&sp)
     if limit > 4503599627370496.0:
         limit = 4503599627370496.0
@@ -518,8 +528,12 @@ cdef pe_spec _spec_from_dict(dict spec) except *:
 
 
 def spec_max_position(dict spec):
-    """Largest |position| a fill with this spec accepts (exact angle reduction)."""
+    """Largest |position| a fill with this spec accepts (exact angle reduction).
+    ValueError if its frequencies overflow a double (a tiny base)."""
     cdef pe_spec sp = _spec_from_dict(spec)
+    if not _frequencies_finite(&sp):
+        raise ValueError(f"base={sp.base!r} gives frequencies base**(-i/denominator) that "
+                         "overflow a double at this width; use a base closer to 1")
     return min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0)
 
 
@@ -629,6 +643,8 @@ def openmp_info():
 def max_position(double base, int64_t d_model):
     """Largest |position| the kernel accepts for this (base, d_model)."""
     cdef pe_spec sp = pe_spec_vaswani(d_model, base, 0)
+    if not _frequencies_finite(&sp):
+        return 0
     return int(min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0))
 
 
