@@ -13,7 +13,6 @@ C_API_VERSION: tuple[int, int]
 _C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
 _C_CONSTANTS: dict[str, int]
 
-def fill(out: Any, offset: int, base: float, layout: int, num_threads: int) -> Any: ...
 def fill_rows(
     out: Any,
     spec: dict[str, Any],

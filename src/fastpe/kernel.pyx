@@ -463,38 +463,6 @@ def _raise_for(int err):
     raise ValueError(ERROR_MESSAGES.get(err, f"fastpe kernel error {err}"))
 
 
-def fill(out, int64_t offset, double base, int layout, int num_threads):
-    """Fill the validated 2-D float32/float64 array ``out`` (last axis contiguous,
-    rows possibly strided, writable, aligned) in place and return it.
-    ``num_threads <= 0`` means the OpenMP default.  The GIL is released for the
-    whole fill."""
-    cdef Py_buffer view
-    cdef int err = FASTPE_OK
-    cdef int64_t S, D, stride
-    cdef char code
-    PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
-    try:
-        code = _native_code(view.format)
-        if view.ndim != 2 or (code != c'f' and code != c'd'):
-            raise TypeError("out must be a 2-D float32 or float64 buffer")
-        S = view.shape[0]
-        D = view.shape[1]
-        stride = view.strides[0] // view.itemsize if S > 1 else D
-        if S == 0:
-            return out
-        if code == c'f':
-            with nogil:
-                err = fill_f32(<float *>view.buf, S, D, stride, base, offset, layout, num_threads)
-        else:
-            with nogil:
-                err = fill_f64(<double *>view.buf, S, D, stride, base, offset, layout, num_threads)
-    finally:
-        PyBuffer_Release(&view)
-    if err != FASTPE_OK:
-        _raise_for(err)
-    return out
-
-
 cdef pe_spec _spec_from_dict(dict spec) except *:
     cdef pe_spec sp
     sp.d = spec["d"]
