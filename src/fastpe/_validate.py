@@ -232,8 +232,6 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.nd
                     "out's rows must not overlap or run backwards "
                     f"(row stride >= {shape[-1] * itemsize} bytes), got strides {out.strides}"
                 )
-    if out.dtype.byteorder not in "=|":
-        # Native but spelled explicitly ("<f8", as NumPy keeps it for PEP 3118 buffers
-        # such as ctypes arrays): the kernel reads the buffer format and expects "d"/"f".
-        out = out.view(out.dtype.newbyteorder("="))
+    # (a native dtype spelled explicitly, "<f8" as NumPy keeps it for ctypes buffers,
+    # needs no conversion: the kernel accepts native byte-order prefixes)
     return out
