@@ -63,6 +63,22 @@ def _spec(conv: Convention, d_model: int) -> dict[str, Any]:
     return conv.spec(d_model)
 
 
+# What a fill computes before its first row -- the frequencies and the rotation
+# table -- depends only on the spec, so it is kept for the next call of the same
+# width, the way FFT libraries keep their twiddle factors: it is most of the cost
+# of a small table (512x512: ~45% of the time).  At most 8 plans of <= 4 MiB
+# each (d_model <= 16384 needs <= 1.3 MiB); wider specs prepare one per call.
+_PLAN_CACHE_MAX_BYTES = 4 << 20
+
+
+@functools.lru_cache(maxsize=8)
+def _plan(conv: Convention, d_model: int) -> Any:
+    spec = _spec(conv, d_model)
+    if _kernel.plan_nbytes(spec) > _PLAN_CACHE_MAX_BYTES:
+        return None
+    return _kernel.Plan(spec)
+
+
 def _table_extent(offset: int, seq_len: int) -> int:
     """Largest |position| of the rows offset .. offset+seq_len-1."""
     return max(abs(offset), abs(offset + max(seq_len - 1, 0)))
@@ -168,7 +184,8 @@ def sinusoidal(
     _check_range(spec, _table_extent(offset, seq_len), "seq_len and offset")
     out, view = _output(out, (seq_len, d_model), explicit)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
-                      zero_pos=conv.padding_idx, num_threads=nthreads)
+                      zero_pos=conv.padding_idx, num_threads=nthreads,
+                      plan=_plan(conv, d_model))
     return out
 
 
@@ -273,7 +290,8 @@ def sinusoidal_at(
     out, view = _output(out, shape, explicit)
     flat = np.ascontiguousarray(pos).reshape(1, -1)
     _kernel.fill_rows(_rows(view), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
-                      zero_pos=conv.padding_idx, num_threads=nthreads)
+                      zero_pos=conv.padding_idx, num_threads=nthreads,
+                      plan=_plan(conv, d_model))
     return out
 
 
@@ -371,7 +389,7 @@ def add_to(
     _check_range(spec, largest, "offset + positions")
     _kernel.fill_rows(rows, spec, nseq=nseq, seq_len=seq_len, offset=off_scalar,
                       offsets=offsets, positions=pos2, zero_pos=conv.padding_idx, add=True,
-                      scale=scale, num_threads=nthreads)
+                      scale=scale, num_threads=nthreads, plan=_plan(conv, d_model))
     return x
 
 

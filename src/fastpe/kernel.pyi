@@ -13,6 +13,16 @@ C_API_VERSION: tuple[int, int]
 _C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
 _C_CONSTANTS: dict[str, int]
 
+class Plan:
+    """Frequencies and rotation table for one spec, reusable across fills."""
+
+    nf: int
+    block_rows: int
+    def __init__(self, spec: dict[str, Any]) -> None: ...
+    @property
+    def nbytes(self) -> int: ...
+
+def plan_nbytes(spec: dict[str, Any]) -> int: ...
 def fill_rows(
     out: Any,
     spec: dict[str, Any],
@@ -26,6 +36,7 @@ def fill_rows(
     add: bool = ...,
     scale: float = ...,
     num_threads: int = ...,
+    plan: Plan | None = ...,
 ) -> Any: ...
 def spec_max_position(spec: dict[str, Any]) -> float: ...
 def max_position(base: float, d_model: int) -> int: ...

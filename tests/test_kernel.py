@@ -1,0 +1,98 @@
+"""fastpe.kernel below the public API: prepared plans, and the cache _api keeps of them."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import fastpe
+from fastpe import _api, kernel
+from fastpe._conventions import resolve
+
+CONVENTIONS = ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj"]
+
+
+def _conv_spec(name, d_model):
+    conv = resolve(name, base=10000.0, layout="interleaved", base_default=True,
+                   layout_default=True)
+    return conv, conv.spec(d_model)
+
+
+def _fill(spec, n, plan, *, dtype=np.float64, offset=0, positions=None, add=False, x=None,
+          num_threads=0):
+    out = np.zeros((n, spec["d"]), dtype) if x is None else x.copy()
+    kernel.fill_rows(out, spec, nseq=1, seq_len=n, offset=offset, positions=positions,
+                     add=add, scale=0.5, num_threads=num_threads, plan=plan)
+    return out
+
+
+@pytest.mark.parametrize("name", CONVENTIONS)
+@pytest.mark.parametrize("d_model", [1, 2, 7, 64, 513, 4096])
+def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
+    if name == "gptj" and d_model % 2:
+        pytest.skip("gptj (rotary) tables have an even width")
+    conv, spec = _conv_spec(name, d_model)
+    plan = kernel.Plan(spec)
+    assert plan.nf == spec["nf"]
+    assert plan.nbytes == kernel.plan_nbytes(spec)
+    for dtype in (np.float32, np.float64):
+        for offset, n in [(0, 300), (-77, 130), (12345, 3), (5, 1)]:
+            a = _fill(spec, n, None, dtype=dtype, offset=offset)
+            b = _fill(spec, n, plan, dtype=dtype, offset=offset)
+            assert np.array_equal(a, b), (dtype, offset, n)
+
+
+@given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=40),
+       st.sampled_from([np.float32, np.float64]), st.booleans())
+def test_plan_gives_the_same_bits_for_explicit_positions(pos, dtype, add):
+    conv, spec = _conv_spec("vaswani", 96)
+    plan = _api._plan(conv, 96)
+    p = np.array(pos, np.int64).reshape(1, -1)
+    x = np.linspace(-1, 1, p.size * 96).reshape(p.size, 96).astype(dtype)
+    a = _fill(spec, p.size, None, dtype=dtype, positions=p, add=add, x=x)
+    b = _fill(spec, p.size, plan, dtype=dtype, positions=p, add=add, x=x)
+    assert np.array_equal(a, b)
+
+
+def test_plan_is_thread_count_independent():
+    conv, spec = _conv_spec("vaswani", 256)
+    plan = kernel.Plan(spec)
+    ref = _fill(spec, 1000, plan, num_threads=1)
+    for nt in (2, 3, 8):
+        assert np.array_equal(_fill(spec, 1000, plan, num_threads=nt), ref)
+
+
+def test_plan_for_another_spec_is_refused():
+    _, spec = _conv_spec("vaswani", 64)
+    _, other = _conv_spec("vaswani", 128)
+    _, t2t = _conv_spec("tensor2tensor", 64)
+    out = np.zeros((4, 64))
+    for wrong in (kernel.Plan(other), kernel.Plan(t2t)):
+        with pytest.raises(ValueError, match="plan"):
+            kernel.fill_rows(out, spec, nseq=1, seq_len=4, plan=wrong)
+    assert not out.any()          # refused before anything was written
+    with pytest.raises(TypeError):
+        kernel.fill_rows(out, spec, nseq=1, seq_len=4, plan="not a plan")
+
+
+def test_plan_refuses_a_bad_spec():
+    _, spec = _conv_spec("vaswani", 64)
+    with pytest.raises(ValueError):
+        kernel.Plan(dict(spec, nf=100))       # frequencies beyond the row
+    with pytest.raises(ValueError, match="overflow"):
+        kernel.Plan(dict(spec, base=5e-324))
+
+
+def test_plan_cache_is_bounded_and_skips_huge_widths():
+    conv, _ = _conv_spec("vaswani", 8)
+    _api._plan.cache_clear()
+    for d in range(2, 40):
+        _api._plan(conv, d)
+    info = _api._plan.cache_info()
+    assert info.currsize <= 8
+    wide = 1 << 20                    # a plan of ~80 MiB: prepared per call, not kept
+    assert kernel.plan_nbytes(conv.spec(wide)) > _api._PLAN_CACHE_MAX_BYTES
+    assert _api._plan(conv, wide) is None
+    # and the public function still fills such a width correctly (one row)
+    row = fastpe.sinusoidal(1, wide, offset=3, dtype=np.float64)
+    assert np.array_equal(row, fastpe.sinusoidal_at([3], wide, dtype=np.float64))
