@@ -96,3 +96,39 @@ def test_plan_cache_is_bounded_and_skips_huge_widths():
     # and the public function still fills such a width correctly (one row)
     row = fastpe.sinusoidal(1, wide, offset=3, dtype=np.float64)
     assert np.array_equal(row, fastpe.sinusoidal_at([3], wide, dtype=np.float64))
+
+
+@pytest.fixture
+def force_streaming():
+    old = kernel._set_stream_bytes(0.0)
+    try:
+        yield
+    finally:
+        kernel._set_stream_bytes(old)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,d_model", [("vaswani", 64), ("vaswani", 37), ("fairseq", 33),
+                                          ("tensor2tensor", 130)])
+def test_streaming_stores_give_the_same_bits(force_streaming, dtype, name, d_model):
+    # out= (memory the caller already has) takes the streaming path when the
+    # threshold is 0; compare with the plain path, in a window of a wider array
+    # whose rows start at every alignment (odd widths, odd column offsets)
+    ref = fastpe.sinusoidal(300, d_model, offset=-5, dtype=dtype, convention=name)
+    for col in (0, 1, 3):
+        big = np.full((300, d_model + 7), 7.0, dtype)
+        got = fastpe.sinusoidal(300, d_model, offset=-5, out=big[:, col:col + d_model],
+                                convention=name)
+        assert np.array_equal(got, ref)
+        # nothing outside the window was written
+        assert (big[:, :col] == 7).all() and (big[:, col + d_model:] == 7).all()
+    t = np.array([0.5, 3.0, 1e4 + 0.25])
+    assert np.array_equal(fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name,
+                                               out=np.empty((3, d_model), dtype)),
+                          fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name))
+
+
+def test_streaming_threshold_default_is_sane():
+    old = kernel._set_stream_bytes(0.0)
+    kernel._set_stream_bytes(old)
+    assert 8 << 20 <= old < 1 << 40

@@ -182,10 +182,11 @@ def sinusoidal(
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
     _check_range(spec, _table_extent(offset, seq_len), "seq_len and offset")
+    fresh = out is None
     out, view = _output(out, (seq_len, d_model), explicit)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
                       zero_pos=conv.padding_idx, num_threads=nthreads,
-                      plan=_plan(conv, d_model))
+                      plan=_plan(conv, d_model), fresh=fresh)
     return out
 
 
@@ -287,11 +288,12 @@ def sinusoidal_at(
     pos = _as_positions(positions, "positions")
     _check_range(spec, _largest(pos), "positions")
     shape = pos.shape + (d_model,)
+    fresh = out is None
     out, view = _output(out, shape, explicit)
     flat = np.ascontiguousarray(pos).reshape(1, -1)
     _kernel.fill_rows(_rows(view), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
                       zero_pos=conv.padding_idx, num_threads=nthreads,
-                      plan=_plan(conv, d_model))
+                      plan=_plan(conv, d_model), fresh=fresh)
     return out
 
 

@@ -31,6 +31,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stddef.h>
+#include <string.h>
 
 #if defined(_MSC_VER)
 #define PE_INLINE static __inline
@@ -446,6 +447,45 @@ PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, int add, double scale,
 PE_INLINE void pe_zero_row_##SUFFIX(T *row, int64_t d, int add, double scale) {           \
     for (int64_t x = 0; x < d; x++) row[x] = (T)(add ? (double)row[x] * scale : 0.0);     \
 }
+
+/*
+ * Streaming (non-temporal) copy of a finished row to its destination.  A table
+ * larger than the caches is written once and not read back by the filler: plain
+ * stores first read every destination line into the cache (read-for-ownership),
+ * doubling the memory traffic; streaming stores skip that read.  SSE2 is the
+ * x86-64 baseline, so every x86-64 build has them; elsewhere this is memcpy.
+ * pe_stream_fence() must follow a thread's last streaming store (they are weakly
+ * ordered) before other threads may read the rows.
+ */
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#define PE_HAVE_STREAM 1
+PE_INLINE void pe_stream_copy(void *dst, const void *src, size_t n) {
+    char *d = (char *)dst;
+    const char *s = (const char *)src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
+        _mm_stream_si128((__m128i *)(d + 16), _mm_loadu_si128((const __m128i *)(s + 16)));
+        _mm_stream_si128((__m128i *)(d + 32), _mm_loadu_si128((const __m128i *)(s + 32)));
+        _mm_stream_si128((__m128i *)(d + 48), _mm_loadu_si128((const __m128i *)(s + 48)));
+    }
+    for (; n >= 16; n -= 16, d += 16, s += 16)
+        _mm_stream_si128((__m128i *)d, _mm_loadu_si128((const __m128i *)s));
+    memcpy(d, s, n);
+}
+PE_INLINE void pe_stream_fence(void) { _mm_sfence(); }
+#else
+#define PE_HAVE_STREAM 0
+PE_INLINE void pe_stream_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+PE_INLINE void pe_stream_fence(void) {}
+#endif
 
 PE_DEFINE_ROW_WRITERS(float, f32)
 PE_DEFINE_ROW_WRITERS(double, f64)
