@@ -377,7 +377,6 @@ typedef struct {
 /*
  * The hot loops.  Per frequency pair, four loads give two outputs (a
  * per-column formulation needs four loads per output and is load-port bound).
- * `_add` variants fuse x = x*scale + PE (one rounding, no temporary table).
  */
 #define PE_DEFINE_ROW_WRITERS(T, SUFFIX)                                                  \
 PE_TARGET_CLONES                                                                          \
@@ -390,15 +389,6 @@ static void pe_pairs_##SUFFIX(T *PE_RESTRICT row, int64_t np,                   
     }                                                                                     \
 }                                                                                         \
 PE_TARGET_CLONES                                                                          \
-static void pe_pairs_add_##SUFFIX(T *PE_RESTRICT row, int64_t np, double scale,           \
-        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
-        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
-    for (int64_t i = 0; i < np; i++) {                                                    \
-        row[2 * i] = (T)((double)row[2 * i] * scale + PE_SIN(i));                         \
-        row[2 * i + 1] = (T)((double)row[2 * i + 1] * scale + PE_COS(i));                 \
-    }                                                                                     \
-}                                                                                         \
-PE_TARGET_CLONES                                                                          \
 static void pe_split_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,            \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
@@ -407,45 +397,39 @@ static void pe_split_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,  
         rc[i] = (T)PE_COS(i);                                                             \
     }                                                                                     \
 }                                                                                         \
-PE_TARGET_CLONES                                                                          \
-static void pe_split_add_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,        \
-        double scale,                                                                     \
-        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
-        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
-    for (int64_t i = 0; i < n; i++) {                                                     \
-        rs[i] = (T)((double)rs[i] * scale + PE_SIN(i));                                   \
-        rc[i] = (T)((double)rc[i] * scale + PE_COS(i));                                   \
-    }                                                                                     \
-}                                                                                         \
-/* One row: the vector loops above, then the few leftover columns. */                     \
-PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, int add, double scale,          \
+/* One row: the vector loops above, then the few leftover columns.  `zero` is            \
+ * what the no-encoding column gets: 0.0, or -0.0 in a row that will be added             \
+ * (x + -0.0 == x for every x, including x = -0.0). */                                     \
+PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, double zero,                    \
         const double *As, const double *Ac, const double *Tm, const double *Ts) {         \
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
         int64_t np = sp->npairs;                                                          \
-        if (add) pe_pairs_add_##SUFFIX(row, np, scale, As, Ac, Tm, Ts);                   \
-        else pe_pairs_##SUFFIX(row, np, As, Ac, Tm, Ts);                                  \
-        if (sp->lone_sin) {                                                               \
-            T *x = row + sp->d - 1;                                                       \
-            *x = (T)(add ? (double)*x * scale + PE_SIN(np) : PE_SIN(np));                 \
-        }                                                                                 \
+        pe_pairs_##SUFFIX(row, np, As, Ac, Tm, Ts);                                       \
+        if (sp->lone_sin)                                                                 \
+            row[sp->d - 1] = (T)PE_SIN(np);                                               \
     } else {                                                                              \
         int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
         T *rs = row + sp->s_off, *rc = row + sp->c_off;                                   \
-        if (add) pe_split_add_##SUFFIX(rs, rc, n, scale, As, Ac, Tm, Ts);                 \
-        else pe_split_##SUFFIX(rs, rc, n, As, Ac, Tm, Ts);                                \
+        pe_split_##SUFFIX(rs, rc, n, As, Ac, Tm, Ts);                                     \
         for (int64_t i = n; i < sp->ns; i++)                                              \
-            rs[i] = (T)(add ? (double)rs[i] * scale + PE_SIN(i) : PE_SIN(i));             \
+            rs[i] = (T)PE_SIN(i);                                                         \
         for (int64_t i = n; i < sp->nc; i++)                                              \
-            rc[i] = (T)(add ? (double)rc[i] * scale + PE_COS(i) : PE_COS(i));             \
+            rc[i] = (T)PE_COS(i);                                                         \
     }                                                                                     \
-    if (sp->zero_col >= 0) {                                                              \
-        T *x = row + sp->zero_col;                                                        \
-        *x = (T)(add ? (double)*x * scale : 0.0);                                         \
-    }                                                                                     \
+    if (sp->zero_col >= 0)                                                                \
+        row[sp->zero_col] = (T)zero;                                                      \
 }                                                                                         \
 /* A row whose encoding is all zeros (fairseq's padding position). */                    \
-PE_INLINE void pe_zero_row_##SUFFIX(T *row, int64_t d, int add, double scale) {           \
-    for (int64_t x = 0; x < d; x++) row[x] = (T)(add ? (double)row[x] * scale : 0.0);     \
+PE_INLINE void pe_zero_row_##SUFFIX(T *row, int64_t d, double zero) {                     \
+    for (int64_t x = 0; x < d; x++) row[x] = (T)zero;                                     \
+}                                                                                         \
+/* The fused add: x = x*scale + pe, pe a finished row in double, so x is rounded          \
+ * once (the same value a float64 table added in float64 would give). */                 \
+PE_TARGET_CLONES                                                                          \
+static void pe_add_row_##SUFFIX(T *PE_RESTRICT x, const double *PE_RESTRICT pe,           \
+        int64_t n, double scale) {                                                        \
+    for (int64_t i = 0; i < n; i++)                                                       \
+        x[i] = (T)((double)x[i] * scale + pe[i]);                                         \
 }
 
 /*
@@ -486,6 +470,21 @@ PE_INLINE void pe_stream_fence(void) { _mm_sfence(); }
 PE_INLINE void pe_stream_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 PE_INLINE void pe_stream_fence(void) {}
 #endif
+
+/* Ask for the lines of [p, p+n) ahead of a write.  The fused add visits one row
+ * of each sequence in turn (rows far apart in x); hardware prefetchers follow a
+ * stream only within a page, so each jump would start cold.  Measured: 1 thread,
+ * x of (32, 2048, 1024) float32: 32.8 -> 26.8 ms, the speed of NumPy's x *= s. */
+PE_INLINE void pe_prefetch_write(const void *p, size_t n) {
+#if defined(__GNUC__) || defined(__clang__)
+    const char *c = (const char *)p;
+    for (size_t k = 0; k < n; k += 64)
+        __builtin_prefetch(c + k, 1, 3);
+#else
+    (void)p;
+    (void)n;
+#endif
+}
 
 PE_DEFINE_ROW_WRITERS(float, f32)
 PE_DEFINE_ROW_WRITERS(double, f64)

@@ -46,14 +46,17 @@ cdef extern from "_pe_core.h" nogil:
     void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *s, double *c, double *cm1)
     void pe_compose(int64_t nf, const double *m1, const double *s1, const double *m0,
                     const double *s0, double *m, double *s)
-    void pe_row_f32(float *row, const pe_spec *sp, int add, double scale, const double *As,
+    void pe_row_f32(float *row, const pe_spec *sp, double zero, const double *As,
                     const double *Ac, const double *Tm, const double *Ts)
-    void pe_row_f64(double *row, const pe_spec *sp, int add, double scale, const double *As,
+    void pe_row_f64(double *row, const pe_spec *sp, double zero, const double *As,
                     const double *Ac, const double *Tm, const double *Ts)
-    void pe_zero_row_f32(float *row, int64_t d, int add, double scale)
-    void pe_zero_row_f64(double *row, int64_t d, int add, double scale)
+    void pe_zero_row_f32(float *row, int64_t d, double zero)
+    void pe_zero_row_f64(double *row, int64_t d, double zero)
+    void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
+    void pe_add_row_f64(double *x, const double *pe, int64_t n, double scale)
     void pe_stream_copy(void *dst, const void *src, size_t n)
     void pe_stream_fence()
+    void pe_prefetch_write(const void *p, size_t n)
     int PE_HAVE_STREAM
     pe_spec pe_spec_vaswani(int64_t d, double base, int layout)
     double pe_spec_max_turns(const pe_spec *sp)
@@ -246,6 +249,56 @@ cdef int _threads(int num_threads, int64_t N, int64_t D) noexcept nogil:
     return nt
 
 
+cdef struct pe_ctx:
+    # what every row of one fill shares (read-only in the parallel loop)
+    const pe_spec *sp
+    const pe_rows *rq
+    pe_freq fr
+    int64_t nf
+    int64_t B
+    const double *Tm
+    const double *Ts
+
+
+cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, double *ev,
+                             int64_t *cached, double zero) noexcept nogil:
+    """The encoding of the position of row (b, s) -> row.  ev: this thread's
+    anchor scratch (3 nf), *cached: the anchor position it holds."""
+    cdef const pe_rows *rq = c.rq
+    cdef int64_t nf = c.nf, K, K0, j
+    cdef double Kf
+    if rq.pos_f != NULL:
+        Kf = rq.pos_f[b * rq.psb + s * rq.pss]
+        if Kf != floor(Kf):
+            # a fractional position: evaluate the row directly, then "rotate" it
+            # by table row 0, which is exactly (0, 0)
+            pe_sincos_row(Kf, c.fr, nf, ev, ev + nf, ev + 2 * nf)
+            cached[0] = INT64_MIN
+            if real is float:
+                pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts)
+            else:
+                pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts)
+            return
+        K = <int64_t>Kf
+    else:
+        K = _int_position(rq, b, s)
+    if rq.has_zero_pos and K == rq.zero_pos:
+        if real is float:
+            pe_zero_row_f32(row, c.sp.d, zero)
+        else:
+            pe_zero_row_f64(row, c.sp.d, zero)
+        return
+    K0 = _floordiv(K, c.B) * c.B
+    if K0 != cached[0]:
+        pe_sincos_row(<double>K0, c.fr, nf, ev, ev + nf, ev + 2 * nf)
+        cached[0] = K0
+    j = K - K0
+    if real is float:
+        pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm + j * nf, c.Ts + j * nf)
+    else:
+        pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm + j * nf, c.Ts + j * nf)
+
+
 cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
                     int num_threads, const double *plan) noexcept nogil:
     """The one filler behind every entry point (arguments already validated).
@@ -256,95 +309,98 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     on the chunk a row came in, or on the path (contiguous or explicit
     positions) that asked for it.  Non-integer positions are evaluated directly.
 
+    The fused add (rq.add) encodes a row into a per-thread float64 buffer (it
+    stays in L1), then adds it to x (x rounded once).  When every sequence has
+    the same positions, each encoded row serves all of them: the threads split
+    the steps, not the rows, and the row of the next sequence is prefetched.
+
     ``plan``: a prepared plan for this spec (see Plan), or NULL to build the
     needed part of one for this call."""
     cdef int64_t D = sp.d
     cdef int64_t nf = sp.nf
-    cdef int64_t N = rq.nseq * rq.S
+    cdef int64_t S = rq.S
+    cdef int64_t N = rq.nseq * S
     cdef int64_t B = _block_rows(nf)
     cdef bint contiguous = rq.nseq == 1 and rq.pos_i == NULL and rq.pos_f == NULL \
         and rq.offs == NULL and not rq.has_zero_pos
-    cdef int64_t j, r
+    # positions independent of the sequence: one encoded row per step serves all
+    cdef bint shared = rq.add and rq.offs == NULL \
+        and ((rq.pos_i == NULL and rq.pos_f == NULL) or rq.psb == 0)
+    cdef int64_t units = S if shared else N
     cdef int err
     if N == 0:
         return FASTPE_OK
     cdef int nt = _threads(num_threads, N, D)
-
+    if nt > units:
+        nt = <int>units
     cdef bint stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
         and <double>N * <double>(D * sizeof(real)) >= _stream_bytes
-    cdef int64_t per_thread = 3 * nf + (D if stream else 0)
-    # plan (unless given) + per thread one anchor evaluation (3 nf: sin, cos, cos-1)
-    # and, when streaming, one row buffer (D entries)
+    # per thread: one anchor evaluation (3 nf: sin, cos, cos-1) and a row buffer
+    # (float64 for the add, the output type when streaming)
+    cdef int64_t per_thread = 3 * nf + (D if (rq.add or stream) else 0)
     cdef size_t own = 0 if plan != NULL else _plan_doubles(nf, B)
     cdef double *mem = <double *>malloc((own + <size_t>(per_thread * nt)) * sizeof(double))
     if mem == NULL:
         return FASTPE_ENOMEM
     cdef double *scratch = mem + own
     if plan == NULL:
-        err = _prepare(mem, sp, rq.offset if contiguous else 0, rq.S if contiguous else B, nt)
+        err = _prepare(mem, sp, rq.offset if contiguous else 0, S if contiguous else B, nt)
         if err != FASTPE_OK:
             free(mem)
             return err
         plan = mem
-    cdef pe_freq fr = pe_freq_view(<double *>plan, nf)
-    cdef const double *Tm = plan + 4 * nf
-    cdef const double *Ts = Tm + B * nf
+    cdef pe_ctx c
+    c.sp = sp
+    c.rq = rq
+    c.fr = pe_freq_view(<double *>plan, nf)
+    c.nf = nf
+    c.B = B
+    c.Tm = plan + 4 * nf
+    c.Ts = c.Tm + B * nf
 
-    cdef int64_t t, r_lo, r_hi, b, sidx, K, K0, cached
-    cdef double Kf
-    cdef double *ev = NULL                        # this thread's anchor: sin, cos, cos-1
-    cdef real *row
+    cdef int64_t t, u_lo, u_hi, b, r, cached
+    cdef double *ev = NULL
+    cdef double *buf = NULL
     cdef real *dest
-    # The hot loop: each thread a contiguous range of rows; consecutive rows in
-    # one block share the anchor, which is evaluated once.
+    # The hot loop: each thread a contiguous range of rows (or, shared, steps);
+    # consecutive rows in one block share the anchor, which is evaluated once.
     for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
         ev = scratch + per_thread * t
-        r_lo = t * N // nt
-        r_hi = (t + 1) * N // nt
+        buf = ev + 3 * nf
+        u_lo = t * units // nt
+        u_hi = (t + 1) * units // nt
         cached = INT64_MIN
-        for r in range(r_lo, r_hi):
-            dest = out + r * row_stride
-            row = <real *>(ev + 3 * nf) if stream else dest
-            b = r // rq.S
-            sidx = r - b * rq.S
-            if rq.pos_f != NULL:
-                Kf = rq.pos_f[b * rq.psb + sidx * rq.pss]
-                if Kf != floor(Kf):
-                    # a fractional position: evaluate the row directly, then
-                    # "rotate" it by table row 0, which is exactly (0, 0)
-                    pe_sincos_row(Kf, fr, nf, ev, ev + nf, ev + 2 * nf)
-                    cached = INT64_MIN
-                    if real is float:
-                        pe_row_f32(row, sp, rq.add, rq.scale, ev, ev + nf, Tm, Ts)
-                    else:
-                        pe_row_f64(row, sp, rq.add, rq.scale, ev, ev + nf, Tm, Ts)
-                    if stream:
-                        pe_stream_copy(dest, row, D * sizeof(real))
-                    continue
-                K = <int64_t>Kf
-            else:
-                K = _int_position(rq, b, sidx)
-            if rq.has_zero_pos and K == rq.zero_pos:
-                if real is float:
-                    pe_zero_row_f32(row, D, rq.add, rq.scale)
-                else:
-                    pe_zero_row_f64(row, D, rq.add, rq.scale)
+        if not rq.add:
+            for r in range(u_lo, u_hi):
+                b = r // S
+                dest = out + r * row_stride
                 if stream:
-                    pe_stream_copy(dest, row, D * sizeof(real))
-                continue
-            K0 = _floordiv(K, B) * B
-            if K0 != cached:
-                pe_sincos_row(<double>K0, fr, nf, ev, ev + nf, ev + 2 * nf)
-                cached = K0
-            j = K - K0
-            if real is float:
-                pe_row_f32(row, sp, rq.add, rq.scale, ev, ev + nf, Tm + j * nf, Ts + j * nf)
-            else:
-                pe_row_f64(row, sp, rq.add, rq.scale, ev, ev + nf, Tm + j * nf, Ts + j * nf)
+                    _encode_row(<real *>buf, &c, b, r - b * S, ev, &cached, 0.0)
+                    pe_stream_copy(dest, buf, D * sizeof(real))
+                else:
+                    _encode_row(dest, &c, b, r - b * S, ev, &cached, 0.0)
             if stream:
-                pe_stream_copy(dest, row, D * sizeof(real))
-        if stream:
-            pe_stream_fence()   # streaming stores are weakly ordered
+                pe_stream_fence()   # streaming stores are weakly ordered
+        elif shared:
+            for r in range(u_lo, u_hi):          # r: the step
+                _encode_row(buf, &c, 0, r, ev, &cached, -0.0)
+                for b in range(rq.nseq):
+                    dest = out + (b * S + r) * row_stride
+                    if b + 1 < rq.nseq:
+                        pe_prefetch_write(dest + S * row_stride, D * sizeof(real))
+                    if real is float:
+                        pe_add_row_f32(dest, buf, D, rq.scale)
+                    else:
+                        pe_add_row_f64(dest, buf, D, rq.scale)
+        else:
+            for r in range(u_lo, u_hi):
+                b = r // S
+                _encode_row(buf, &c, b, r - b * S, ev, &cached, -0.0)
+                dest = out + r * row_stride
+                if real is float:
+                    pe_add_row_f32(dest, buf, D, rq.scale)
+                else:
+                    pe_add_row_f64(dest, buf, D, rq.scale)
     free(mem)
     return FASTPE_OK
 
