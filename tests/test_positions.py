@@ -293,6 +293,31 @@ def test_add_to_fairseq_padding_rows_get_no_encoding():
     np.testing.assert_array_equal(x[tokens == 1], 2.0 * before[tokens == 1])
 
 
+@pytest.mark.parametrize("conv,d", [("tensor2tensor", 9), ("fairseq", 9), ("vaswani", 33)])
+@pytest.mark.parametrize("dtype", [np.float32, F64])
+def test_add_to_shared_positions_match_the_row_by_row_path(conv, d, dtype):
+    # positions shared by every sequence take a path that encodes each row once
+    # for all of them; per-sequence offsets go row by row: the same bits, signs
+    # of zero included
+    x = random_x((5, 70, d), dtype)
+    x[0, :, :] = -0.0
+    x[1, 1, :] = -0.0
+    for nt in (1, 2):
+        a, b = x.copy(), x.copy()
+        fastpe.add_to(a, convention=conv, scale=0.5, num_threads=nt)
+        fastpe.add_to(b, offset=np.zeros(5, np.int64), convention=conv, scale=0.5,
+                      num_threads=nt)
+        assert a.tobytes() == b.tobytes()
+    shared, per_seq = a, b
+    table = fastpe.sinusoidal(70, d, convention=conv, dtype=F64)
+    # the data does put -0.0 where the encoding is an exact zero (zero column,
+    # fairseq's padding row, sin 0), the case where the paths could differ
+    none = np.broadcast_to(table == 0, x.shape) & np.signbit(x)
+    expect = (x.astype(F64) * 0.5 + table).astype(dtype)
+    assert np.array_equal(shared, expect) and np.array_equal(per_seq, expect)
+    assert none.any()
+
+
 def test_add_to_thread_count_independent():
     x = random_x((3, 97, 101), np.float32)
     off = np.array([0, 1000, -77])
