@@ -57,6 +57,12 @@ def test_split_layout_is_a_permutation_of_interleaved():
 def test_first_row_and_cos_columns_at_position_zero():
     P = fastpe.sinusoidal(1, 8)
     np.testing.assert_array_equal(P[0], [0, 1, 0, 1, 0, 1, 0, 1])
+    # also inside a large table (where rows are written in mirrored pairs) and
+    # when position 0 is not the first row
+    for dtype in (np.float32, np.float64):
+        for offset in (0, -100, -37):
+            P = fastpe.sinusoidal(300, 512, offset=offset, dtype=dtype)
+            assert np.array_equal(P[-offset], np.tile([0.0, 1.0], 256))
 
 
 def test_empty_table():

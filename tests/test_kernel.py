@@ -132,3 +132,21 @@ def test_streaming_threshold_default_is_sane():
     old = kernel._set_stream_bytes(0.0)
     kernel._set_stream_bytes(old)
     assert 8 << 20 <= old < 1 << 40
+
+
+@pytest.mark.parametrize("name,d_model,layout", [("vaswani", 37, "interleaved"),
+                                                 ("vaswani", 20, "split"),
+                                                 ("tensor2tensor", 9, "interleaved"),
+                                                 ("fairseq", 16, "interleaved")])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_every_row_of_a_block_alone_equals_the_table(name, d_model, layout, dtype):
+    # a long fill writes rows centre+a and centre-a together; a one-row fill
+    # writes each alone: the same bits for every offset within a block (B <= 64)
+    kw = dict(convention=name, dtype=dtype)
+    if name == "vaswani":
+        kw["layout"] = layout
+    for nt in (1, 2):
+        table = fastpe.sinusoidal(200, d_model, offset=-100, num_threads=nt, **kw)
+        for k in range(-100, 100):
+            row = fastpe.sinusoidal(1, d_model, offset=k, **kw)
+            assert np.array_equal(row[0], table[k + 100]), k

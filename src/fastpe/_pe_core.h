@@ -370,54 +370,110 @@ typedef struct {
     int64_t zero_col; /* -1: none */
 } pe_spec;
 
-/* Rotated sine / cosine of frequency i: the formulas above. */
-#define PE_SIN(i) (As[i] + (As[i] * Tm[i] + Ac[i] * Ts[i]))
-#define PE_COS(i) (Ac[i] + (Ac[i] * Tm[i] - As[i] * Ts[i]))
+/* Rotated sine / cosine of frequency i: the formulas above, for a table angle
+ * of sign sg (+1 or -1: sin(-t) = -sin t, cos(-t) - 1 = cos t - 1).  Rows are
+ * grouped around a central anchor, so one table row serves the rows at +t and
+ * -t; multiplying by sg = +-1 is exact, so a row written alone (pe_row) and the
+ * same row written as half of a mirrored pair (pe_row2) have identical bits. */
+#define PE_SIN(i) (As[i] + (As[i] * Tm[i] + Ac[i] * (Ts[i] * sg)))
+#define PE_COS(i) (Ac[i] + (Ac[i] * Tm[i] - As[i] * (Ts[i] * sg)))
 
 /*
  * The hot loops.  Per frequency pair, four loads give two outputs (a
- * per-column formulation needs four loads per output and is load-port bound).
+ * per-column formulation needs four loads per output and is load-port bound);
+ * the mirrored writers (2) give four outputs -- rows c+t and c-t -- from the
+ * same four loads and four products.
  */
 #define PE_DEFINE_ROW_WRITERS(T, SUFFIX)                                                  \
 PE_TARGET_CLONES                                                                          \
 static void pe_pairs_##SUFFIX(T *PE_RESTRICT row, int64_t np,                             \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
-        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts, double sg) {          \
     for (int64_t i = 0; i < np; i++) {                                                    \
         row[2 * i] = (T)PE_SIN(i);                                                        \
         row[2 * i + 1] = (T)PE_COS(i);                                                    \
     }                                                                                     \
 }                                                                                         \
 PE_TARGET_CLONES                                                                          \
-static void pe_split_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,            \
+static void pe_pairs2_##SUFFIX(T *PE_RESTRICT rp, T *PE_RESTRICT rm, int64_t np,          \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
+    for (int64_t i = 0; i < np; i++) {                                                    \
+        double p1 = As[i] * Tm[i], p2 = Ac[i] * Ts[i];                                    \
+        double p3 = Ac[i] * Tm[i], p4 = As[i] * Ts[i];                                    \
+        rp[2 * i] = (T)(As[i] + (p1 + p2));                                               \
+        rp[2 * i + 1] = (T)(Ac[i] + (p3 - p4));                                           \
+        rm[2 * i] = (T)(As[i] + (p1 - p2));                                               \
+        rm[2 * i + 1] = (T)(Ac[i] + (p3 + p4));                                           \
+    }                                                                                     \
+}                                                                                         \
+PE_TARGET_CLONES                                                                          \
+static void pe_split_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,            \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts, double sg) {          \
     for (int64_t i = 0; i < n; i++) {                                                     \
         rs[i] = (T)PE_SIN(i);                                                             \
         rc[i] = (T)PE_COS(i);                                                             \
     }                                                                                     \
 }                                                                                         \
-/* One row: the vector loops above, then the few leftover columns.  `zero` is            \
- * what the no-encoding column gets: 0.0, or -0.0 in a row that will be added             \
- * (x + -0.0 == x for every x, including x = -0.0). */                                     \
-PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, double zero,                    \
-        const double *As, const double *Ac, const double *Tm, const double *Ts) {         \
+PE_TARGET_CLONES                                                                          \
+static void pe_split2_##SUFFIX(T *PE_RESTRICT rsp, T *PE_RESTRICT rcp,                    \
+        T *PE_RESTRICT rsm, T *PE_RESTRICT rcm, int64_t n,                                \
+        const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
+        const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
+    for (int64_t i = 0; i < n; i++) {                                                     \
+        double p1 = As[i] * Tm[i], p2 = Ac[i] * Ts[i];                                    \
+        double p3 = Ac[i] * Tm[i], p4 = As[i] * Ts[i];                                    \
+        rsp[i] = (T)(As[i] + (p1 + p2));                                                  \
+        rcp[i] = (T)(Ac[i] + (p3 - p4));                                                  \
+        rsm[i] = (T)(As[i] + (p1 - p2));                                                  \
+        rcm[i] = (T)(Ac[i] + (p3 + p4));                                                  \
+    }                                                                                     \
+}                                                                                         \
+/* The few columns the vector loops leave: an odd width's lone sine, the longer           \
+ * block of a split layout, the no-encoding column.  `zero` is what that column           \
+ * gets: 0.0, or -0.0 in a row that will be added (x + -0.0 == x for every x,             \
+ * including x = -0.0). */                                                                 \
+PE_INLINE void pe_row_rest_##SUFFIX(T *row, const pe_spec *sp, double zero,               \
+        const double *As, const double *Ac, const double *Tm, const double *Ts,           \
+        double sg) {                                                                      \
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
-        int64_t np = sp->npairs;                                                          \
-        pe_pairs_##SUFFIX(row, np, As, Ac, Tm, Ts);                                       \
         if (sp->lone_sin)                                                                 \
-            row[sp->d - 1] = (T)PE_SIN(np);                                               \
+            row[sp->d - 1] = (T)PE_SIN(sp->npairs);                                       \
     } else {                                                                              \
         int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
-        T *rs = row + sp->s_off, *rc = row + sp->c_off;                                   \
-        pe_split_##SUFFIX(rs, rc, n, As, Ac, Tm, Ts);                                     \
         for (int64_t i = n; i < sp->ns; i++)                                              \
-            rs[i] = (T)PE_SIN(i);                                                         \
+            row[sp->s_off + i] = (T)PE_SIN(i);                                            \
         for (int64_t i = n; i < sp->nc; i++)                                              \
-            rc[i] = (T)PE_COS(i);                                                         \
+            row[sp->c_off + i] = (T)PE_COS(i);                                            \
     }                                                                                     \
     if (sp->zero_col >= 0)                                                                \
         row[sp->zero_col] = (T)zero;                                                      \
+}                                                                                         \
+/* One row: the anchor (As, Ac) rotated by the table row (Tm, Ts*sg). */                  \
+PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, double zero,                    \
+        const double *As, const double *Ac, const double *Tm, const double *Ts,           \
+        double sg) {                                                                      \
+    if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
+        pe_pairs_##SUFFIX(row, sp->npairs, As, Ac, Tm, Ts, sg);                           \
+    } else {                                                                              \
+        int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
+        pe_split_##SUFFIX(row + sp->s_off, row + sp->c_off, n, As, Ac, Tm, Ts, sg);       \
+    }                                                                                     \
+    pe_row_rest_##SUFFIX(row, sp, zero, As, Ac, Tm, Ts, sg);                              \
+}                                                                                         \
+/* Two rows: rp rotated by +t, rm by -t (bitwise what pe_row gives each). */              \
+PE_INLINE void pe_row2_##SUFFIX(T *rp, T *rm, const pe_spec *sp, double zero,             \
+        const double *As, const double *Ac, const double *Tm, const double *Ts) {         \
+    if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
+        pe_pairs2_##SUFFIX(rp, rm, sp->npairs, As, Ac, Tm, Ts);                           \
+    } else {                                                                              \
+        int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
+        pe_split2_##SUFFIX(rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,                \
+                           rm + sp->c_off, n, As, Ac, Tm, Ts);                            \
+    }                                                                                     \
+    pe_row_rest_##SUFFIX(rp, sp, zero, As, Ac, Tm, Ts, 1.0);                              \
+    pe_row_rest_##SUFFIX(rm, sp, zero, As, Ac, Tm, Ts, -1.0);                             \
 }                                                                                         \
 /* A row whose encoding is all zeros (fairseq's padding position). */                    \
 PE_INLINE void pe_zero_row_##SUFFIX(T *row, int64_t d, double zero) {                     \

@@ -47,9 +47,13 @@ cdef extern from "_pe_core.h" nogil:
     void pe_compose(int64_t nf, const double *m1, const double *s1, const double *m0,
                     const double *s0, double *m, double *s)
     void pe_row_f32(float *row, const pe_spec *sp, double zero, const double *As,
-                    const double *Ac, const double *Tm, const double *Ts)
+                    const double *Ac, const double *Tm, const double *Ts, double sg)
     void pe_row_f64(double *row, const pe_spec *sp, double zero, const double *As,
-                    const double *Ac, const double *Tm, const double *Ts)
+                    const double *Ac, const double *Tm, const double *Ts, double sg)
+    void pe_row2_f32(float *rp, float *rm, const pe_spec *sp, double zero, const double *As,
+                     const double *Ac, const double *Tm, const double *Ts)
+    void pe_row2_f64(double *rp, double *rm, const pe_spec *sp, double zero, const double *As,
+                     const double *Ac, const double *Tm, const double *Ts)
     void pe_zero_row_f32(float *row, int64_t d, double zero)
     void pe_zero_row_f64(double *row, int64_t d, double zero)
     void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
@@ -70,7 +74,8 @@ cdef int64_t MAX_WIDTH = 1099511627776     # 2^40
 cdef enum:
     # Below this many output entries one thread beats waking the team.
     SERIAL_BELOW = 16384
-    # Table budget: 2 * B * nf doubles (~1 MiB), so the table stays in L2.
+    # Block size budget: 2 * B * nf doubles (~1 MiB); the table holds about half
+    # of that (rows 0..B/2), so it stays in L2.
     TABLE_DOUBLES = 131072
     MAX_BLOCK = 64
     MAX_THREADS = 1024
@@ -161,53 +166,59 @@ cdef inline int64_t _int_position(const pe_rows *rq, int64_t b, int64_t s) noexc
 
 
 cdef inline size_t _plan_doubles(int64_t nf, int64_t B) noexcept nogil:
-    """A plan = [frequencies (4 nf) | table cos-1 (B nf) | table sin (B nf)] doubles."""
-    return <size_t>(4 * nf + 2 * B * nf)
+    """A plan = [frequencies (4 nf) | table cos-1 ((B/2+1) nf) | table sin ((B/2+1) nf)]."""
+    return <size_t>(4 * nf + 2 * (B // 2 + 1) * nf)
 
 
 cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
                   int nt) noexcept nogil:
-    """Fill a plan: the frequencies and the B-row table e^{i j w}, j < B, each row
-    composed from two accurately evaluated factor rows (j = j1*b0 + j0).  Only the
-    rows j = (first + q) mod B, q < count, are built (all of them when count >= B):
-    a short contiguous fill touches only a few residues."""
+    """Fill a plan: the frequencies and the table e^{i a w}, a = 0 .. B/2, each row
+    composed from two accurately evaluated factor rows (a = a1*b0 + a0).  Position
+    K is encoded around the centre c (the multiple of B nearest K, see _anchor) as
+    the rotation by a = |K - c| (sign K - c).  Only the rows a needed by positions first .. first+count-1
+    are built (all of them when count >= B): a short fill touches only a few."""
     cdef int64_t nf = sp.nf
     cdef int64_t B = _block_rows(nf)
-    cdef int64_t b0 = SUB if B >= SUB else B
-    cdef int64_t b1 = B // b0
-    cdef int64_t j, r
+    cdef int64_t H = B // 2
+    cdef int64_t b0 = SUB                           # B >= SUB always
+    cdef int64_t b1 = H // b0 + 1
+    cdef int64_t a, r, q
     cdef int tid
-    # factor rows (2 (b0 + b1) nf), which rows are needed (B + b0 + b1), and per
+    # factor rows (2 (b0 + b1) nf), which rows are needed (H+1 + b0 + b1), and per
     # thread one evaluation's discarded cosines (nf)
-    cdef double *mem = <double *>malloc(<size_t>(2 * (b0 + b1) * nf + B + b0 + b1 + nt * nf)
-                                        * sizeof(double))
+    cdef double *mem = <double *>malloc(<size_t>(2 * (b0 + b1) * nf + H + 1 + b0 + b1
+                                                 + nt * nf) * sizeof(double))
     if mem == NULL:
         return FASTPE_ENOMEM
     cdef pe_freq fr = pe_freq_view(plan, nf)
-    cdef double *Tm = plan + 4 * nf                 # table row j: Tm + j*nf, Ts + j*nf
-    cdef double *Ts = Tm + B * nf
-    cdef double *F0m = mem                          # factor rows e^{i j0 w}, j0 < b0
+    cdef double *Tm = plan + 4 * nf                 # table row a: Tm + a*nf, Ts + a*nf
+    cdef double *Ts = Tm + (H + 1) * nf
+    cdef double *F0m = mem                          # factor rows e^{i a0 w}, a0 < b0
     cdef double *F0s = F0m + b0 * nf
-    cdef double *F1m = F0s + b0 * nf                # factor rows e^{i j1 b0 w}, j1 < b1
+    cdef double *F1m = F0s + b0 * nf                # factor rows e^{i a1 b0 w}, a1 < b1
     cdef double *F1s = F1m + b1 * nf
-    cdef double *need = F1s + b1 * nf               # need[j], need0[j0], need1[j1]
-    cdef double *need0 = need + B
+    cdef double *need = F1s + b1 * nf               # need[a], need0[a0], need1[a1]
+    cdef double *need0 = need + H + 1
     cdef double *need1 = need0 + b0
     cdef double *discard = need1 + b1
 
     pe_freqs(fr, nf, sp.w0, sp.base, sp.denom)
-    first = first - _floordiv(first, B) * B
     for r in range(b0):
         need0[r] = 0
     for r in range(b1):
         need1[r] = 0
-    for j in range(B):
-        need[j] = 1.0 if (count >= B or (j - first + B) % B < count) else 0.0
-        if need[j] != 0:
-            need0[j % b0] = 1
-            need1[j // b0] = 1
-    if nt > B:
-        nt = <int>B
+    for a in range(H + 1):
+        need[a] = 1.0 if count >= B else 0.0
+    if count < B:
+        for q in range(count):
+            r = (first + q + H) - _floordiv(first + q + H, B) * B     # K - centre + H
+            need[r - H if r >= H else H - r] = 1.0
+    for a in range(H + 1):
+        if need[a] != 0:
+            need0[a % b0] = 1
+            need1[a // b0] = 1
+    if nt > H + 1:
+        nt = <int>(H + 1)
     with parallel(num_threads=nt):
         tid = threadid()
         for r in prange(b0 + b1, schedule="static"):
@@ -219,10 +230,10 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
                 pe_sincos_row(<double>((r - b0) * b0), fr, nf, F1s + (r - b0) * nf,
                               discard + tid * nf, F1m + (r - b0) * nf)
         fastpe_omp_barrier()   # Cython's prange is `omp for nowait`
-        for j in prange(B, schedule="static"):
-            if need[j] != 0:
-                pe_compose(nf, F1m + (j // b0) * nf, F1s + (j // b0) * nf,
-                           F0m + (j % b0) * nf, F0s + (j % b0) * nf, Tm + j * nf, Ts + j * nf)
+        for a in prange(H + 1, schedule="static"):
+            if need[a] != 0:
+                pe_compose(nf, F1m + (a // b0) * nf, F1s + (a // b0) * nf,
+                           F0m + (a % b0) * nf, F0s + (a % b0) * nf, Tm + a * nf, Ts + a * nf)
     free(mem)
     return FASTPE_OK
 
@@ -265,7 +276,7 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
     """The encoding of the position of row (b, s) -> row.  ev: this thread's
     anchor scratch (3 nf), *cached: the anchor position it holds."""
     cdef const pe_rows *rq = c.rq
-    cdef int64_t nf = c.nf, K, K0, j
+    cdef int64_t nf = c.nf, K, j, a
     cdef double Kf
     if rq.pos_f != NULL:
         Kf = rq.pos_f[b * rq.psb + s * rq.pss]
@@ -275,9 +286,9 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
             pe_sincos_row(Kf, c.fr, nf, ev, ev + nf, ev + 2 * nf)
             cached[0] = INT64_MIN
             if real is float:
-                pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts)
+                pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts, 1.0)
             else:
-                pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts)
+                pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts, 1.0)
             return
         K = <int64_t>Kf
     else:
@@ -288,15 +299,57 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
         else:
             pe_zero_row_f64(row, c.sp.d, zero)
         return
-    K0 = _floordiv(K, c.B) * c.B
-    if K0 != cached[0]:
-        pe_sincos_row(<double>K0, c.fr, nf, ev, ev + nf, ev + 2 * nf)
-        cached[0] = K0
-    j = K - K0
+    _anchor(c, K, ev, cached)
+    j = K - cached[0]
+    a = j if j >= 0 else -j
     if real is float:
-        pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm + j * nf, c.Ts + j * nf)
+        pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm + a * nf, c.Ts + a * nf,
+                   1.0 if j >= 0 else -1.0)
     else:
-        pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm + j * nf, c.Ts + j * nf)
+        pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm + a * nf, c.Ts + a * nf,
+                   1.0 if j >= 0 else -1.0)
+
+
+cdef inline void _anchor(const pe_ctx *c, int64_t K, double *ev, int64_t *cached) noexcept nogil:
+    """Make ev hold the anchor of K's block: the accurate row at its centre, the
+    multiple of B nearest K (the block is centre-B/2 .. centre+B/2-1, so position
+    0 is a centre: its row is exactly sin 0 = 0, cos 0 = 1); *cached is the
+    centre it holds."""
+    cdef int64_t centre = _floordiv(K + c.B // 2, c.B) * c.B
+    if centre != cached[0]:
+        pe_sincos_row(<double>centre, c.fr, c.nf, ev, ev + c.nf, ev + 2 * c.nf)
+        cached[0] = centre
+
+
+cdef inline void _write_one(real *dest, const pe_ctx *c, const double *ev, int64_t j,
+                            real *buf, bint stream) noexcept nogil:
+    """Row at centre + j of the anchor in ev (through buf when streaming)."""
+    cdef int64_t a = j if j >= 0 else -j
+    cdef real *row = buf if stream else dest
+    if real is float:
+        pe_row_f32(row, c.sp, 0.0, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
+                   1.0 if j >= 0 else -1.0)
+    else:
+        pe_row_f64(row, c.sp, 0.0, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
+                   1.0 if j >= 0 else -1.0)
+    if stream:
+        pe_stream_copy(dest, row, c.sp.d * sizeof(real))
+
+
+cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t rm,
+                             const pe_ctx *c, const double *ev, int64_t j, real *buf,
+                             bint stream) noexcept nogil:
+    """Rows rp (centre + j) and rm (centre - j), j > 0."""
+    cdef int64_t D = c.sp.d
+    cdef real *p = buf if stream else out + rp * row_stride
+    cdef real *m = buf + D if stream else out + rm * row_stride
+    if real is float:
+        pe_row2_f32(p, m, c.sp, 0.0, ev, ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf)
+    else:
+        pe_row2_f64(p, m, c.sp, 0.0, ev, ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf)
+    if stream:
+        pe_stream_copy(out + rp * row_stride, p, D * sizeof(real))
+        pe_stream_copy(out + rm * row_stride, m, D * sizeof(real))
 
 
 cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
@@ -336,8 +389,8 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     cdef bint stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
         and <double>N * <double>(D * sizeof(real)) >= _stream_bytes
     # per thread: one anchor evaluation (3 nf: sin, cos, cos-1) and a row buffer
-    # (float64 for the add, the output type when streaming)
-    cdef int64_t per_thread = 3 * nf + (D if (rq.add or stream) else 0)
+    # (float64 for the add; two of the output type when streaming)
+    cdef int64_t per_thread = 3 * nf + (D if rq.add else (2 * D if stream else 0))
     cdef size_t own = 0 if plan != NULL else _plan_doubles(nf, B)
     cdef double *mem = <double *>malloc((own + <size_t>(per_thread * nt)) * sizeof(double))
     if mem == NULL:
@@ -356,9 +409,9 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     c.nf = nf
     c.B = B
     c.Tm = plan + 4 * nf
-    c.Ts = c.Tm + B * nf
+    c.Ts = c.Tm + (B // 2 + 1) * nf
 
-    cdef int64_t t, u_lo, u_hi, b, r, cached
+    cdef int64_t t, u_lo, u_hi, b, r, rr, r_end, j, cached
     cdef double *ev = NULL
     cdef double *buf = NULL
     cdef real *dest
@@ -370,7 +423,28 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
         u_lo = t * units // nt
         u_hi = (t + 1) * units // nt
         cached = INT64_MIN
-        if not rq.add:
+        if not rq.add and contiguous:
+            # Rows centre+a and centre-a of a block share their table row and its
+            # four products: written together (pe_row2), bitwise as if alone.
+            r = u_lo
+            while r < u_hi:
+                _anchor(&c, rq.offset + r, ev, &cached)
+                r_end = r + (cached + B // 2 - (rq.offset + r))     # end of this block
+                if r_end > u_hi:
+                    r_end = u_hi
+                for rr in range(r, r_end):
+                    j = rq.offset + rr - cached
+                    if j < 0 and rr - 2 * j < r_end:
+                        continue                      # written with its partner below
+                    if j > 0 and rr - 2 * j >= r:
+                        _write_pair(out, row_stride, rr, rr - 2 * j, &c, ev, j, <real *>buf,
+                                    stream)
+                    else:
+                        _write_one(out + rr * row_stride, &c, ev, j, <real *>buf, stream)
+                r = r_end
+            if stream:
+                pe_stream_fence()   # streaming stores are weakly ordered
+        elif not rq.add:
             for r in range(u_lo, u_hi):
                 b = r // S
                 dest = out + r * row_stride
