@@ -728,6 +728,17 @@ def test_base_just_below_the_limit_is_accurate():
     np.testing.assert_allclose(P, fastpe.reference(5, 64, base=1e300), atol=1e-15, rtol=0)
 
 
+@pytest.mark.parametrize("base", [2.2250738585072014e-308, 1e-300, 1e-200, 3e-150])
+@pytest.mark.parametrize("d_model", [2, 6, 7])
+def test_tiny_base_position_zero_is_exact_not_nan(base, d_model):
+    # found by the fuzz target (session 2): the double-double log of a tiny base
+    # overflowed (exp(-log a) = 1/a in a Veltkamp split), so frequencies were NaN
+    # and even position 0 came out NaN for base = 2.2e-308, d_model = 6
+    for dtype in (np.float32, np.float64):
+        P = fastpe.sinusoidal(1, d_model, base=base, dtype=dtype)
+        np.testing.assert_array_equal(P, fastpe.reference(1, d_model, base=base).astype(dtype))
+
+
 def test_huge_num_threads_is_capped_not_an_error():
     # was OverflowError (Python int -> C int); the kernel caps at the thread limit anyway
     np.testing.assert_array_equal(fastpe.sinusoidal(300, 64, num_threads=2**40),

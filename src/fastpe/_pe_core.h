@@ -164,14 +164,21 @@ PE_INLINE pe_dd pe_dd_exp(pe_dd x) {
     return s;
 }
 
-/* natural log of a positive finite double, to double-double: one Newton step
- * y <- y + a*exp(-y) - 1 doubles the 53 correct bits of libm's log. */
+/* natural log of a positive finite double, to double-double: a = m * 2^e with
+ * m in [0.5, 1), then one Newton step y <- y + m*exp(-y) - 1 doubles the 53
+ * correct bits of libm's log(m).  (Working on m keeps exp(-y) <= 2: on a itself,
+ * exp(-y) = 1/a overflows the Veltkamp split for a below ~1e-300, which gave NaN
+ * frequencies for base = 2.2e-308; found by the fuzz target.) */
 PE_INLINE pe_dd pe_dd_log(double a) {
-    pe_dd y = {log(a), 0.0};
+    int ex;
+    double m = frexp(a, &ex);
+    const pe_dd ln2 = {PE_LN2_HI, PE_LN2_LO};
+    pe_dd y = {log(m), 0.0};
     pe_dd my = {-y.hi, -y.lo};
-    pe_dd e = pe_dd_mul_d(pe_dd_exp(my), a);
+    pe_dd e = pe_dd_mul_d(pe_dd_exp(my), m);
     pe_dd minus_one = {-1.0, 0.0};
-    return pe_dd_add(y, pe_dd_add(e, minus_one));
+    y = pe_dd_add(y, pe_dd_add(e, minus_one));
+    return pe_dd_add(y, pe_dd_mul_d(ln2, (double)ex));
 }
 
 /* ------------------------------------------------------------------------- */
