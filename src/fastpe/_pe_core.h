@@ -14,11 +14,13 @@
  * polynomials (no libm, branch-free, vectorisable).
  *
  * Only a few of those accurate evaluations are done per call: rows are grouped
- * into blocks of B rows; for every block the "anchor" e^{i*K0*w} is evaluated
- * accurately, and every row K0+j of the block is the anchor rotated by the
- * table entry e^{i*j*w} (also accurate), one complex multiply per pair.  The
- * error of that product does not grow with k (unlike a running recurrence).
- * Table entries are kept as (cos-1, sin) so small rotations lose nothing.
+ * into blocks of B rows around centres c (multiples of B); for every block the
+ * "anchor" e^{i*c*w} is evaluated accurately, and every row c+j of the block is
+ * the anchor rotated by the table entry e^{i*j*w} (also accurate; j < 0 uses
+ * the entry for |j| with the sine negated), one complex multiply per pair.
+ * Rows c+j and c-j share that multiply's four products.  The error does not
+ * grow with k (unlike a running recurrence).  Table entries are kept as
+ * (cos-1, sin) so small rotations lose nothing.
  *
  * Everything here must be compiled WITHOUT -ffast-math (it may legally delete
  * the error terms) and with -ffp-contract=off (so results are bitwise the same

@@ -2,10 +2,12 @@
 """fastpe kernel: fills a caller's buffer with the sinusoidal table, in parallel.
 
 The Python layer (``fastpe._api``) validates and allocates; this module only
-fills a buffer it is handed.  The hot loop is ``_fill`` below: a ``prange``
-over blocks of rows, each block = one accurate "anchor" row evaluation plus one
-complex multiply per (row, frequency) against a small table (see _pe_core.h for
-the numerics and why results are independent of the thread count).
+fills a buffer it is handed.  The hot loop is in ``_fill_rows`` below: a
+``prange`` over row ranges; each block of B rows costs one accurate "anchor"
+row evaluation at its centre, and every row one complex multiply per frequency
+against a small table, rows centre+a and centre-a sharing theirs (see
+_pe_core.h for the numerics and why results are independent of the thread
+count).  What precedes the first row (frequencies, table) is a ``Plan``.
 """
 
 from libc.stdint cimport int32_t, int64_t
@@ -276,7 +278,7 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
     """The encoding of the position of row (b, s) -> row.  ev: this thread's
     anchor scratch (3 nf), *cached: the anchor position it holds."""
     cdef const pe_rows *rq = c.rq
-    cdef int64_t nf = c.nf, K, j, a
+    cdef int64_t nf = c.nf, K
     cdef double Kf
     if rq.pos_f != NULL:
         Kf = rq.pos_f[b * rq.psb + s * rq.pss]
@@ -285,10 +287,7 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
             # by table row 0, which is exactly (0, 0)
             pe_sincos_row(Kf, c.fr, nf, ev, ev + nf, ev + 2 * nf)
             cached[0] = INT64_MIN
-            if real is float:
-                pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts, 1.0)
-            else:
-                pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm, c.Ts, 1.0)
+            _write_one(row, c, ev, 0, NULL, False, zero)
             return
         K = <int64_t>Kf
     else:
@@ -300,14 +299,7 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
             pe_zero_row_f64(row, c.sp.d, zero)
         return
     _anchor(c, K, ev, cached)
-    j = K - cached[0]
-    a = j if j >= 0 else -j
-    if real is float:
-        pe_row_f32(row, c.sp, zero, ev, ev + nf, c.Tm + a * nf, c.Ts + a * nf,
-                   1.0 if j >= 0 else -1.0)
-    else:
-        pe_row_f64(row, c.sp, zero, ev, ev + nf, c.Tm + a * nf, c.Ts + a * nf,
-                   1.0 if j >= 0 else -1.0)
+    _write_one(row, c, ev, K - cached[0], NULL, False, zero)
 
 
 cdef inline void _anchor(const pe_ctx *c, int64_t K, double *ev, int64_t *cached) noexcept nogil:
@@ -322,15 +314,16 @@ cdef inline void _anchor(const pe_ctx *c, int64_t K, double *ev, int64_t *cached
 
 
 cdef inline void _write_one(real *dest, const pe_ctx *c, const double *ev, int64_t j,
-                            real *buf, bint stream) noexcept nogil:
-    """Row at centre + j of the anchor in ev (through buf when streaming)."""
+                            real *buf, bint stream, double zero) noexcept nogil:
+    """Row at centre + j of the anchor in ev: rotated by table row |j|, sign of j
+    (through buf when streaming)."""
     cdef int64_t a = j if j >= 0 else -j
     cdef real *row = buf if stream else dest
     if real is float:
-        pe_row_f32(row, c.sp, 0.0, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
+        pe_row_f32(row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
                    1.0 if j >= 0 else -1.0)
     else:
-        pe_row_f64(row, c.sp, 0.0, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
+        pe_row_f64(row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
                    1.0 if j >= 0 else -1.0)
     if stream:
         pe_stream_copy(dest, row, c.sp.d * sizeof(real))
@@ -356,11 +349,12 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
                     int num_threads, const double *plan) noexcept nogil:
     """The one filler behind every entry point (arguments already validated).
 
-    Integer positions K use the block decomposition K = K0 + j (K0 = B*floor(K/B)):
-    an accurately evaluated anchor row at K0, rotated by the table row j.  Every
-    entry is a pure function of (K, column): no dependence on the thread count,
-    on the chunk a row came in, or on the path (contiguous or explicit
-    positions) that asked for it.  Non-integer positions are evaluated directly.
+    Integer positions K use the block decomposition K = c + j: an accurately
+    evaluated anchor row at the centre c (the multiple of B nearest K), rotated by
+    table row |j| (sign of j).  Every entry is a pure function of (K, column): no
+    dependence on the thread count, on the chunk a row came in, or on the path
+    (mirrored pair, single row, explicit positions) that wrote it.  Non-integer
+    positions are evaluated directly.
 
     The fused add (rq.add) encodes a row into a per-thread float64 buffer (it
     stays in L1), then adds it to x (x rounded once).  When every sequence has
@@ -440,7 +434,7 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
                         _write_pair(out, row_stride, rr, rr - 2 * j, &c, ev, j, <real *>buf,
                                     stream)
                     else:
-                        _write_one(out + rr * row_stride, &c, ev, j, <real *>buf, stream)
+                        _write_one(out + rr * row_stride, &c, ev, j, <real *>buf, stream, 0.0)
                 r = r_end
             if stream:
                 pe_stream_fence()   # streaming stores are weakly ordered
