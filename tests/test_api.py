@@ -239,10 +239,11 @@ def test_bitwise_identical_for_any_thread_count(shape, dtype):
 
 def test_gil_released_during_fill():
     """A pure-Python thread keeps counting while one long fill runs."""
-    out = np.empty((4096, 4096), np.float64)
-    fastpe.sinusoidal(4096, 4096, out=out, num_threads=1)  # touch pages, warm up
+    # 256 MiB: long enough (tens of ms on one thread) to dwarf the 5 ms switch interval
+    out = np.empty((8192, 4096), np.float64)
+    fastpe.sinusoidal(8192, 4096, out=out, num_threads=1)  # touch pages, warm up
     t0 = time.perf_counter()
-    fastpe.sinusoidal(4096, 4096, out=out, num_threads=1)
+    fastpe.sinusoidal(8192, 4096, out=out, num_threads=1)
     fill_time = time.perf_counter() - t0
 
     count = 0
@@ -259,7 +260,7 @@ def test_gil_released_during_fill():
     th.start()
     started.wait()
     before = count
-    fastpe.sinusoidal(4096, 4096, out=out, num_threads=1)
+    fastpe.sinusoidal(8192, 4096, out=out, num_threads=1)
     during = count - before
     stop.set()
     th.join()

@@ -128,6 +128,55 @@ def test_streaming_stores_give_the_same_bits(force_streaming, dtype, name, d_mod
                           fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name))
 
 
+@pytest.fixture(params=[True, False], ids=["direct", "buffered"])
+def nt_stores(request):
+    old = kernel._set_nt_stores(request.param)
+    try:
+        yield request.param
+    finally:
+        kernel._set_nt_stores(old)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["interleaved", "split"])
+@pytest.mark.parametrize("d_model", [64, 100, 257, 1000])
+def test_streaming_pairs_at_every_alignment(force_streaming, nt_stores, dtype, layout, d_model):
+    # Rows whose stride is a multiple of 64 bytes: the mirrored pairs can then be
+    # written straight from registers (AVX-512F CPUs) once a short head aligns
+    # them; other starts fall back to the buffered copy.  Every start, every
+    # column offset: the same bits as the plain path, nothing outside touched.
+    n, width = 300, 1088                      # 1088 * 4 and 1088 * 8 are multiples of 64
+    old = kernel._set_stream_bytes(float("inf"))
+    ref = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout)
+    kernel._set_stream_bytes(old)
+    item = np.dtype(dtype).itemsize
+    for shift in range(0, 64 // item, 3):     # the array's first byte, mod 64
+        flat = np.full(n * width + 64, 7.0, dtype)
+        base = (-flat.ctypes.data // item) % (64 // item) + shift
+        big = flat[base:base + n * width].reshape(n, width)
+        for col in (0, 1, 2, 6, 16, width - d_model):
+            big[...] = 7.0
+            window = big[:, col:col + d_model]
+            got = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout,
+                                    out=window)
+            assert got is window
+            assert np.array_equal(got, ref), (shift, col)
+            assert (big[:, :col] == 7).all() and (big[:, col + d_model:] == 7).all()
+        assert (flat[:base] == 7).all() and (flat[base + n * width:] == 7).all()
+
+
+def test_nt_store_switch():
+    old = kernel._set_nt_stores(False)
+    try:
+        assert kernel._set_nt_stores(True) is False
+        # on only where the CPU has AVX-512F
+        assert kernel._set_nt_stores(True) == ("avx512f" in fastpe.build_info()["cpu_features"])
+        assert fastpe.build_info()["streaming_stores"] in ("avx512", "sse2", "plain")
+        assert (fastpe.build_info()["streaming_stores"] == "avx512") == kernel._set_nt_stores(True)
+    finally:
+        kernel._set_nt_stores(old)
+
+
 def test_streaming_threshold_default_is_sane():
     old = kernel._set_stream_bytes(0.0)
     kernel._set_stream_bytes(old)

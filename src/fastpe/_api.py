@@ -498,7 +498,8 @@ def _cpu_features() -> list[str]:
     """Interesting CPU feature flags of this machine, in ``_CPU_FEATURES`` order.
 
     Read from ``/proc/cpuinfo`` on Linux; an empty list elsewhere or when it is
-    unreadable.  Informational only: the kernel does not dispatch on them.
+    unreadable.  Informational: the kernel picks its code paths from the CPU's own
+    CPUID at import (see ``streaming_stores`` in :func:`build_info`), not from this.
     """
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
@@ -526,7 +527,11 @@ def build_info() -> dict[str, Any]:
         does not survive ``fork()``; ``max_threads`` is then 1);
         ``machine``; ``numpy`` (the NumPy version in use); ``cpu_features``
         (list of notable CPU flags such as ``avx2``, ``fma``, ``avx512f``,
-        ``neon``/``asimd``, read from ``/proc/cpuinfo``; empty where unavailable).
+        ``neon``/``asimd``, read from ``/proc/cpuinfo``; empty where unavailable);
+        ``streaming_stores``: how fills into existing memory larger than a share of
+        the last-level cache are written -- ``"avx512"`` (straight from registers
+        with non-temporal stores), ``"sse2"`` (through a row buffer, streamed) or
+        ``"plain"`` (ordinary stores).
     """
     openmp, omp_version = _kernel.openmp_info()
     return {
@@ -538,4 +543,5 @@ def build_info() -> dict[str, Any]:
         "machine": platform.machine(),
         "numpy": np.__version__,
         "cpu_features": _cpu_features(),
+        "streaming_stores": _kernel.streaming_stores(),
     }

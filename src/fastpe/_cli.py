@@ -214,12 +214,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
         ("threads", threads),
         ("machine", info["machine"]),
         ("CPU features", " ".join(info.get("cpu_features") or []) or "(unknown)"),
+        ("streaming", info.get("streaming_stores", "plain")),
         ("NumPy", info["numpy"]),
         ("Python", sys.version.split()[0]),
     ]
     rows += [(k, str(v)) for k, v in info.items()
              if k not in {"version", "openmp", "openmp_version", "max_threads", "machine",
-                          "cpu_features", "numpy"}]
+                          "cpu_features", "streaming_stores", "numpy"}]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key + ':':<{width + 1}}  {value}")

@@ -60,6 +60,12 @@ cdef extern from "_pe_core.h" nogil:
     void pe_zero_row_f64(double *row, int64_t d, double zero)
     void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
     void pe_add_row_f64(double *x, const double *pe, int64_t n, double scale)
+    int pe_row2_nt_f32(float *rp, float *rm, const pe_spec *sp, const double *As,
+                       const double *Ac, const double *Tm, const double *Ts)
+    int pe_row2_nt_f64(double *rp, double *rm, const pe_spec *sp, const double *As,
+                       const double *Ac, const double *Tm, const double *Ts)
+    void pe_nt_init()
+    int pe_nt_set(int on)
     void pe_stream_copy(void *dst, const void *src, size_t n)
     void pe_stream_fence()
     void pe_prefetch_write(const void *p, size_t n)
@@ -79,7 +85,7 @@ cdef enum:
     # Block size budget: 2 * B * nf doubles (~1 MiB); the table holds about half
     # of that (rows 0..B/2), so it stays in L2.
     TABLE_DOUBLES = 131072
-    MAX_BLOCK = 64
+    MAX_BLOCK = 128
     MAX_THREADS = 1024
     # The table's rows j = j1*SUB + j0 are themselves composed from SUB + B/SUB
     # accurately evaluated rows (one more exact rotation, ~1 ulp, for 4x fewer
@@ -112,7 +118,25 @@ def _default_stream_bytes():
     return float(max(8 << 20, llc // 8)) if llc > 0 else float(32 << 20)
 
 
+pe_nt_init()
 cdef double _stream_bytes = _default_stream_bytes()
+
+
+def streaming_stores():
+    """How streaming fills are written here: "avx512", "sse2" or "plain"."""
+    if PE_HAVE_STREAM == 0:
+        return "plain"
+    old = pe_nt_set(1)
+    pe_nt_set(old)
+    return "avx512" if old else "sse2"
+
+
+def _set_nt_stores(bint on):
+    """Write mirrored row pairs of streaming fills straight from registers
+    (AVX-512F CPUs; on by default there) or through a row buffer and
+    pe_stream_copy (off); returns the old setting.  Both give the same bits.
+    For tests and measurements; not while a fill runs."""
+    return bool(pe_nt_set(on))
 
 
 def _set_stream_bytes(double nbytes):
@@ -334,6 +358,16 @@ cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t 
                              bint stream) noexcept nogil:
     """Rows rp (centre + j) and rm (centre - j), j > 0."""
     cdef int64_t D = c.sp.d
+    if stream:
+        # straight from registers where the CPU and the alignment allow
+        if real is float:
+            if pe_row2_nt_f32(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
+                              ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf):
+                return
+        else:
+            if pe_row2_nt_f64(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
+                              ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf):
+                return
     cdef real *p = buf if stream else out + rp * row_stride
     cdef real *m = buf + D if stream else out + rm * row_stride
     if real is float:
