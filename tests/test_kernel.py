@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fastpe
@@ -199,3 +199,19 @@ def test_every_row_of_a_block_alone_equals_the_table(name, d_model, layout, dtyp
         for k in range(-100, 100):
             row = fastpe.sinusoidal(1, d_model, offset=k, **kw)
             assert np.array_equal(row[0], table[k + 100]), k
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-600, 600), st.integers(1, 700), st.integers(1, 9),
+       st.sampled_from([np.float32, np.float64]), st.sampled_from(["interleaved", "split"]),
+       st.sampled_from([8, 30, 96, 1024]))
+def test_thread_split_never_changes_a_bit(offset, n, nt, dtype, layout, d_model):
+    # The threads split the rows of each block into units (mirrored pairs or single
+    # rows) in an order centre-outwards: whatever the split, the same bits as one
+    # thread, and as the rows filled one call each.
+    kw = dict(offset=offset, dtype=dtype, layout=layout)
+    one = fastpe.sinusoidal(n, d_model, num_threads=1, **kw)
+    assert np.array_equal(fastpe.sinusoidal(n, d_model, num_threads=nt, **kw), one)
+    for r in {0, n // 3, n // 2, n - 1}:
+        row = fastpe.sinusoidal(1, d_model, offset=offset + r, dtype=dtype, layout=layout)
+        assert np.array_equal(row[0], one[r]), r

@@ -510,6 +510,8 @@ def test_2d_exact_entry():
     P = fastpe.sinusoidal_2d(4, 5, 8, dtype=F64)
     row = P[2 * 5 + 3]
     # first half: [sin | cos] of w=3 at frequencies 10000^(-k/2), k < 2 (a width-4 table)
+    # (absolute error of a couple of float64 ulps of 1.0, like every entry: the
+    # row is its block's anchor rotated, so small entries are not relatively exact)
     for j in range(4):
-        assert abs(row[j] - float(exact_entry(3, j, 4, layout="split"))) <= 1e-16
-        assert abs(row[4 + j] - float(exact_entry(2, j, 4, layout="split"))) <= 1e-16
+        assert abs(row[j] - float(exact_entry(3, j, 4, layout="split"))) <= 5e-16
+        assert abs(row[4 + j] - float(exact_entry(2, j, 4, layout="split"))) <= 5e-16

@@ -14,8 +14,9 @@
  * polynomials (no libm, branch-free, vectorisable).
  *
  * Only a few of those accurate evaluations are done per call: rows are grouped
- * into blocks of B rows around centres c (multiples of B); for every block the
- * "anchor" e^{i*c*w} is evaluated accurately, and every row c+j of the block is
+ * into blocks of B rows (positions mB .. mB+B-1) around centres c = mB + B/2;
+ * for every block the "anchor" e^{i*c*w} is evaluated accurately (and position 0,
+ * to be exact, on its own), and every row c+j of the block is
  * the anchor rotated by the table entry e^{i*j*w} (also accurate; j < 0 uses
  * the entry for |j| with the sine negated), one complex multiply per pair.
  * Rows c+j and c-j share that multiply's four products.  The error does not

@@ -200,8 +200,8 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
                   int nt) noexcept nogil:
     """Fill a plan: the frequencies and the table e^{i a w}, a = 0 .. B/2, each row
     composed from two accurately evaluated factor rows (a = a1*b0 + a0).  Position
-    K is encoded around the centre c (the multiple of B nearest K, see _anchor) as
-    the rotation by a = |K - c| (sign K - c).  Only the rows a needed by positions first .. first+count-1
+    K is encoded around the centre c of its block (see _centre) as the rotation by
+    a = |K - c| (sign K - c).  Only the rows a needed by positions first .. first+count-1
     are built (all of them when count >= B): a short fill touches only a few."""
     cdef int64_t nf = sp.nf
     cdef int64_t B = _block_rows(nf)
@@ -237,8 +237,9 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
         need[a] = 1.0 if count >= B else 0.0
     if count < B:
         for q in range(count):
-            r = (first + q + H) - _floordiv(first + q + H, B) * B     # K - centre + H
+            r = (first + q) - _floordiv(first + q, B) * B     # K - centre + H
             need[r - H if r >= H else H - r] = 1.0
+        need[0] = 1.0       # rotation by 0: rows evaluated directly (position 0, fractions)
     for a in range(H + 1):
         if need[a] != 0:
             need0[a % b0] = 1
@@ -322,19 +323,37 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
         else:
             pe_zero_row_f64(row, c.sp.d, zero)
         return
-    _anchor(c, K, ev, cached)
-    _write_one(row, c, ev, K - cached[0], NULL, False, zero)
+    _write_at(row, c, K, ev, cached, NULL, False, zero)
+
+
+cdef inline int64_t _centre(int64_t K, int64_t B) noexcept nogil:
+    """The centre of K's block.  Blocks are the positions m*B .. m*B+B-1, centred
+    at m*B + B/2: a table that starts at position 0 (the common case) is whole
+    blocks, so nearly all of its rows are written as mirrored pairs."""
+    return _floordiv(K, B) * B + B // 2
 
 
 cdef inline void _anchor(const pe_ctx *c, int64_t K, double *ev, int64_t *cached) noexcept nogil:
-    """Make ev hold the anchor of K's block: the accurate row at its centre, the
-    multiple of B nearest K (the block is centre-B/2 .. centre+B/2-1, so position
-    0 is a centre: its row is exactly sin 0 = 0, cos 0 = 1); *cached is the
-    centre it holds."""
-    cdef int64_t centre = _floordiv(K + c.B // 2, c.B) * c.B
+    """Make ev hold the anchor of K's block: the accurate row at its centre;
+    *cached is the centre it holds."""
+    cdef int64_t centre = _centre(K, c.B)
     if centre != cached[0]:
         pe_sincos_row(<double>centre, c.fr, c.nf, ev, ev + c.nf, ev + 2 * c.nf)
         cached[0] = centre
+
+
+cdef inline void _write_at(real *dest, const pe_ctx *c, int64_t K, double *ev, int64_t *cached,
+                           real *buf, bint stream, double zero) noexcept nogil:
+    """The row of integer position K, alone.  Position 0 is evaluated directly, so
+    it is exact (sines 0, cosines 1), not the rotation of its block's anchor (ev
+    then no longer holds an anchor: *cached is reset)."""
+    if K == 0:
+        pe_sincos_row(0.0, c.fr, c.nf, ev, ev + c.nf, ev + 2 * c.nf)
+        cached[0] = INT64_MIN
+        _write_one(dest, c, ev, 0, buf, stream, zero)
+        return
+    _anchor(c, K, ev, cached)
+    _write_one(dest, c, ev, K - cached[0], buf, stream, zero)
 
 
 cdef inline void _write_one(real *dest, const pe_ctx *c, const double *ev, int64_t j,
@@ -379,13 +398,55 @@ cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t 
         pe_stream_copy(out + rm * row_stride, m, D * sizeof(real))
 
 
+cdef void _fill_blocks(real *out, int64_t row_stride, const pe_ctx *c, int64_t off,
+                      int64_t N, int64_t lo, int64_t hi, double *ev, real *buf,
+                      bint stream) noexcept nogil:
+    """Contiguous rows 0..N-1 (positions off + r), block by block.  Rows centre+j
+    and centre-j share their table row and its four products, so they are written
+    together (bitwise as if alone).  Within a block the rows are taken in the
+    order centre, (centre+1, centre-1), (centre+2, centre-2), ..., centre-B/2;
+    blocks follow each other in memory order, so a block's first unit (a pair or a
+    single row) has the index "rows before the block".  This thread writes the
+    units whose index is in lo .. hi-1: the threads split the work into equal row
+    counts without splitting a pair (which would leave two single rows)."""
+    cdef int64_t B = c.B
+    cdef int64_t H = c.B // 2
+    cdef int64_t cached = INT64_MIN
+    cdef int64_t centre = _centre(off + lo, B)               # the block holding row lo
+    cdef int64_t first, last, idx, j, K
+    cdef bint has_p, has_m
+    while centre - H <= off + N - 1:
+        first = centre - H if centre - H > off else off        # its positions in the fill
+        last = centre + H - 1 if centre + H - 1 < off + N - 1 else off + N - 1
+        idx = first - off
+        if idx >= hi:
+            break
+        for j in range(H + 1):
+            has_p = j < H and first <= centre + j <= last
+            has_m = j > 0 and first <= centre - j <= last
+            if not (has_p or has_m):
+                continue
+            if idx >= hi:
+                break
+            if idx >= lo:
+                if has_p and has_m:
+                    _anchor(c, centre, ev, &cached)
+                    _write_pair(out, row_stride, centre + j - off, centre - j - off, c, ev, j,
+                                buf, stream)
+                else:
+                    K = centre + j if has_p else centre - j
+                    _write_at(out + (K - off) * row_stride, c, K, ev, &cached, buf, stream, 0.0)
+            idx += 2 if (has_p and has_m) else 1
+        centre += B
+
+
 cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
                     int num_threads, const double *plan) noexcept nogil:
     """The one filler behind every entry point (arguments already validated).
 
     Integer positions K use the block decomposition K = c + j: an accurately
-    evaluated anchor row at the centre c (the multiple of B nearest K), rotated by
-    table row |j| (sign of j).  Every entry is a pure function of (K, column): no
+    evaluated anchor row at the centre c of K's block (see _centre), rotated by
+    table row |j| (sign of j); position 0 is evaluated directly (exact).  Every entry is a pure function of (K, column): no
     dependence on the thread count, on the chunk a row came in, or on the path
     (mirrored pair, single row, explicit positions) that wrote it.  Non-integer
     positions are evaluated directly.
@@ -439,7 +500,7 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     c.Tm = plan + 4 * nf
     c.Ts = c.Tm + (B // 2 + 1) * nf
 
-    cdef int64_t t, u_lo, u_hi, b, r, rr, r_end, j, cached
+    cdef int64_t t, u_lo, u_hi, b, r, cached
     cdef double *ev = NULL
     cdef double *buf = NULL
     cdef real *dest
@@ -452,24 +513,7 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
         u_hi = (t + 1) * units // nt
         cached = INT64_MIN
         if not rq.add and contiguous:
-            # Rows centre+a and centre-a of a block share their table row and its
-            # four products: written together (pe_row2), bitwise as if alone.
-            r = u_lo
-            while r < u_hi:
-                _anchor(&c, rq.offset + r, ev, &cached)
-                r_end = r + (cached + B // 2 - (rq.offset + r))     # end of this block
-                if r_end > u_hi:
-                    r_end = u_hi
-                for rr in range(r, r_end):
-                    j = rq.offset + rr - cached
-                    if j < 0 and rr - 2 * j < r_end:
-                        continue                      # written with its partner below
-                    if j > 0 and rr - 2 * j >= r:
-                        _write_pair(out, row_stride, rr, rr - 2 * j, &c, ev, j, <real *>buf,
-                                    stream)
-                    else:
-                        _write_one(out + rr * row_stride, &c, ev, j, <real *>buf, stream, 0.0)
-                r = r_end
+            _fill_blocks(out, row_stride, &c, rq.offset, N, u_lo, u_hi, ev, <real *>buf, stream)
             if stream:
                 pe_stream_fence()   # streaming stores are weakly ordered
         elif not rq.add:
