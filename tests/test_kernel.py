@@ -1,5 +1,7 @@
 """fastpe.kernel below the public API: prepared plans, and the cache _api keeps of them."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -128,53 +130,67 @@ def test_streaming_stores_give_the_same_bits(force_streaming, dtype, name, d_mod
                           fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name))
 
 
-@pytest.fixture(params=[True, False], ids=["direct", "buffered"])
-def nt_stores(request):
-    old = kernel._set_nt_stores(request.param)
+@contextlib.contextmanager
+def _kernel_settings(*, stream_bytes, avx512):
+    old_s = kernel._set_stream_bytes(stream_bytes)
+    old_w = kernel._set_avx512_writers(avx512)
+    try:
+        yield
+    finally:
+        kernel._set_stream_bytes(old_s)
+        kernel._set_avx512_writers(old_w)
+
+
+@pytest.fixture(params=[True, False], ids=["avx512", "portable"])
+def writers(request):
+    old = kernel._set_avx512_writers(request.param)
     try:
         yield request.param
     finally:
-        kernel._set_nt_stores(old)
+        kernel._set_avx512_writers(old)
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "plain"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["interleaved", "split"])
-@pytest.mark.parametrize("d_model", [64, 100, 257, 1000])
-def test_streaming_pairs_at_every_alignment(force_streaming, nt_stores, dtype, layout, d_model):
-    # Rows whose stride is a multiple of 64 bytes: the mirrored pairs can then be
-    # written straight from registers (AVX-512F CPUs) once a short head aligns
-    # them; other starts fall back to the buffered copy.  Every start, every
-    # column offset: the same bits as the plain path, nothing outside touched.
+@pytest.mark.parametrize("d_model", [14, 17, 33, 64, 100, 257, 1000])
+def test_pair_writers_at_every_alignment(writers, stream, dtype, layout, d_model):
+    # The AVX-512 writers handle the head (up to the first 64-byte boundary) and
+    # the tail through a whole vector block; streaming stores need both rows of a
+    # pair aligned alike (row stride a multiple of 64 bytes, as here), else the
+    # row buffer path.  Every start, every column offset, both writers, both
+    # store kinds: the bits of the portable plain path, nothing outside touched.
     n, width = 300, 1088                      # 1088 * 4 and 1088 * 8 are multiples of 64
-    old = kernel._set_stream_bytes(float("inf"))
-    ref = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout)
-    kernel._set_stream_bytes(old)
+    with _kernel_settings(stream_bytes=float("inf"), avx512=False):
+        ref = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout)
     item = np.dtype(dtype).itemsize
-    for shift in range(0, 64 // item, 3):     # the array's first byte, mod 64
-        flat = np.full(n * width + 64, 7.0, dtype)
-        base = (-flat.ctypes.data // item) % (64 // item) + shift
-        big = flat[base:base + n * width].reshape(n, width)
-        for col in (0, 1, 2, 6, 16, width - d_model):
-            big[...] = 7.0
-            window = big[:, col:col + d_model]
-            got = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout,
-                                    out=window)
-            assert got is window
-            assert np.array_equal(got, ref), (shift, col)
-            assert (big[:, :col] == 7).all() and (big[:, col + d_model:] == 7).all()
-        assert (flat[:base] == 7).all() and (flat[base + n * width:] == 7).all()
+    with _kernel_settings(stream_bytes=0.0 if stream else float("inf"), avx512=writers):
+        for shift in range(0, 64 // item, 3):     # the array's first byte, mod 64
+            flat = np.full(n * width + 64, 7.0, dtype)
+            base = (-flat.ctypes.data // item) % (64 // item) + shift
+            big = flat[base:base + n * width].reshape(n, width)
+            for col in (0, 1, 2, 6, 16, width - d_model):
+                big[...] = 7.0
+                window = big[:, col:col + d_model]
+                got = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout,
+                                        out=window)
+                assert got is window
+                assert np.array_equal(got, ref), (shift, col)
+                assert (big[:, :col] == 7).all() and (big[:, col + d_model:] == 7).all()
+            assert (flat[:base] == 7).all() and (flat[base + n * width:] == 7).all()
 
 
-def test_nt_store_switch():
-    old = kernel._set_nt_stores(False)
+def test_avx512_writer_switch():
+    old = kernel._set_avx512_writers(False)
     try:
-        assert kernel._set_nt_stores(True) is False
+        assert kernel._set_avx512_writers(True) is False
         # on only where the CPU has AVX-512F
-        assert kernel._set_nt_stores(True) == ("avx512f" in fastpe.build_info()["cpu_features"])
+        has = "avx512f" in fastpe.build_info()["cpu_features"]
+        assert kernel._set_avx512_writers(True) == has
         assert fastpe.build_info()["streaming_stores"] in ("avx512", "sse2", "plain")
-        assert (fastpe.build_info()["streaming_stores"] == "avx512") == kernel._set_nt_stores(True)
+        assert (fastpe.build_info()["streaming_stores"] == "avx512") == has
     finally:
-        kernel._set_nt_stores(old)
+        kernel._set_avx512_writers(old)
 
 
 def test_streaming_threshold_default_is_sane():

@@ -584,34 +584,34 @@ PE_DEFINE_ROW_WRITERS(float, f32)
 PE_DEFINE_ROW_WRITERS(double, f64)
 
 /*
- * Streaming pair writers: rows c+t and c-t computed in registers and written
- * with non-temporal stores straight to their destination (no row buffer, no
- * copy).  For tables that outgrow the last-level cache this is the whole
- * game: measured (C harness, 2 threads, 32768x1024 float32, 128 MiB) 4.9 ms
- * vs 9.2 ms through a row buffer and pe_stream_copy, and vs 9.2 ms with plain
- * stores.  Used where the CPU has AVX-512F (checked once, pe_nt_init) and
- * the head that aligns the first destination aligns all of them; otherwise
- * pe_row2_nt_* returns 0 and the caller takes the buffered path.  The vector
- * code performs the IEEE operations of PE_PAIRS2_BODY / PE_SPLIT2_BODY in the
- * same order (no FMA: built with -ffp-contract=off), so the bits are the same.
+ * AVX-512 pair writers.  Where the CPU has AVX-512F (checked once, pe_v512_init)
+ * the mirrored rows c+t and c-t are written by these instead of the
+ * compiler-vectorised loops above:
+ *   - the few entries before the first 64-byte boundary (and after the last
+ *     whole vector) are computed as one full vector block into a small buffer
+ *     and copied, not one at a time: a scalar head costs as much as ~10% of a
+ *     1024-wide row;
+ *   - with nt, the rows go straight from registers to memory with non-temporal
+ *     stores (no row buffer, no copy): for tables that outgrow the last-level
+ *     cache that is the whole game (C harness, 2 threads, 32768x1024 float32,
+ *     128 MiB: 4.9 ms vs 9.2 ms through a row buffer, 9.2 ms plain).
+ * The vector code performs the IEEE operations of PE_PAIRS2_BODY /
+ * PE_SPLIT2_BODY in the same order (no FMA: built with -ffp-contract=off), so
+ * the bits are those of the portable loops.  Functions return 0 when they
+ * cannot take a row (no AVX-512F, a row shorter than one vector block, or, for
+ * nt, destinations that one head cannot align together); the caller then uses
+ * the portable path.
  */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(FASTPE_NO_NT512)
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(FASTPE_NO_AVX512_WRITERS)
 #include <immintrin.h>
-#define PE_HAVE_NT512 1
-static int pe_nt512_cpu = 0, pe_nt512 = 0;
-static void pe_nt_init(void) {
+#define PE_HAVE_V512 1
+static int pe_v512_cpu = 0, pe_v512 = 0;
+static void pe_v512_init(void) {
     __builtin_cpu_init();
-    pe_nt512_cpu = pe_nt512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
-}
-/* Tests and measurements: turn the direct writers off (0) or back on where
- * the CPU has them (1); returns the old setting.  Not while a fill runs. */
-static int pe_nt_set(int on) {
-    int old = pe_nt512;
-    pe_nt512 = on && pe_nt512_cpu;
-    return old;
+    pe_v512_cpu = pe_v512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
 }
 
-#define PE_NT_CORE(i, X)                                                                  \
+#define PE_V512_CORE(i, X)                                                                \
     __m512d as##X = _mm512_loadu_pd(As + (i)), ac##X = _mm512_loadu_pd(Ac + (i));         \
     __m512d tm##X = _mm512_loadu_pd(Tm + (i)), ts##X = _mm512_loadu_pd(Ts + (i));         \
     __m512d p1##X = _mm512_mul_pd(as##X, tm##X), p2##X = _mm512_mul_pd(ac##X, ts##X);     \
@@ -620,119 +620,202 @@ static int pe_nt_set(int on) {
     __m512d cp##X = _mm512_add_pd(ac##X, _mm512_sub_pd(p3##X, p4##X));                    \
     __m512d sm##X = _mm512_add_pd(as##X, _mm512_sub_pd(p1##X, p2##X));                    \
     __m512d cm##X = _mm512_add_pd(ac##X, _mm512_add_pd(p3##X, p4##X));
+#define PE_V512_ARGS const double *As, const double *Ac, const double *Tm, const double *Ts
 
-/* interleaved, frequencies [i0, i1), i1 - i0 a multiple of 8, rp + 2 i0 and
- * rm + 2 i0 64-byte aligned */
+/* One block of frequencies i .. i+7 (split float32: i .. i+15) of both rows. */
 __attribute__((target("avx512f")))
-static void pe_nt_pairs2_f32(float *rp, float *rm, int64_t i0, int64_t i1,
-        const double *As, const double *Ac, const double *Tm, const double *Ts) {
+static inline void pe_blk_pairs2_f32(float *dp, float *dm, int64_t i, PE_V512_ARGS, int nt) {
     const __m512i ix = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    for (int64_t i = i0; i < i1; i += 8) {
-        PE_NT_CORE(i, 0)
-        _mm512_stream_ps(rp + 2 * i, _mm512_permutex2var_ps(
-            _mm512_castps256_ps512(_mm512_cvtpd_ps(sp0)), ix,
-            _mm512_castps256_ps512(_mm512_cvtpd_ps(cp0))));
-        _mm512_stream_ps(rm + 2 * i, _mm512_permutex2var_ps(
-            _mm512_castps256_ps512(_mm512_cvtpd_ps(sm0)), ix,
-            _mm512_castps256_ps512(_mm512_cvtpd_ps(cm0))));
+    PE_V512_CORE(i, 0)
+    __m512 p = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm512_cvtpd_ps(sp0)), ix,
+                                      _mm512_castps256_ps512(_mm512_cvtpd_ps(cp0)));
+    __m512 m = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm512_cvtpd_ps(sm0)), ix,
+                                      _mm512_castps256_ps512(_mm512_cvtpd_ps(cm0)));
+    if (nt) {
+        _mm512_stream_ps(dp, p);
+        _mm512_stream_ps(dm, m);
+    } else {
+        _mm512_storeu_ps(dp, p);
+        _mm512_storeu_ps(dm, m);
     }
 }
 __attribute__((target("avx512f")))
-static void pe_nt_pairs2_f64(double *rp, double *rm, int64_t i0, int64_t i1,
-        const double *As, const double *Ac, const double *Tm, const double *Ts) {
+static inline void pe_blk_pairs2_f64(double *dp, double *dm, int64_t i, PE_V512_ARGS, int nt) {
     const __m512i lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     const __m512i hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
-    for (int64_t i = i0; i < i1; i += 8) {
-        PE_NT_CORE(i, 0)
-        _mm512_stream_pd(rp + 2 * i, _mm512_permutex2var_pd(sp0, lo, cp0));
-        _mm512_stream_pd(rp + 2 * i + 8, _mm512_permutex2var_pd(sp0, hi, cp0));
-        _mm512_stream_pd(rm + 2 * i, _mm512_permutex2var_pd(sm0, lo, cm0));
-        _mm512_stream_pd(rm + 2 * i + 8, _mm512_permutex2var_pd(sm0, hi, cm0));
+    PE_V512_CORE(i, 0)
+    __m512d p0 = _mm512_permutex2var_pd(sp0, lo, cp0), p1 = _mm512_permutex2var_pd(sp0, hi, cp0);
+    __m512d m0 = _mm512_permutex2var_pd(sm0, lo, cm0), m1 = _mm512_permutex2var_pd(sm0, hi, cm0);
+    if (nt) {
+        _mm512_stream_pd(dp, p0);
+        _mm512_stream_pd(dp + 8, p1);
+        _mm512_stream_pd(dm, m0);
+        _mm512_stream_pd(dm + 8, m1);
+    } else {
+        _mm512_storeu_pd(dp, p0);
+        _mm512_storeu_pd(dp + 8, p1);
+        _mm512_storeu_pd(dm, m0);
+        _mm512_storeu_pd(dm + 8, m1);
     }
 }
-/* split, [i0, i1) a multiple of 16 (f32) or 8 (f64) long, the four
- * destinations + i0 64-byte aligned */
 __attribute__((target("avx512f")))
-static __m512 pe_nt_cat(__m512d a, __m512d b) {
+static inline __m512 pe_v512_cat(__m512d a, __m512d b) {
     return _mm512_castpd_ps(_mm512_insertf64x4(
         _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(a))),
         _mm256_castps_pd(_mm512_cvtpd_ps(b)), 1));
 }
 __attribute__((target("avx512f")))
-static void pe_nt_split2_f32(float *rsp, float *rcp, float *rsm, float *rcm, int64_t i0,
-        int64_t i1, const double *As, const double *Ac, const double *Tm, const double *Ts) {
-    for (int64_t i = i0; i < i1; i += 16) {
-        PE_NT_CORE(i, 0)
-        PE_NT_CORE(i + 8, 1)
-        _mm512_stream_ps(rsp + i, pe_nt_cat(sp0, sp1));
-        _mm512_stream_ps(rcp + i, pe_nt_cat(cp0, cp1));
-        _mm512_stream_ps(rsm + i, pe_nt_cat(sm0, sm1));
-        _mm512_stream_ps(rcm + i, pe_nt_cat(cm0, cm1));
+static inline void pe_blk_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_t i,
+                                     PE_V512_ARGS, int nt) {
+    PE_V512_CORE(i, 0)
+    PE_V512_CORE(i + 8, 1)
+    __m512 a = pe_v512_cat(sp0, sp1), b = pe_v512_cat(cp0, cp1);
+    __m512 c = pe_v512_cat(sm0, sm1), d = pe_v512_cat(cm0, cm1);
+    if (nt) {
+        _mm512_stream_ps(d0, a);
+        _mm512_stream_ps(d1, b);
+        _mm512_stream_ps(d2, c);
+        _mm512_stream_ps(d3, d);
+    } else {
+        _mm512_storeu_ps(d0, a);
+        _mm512_storeu_ps(d1, b);
+        _mm512_storeu_ps(d2, c);
+        _mm512_storeu_ps(d3, d);
     }
 }
 __attribute__((target("avx512f")))
-static void pe_nt_split2_f64(double *rsp, double *rcp, double *rsm, double *rcm, int64_t i0,
-        int64_t i1, const double *As, const double *Ac, const double *Tm, const double *Ts) {
-    for (int64_t i = i0; i < i1; i += 8) {
-        PE_NT_CORE(i, 0)
-        _mm512_stream_pd(rsp + i, sp0);
-        _mm512_stream_pd(rcp + i, cp0);
-        _mm512_stream_pd(rsm + i, sm0);
-        _mm512_stream_pd(rcm + i, cm0);
+static inline void pe_blk_split2_f64(double *d0, double *d1, double *d2, double *d3, int64_t i,
+                                     PE_V512_ARGS, int nt) {
+    PE_V512_CORE(i, 0)
+    if (nt) {
+        _mm512_stream_pd(d0, sp0);
+        _mm512_stream_pd(d1, cp0);
+        _mm512_stream_pd(d2, sm0);
+        _mm512_stream_pd(d3, cm0);
+    } else {
+        _mm512_storeu_pd(d0, sp0);
+        _mm512_storeu_pd(d1, cp0);
+        _mm512_storeu_pd(d2, sm0);
+        _mm512_storeu_pd(d3, cm0);
     }
 }
-#else
-#define PE_HAVE_NT512 0
-static const int pe_nt512 = 0;
-static void pe_nt_init(void) {}
-static int pe_nt_set(int on) { (void)on; return 0; }
-#endif
 
 PE_INLINE int pe_aligned64(const void *a, const void *b, const void *c, const void *d) {
     return ((((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 63) == 0);
 }
 
-/* Rows rp (+t) and rm (-t) with streaming stores; 1 if done, 0 if the caller
- * must write them another way (no AVX-512F, or destinations that one head
- * cannot align together).  The head and tail entries use plain stores. */
-#define PE_DEFINE_NT_ROW2(T, SUFFIX, VS)                                                  \
-PE_INLINE int pe_row2_nt_##SUFFIX(T *rp, T *rm, const pe_spec *sp,                        \
-        const double *As, const double *Ac, const double *Tm, const double *Ts) {         \
-    int64_t h, v, i;                                                                      \
-    if (!PE_HAVE_NT512 || !pe_nt512)                                                      \
+/* Interleaved rows: np frequency pairs.  Head (to rp's first 64-byte boundary)
+ * and tail through a block computed into tp/tm, the rest block by block. */
+#define PE_DEFINE_V512_PAIRS2(T, SUFFIX)                                                  \
+__attribute__((target("avx512f")))                                                        \
+static int pe_v512_pairs2_##SUFFIX(T *rp, T *rm, int64_t np, PE_V512_ARGS, int nt) {      \
+    T tp[16], tm[16];                                                                     \
+    int64_t h, v, i, t0;                                                                  \
+    if (np < 8)                                                                           \
+        return 0;                                                                         \
+    h = pe_head(rp, 2 * sizeof(T), np);                                                   \
+    if (h >= 8)                                                                           \
+        h = 0;                                                                            \
+    if (nt && !pe_aligned64(rp + 2 * h, rm + 2 * h, rp + 2 * h, rm + 2 * h))              \
+        return 0;                                                                         \
+    if (h > 0) {                                                                          \
+        pe_blk_pairs2_##SUFFIX(tp, tm, 0, As, Ac, Tm, Ts, 0);                             \
+        memcpy(rp, tp, (size_t)(2 * h) * sizeof(T));                                      \
+        memcpy(rm, tm, (size_t)(2 * h) * sizeof(T));                                      \
+    }                                                                                     \
+    v = h + (np - h) / 8 * 8;                                                             \
+    for (i = h; i < v; i += 8)                                                            \
+        pe_blk_pairs2_##SUFFIX(rp + 2 * i, rm + 2 * i, i, As, Ac, Tm, Ts, nt);            \
+    if (v < np) {                                                                         \
+        t0 = np - 8;                                                                      \
+        pe_blk_pairs2_##SUFFIX(tp, tm, t0, As, Ac, Tm, Ts, 0);                            \
+        memcpy(rp + 2 * v, tp + 2 * (v - t0), (size_t)(2 * (np - v)) * sizeof(T));        \
+        memcpy(rm + 2 * v, tm + 2 * (v - t0), (size_t)(2 * (np - v)) * sizeof(T));        \
+    }                                                                                     \
+    return 1;                                                                             \
+}
+/* Split rows: n columns in each of the four blocks (F frequencies per vector
+ * block). */
+#define PE_DEFINE_V512_SPLIT2(T, SUFFIX, F)                                               \
+__attribute__((target("avx512f")))                                                        \
+static int pe_v512_split2_##SUFFIX(T *d0, T *d1, T *d2, T *d3, int64_t n, PE_V512_ARGS,   \
+                                   int nt) {                                              \
+    T t[4][F];                                                                            \
+    int64_t h, v, i, t0;                                                                  \
+    if (n < F)                                                                            \
+        return 0;                                                                         \
+    h = pe_head(d0, sizeof(T), n);                                                        \
+    if (h >= F)                                                                           \
+        h = 0;                                                                            \
+    if (nt && !pe_aligned64(d0 + h, d1 + h, d2 + h, d3 + h))                              \
+        return 0;                                                                         \
+    if (h > 0) {                                                                          \
+        pe_blk_split2_##SUFFIX(t[0], t[1], t[2], t[3], 0, As, Ac, Tm, Ts, 0);             \
+        memcpy(d0, t[0], (size_t)h * sizeof(T));                                          \
+        memcpy(d1, t[1], (size_t)h * sizeof(T));                                          \
+        memcpy(d2, t[2], (size_t)h * sizeof(T));                                          \
+        memcpy(d3, t[3], (size_t)h * sizeof(T));                                          \
+    }                                                                                     \
+    v = h + (n - h) / (F) * (F);                                                          \
+    for (i = h; i < v; i += (F))                                                          \
+        pe_blk_split2_##SUFFIX(d0 + i, d1 + i, d2 + i, d3 + i, i, As, Ac, Tm, Ts, nt);    \
+    if (v < n) {                                                                          \
+        t0 = n - (F);                                                                     \
+        pe_blk_split2_##SUFFIX(t[0], t[1], t[2], t[3], t0, As, Ac, Tm, Ts, 0);            \
+        memcpy(d0 + v, t[0] + (v - t0), (size_t)(n - v) * sizeof(T));                     \
+        memcpy(d1 + v, t[1] + (v - t0), (size_t)(n - v) * sizeof(T));                     \
+        memcpy(d2 + v, t[2] + (v - t0), (size_t)(n - v) * sizeof(T));                     \
+        memcpy(d3 + v, t[3] + (v - t0), (size_t)(n - v) * sizeof(T));                     \
+    }                                                                                     \
+    return 1;                                                                             \
+}
+PE_DEFINE_V512_PAIRS2(float, f32)
+PE_DEFINE_V512_PAIRS2(double, f64)
+PE_DEFINE_V512_SPLIT2(float, f32, 16)
+PE_DEFINE_V512_SPLIT2(double, f64, 8)
+#define PE_V512_CALL(x) (x)
+#else
+#define PE_HAVE_V512 0
+static const int pe_v512_cpu = 0, pe_v512 = 0;
+static void pe_v512_init(void) {}
+#define PE_V512_CALL(x) 0
+#endif
+
+/* Tests and measurements: turn the AVX-512 writers off (0) or back on where the
+ * CPU has them (1); returns the old setting.  Not while a fill runs. */
+static int pe_v512_set(int on) {
+    int old = pe_v512;
+#if PE_HAVE_V512
+    pe_v512 = on && pe_v512_cpu;
+#else
+    (void)on;
+#endif
+    return old;
+}
+
+/* Rows rp (+t) and rm (-t) by the AVX-512 writers, non-temporal stores if nt;
+ * 1 if done, 0 if the caller must write them another way. */
+#define PE_DEFINE_V512_ROW2(T, SUFFIX)                                                    \
+PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const double *As,    \
+        const double *Ac, const double *Tm, const double *Ts, int nt) {                   \
+    int ok;                                                                               \
+    if (!pe_v512)                                                                         \
         return 0;                                                                         \
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
-        int64_t np = sp->npairs;                                                          \
-        h = pe_head(rp, 2 * sizeof(T), np);                                               \
-        if (!pe_aligned64(rp + 2 * h, rm + 2 * h, rp + 2 * h, rm + 2 * h))                                \
-            return 0;                                                                     \
-        v = h + (np - h) / 8 * 8;                                                         \
-        for (i = 0; i < h; i++) PE_PAIRS2_BODY(T, i)                                      \
-        PE_NT_CALL(pe_nt_pairs2_##SUFFIX(rp, rm, h, v, As, Ac, Tm, Ts));                  \
-        for (i = v; i < np; i++) PE_PAIRS2_BODY(T, i)                                     \
+        ok = PE_V512_CALL(pe_v512_pairs2_##SUFFIX(rp, rm, sp->npairs, As, Ac, Tm, Ts, nt)); \
     } else {                                                                              \
         int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
-        T *rsp = rp + sp->s_off, *rcp = rp + sp->c_off;                                   \
-        T *rsm = rm + sp->s_off, *rcm = rm + sp->c_off;                                   \
-        h = pe_head(rsp, sizeof(T), n);                                                   \
-        if (!pe_aligned64(rsp + h, rcp + h, rsm + h, rcm + h))                            \
-            return 0;                                                                     \
-        v = h + (n - h) / (VS) * (VS);                                                    \
-        for (i = 0; i < h; i++) PE_SPLIT2_BODY(T, i)                                      \
-        PE_NT_CALL(pe_nt_split2_##SUFFIX(rsp, rcp, rsm, rcm, h, v, As, Ac, Tm, Ts));      \
-        for (i = v; i < n; i++) PE_SPLIT2_BODY(T, i)                                      \
+        ok = PE_V512_CALL(pe_v512_split2_##SUFFIX(rp + sp->s_off, rp + sp->c_off,         \
+                          rm + sp->s_off, rm + sp->c_off, n, As, Ac, Tm, Ts, nt));        \
     }                                                                                     \
+    if (!ok)                                                                              \
+        return 0;                                                                         \
     pe_row_rest_##SUFFIX(rp, sp, 0.0, As, Ac, Tm, Ts, 1.0);                               \
     pe_row_rest_##SUFFIX(rm, sp, 0.0, As, Ac, Tm, Ts, -1.0);                              \
     return 1;                                                                             \
 }
-#if PE_HAVE_NT512
-#define PE_NT_CALL(x) x
-#else
-#define PE_NT_CALL(x) ((void)0)
-#endif
-PE_DEFINE_NT_ROW2(float, f32, 16)
-PE_DEFINE_NT_ROW2(double, f64, 8)
+PE_DEFINE_V512_ROW2(float, f32)
+PE_DEFINE_V512_ROW2(double, f64)
 
 /* The Vaswani spec: w_i = base^(-2i/d); odd d -> a lone sine of the next
  * frequency (interleaved) or one more column in the sine block (split). */

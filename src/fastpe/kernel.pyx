@@ -60,12 +60,12 @@ cdef extern from "_pe_core.h" nogil:
     void pe_zero_row_f64(double *row, int64_t d, double zero)
     void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
     void pe_add_row_f64(double *x, const double *pe, int64_t n, double scale)
-    int pe_row2_nt_f32(float *rp, float *rm, const pe_spec *sp, const double *As,
-                       const double *Ac, const double *Tm, const double *Ts)
-    int pe_row2_nt_f64(double *rp, double *rm, const pe_spec *sp, const double *As,
-                       const double *Ac, const double *Tm, const double *Ts)
-    void pe_nt_init()
-    int pe_nt_set(int on)
+    int pe_row2_v512_f32(float *rp, float *rm, const pe_spec *sp, const double *As,
+                         const double *Ac, const double *Tm, const double *Ts, int nt)
+    int pe_row2_v512_f64(double *rp, double *rm, const pe_spec *sp, const double *As,
+                         const double *Ac, const double *Tm, const double *Ts, int nt)
+    void pe_v512_init()
+    int pe_v512_set(int on)
     void pe_stream_copy(void *dst, const void *src, size_t n)
     void pe_stream_fence()
     void pe_prefetch_write(const void *p, size_t n)
@@ -97,14 +97,18 @@ cdef enum:
 
 
 def _default_stream_bytes():
-    """Fills of at least this many bytes into memory the caller already has (out=,
-    the C API) use streaming stores (see pe_stream_copy): tables that outgrow the
-    last-level cache.  Measured on the 2-core VM (260 MiB shared L3): out=
-    16384x1024 float64 (128 MiB) 6.0 ms streaming vs 11.5 ms plain, float32 (64
-    MiB) 4.9 vs 6.9 ms, but 32 MiB and below are faster plain (the table stays in
-    L3).  Hence 1/8 of the last-level cache, and at least 8 MiB.  Never for newly
-    allocated arrays: their pages were just zeroed by the OS, so the lines are
-    already in the cache and streaming over them measured slower (9 vs 12 ms)."""
+    """Float64 fills of at least this many bytes into memory the caller already
+    has (out=, the C API) use streaming stores (the AVX-512 pair writers, else
+    pe_stream_copy): tables that outgrow the last-level cache.  Float32 fills
+    from twice as many bytes: per byte they carry twice the arithmetic (and the
+    conversions), which the streaming path overlaps less well with the memory
+    traffic.  Measured on the 2-core VM (260 MiB shared L3), out= N x 1024, ms,
+    plain vs streaming: float64 32 MiB 1.25 vs 1.08, 128 MiB 8.9 vs 4.2;
+    float32 48 MiB 1.46 vs 1.92, 64 MiB 1.97 vs 2.57, 80 MiB 3.6 vs 3.3, 128 MiB
+    9.8 vs 5.9.  Hence 1/8 of the last-level cache (float32: 1/4), and at least
+    8 MiB.  Never for newly allocated arrays: their pages were just zeroed by the
+    OS, so the lines are already in the cache and streaming over them measured
+    slower (9 vs 12 ms)."""
     llc = 0
     try:
         import glob
@@ -118,7 +122,7 @@ def _default_stream_bytes():
     return float(max(8 << 20, llc // 8)) if llc > 0 else float(32 << 20)
 
 
-pe_nt_init()
+pe_v512_init()
 cdef double _stream_bytes = _default_stream_bytes()
 
 
@@ -126,17 +130,18 @@ def streaming_stores():
     """How streaming fills are written here: "avx512", "sse2" or "plain"."""
     if PE_HAVE_STREAM == 0:
         return "plain"
-    old = pe_nt_set(1)
-    pe_nt_set(old)
+    old = pe_v512_set(1)
+    pe_v512_set(old)
     return "avx512" if old else "sse2"
 
 
-def _set_nt_stores(bint on):
-    """Write mirrored row pairs of streaming fills straight from registers
-    (AVX-512F CPUs; on by default there) or through a row buffer and
-    pe_stream_copy (off); returns the old setting.  Both give the same bits.
-    For tests and measurements; not while a fill runs."""
-    return bool(pe_nt_set(on))
+def _set_avx512_writers(bint on):
+    """Write mirrored row pairs with the AVX-512 writers (AVX-512F CPUs; on by
+    default there; streaming fills go straight from registers) or with the
+    portable loops (streaming fills through a row buffer and pe_stream_copy);
+    returns the old setting.  Both give the same bits.  For tests and
+    measurements; not while a fill runs."""
+    return bool(pe_v512_set(on))
 
 
 def _set_stream_bytes(double nbytes):
@@ -377,16 +382,15 @@ cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t 
                              bint stream) noexcept nogil:
     """Rows rp (centre + j) and rm (centre - j), j > 0."""
     cdef int64_t D = c.sp.d
-    if stream:
-        # straight from registers where the CPU and the alignment allow
-        if real is float:
-            if pe_row2_nt_f32(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
-                              ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf):
-                return
-        else:
-            if pe_row2_nt_f64(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
-                              ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf):
-                return
+    # the AVX-512 writers where the CPU has them (streaming: straight from registers)
+    if real is float:
+        if pe_row2_v512_f32(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
+                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream):
+            return
+    else:
+        if pe_row2_v512_f64(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
+                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream):
+            return
     cdef real *p = buf if stream else out + rp * row_stride
     cdef real *m = buf + D if stream else out + rm * row_stride
     if real is float:
@@ -475,8 +479,9 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     cdef int nt = _threads(num_threads, N, D)
     if nt > units:
         nt = <int>units
+    cdef double stream_from = _stream_bytes * (2.0 if real is float else 1.0)
     cdef bint stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
-        and <double>N * <double>(D * sizeof(real)) >= _stream_bytes
+        and <double>N * <double>(D * sizeof(real)) >= stream_from
     # per thread: one anchor evaluation (3 nf: sin, cos, cos-1) and a row buffer
     # (float64 for the add; two of the output type when streaming)
     cdef int64_t per_thread = 3 * nf + (D if rq.add else (2 * D if stream else 0))
