@@ -67,7 +67,7 @@ def _spec(conv: Convention, d_model: int) -> dict[str, Any]:
 # table -- depends only on the spec, so it is kept for the next call of the same
 # width, the way FFT libraries keep their twiddle factors: it is most of the cost
 # of a small table (512x512: ~60% of the time).  At most 8 plans of <= 4 MiB
-# each (d_model = 512: 0.14 MiB, 16384: 0.9 MiB); wider specs prepare one per call.
+# each (d_model = 512: 0.26 MiB, 16384: 0.9 MiB); wider specs prepare one per call.
 _PLAN_CACHE_MAX_BYTES = 4 << 20
 
 

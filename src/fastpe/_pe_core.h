@@ -773,12 +773,10 @@ PE_DEFINE_V512_PAIRS2(float, f32)
 PE_DEFINE_V512_PAIRS2(double, f64)
 PE_DEFINE_V512_SPLIT2(float, f32, 16)
 PE_DEFINE_V512_SPLIT2(double, f64, 8)
-#define PE_V512_CALL(x) (x)
 #else
 #define PE_HAVE_V512 0
 static const int pe_v512_cpu = 0, pe_v512 = 0;
 static void pe_v512_init(void) {}
-#define PE_V512_CALL(x) 0
 #endif
 
 /* Tests and measurements: turn the AVX-512 writers off (0) or back on where the
@@ -795,6 +793,7 @@ static int pe_v512_set(int on) {
 
 /* Rows rp (+t) and rm (-t) by the AVX-512 writers, non-temporal stores if nt;
  * 1 if done, 0 if the caller must write them another way. */
+#if PE_HAVE_V512
 #define PE_DEFINE_V512_ROW2(T, SUFFIX)                                                    \
 PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const double *As,    \
         const double *Ac, const double *Tm, const double *Ts, int nt) {                   \
@@ -802,11 +801,11 @@ PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const doubl
     if (!pe_v512)                                                                         \
         return 0;                                                                         \
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
-        ok = PE_V512_CALL(pe_v512_pairs2_##SUFFIX(rp, rm, sp->npairs, As, Ac, Tm, Ts, nt)); \
+        ok = pe_v512_pairs2_##SUFFIX(rp, rm, sp->npairs, As, Ac, Tm, Ts, nt);             \
     } else {                                                                              \
         int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
-        ok = PE_V512_CALL(pe_v512_split2_##SUFFIX(rp + sp->s_off, rp + sp->c_off,         \
-                          rm + sp->s_off, rm + sp->c_off, n, As, Ac, Tm, Ts, nt));        \
+        ok = pe_v512_split2_##SUFFIX(rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,      \
+                                     rm + sp->c_off, n, As, Ac, Tm, Ts, nt);              \
     }                                                                                     \
     if (!ok)                                                                              \
         return 0;                                                                         \
@@ -814,6 +813,14 @@ PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const doubl
     pe_row_rest_##SUFFIX(rm, sp, 0.0, As, Ac, Tm, Ts, -1.0);                              \
     return 1;                                                                             \
 }
+#else
+#define PE_DEFINE_V512_ROW2(T, SUFFIX)                                                    \
+PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const double *As,    \
+        const double *Ac, const double *Tm, const double *Ts, int nt) {                   \
+    (void)rp; (void)rm; (void)sp; (void)As; (void)Ac; (void)Tm; (void)Ts; (void)nt;       \
+    return 0;                                                                             \
+}
+#endif
 PE_DEFINE_V512_ROW2(float, f32)
 PE_DEFINE_V512_ROW2(double, f64)
 
