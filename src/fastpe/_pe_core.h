@@ -708,8 +708,9 @@ PE_INLINE int pe_aligned64(const void *a, const void *b, const void *c, const vo
  * and tail through a block computed into tp/tm, the rest block by block. */
 #define PE_DEFINE_V512_PAIRS2(T, SUFFIX)                                                  \
 __attribute__((target("avx512f")))                                                        \
-static int pe_v512_pairs2_##SUFFIX(T *rp, T *rm, int64_t np, PE_V512_ARGS, int nt) {      \
-    T tp[16], tm[16];                                                                     \
+static int pe_v512_pairs2_##SUFFIX(T *rp, T *rm, int64_t np, PE_V512_ARGS, int nt,       \
+                                   T *tmp) {                                              \
+    T *tp = tmp, *tm = tmp + 16;                                                          \
     int64_t h, v, i, t0;                                                                  \
     if (np < 8)                                                                           \
         return 0;                                                                         \
@@ -739,8 +740,8 @@ static int pe_v512_pairs2_##SUFFIX(T *rp, T *rm, int64_t np, PE_V512_ARGS, int n
 #define PE_DEFINE_V512_SPLIT2(T, SUFFIX, F)                                               \
 __attribute__((target("avx512f")))                                                        \
 static int pe_v512_split2_##SUFFIX(T *d0, T *d1, T *d2, T *d3, int64_t n, PE_V512_ARGS,   \
-                                   int nt) {                                              \
-    T t[4][F];                                                                            \
+                                   int nt, T *tmp) {                                      \
+    T *t[4] = {tmp, tmp + (F), tmp + 2 * (F), tmp + 3 * (F)};                             \
     int64_t h, v, i, t0;                                                                  \
     if (n < F)                                                                            \
         return 0;                                                                         \
@@ -792,20 +793,22 @@ static int pe_v512_set(int on) {
 }
 
 /* Rows rp (+t) and rm (-t) by the AVX-512 writers, non-temporal stores if nt;
- * 1 if done, 0 if the caller must write them another way. */
+ * 1 if done, 0 if the caller must write them another way.  tmp: room for 64
+ * doubles (the head and tail blocks; not a local array, whose alignment the
+ * compiler may take for granted where a sanitizer's fake stack does not give it). */
 #if PE_HAVE_V512
 #define PE_DEFINE_V512_ROW2(T, SUFFIX)                                                    \
 PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const double *As,    \
-        const double *Ac, const double *Tm, const double *Ts, int nt) {                   \
+        const double *Ac, const double *Tm, const double *Ts, int nt, void *tmp) {        \
     int ok;                                                                               \
     if (!pe_v512)                                                                         \
         return 0;                                                                         \
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
-        ok = pe_v512_pairs2_##SUFFIX(rp, rm, sp->npairs, As, Ac, Tm, Ts, nt);             \
+        ok = pe_v512_pairs2_##SUFFIX(rp, rm, sp->npairs, As, Ac, Tm, Ts, nt, (T *)tmp);   \
     } else {                                                                              \
         int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
         ok = pe_v512_split2_##SUFFIX(rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,      \
-                                     rm + sp->c_off, n, As, Ac, Tm, Ts, nt);              \
+                                     rm + sp->c_off, n, As, Ac, Tm, Ts, nt, (T *)tmp);    \
     }                                                                                     \
     if (!ok)                                                                              \
         return 0;                                                                         \
@@ -816,8 +819,9 @@ PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const doubl
 #else
 #define PE_DEFINE_V512_ROW2(T, SUFFIX)                                                    \
 PE_INLINE int pe_row2_v512_##SUFFIX(T *rp, T *rm, const pe_spec *sp, const double *As,    \
-        const double *Ac, const double *Tm, const double *Ts, int nt) {                   \
+        const double *Ac, const double *Tm, const double *Ts, int nt, void *tmp) {        \
     (void)rp; (void)rm; (void)sp; (void)As; (void)Ac; (void)Tm; (void)Ts; (void)nt;       \
+    (void)tmp;                                                                            \
     return 0;                                                                             \
 }
 #endif
