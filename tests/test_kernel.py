@@ -195,8 +195,10 @@ def test_avx512_writer_switch():
 
 def test_streaming_threshold_default_is_sane():
     old = kernel._set_stream_bytes(0.0)
-    kernel._set_stream_bytes(old)
-    assert 8 << 20 <= old < 1 << 40
+    assert kernel._set_stream_bytes(old) == (0.0, 0.0)
+    assert kernel._set_stream_bytes(old) == old
+    f64, f32 = old
+    assert 8 << 20 <= f64 <= f32 < 1 << 40
 
 
 @pytest.mark.parametrize("name,d_model,layout", [("vaswani", 37, "interleaved"),

@@ -103,16 +103,19 @@ cdef enum:
 
 
 def _default_stream_bytes():
-    """Float64 fills of at least this many bytes into memory the caller already
-    has (out=, the C API) use streaming stores (the AVX-512 pair writers, else
-    pe_stream_copy): tables that outgrow the last-level cache.  Float32 fills
-    from twice as many bytes: per byte they carry twice the arithmetic (and the
-    conversions), which the streaming path overlaps less well with the memory
-    traffic.  Measured on the 2-core VM (260 MiB shared L3), out= N x 1024, ms,
-    plain vs streaming: float64 32 MiB 1.25 vs 1.08, 128 MiB 8.9 vs 4.2;
-    float32 48 MiB 1.46 vs 1.92, 64 MiB 1.97 vs 2.57, 80 MiB 3.6 vs 3.3, 128 MiB
-    9.8 vs 5.9.  Hence 1/8 of the last-level cache (float32: 1/4), and at least
-    8 MiB.  Never for newly allocated arrays: their pages were just zeroed by the
+    """(float64, float32): fills of at least this many bytes into memory the caller
+    already has (out=, the C API) use streaming stores (the AVX-512 pair writers,
+    else pe_stream_copy): tables that outgrow what the caches usefully hold.
+    Measured on the 2-core VM (260 MiB shared L3), out= N x 1024, ms, plain vs
+    streaming (fastpe bench's machine):
+      float64   8 MiB 0.52 vs 0.46, 16 MiB 0.68 vs 0.61, 32 MiB 1.25 vs 1.08,
+                128 MiB 8.9 vs 4.2: streaming wins from 8 MiB on;
+      float32  48 MiB 1.46 vs 1.92, 64 MiB 1.97 vs 2.57, 80 MiB 3.6 vs 3.3,
+                128 MiB 9.8 vs 5.9: plain wins up to 64 MiB.
+    Per byte a float32 row carries twice the arithmetic (and the conversions),
+    which the streaming path overlaps less well with its memory traffic.  Hence
+    1/32 of the last-level cache for float64 and 1/4 for float32, at least 8 MiB
+    each.  Never for newly allocated arrays: their pages were just zeroed by the
     OS, so the lines are already in the cache and streaming over them measured
     slower (9 vs 12 ms)."""
     llc = 0
@@ -125,11 +128,14 @@ def _default_stream_bytes():
             llc = max(llc, int(text.rstrip("KMG")) * mult)
     except (OSError, ValueError):
         llc = 0
-    return float(max(8 << 20, llc // 8)) if llc > 0 else float(32 << 20)
+    if llc <= 0:
+        return (float(32 << 20), float(64 << 20))
+    return (float(max(8 << 20, llc // 32)), float(max(8 << 20, llc // 4)))
 
 
 pe_v512_init()
-cdef double _stream_bytes = _default_stream_bytes()
+cdef double _stream_bytes_f64, _stream_bytes_f32
+_stream_bytes_f64, _stream_bytes_f32 = _default_stream_bytes()
 
 
 def streaming_stores():
@@ -150,12 +156,14 @@ def _set_avx512_writers(bint on):
     return bool(pe_v512_set(on))
 
 
-def _set_stream_bytes(double nbytes):
-    """Set the streaming-store threshold (bytes per fill); returns the old one.
-    For tests and measurements: inf disables streaming, 0 forces it."""
-    global _stream_bytes
-    old = _stream_bytes
-    _stream_bytes = nbytes
+def _set_stream_bytes(nbytes):
+    """Set the streaming-store thresholds (bytes per fill): one number for both
+    dtypes or a (float64, float32) pair; returns the old pair.  For tests and
+    measurements: inf disables streaming, 0 forces it."""
+    global _stream_bytes_f64, _stream_bytes_f32
+    old = (_stream_bytes_f64, _stream_bytes_f32)
+    f64, f32 = nbytes if isinstance(nbytes, tuple) else (nbytes, nbytes)
+    _stream_bytes_f64, _stream_bytes_f32 = float(f64), float(f32)
     return old
 
 
@@ -488,7 +496,7 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     cdef int nt = _threads(num_threads, N, D)
     if nt > units:
         nt = <int>units
-    cdef double stream_from = _stream_bytes * (2.0 if real is float else 1.0)
+    cdef double stream_from = _stream_bytes_f32 if real is float else _stream_bytes_f64
     cdef bint stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
         and <double>N * <double>(D * sizeof(real)) >= stream_from
     # per thread: one anchor evaluation (3 nf: sin, cos, cos-1), the AVX-512 writers'
