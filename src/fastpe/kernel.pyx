@@ -61,11 +61,9 @@ cdef extern from "_pe_core.h" nogil:
     void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
     void pe_add_row_f64(double *x, const double *pe, int64_t n, double scale)
     int pe_row2_v512_f32(float *rp, float *rm, const pe_spec *sp, const double *As,
-                         const double *Ac, const double *Tm, const double *Ts, int nt,
-                         void *tmp)
+                         const double *Ac, const double *Tm, const double *Ts, int nt)
     int pe_row2_v512_f64(double *rp, double *rm, const pe_spec *sp, const double *As,
-                         const double *Ac, const double *Tm, const double *Ts, int nt,
-                         void *tmp)
+                         const double *Ac, const double *Tm, const double *Ts, int nt)
     void pe_v512_init()
     int pe_v512_set(int on)
     void pe_stream_copy(void *dst, const void *src, size_t n)
@@ -96,22 +94,18 @@ cdef enum:
     # Streaming stores only for rows up to this many entries (the per-thread row
     # buffer they are copied from stays in L2).
     STREAM_MAX_WIDTH = 32768
-    # Doubles of per-thread scratch after the anchor for the AVX-512 writers' head
-    # and tail blocks (heap, not their stack: under ASan's fake stack a local array
-    # lost the 64-byte alignment the compiler assumed for it).
-    V512_TMP = 64
 
 
 def _default_stream_bytes():
     """(float64, float32): fills of at least this many bytes into memory the caller
     already has (out=, the C API) use streaming stores (the AVX-512 pair writers,
     else pe_stream_copy): tables that outgrow what the caches usefully hold.
-    Measured on the 2-core VM (260 MiB shared L3), out= N x 1024, ms, plain vs
-    streaming (fastpe bench's machine):
-      float64   8 MiB 0.52 vs 0.46, 16 MiB 0.68 vs 0.61, 32 MiB 1.25 vs 1.08,
-                128 MiB 8.9 vs 4.2: streaming wins from 8 MiB on;
-      float32  48 MiB 1.46 vs 1.92, 64 MiB 1.97 vs 2.57, 80 MiB 3.6 vs 3.3,
-                128 MiB 9.8 vs 5.9: plain wins up to 64 MiB.
+    Measured on the 2-core VM (260 MiB shared L3), out= N x 1024 of a NumPy
+    array, medians in ms, plain vs streaming (fastpe bench's machine):
+      float64   8 MiB 0.31 vs 0.23, 32 MiB 1.07 vs 0.93, 128 MiB 7.7 vs 3.6:
+                streaming wins from 8 MiB on;
+      float32  32 MiB 0.94 vs 1.07, 64 MiB 1.83 vs 2.17, 80 MiB 2.4 vs 2.7,
+                128 MiB 7.9 vs 4.5: plain wins up to ~80 MiB.
     Per byte a float32 row carries twice the arithmetic (and the conversions),
     which the streaming path overlaps less well with its memory traffic.  Hence
     1/32 of the last-level cache for float64 and 1/4 for float32, at least 8 MiB
@@ -396,17 +390,14 @@ cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t 
                              bint stream) noexcept nogil:
     """Rows rp (centre + j) and rm (centre - j), j > 0."""
     cdef int64_t D = c.sp.d
-    # the AVX-512 writers where the CPU has them (streaming: straight from registers);
-    # their head/tail block goes to the scratch after the anchor (V512_TMP)
+    # the AVX-512 writers where the CPU has them (streaming: straight from registers)
     if real is float:
         if pe_row2_v512_f32(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
-                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream,
-                            <void *>(ev + 3 * c.nf)):
+                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream):
             return
     else:
         if pe_row2_v512_f64(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
-                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream,
-                            <void *>(ev + 3 * c.nf)):
+                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream):
             return
     cdef real *p = buf if stream else out + rp * row_stride
     cdef real *m = buf + D if stream else out + rm * row_stride
@@ -499,10 +490,9 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     cdef double stream_from = _stream_bytes_f32 if real is float else _stream_bytes_f64
     cdef bint stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
         and <double>N * <double>(D * sizeof(real)) >= stream_from
-    # per thread: one anchor evaluation (3 nf: sin, cos, cos-1), the AVX-512 writers'
-    # head/tail block (V512_TMP), and a row buffer
+    # per thread: one anchor evaluation (3 nf: sin, cos, cos-1) and a row buffer
     # (float64 for the add; two of the output type when streaming)
-    cdef int64_t per_thread = 3 * nf + V512_TMP + (D if rq.add else (2 * D if stream else 0))
+    cdef int64_t per_thread = 3 * nf + (D if rq.add else (2 * D if stream else 0))
     cdef size_t own = 0 if plan != NULL else _plan_doubles(nf, B)
     cdef double *mem = <double *>malloc((own + <size_t>(per_thread * nt)) * sizeof(double))
     if mem == NULL:
@@ -531,7 +521,7 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     # consecutive rows in one block share the anchor, which is evaluated once.
     for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
         ev = scratch + per_thread * t
-        buf = ev + 3 * nf + V512_TMP
+        buf = ev + 3 * nf
         u_lo = t * units // nt
         u_hi = (t + 1) * units // nt
         cached = INT64_MIN
