@@ -105,11 +105,14 @@ def _default_stream_bytes():
       float64   8 MiB 0.31 vs 0.23, 32 MiB 1.07 vs 0.93, 128 MiB 7.7 vs 3.6:
                 streaming wins from 8 MiB on;
       float32  32 MiB 0.94 vs 1.07, 64 MiB 1.83 vs 2.17, 80 MiB 2.4 vs 2.7,
-                128 MiB 7.9 vs 4.5: plain wins up to ~80 MiB.
+                128 MiB 7.9 vs 4.5: plain wins up to ~80 MiB while the shared
+                cache is quiet; when other tenants thrash it, plain stores to 64
+                MiB took 9.5 ms (they then read every line from memory first).
     Per byte a float32 row carries twice the arithmetic (and the conversions),
     which the streaming path overlaps less well with its memory traffic.  Hence
-    1/32 of the last-level cache for float64 and 1/4 for float32, at least 8 MiB
-    each.  Never for newly allocated arrays: their pages were just zeroed by the
+    1/32 of the last-level cache for float64 and 1/8 for float32 (robust to a
+    busy cache at ~15-20 % cost in a quiet one between 1/8 and ~1/3), at least
+    8 MiB each.  Never for newly allocated arrays: their pages were just zeroed by the
     OS, so the lines are already in the cache and streaming over them measured
     slower (9 vs 12 ms)."""
     llc = 0
@@ -124,7 +127,7 @@ def _default_stream_bytes():
         llc = 0
     if llc <= 0:
         return (float(32 << 20), float(64 << 20))
-    return (float(max(8 << 20, llc // 32)), float(max(8 << 20, llc // 4)))
+    return (float(max(8 << 20, llc // 32)), float(max(8 << 20, llc // 8)))
 
 
 pe_v512_init()
