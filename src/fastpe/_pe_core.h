@@ -407,10 +407,10 @@ PE_INLINE int64_t pe_head(const void *p, size_t unit, int64_t n) {
     int64_t h = (m % unit) ? 0 : (int64_t)(((64 - m) & 63) / unit);
     return h < n ? h : n;
 }
-#define PE_PAIRS_BODY(T, i)                                                                 \
+#define PE_PAIRS_BODY(T, i)                                                               \
     row[2 * (i)] = (T)PE_SIN(i);                                                          \
     row[2 * (i) + 1] = (T)PE_COS(i);
-#define PE_PAIRS2_BODY(T, i)                                                                \
+#define PE_PAIRS2_BODY(T, i)                                                              \
     {                                                                                     \
         double p1 = As[i] * Tm[i], p2 = Ac[i] * Ts[i];                                    \
         double p3 = Ac[i] * Tm[i], p4 = As[i] * Ts[i];                                    \
@@ -419,10 +419,10 @@ PE_INLINE int64_t pe_head(const void *p, size_t unit, int64_t n) {
         rm[2 * (i)] = (T)(As[i] + (p1 - p2));                                             \
         rm[2 * (i) + 1] = (T)(Ac[i] + (p3 + p4));                                         \
     }
-#define PE_SPLIT_BODY(T, i)                                                                 \
+#define PE_SPLIT_BODY(T, i)                                                               \
     rs[i] = (T)PE_SIN(i);                                                                 \
     rc[i] = (T)PE_COS(i);
-#define PE_SPLIT2_BODY(T, i)                                                                \
+#define PE_SPLIT2_BODY(T, i)                                                              \
     {                                                                                     \
         double p1 = As[i] * Tm[i], p2 = Ac[i] * Ts[i];                                    \
         double p3 = Ac[i] * Tm[i], p4 = As[i] * Ts[i];                                    \
@@ -437,24 +437,24 @@ static void pe_pairs_##SUFFIX(T *PE_RESTRICT row, int64_t np,                   
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts, double sg) {          \
     int64_t h = pe_head(row, 2 * sizeof(T), np), i;                                       \
-    for (i = 0; i < h; i++) { PE_PAIRS_BODY(T, i) }                                          \
-    for (i = h; i < np; i++) { PE_PAIRS_BODY(T, i) }                                         \
+    for (i = 0; i < h; i++) { PE_PAIRS_BODY(T, i) }                                       \
+    for (i = h; i < np; i++) { PE_PAIRS_BODY(T, i) }                                      \
 }                                                                                         \
 PE_TARGET_CLONES                                                                          \
 static void pe_pairs2_##SUFFIX(T *PE_RESTRICT rp, T *PE_RESTRICT rm, int64_t np,          \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
     int64_t h = pe_head(rp, 2 * sizeof(T), np), i;                                        \
-    for (i = 0; i < h; i++) PE_PAIRS2_BODY(T, i)                                             \
-    for (i = h; i < np; i++) PE_PAIRS2_BODY(T, i)                                            \
+    for (i = 0; i < h; i++) PE_PAIRS2_BODY(T, i)                                          \
+    for (i = h; i < np; i++) PE_PAIRS2_BODY(T, i)                                         \
 }                                                                                         \
 PE_TARGET_CLONES                                                                          \
 static void pe_split_##SUFFIX(T *PE_RESTRICT rs, T *PE_RESTRICT rc, int64_t n,            \
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts, double sg) {          \
     int64_t h = pe_head(rs, sizeof(T), n), i;                                             \
-    for (i = 0; i < h; i++) { PE_SPLIT_BODY(T, i) }                                          \
-    for (i = h; i < n; i++) { PE_SPLIT_BODY(T, i) }                                          \
+    for (i = 0; i < h; i++) { PE_SPLIT_BODY(T, i) }                                       \
+    for (i = h; i < n; i++) { PE_SPLIT_BODY(T, i) }                                       \
 }                                                                                         \
 PE_TARGET_CLONES                                                                          \
 static void pe_split2_##SUFFIX(T *PE_RESTRICT rsp, T *PE_RESTRICT rcp,                    \
@@ -462,13 +462,13 @@ static void pe_split2_##SUFFIX(T *PE_RESTRICT rsp, T *PE_RESTRICT rcp,          
         const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,                       \
         const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {                     \
     int64_t h = pe_head(rsp, sizeof(T), n), i;                                            \
-    for (i = 0; i < h; i++) PE_SPLIT2_BODY(T, i)                                             \
-    for (i = h; i < n; i++) PE_SPLIT2_BODY(T, i)                                             \
+    for (i = 0; i < h; i++) PE_SPLIT2_BODY(T, i)                                          \
+    for (i = h; i < n; i++) PE_SPLIT2_BODY(T, i)                                          \
 }                                                                                         \
 /* The few columns the vector loops leave: an odd width's lone sine, the longer           \
  * block of a split layout, the no-encoding column.  `zero` is what that column           \
  * gets: 0.0, or -0.0 in a row that will be added (x + -0.0 == x for every x,             \
- * including x = -0.0). */                                                                 \
+ * including x = -0.0). */                                                                \
 PE_INLINE void pe_row_rest_##SUFFIX(T *row, const pe_spec *sp, double zero,               \
         const double *As, const double *Ac, const double *Tm, const double *Ts,           \
         double sg) {                                                                      \
