@@ -239,12 +239,20 @@ def test_bitwise_identical_for_any_thread_count(shape, dtype):
 
 def test_gil_released_during_fill():
     """A pure-Python thread keeps counting while one long fill runs."""
-    # 256 MiB: long enough (tens of ms on one thread) to dwarf the 5 ms switch interval
-    out = np.empty((8192, 4096), np.float64)
-    fastpe.sinusoidal(8192, 4096, out=out, num_threads=1)  # touch pages, warm up
-    t0 = time.perf_counter()
-    fastpe.sinusoidal(8192, 4096, out=out, num_threads=1)
-    fill_time = time.perf_counter() - t0
+    # Fractional positions cost one accurate evaluation per row; the table grows
+    # until one fill lasts long enough (tens of ms on one thread) to dwarf the
+    # 5 ms switch interval, whatever the speed of the machine.
+    rows = 512
+    while True:
+        pos = np.arange(rows) + 0.5
+        out = np.empty((rows, 4096), np.float32)
+        fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)   # touch pages, warm up
+        t0 = time.perf_counter()
+        fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)
+        fill_time = time.perf_counter() - t0
+        if fill_time > 0.05 or rows >= 1 << 15:
+            break
+        rows *= 2
 
     count = 0
     started = threading.Event()
@@ -260,13 +268,13 @@ def test_gil_released_during_fill():
     th.start()
     started.wait()
     before = count
-    fastpe.sinusoidal(8192, 4096, out=out, num_threads=1)
+    fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)
     during = count - before
     stop.set()
     th.join()
     # With the GIL held the counter would advance at most by one switch interval's
-    # worth; released, it runs for the whole fill (several ms).
-    assert fill_time > 0.01
+    # worth; released, it runs for the whole fill.
+    assert fill_time > 0.02
     assert during > 1000, (during, fill_time)
 
 

@@ -97,6 +97,11 @@ def test_bad_arguments_return_codes_and_touch_nothing(table):
          "FASTPE_EBASE"),
         (table.fill_positions_f64, (x.ctypes.data, 2, 2**41, 2**41, ok_pos.ctypes.data,
                                     10000.0, 0, 0), "FASTPE_ESIZE"),
+        # positions inside the rows to be written
+        (table.fill_positions_f64, (x.ctypes.data, 2, 8, 8, x.ctypes.data + 8 * 8, 10000.0,
+                                    0, 0), "FASTPE_EOVERLAP"),
+        (table.add_positions_f64, (x.ctypes.data, 2, 8, 8, x.ctypes.data + 14 * 8, 10000.0,
+                                   1.0, 0, 0), "FASTPE_EOVERLAP"),
     ]
     for fn, args, code in cases:
         assert fn(*args) == C[code], (fn, args, code)

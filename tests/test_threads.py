@@ -181,9 +181,14 @@ def test_threadpool_limits_one_makes_fastpe_serial():
 
 
 @needs_openmp
-def test_threadpool_limits_raise_is_followed():
-    with threadpoolctl.threadpool_limits(3, user_api="openmp"):
-        assert fastpe.build_info()["max_threads"] == 3
+def test_threadpool_limits_raise_is_followed_up_to_the_cores():
+    cores = fastpe.build_info()["usable_cpus"]
+    with threadpoolctl.threadpool_limits(cores + 1, user_api="openmp"):
+        # teams never exceed the usable cores, whatever the runtime's setting
+        assert fastpe.build_info()["max_threads"] == cores
+    if cores >= 2:
+        with threadpoolctl.threadpool_limits(cores - 1, user_api="openmp"):
+            assert fastpe.build_info()["max_threads"] == cores - 1
 
 
 @needs_openmp

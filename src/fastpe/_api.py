@@ -139,8 +139,11 @@ def sinusoidal(
     num_threads : int, optional, keyword-only
         OpenMP threads for this call.  ``None`` follows the OpenMP default
         (``OMP_NUM_THREADS``, ``threadpoolctl.threadpool_limits``).  Capped at
-        the OpenMP thread limit; always 1 in a process forked after fastpe was
-        imported (see ``build_info()["forked_child"]``).
+        the OpenMP thread limit and at the cores this process may use
+        (``build_info()["usable_cpus"]``: affinity mask, cgroup CPU quota), so a
+        huge value is not an error and never starts more threads than cores;
+        always 1 in a process forked after fastpe was imported (see
+        ``build_info()["forked_child"]``).
     convention : str or Convention, keyword-only
         ``"vaswani"`` (default), ``"tensor2tensor"``, ``"fairseq"``,
         ``"diffusers"``, ``"gptj"``, or a :class:`Convention` with custom knobs.
@@ -183,26 +186,36 @@ def sinusoidal(
     explicit = None if dtype is None else as_float_dtype(dtype)
     _check_range(spec, _table_extent(offset, seq_len), "seq_len and offset")
     fresh = out is None
-    out, view = _output(out, (seq_len, d_model), explicit)
+    out, view = _output(out, (seq_len, d_model), explicit, _scratch(spec, seq_len, nthreads))
+    plan = _plan(conv, d_model)
     _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
                       zero_pos=conv.padding_idx, num_threads=nthreads,
-                      plan=_plan(conv, d_model), fresh=fresh)
+                      plan=plan, fresh=fresh)
     return out
 
 
-def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None
+def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None, scratch: int
             ) -> tuple[Any, np.ndarray]:
     """(what to return, an ndarray view to fill): a new array (float32 unless
     ``explicit``), or the caller's ``out`` and a validated zero-copy view of it
-    (the caller gets back the object it passed: a tensor stays a tensor)."""
+    (the caller gets back the object it passed: a tensor stays a tensor).
+    ``scratch``: the kernel's working memory for the fill, counted in the size check."""
+    rows = math.prod(shape[:-1])
     if out is None:
         dt = explicit if explicit is not None else np.dtype(_DEFAULT_DTYPE)
-        check_table_size(math.prod(shape[:-1]), shape[-1], dt.itemsize)
+        check_table_size(rows, shape[-1], dt.itemsize, scratch=scratch)
         # np.empty, not zeros: the kernel writes every entry, and its threads
         # touching the pages first spreads the page faults over the cores.
         new = np.empty(shape, dtype=dt)
         return new, new
-    return out, check_out(out, shape, explicit)
+    view = check_out(out, shape, explicit)
+    check_table_size(0, shape[-1], view.dtype.itemsize, scratch=scratch)
+    return out, view
+
+
+def _scratch(spec: dict, rows: int, nthreads: int, add: bool = False) -> int:
+    """Bytes of working memory the kernel allocates for a fill (see check_table_size)."""
+    return _kernel.scratch_nbytes(spec, rows, nthreads, add)
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -219,6 +232,9 @@ def _rows(a: np.ndarray) -> np.ndarray:
 
 def _as_positions(positions: Any, name: str) -> np.ndarray:
     """Integer positions as int64, real ones as float64 (exact conversions only)."""
+    if isinstance(positions, np.ma.MaskedArray):
+        raise TypeError(f"{name} must not be a masked array (its mask would be ignored); "
+                        f"pass {name}.compressed() or {name}.filled(value)")
     try:
         arr = np.asarray(positions)
     except Exception as exc:  # e.g. ragged nested lists
@@ -233,6 +249,15 @@ def _as_positions(positions: Any, name: str) -> np.ndarray:
         # one as "=q", e.g. an array Dask's network layer rebuilt from a message frame).
         return np.require(arr, requirements="A")
     if kind == "f":
+        if arr.dtype.itemsize > 8:
+            # long double: taken only where float64 holds every value exactly
+            wide = arr
+            arr = arr.astype(np.float64)
+            if arr.size and not np.array_equal(arr, wide, equal_nan=True):
+                raise ValueError(
+                    f"{name} of dtype {wide.dtype} must hold values that float64 represents "
+                    "exactly (positions are computed from their float64 value); round them "
+                    "to float64 first")
         arr = arr.astype(np.float64, copy=False)
         arr = arr.astype(np.dtype(np.float64).newbyteorder("="), copy=False)
         if arr.size and not np.all(np.isfinite(arr)):
@@ -289,11 +314,12 @@ def sinusoidal_at(
     _check_range(spec, _largest(pos), "positions")
     shape = pos.shape + (d_model,)
     fresh = out is None
-    out, view = _output(out, shape, explicit)
+    out, view = _output(out, shape, explicit, _scratch(spec, pos.size, nthreads))
+    plan = _plan(conv, d_model)
     flat = np.ascontiguousarray(pos).reshape(1, -1)
     _kernel.fill_rows(_rows(view), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
                       zero_pos=conv.padding_idx, num_threads=nthreads,
-                      plan=_plan(conv, d_model), fresh=fresh)
+                      plan=plan, fresh=fresh)
     return out
 
 
@@ -340,6 +366,9 @@ def add_to(
     """
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError("x must not be a masked array: the encoding would be added under "
+                        "the mask too; pass x.data (or x.filled(...)) explicitly")
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
     seq_len, d_model = x.shape[-2], x.shape[-1]
@@ -389,9 +418,12 @@ def add_to(
         pos2 = full.reshape(nseq, seq_len)  # a view when the broadcast allows, else a copy
         largest = largest_off + _largest(pos)
     _check_range(spec, largest, "offset + positions")
+    check_table_size(0, d_model, x.dtype.itemsize,
+                     scratch=_scratch(spec, rows.shape[0], nthreads, add=True))
+    plan = _plan(conv, d_model)
     _kernel.fill_rows(rows, spec, nseq=nseq, seq_len=seq_len, offset=off_scalar,
                       offsets=offsets, positions=pos2, zero_pos=conv.padding_idx, add=True,
-                      scale=scale, num_threads=nthreads, plan=_plan(conv, d_model))
+                      scale=scale, num_threads=nthreads, plan=plan)
     return x
 
 
@@ -521,7 +553,9 @@ def build_info() -> dict[str, Any]:
     dict
         ``version``; ``openmp`` (bool, built with OpenMP); ``openmp_version``
         (the ``_OPENMP`` date macro, 0 for a serial build); ``max_threads`` (what
-        ``num_threads=None`` uses now: follows OMP_NUM_THREADS and threadpoolctl);
+        ``num_threads=None`` uses now: follows OMP_NUM_THREADS and threadpoolctl,
+        at most ``usable_cpus``); ``usable_cpus`` (the cores this process may run
+        on: its affinity mask and its cgroup's CPU quota; no call uses more threads);
         ``forked_child`` (True in a process forked from one that had imported
         fastpe: calls there run on one thread, because GNU libgomp's thread pool
         does not survive ``fork()``; ``max_threads`` is then 1);
@@ -539,6 +573,7 @@ def build_info() -> dict[str, Any]:
         "openmp": openmp,
         "openmp_version": omp_version,
         "max_threads": int(_kernel.max_threads()),
+        "usable_cpus": int(_kernel.usable_cpus()),
         "forked_child": _kernel.forked_child(),
         "machine": platform.machine(),
         "numpy": np.__version__,

@@ -32,6 +32,38 @@ cdef extern from *:
     void fastpe_omp_barrier() noexcept nogil
 
 
+# Cores this process may run on.  Teams never exceed it: threads beyond the
+# cores only slow a fill down, and every thread libgomp cannot create (a task
+# limit such as `ulimit -u` or a container's pids.max) aborts the whole process
+# from inside the runtime, with no exception.  Linux: the affinity mask (taskset,
+# cpusets), read per call since it can change; the CPU quota of a cgroup is read
+# by the kernel module at import (fastpe_set_cpu_quota).  Elsewhere: the
+# runtime's processor count.
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #ifndef _GNU_SOURCE
+    #define _GNU_SOURCE
+    #endif
+    #include <sched.h>
+    #endif
+    static int fastpe_cpu_quota = 0;   /* 0: no quota; written once, at import */
+    static void fastpe_set_cpu_quota(int n) { fastpe_cpu_quota = n > 0 ? n : 0; }
+    static int fastpe_usable_cpus(void) {
+        int n = 0;
+    #if defined(__linux__) && defined(CPU_COUNT)
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+    #endif
+        if (n < 1) n = omp_get_num_procs();
+        if (fastpe_cpu_quota > 0 && fastpe_cpu_quota < n) n = fastpe_cpu_quota;
+        return n < 1 ? 1 : n;
+    }
+    """
+    void fastpe_set_cpu_quota(int n) noexcept
+    int fastpe_usable_cpus() noexcept nogil
+
+
 # Fork guard.  GNU libgomp's thread pool does not survive fork(): the child has
 # only the forking thread, but the pool's bookkeeping still lists the parent's
 # workers, so a 2+-thread team in the child waits for them forever (scikit-learn

@@ -15,7 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from ._system import memory_limit, physical_memory  # noqa: F401  (physical_memory: re-export)
+
 LAYOUTS = ("interleaved", "split")
+
+# Requests below this size skip the memory-limit look-up (a small call stays
+# cheap; a malloc that fails this small still raises MemoryError cleanly).
+_SMALL_REQUEST = 64 << 20
 _LAYOUT_CODES = {"interleaved": 0, "split": 1}
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -123,32 +129,30 @@ def as_num_threads(value: Any) -> int:
     return min(as_int(value, "num_threads", minimum=1), 2**31 - 1)
 
 
-def physical_memory() -> int | None:
-    """Bytes of RAM on this machine, or None where the OS does not say."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def check_table_size(seq_len: int, d_model: int, itemsize: int, *, working_copies: int = 1) -> None:
+def check_table_size(seq_len: int, d_model: int, itemsize: int, *, working_copies: int = 1,
+                     scratch: int = 0) -> None:
     """Refuse tables that cannot exist *before* anything is allocated: byte sizes
     beyond the address space (ValueError; NumPy's message is less useful) and
-    tables larger than the machine's RAM (MemoryError; with memory overcommit the
-    allocation could succeed and the fill be OOM-killed half way).
-    ``working_copies``: table-sized arrays the computation holds at once."""
+    requests larger than the memory this process may use -- the machine's RAM, a
+    cgroup memory limit, ``ulimit -v`` (MemoryError; with memory overcommit the
+    allocation could succeed and the process be OOM-killed half way).
+    ``working_copies``: table-sized arrays the computation holds at once;
+    ``scratch``: bytes of working memory the kernel allocates beside them."""
     nbytes = seq_len * d_model * itemsize * working_copies
     if max(seq_len, 1) * max(d_model, 1) * itemsize > sys.maxsize:
         raise ValueError(
             f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats does not fit in memory"
         )
-    ram = physical_memory()
-    if ram is not None and nbytes > ram:
-        what = "working memory" if working_copies > 1 else "memory"
+    total = nbytes + scratch
+    if total < _SMALL_REQUEST:
+        return
+    limit = memory_limit()
+    if limit is not None and total > limit[0]:
+        what = "working memory" if working_copies > 1 or scratch else "memory"
         raise MemoryError(
             f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats needs "
-            f"{nbytes / 2**30:.1f} GiB of {what}, more than this machine's "
-            f"{ram / 2**30:.1f} GiB of RAM"
+            f"{total / 2**30:.1f} GiB of {what}, more than "
+            f"{limit[1]} ({limit[0] / 2**30:.1f} GiB)"
         )
 
 
@@ -162,6 +166,9 @@ def as_out_array(out: Any) -> np.ndarray:
     copy, and filling a copy would silently leave ``out`` unchanged.
     """
     if isinstance(out, np.ndarray):
+        if isinstance(out, np.ma.MaskedArray):
+            raise TypeError("out must not be a masked array (the mask would be ignored and "
+                            "overwritten entries stay masked); pass out.data")
         return out
     arr = None
     if hasattr(out, "__array_interface__") or hasattr(out, "__array_struct__"):

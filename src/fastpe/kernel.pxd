@@ -20,6 +20,7 @@ cdef enum:
     FASTPE_ERANGE = 6      # positions too large for an exact angle reduction
     FASTPE_ENOMEM = 7      # scratch allocation failed
     FASTPE_ESCALE = 8      # scale is not finite (add_*)
+    FASTPE_EOVERLAP = 9    # positions overlap the rows being written (*_positions_*)
 
 cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                   double base, int64_t offset, int layout, int num_threads) noexcept nogil

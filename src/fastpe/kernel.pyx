@@ -23,7 +23,10 @@ from cpython.buffer cimport (
 from fastpe._openmp_helpers cimport (
     FASTPE_OPENMP, FASTPE_OPENMP_VERSION, fastpe_omp_barrier, omp_get_max_threads,
     omp_get_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
+    fastpe_set_cpu_quota, fastpe_usable_cpus,
 )
+from cpython.exc cimport PyErr_CheckSignals
+from fastpe import _system
 
 cdef extern from "_pe_core.h" nogil:
     ctypedef struct pe_freq:
@@ -86,7 +89,6 @@ cdef enum:
     # of that (rows 0..B/2), so it stays in L2.
     TABLE_DOUBLES = 131072
     MAX_BLOCK = 128
-    MAX_THREADS = 1024
     # The table's rows j = j1*SUB + j0 are themselves composed from SUB + B/SUB
     # accurately evaluated rows (one more exact rotation, ~1 ulp, for 4x fewer
     # evaluations: what makes small tables cheap).
@@ -282,25 +284,23 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
 
 
 cdef int _threads(int num_threads, int64_t N, int64_t D) noexcept nogil:
-    """The team size of a fill of N rows of D entries."""
+    """The team size of a fill of N rows of D entries: the request (or the OpenMP
+    default), capped at the OpenMP thread limit and at the cores this process may
+    use (see fastpe_usable_cpus), one for small fills and in a forked child."""
     cdef int nt = num_threads
+    # Fork safety: in a forked child a 2+-thread team can hang in libgomp; a
+    # 1-thread team is safe (see fastpe_install_fork_guard).
+    if N * D < SERIAL_BELOW or N <= 1 or fastpe_forked_child():
+        return 1
     if nt <= 0:
         nt = omp_get_max_threads()
     if nt > omp_get_thread_limit():
         nt = omp_get_thread_limit()
-    if nt > MAX_THREADS:   # bounds the per-thread scratch
-        nt = MAX_THREADS
-    # Fork safety: in a forked child a 2+-thread team can hang in libgomp; a
-    # 1-thread team is safe (see fastpe_install_fork_guard).
-    if fastpe_forked_child():
-        nt = 1
-    if N * D < SERIAL_BELOW:
-        nt = 1
+    if nt > 1 and nt > fastpe_usable_cpus():
+        nt = fastpe_usable_cpus()
     if nt > N:
         nt = <int>N
-    if nt < 1:
-        nt = 1
-    return nt
+    return nt if nt >= 1 else 1
 
 
 cdef struct pe_ctx:
@@ -455,81 +455,129 @@ cdef void _fill_blocks(real *out, int64_t row_stride, const pe_ctx *c, int64_t o
         centre += B
 
 
-cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
-                    int num_threads, const double *plan) noexcept nogil:
-    """The one filler behind every entry point (arguments already validated).
+cdef struct pe_fill:
+    # One fill, prepared: what its rows share, its team and its scratch memory.
+    # Built by _fill_setup, run in ranges of units by _fill_units, freed by _fill_free.
+    pe_ctx c
+    int nt
+    bint stream             # streaming (non-temporal) stores
+    bint contiguous         # one sequence of consecutive positions: mirrored pairs
+    bint shared             # add: every sequence has the same positions
+    int64_t units           # what the threads split: rows, or steps when shared
+    int64_t per_thread      # scratch doubles per thread
+    double *mem             # scratch (and the plan when the caller had none)
+    double *scratch
 
-    Integer positions K use the block decomposition K = c + j: an accurately
-    evaluated anchor row at the centre c of K's block (see _centre), rotated by
-    table row |j| (sign of j); position 0 is evaluated directly (exact).  Every entry is a pure function of (K, column): no
-    dependence on the thread count, on the chunk a row came in, or on the path
-    (mirrored pair, single row, explicit positions) that wrote it.  Non-integer
-    positions are evaluated directly.
 
-    The fused add (rq.add) encodes a row into a per-thread float64 buffer (it
-    stays in L1), then adds it to x (x rounded once).  When every sequence has
-    the same positions, each encoded row serves all of them: the threads split
-    the steps, not the rows, and the row of the next sequence is prefetched.
+cdef inline size_t _scratch_doubles(int64_t nf, int64_t D, int nt, bint add, bint stream,
+                                    bint own_plan) noexcept nogil:
+    """Scratch of a fill: per thread one anchor evaluation (3 nf: sin, cos, cos-1)
+    and a row buffer (float64 for the add; two output rows when streaming), plus
+    the plan and what _prepare needs to build it when the caller has none."""
+    cdef int64_t B = _block_rows(nf)
+    cdef int64_t b1 = (B // 2) // SUB + 1
+    cdef size_t n = <size_t>((3 * nf + (D if add else (2 * D if stream else 0))) * nt)
+    if own_plan:
+        n += _plan_doubles(nf, B) + <size_t>(2 * (SUB + b1) * nf + B // 2 + 1 + SUB + b1
+                                             + nt * nf)
+    return n
 
-    ``plan``: a prepared plan for this spec (see Plan), or NULL to build the
-    needed part of one for this call."""
+
+cdef int _fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int num_threads,
+                     const double *plan, size_t itemsize) noexcept nogil:
+    """Decide the team and the store kind, allocate scratch, and build the plan
+    unless the caller has one.  ``plan``: a prepared plan for this spec (see
+    Plan), or NULL to build the part of one this fill needs."""
     cdef int64_t D = sp.d
     cdef int64_t nf = sp.nf
     cdef int64_t S = rq.S
     cdef int64_t N = rq.nseq * S
     cdef int64_t B = _block_rows(nf)
-    cdef bint contiguous = rq.nseq == 1 and rq.pos_i == NULL and rq.pos_f == NULL \
+    cdef int err
+    memset(f, 0, sizeof(pe_fill))
+    f.contiguous = rq.nseq == 1 and rq.pos_i == NULL and rq.pos_f == NULL \
         and rq.offs == NULL and not rq.has_zero_pos
     # positions independent of the sequence: one encoded row per step serves all
-    cdef bint shared = rq.add and rq.offs == NULL \
+    f.shared = rq.add and rq.offs == NULL \
         and ((rq.pos_i == NULL and rq.pos_f == NULL) or rq.psb == 0)
-    cdef int64_t units = S if shared else N
-    cdef int err
-    if N == 0:
-        return FASTPE_OK
-    cdef int nt = _threads(num_threads, N, D)
-    if nt > units:
-        nt = <int>units
-    cdef double stream_from = _stream_bytes_f32 if real is float else _stream_bytes_f64
-    cdef bint stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
-        and <double>N * <double>(D * sizeof(real)) >= stream_from
-    # per thread: one anchor evaluation (3 nf: sin, cos, cos-1) and a row buffer
-    # (float64 for the add; two of the output type when streaming)
-    cdef int64_t per_thread = 3 * nf + (D if rq.add else (2 * D if stream else 0))
+    f.units = S if f.shared else N
+    f.nt = _threads(num_threads, N, D)
+    if f.nt > f.units:
+        f.nt = <int>f.units
+    cdef double stream_from = _stream_bytes_f32 if itemsize == 4 else _stream_bytes_f64
+    f.stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
+        and <double>N * <double>(D * itemsize) >= stream_from
+    f.per_thread = 3 * nf + (D if rq.add else (2 * D if f.stream else 0))
     cdef size_t own = 0 if plan != NULL else _plan_doubles(nf, B)
-    cdef double *mem = <double *>malloc((own + <size_t>(per_thread * nt)) * sizeof(double))
-    if mem == NULL:
+    f.mem = <double *>malloc((own + <size_t>(f.per_thread * f.nt)) * sizeof(double))
+    if f.mem == NULL:
         return FASTPE_ENOMEM
-    cdef double *scratch = mem + own
+    f.scratch = f.mem + own
     if plan == NULL:
-        err = _prepare(mem, sp, rq.offset if contiguous else 0, S if contiguous else B, nt)
+        err = _prepare(f.mem, sp, rq.offset if f.contiguous else 0, S if f.contiguous else B,
+                       f.nt)
         if err != FASTPE_OK:
-            free(mem)
+            _fill_free(f)
             return err
-        plan = mem
-    cdef pe_ctx c
-    c.sp = sp
-    c.rq = rq
-    c.fr = pe_freq_view(<double *>plan, nf)
-    c.nf = nf
-    c.B = B
-    c.Tm = plan + 4 * nf
-    c.Ts = c.Tm + (B // 2 + 1) * nf
+        plan = f.mem
+    f.c.sp = sp
+    f.c.rq = rq
+    f.c.fr = pe_freq_view(<double *>plan, nf)
+    f.c.nf = nf
+    f.c.B = B
+    f.c.Tm = plan + 4 * nf
+    f.c.Ts = f.c.Tm + (B // 2 + 1) * nf
+    return FASTPE_OK
 
+
+cdef inline void _fill_free(pe_fill *f) noexcept nogil:
+    free(f.mem)
+    f.mem = NULL
+
+
+cdef void _fill_units(real *out, int64_t row_stride, const pe_fill *f, int64_t u0,
+                      int64_t u1) noexcept nogil:
+    """The hot loop: units u0 .. u1-1 of a prepared fill (all of them, or one
+    chunk of a long fill), each thread a contiguous range of them.
+
+    Integer positions K use the block decomposition K = c + j: an accurately
+    evaluated anchor row at the centre c of K's block (see _centre), rotated by
+    table row |j| (sign of j); position 0 is evaluated directly (exact).  Every
+    entry is a pure function of (K, column): no dependence on the thread count,
+    on the chunk a row came in, or on the path (mirrored pair, single row,
+    explicit positions) that wrote it.  Non-integer positions are evaluated
+    directly.
+
+    The fused add (rq.add) encodes a row into a per-thread float64 buffer (it
+    stays in L1), then adds it to x (x rounded once).  When every sequence has
+    the same positions, each encoded row serves all of them: the threads split
+    the steps, not the rows, and the row of the next sequence is prefetched."""
+    cdef const pe_ctx *c = &f.c
+    cdef const pe_rows *rq = f.c.rq
+    cdef int64_t D = c.sp.d
+    cdef int64_t nf = c.nf
+    cdef int64_t S = rq.S
+    cdef int64_t n = u1 - u0
+    cdef int nt = f.nt
+    cdef bint stream = f.stream
+    if n <= 0:
+        return
+    if nt > n:
+        nt = <int>n
     cdef int64_t t, u_lo, u_hi, b, r, cached
     cdef double *ev = NULL
     cdef double *buf = NULL
     cdef real *dest
-    # The hot loop: each thread a contiguous range of rows (or, shared, steps);
-    # consecutive rows in one block share the anchor, which is evaluated once.
+    # consecutive rows in one block share the anchor, which is evaluated once
     for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-        ev = scratch + per_thread * t
+        ev = f.scratch + f.per_thread * t
         buf = ev + 3 * nf
-        u_lo = t * units // nt
-        u_hi = (t + 1) * units // nt
+        u_lo = u0 + t * n // nt
+        u_hi = u0 + (t + 1) * n // nt
         cached = INT64_MIN
-        if not rq.add and contiguous:
-            _fill_blocks(out, row_stride, &c, rq.offset, N, u_lo, u_hi, ev, <real *>buf, stream)
+        if not rq.add and f.contiguous:
+            _fill_blocks(out, row_stride, c, rq.offset, rq.S, u_lo, u_hi, ev, <real *>buf,
+                         stream)
             if stream:
                 pe_stream_fence()   # streaming stores are weakly ordered
         elif not rq.add:
@@ -537,15 +585,15 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
                 b = r // S
                 dest = out + r * row_stride
                 if stream:
-                    _encode_row(<real *>buf, &c, b, r - b * S, ev, &cached, 0.0)
+                    _encode_row(<real *>buf, c, b, r - b * S, ev, &cached, 0.0)
                     pe_stream_copy(dest, buf, D * sizeof(real))
                 else:
-                    _encode_row(dest, &c, b, r - b * S, ev, &cached, 0.0)
+                    _encode_row(dest, c, b, r - b * S, ev, &cached, 0.0)
             if stream:
                 pe_stream_fence()   # streaming stores are weakly ordered
-        elif shared:
+        elif f.shared:
             for r in range(u_lo, u_hi):          # r: the step
-                _encode_row(buf, &c, 0, r, ev, &cached, -0.0)
+                _encode_row(buf, c, 0, r, ev, &cached, -0.0)
                 for b in range(rq.nseq):
                     dest = out + (b * S + r) * row_stride
                     if b + 1 < rq.nseq:
@@ -557,13 +605,25 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
         else:
             for r in range(u_lo, u_hi):
                 b = r // S
-                _encode_row(buf, &c, b, r - b * S, ev, &cached, -0.0)
+                _encode_row(buf, c, b, r - b * S, ev, &cached, -0.0)
                 dest = out + r * row_stride
                 if real is float:
                     pe_add_row_f32(dest, buf, D, rq.scale)
                 else:
                     pe_add_row_f64(dest, buf, D, rq.scale)
-    free(mem)
+
+
+cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                    int num_threads, const double *plan) noexcept nogil:
+    """A whole fill in one go (the C API's entry points; arguments validated)."""
+    cdef pe_fill f
+    if rq.nseq * rq.S == 0:
+        return FASTPE_OK
+    cdef int err = _fill_setup(&f, sp, rq, num_threads, plan, sizeof(real))
+    if err != FASTPE_OK:
+        return err
+    _fill_units(out, row_stride, &f, 0, f.units)
+    _fill_free(&f)
     return FASTPE_OK
 
 
@@ -685,6 +745,10 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
     limit = PE_MAX_TURNS / pe_spec_max_turns(&sp)
     if limit > 4503599627370496.0:
         limit = 4503599627370496.0
+    # positions must not live inside the rows being written (documented contract)
+    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + d_model) \
+            and <const char *>out < <const char *>(positions + n):
+        return FASTPE_EOVERLAP
     for r in range(n):       # one cheap pass: NaN/inf or out-of-range positions
         if not (fabs(positions[r]) <= limit):
             return FASTPE_ERANGE
@@ -747,6 +811,7 @@ ERROR_MESSAGES = {
     FASTPE_ERANGE: "positions too large for an exact angle reduction",
     FASTPE_ENOMEM: "could not allocate kernel scratch memory",
     FASTPE_ESCALE: "scale must be finite",
+    FASTPE_EOVERLAP: "positions overlap the rows being written",
 }
 
 
@@ -839,7 +904,6 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
     cdef pe_rows rq
     cdef Py_buffer view, pview, oview
     cdef bint have_p = False, have_o = False
-    cdef int err = FASTPE_OK
     cdef char code, pcode
     cdef int64_t stride
     memset(&rq, 0, sizeof(rq))
@@ -864,9 +928,17 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
         if view.shape[1] > 1 and view.strides[1] != view.itemsize:
             raise ValueError("out's rows must be contiguous")
         stride = view.strides[0] // view.itemsize if view.shape[0] > 1 else sp.d
+        # Inputs that share memory with out (or x) are copied first, as NumPy's
+        # ufuncs do: the fill would otherwise read positions it has overwritten.
         if offsets is not None:
             PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
             have_o = True
+            if _overlap(&oview, &view):
+                PyBuffer_Release(&oview)
+                have_o = False
+                offsets = offsets.copy()
+                PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
+                have_o = True
             if oview.ndim != 1 or oview.shape[0] != nseq or oview.itemsize != 8 \
                     or _native_code(oview.format) not in (c'l', c'q'):
                 raise TypeError("offsets must be a 1-D int64 array of length nseq")
@@ -875,6 +947,12 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
         if positions is not None:
             PyObject_GetBuffer(positions, &pview, PyBUF_STRIDES | PyBUF_FORMAT)
             have_p = True
+            if _overlap(&pview, &view):
+                PyBuffer_Release(&pview)
+                have_p = False
+                positions = positions.copy()
+                PyObject_GetBuffer(positions, &pview, PyBUF_STRIDES | PyBUF_FORMAT)
+                have_p = True
             if pview.ndim != 2 or pview.shape[0] != nseq or pview.shape[1] != seq_len \
                     or pview.itemsize != 8:
                 raise TypeError("positions must be a 2-D (nseq, seq_len) int64/float64 array")
@@ -890,21 +968,98 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
         if nseq * seq_len > 0:
-            if code == c'f':
-                with nogil:
-                    err = _fill_rows(<float *>view.buf, stride, &sp, &rq, num_threads, pmem)
-            else:
-                with nogil:
-                    err = _fill_rows(<double *>view.buf, stride, &sp, &rq, num_threads, pmem)
+            _fill_interruptibly(view.buf, code == c'f', stride, &sp, &rq, num_threads, pmem)
     finally:
         PyBuffer_Release(&view)
         if have_p:
             PyBuffer_Release(&pview)
         if have_o:
             PyBuffer_Release(&oview)
+    return out
+
+
+cdef bint _overlap(const Py_buffer *a, const Py_buffer *b) noexcept:
+    """Whether the memory spans of two strided buffers intersect (bounds only, like
+    numpy.may_share_memory: a false alarm costs a copy, never a wrong result)."""
+    cdef const char *alo
+    cdef const char *ahi
+    cdef const char *blo
+    cdef const char *bhi
+    if not _span(a, &alo, &ahi) or not _span(b, &blo, &bhi):
+        return False
+    return alo < bhi and blo < ahi
+
+
+cdef bint _span(const Py_buffer *v, const char **lo, const char **hi) noexcept:
+    """[lo, hi) = the bytes a strided buffer can touch; False if it is empty."""
+    cdef Py_ssize_t i, ext
+    lo[0] = <const char *>v.buf
+    hi[0] = <const char *>v.buf + v.itemsize
+    for i in range(v.ndim):
+        if v.shape[i] == 0:
+            return False
+        ext = (v.shape[i] - 1) * v.strides[i]
+        if ext < 0:
+            lo[0] += ext
+        else:
+            hi[0] += ext
+    return True
+
+
+cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec *sp,
+                              const pe_rows *rq, int num_threads, const double *plan) except *:
+    """Run a fill without the GIL in chunks of about CHUNK_ENTRIES entries,
+    checking for signals between them, so that Ctrl-C interrupts a long fill
+    within a few milliseconds (KeyboardInterrupt; the rows done so far stay
+    written).  Any chunking gives the same bits."""
+    cdef pe_fill f
+    cdef int err
+    with nogil:
+        err = _fill_setup(&f, sp, rq, num_threads, plan, 4 if f32 else 8)
     if err != FASTPE_OK:
         _raise_for(err)
-    return out
+    cdef int64_t per_unit = sp.d * (rq.nseq if f.shared else 1)
+    cdef int64_t step = _chunk_entries // per_unit if per_unit < _chunk_entries else 1
+    cdef int64_t u0 = 0, u1
+    try:
+        while u0 < f.units:
+            u1 = u0 + step if step < f.units - u0 else f.units
+            with nogil:
+                if f32:
+                    _fill_units(<float *>out, stride, &f, u0, u1)
+                else:
+                    _fill_units(<double *>out, stride, &f, u0, u1)
+            u0 = u1
+            if u0 < f.units:
+                PyErr_CheckSignals()
+    finally:
+        _fill_free(&f)
+
+
+# Entries per chunk of an interruptible fill: a few ms of work for the plain
+# table, tens of ms at worst (one accurate evaluation per row, one thread).
+cdef int64_t _chunk_entries = 1 << 23
+
+
+def _set_chunk_entries(int64_t n):
+    """Set the entries per chunk of interruptible fills; returns the old value.
+    For tests (any chunking gives the same bits)."""
+    global _chunk_entries
+    old = _chunk_entries
+    _chunk_entries = n if n >= 1 else 1
+    return old
+
+
+def scratch_nbytes(dict spec, int64_t rows, int num_threads, bint add):
+    """Upper bound of the working memory (bytes) a fill of ``rows`` rows with this
+    spec allocates beside its output (streaming row buffers and a plan of its own
+    counted).  In floating point: no overflow for absurd widths."""
+    cdef pe_spec sp = _spec_from_dict(spec)
+    cdef int nt = _threads(num_threads, rows, sp.d)
+    cdef double nf = <double>sp.nf, B = <double>_block_rows(sp.nf)
+    cdef double per_thread = 3 * nf + (1.0 if add else 2.0) * <double>sp.d + nf
+    cdef double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B
+    return int((per_thread * nt + plan) * 8.0)
 
 
 cdef class Plan:
@@ -951,13 +1106,25 @@ cdef class Plan:
 def plan_nbytes(dict spec):
     """Bytes a Plan for this spec would hold (to decide whether to cache one)."""
     cdef pe_spec sp = _spec_from_dict(spec)
-    return _plan_doubles(sp.nf, _block_rows(sp.nf)) * sizeof(double)
+    cdef object nf = sp.nf          # Python ints: no overflow for absurd widths
+    return (4 * nf + 2 * (_block_rows(sp.nf) // 2 + 1) * nf) * 8
+
+
+fastpe_set_cpu_quota(_system.cgroup_cpu_quota())
 
 
 def max_threads():
-    """Threads a call with ``num_threads=None`` would use (before size caps):
-    1 in a forked child (see ``forked_child``)."""
-    return 1 if fastpe_forked_child() else omp_get_max_threads()
+    """Threads a call with ``num_threads=None`` would use (before size caps): the
+    OpenMP default, capped at the usable cores; 1 in a forked child (see
+    ``forked_child``)."""
+    if fastpe_forked_child():
+        return 1
+    return max(1, min(omp_get_max_threads(), omp_get_thread_limit(), fastpe_usable_cpus()))
+
+
+def usable_cpus():
+    """Cores this process may run on now (affinity mask, cgroup CPU quota)."""
+    return fastpe_usable_cpus()
 
 
 def forked_child():
@@ -1067,4 +1234,5 @@ _C_CONSTANTS = {
     "FASTPE_ERANGE": FASTPE_ERANGE,
     "FASTPE_ENOMEM": FASTPE_ENOMEM,
     "FASTPE_ESCALE": FASTPE_ESCALE,
+    "FASTPE_EOVERLAP": FASTPE_EOVERLAP,
 }

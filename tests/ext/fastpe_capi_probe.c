@@ -203,14 +203,14 @@ static PyObject *probe_constants(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
     return Py_BuildValue(
-        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}",
+        "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}",
         "FASTPE_LAYOUT_INTERLEAVED", FASTPE_LAYOUT_INTERLEAVED,
         "FASTPE_LAYOUT_SPLIT", FASTPE_LAYOUT_SPLIT,
         "FASTPE_OK", FASTPE_OK, "FASTPE_ENULL", FASTPE_ENULL, "FASTPE_ESIZE", FASTPE_ESIZE,
         "FASTPE_ESTRIDE", FASTPE_ESTRIDE, "FASTPE_EBASE", FASTPE_EBASE,
         "FASTPE_ELAYOUT", FASTPE_ELAYOUT, "FASTPE_ERANGE", FASTPE_ERANGE,
         "FASTPE_ENOMEM", FASTPE_ENOMEM, "FASTPE_ESCALE", FASTPE_ESCALE,
-        "FASTPE_ENOTIMPORTED", FASTPE_ENOTIMPORTED,
+        "FASTPE_EOVERLAP", FASTPE_EOVERLAP, "FASTPE_ENOTIMPORTED", FASTPE_ENOTIMPORTED,
         "FASTPE_ABI_MAJOR", FASTPE_ABI_MAJOR, "FASTPE_ABI_MINOR", FASTPE_ABI_MINOR,
         "FASTPE_CAPSULE_NAME", FASTPE_CAPSULE_NAME);
 }

@@ -46,6 +46,15 @@
  * Return value: FASTPE_OK (0), or a FASTPE_E* code below; arguments are
  * validated before anything is written, so on an error `out` is untouched.
  *
+ * Memory
+ * ------
+ * The rows written must not overlap any input of the same call: the
+ * `positions` array of the *_positions_* functions is read while rows are
+ * written, so it must not lie inside [out, out + (n-1)*row_stride + d_model).
+ * That overlap is detected (bounds only) and refused with FASTPE_EOVERLAP
+ * before anything is written.  Python callers need not care: fastpe's Python
+ * functions copy an overlapping input first, as NumPy's ufuncs do.
+ *
  * Threads and the GIL
  * -------------------
  * import_fastpe() calls into Python: call it with the GIL held (in your
@@ -152,6 +161,8 @@ typedef struct fastpe_api {
                                 (fastpe.kernel.max_position(base, d_model)) */
 #define FASTPE_ENOMEM 7      /* the kernel's scratch allocation failed */
 #define FASTPE_ESCALE 8      /* scale is not finite (ABI 1.1 add functions) */
+#define FASTPE_EOVERLAP 9    /* positions overlap the rows being written (the
+                                *_positions_* functions; see "Memory" above) */
 /* Returned by this header's wrappers only (never by the kernel): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100

@@ -1,0 +1,118 @@
+"""What the machine lets this process use: cores and memory.
+
+Containers and batch schedulers limit a process below what the hardware has
+(a cgroup CPU quota, a cgroup memory limit, ``ulimit -v``).  fastpe sizes its
+thread teams and refuses oversized requests against these limits rather than
+the hardware's, so that it is slowed or refused, never killed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+_CGROUP_ROOT = "/sys/fs/cgroup"
+_PROC_CGROUP = "/proc/self/cgroup"
+
+
+def _cgroup_dirs(controller: str) -> list[str]:
+    """The cgroup directories of this process for ``controller``, own first, then
+    its ancestors (a parent's limit applies too).  cgroup v2 and v1 layouts."""
+    try:
+        with open(_PROC_CGROUP, encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    dirs = []
+    for line in lines:
+        names, _, path = line.partition(":")[2].partition(":")
+        if names == "":                                   # v2 unified hierarchy
+            base = _CGROUP_ROOT
+        elif controller in names.split(","):              # v1: one mount per controller set
+            base = os.path.join(_CGROUP_ROOT, names)
+            if not os.path.isdir(base):
+                base = os.path.join(_CGROUP_ROOT, controller)
+        else:
+            continue
+        parts = [p for p in path.split("/") if p and p != ".."]
+        for i in range(len(parts), -1, -1):
+            dirs.append(os.path.join(base, *parts[:i]))
+    return dirs
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def cgroup_cpu_quota() -> int:
+    """Cores' worth of CPU time the cgroup quota allows (rounded up), 0 if none."""
+    best = 0
+    for d in _cgroup_dirs("cpu"):
+        quota = period = None
+        text = _read(os.path.join(d, "cpu.max"))               # v2: "max 100000" or "Q P"
+        if text:
+            q, _, p = text.partition(" ")
+            if q != "max":
+                quota, period = q, p or "100000"
+        else:                                                   # v1
+            quota = _read(os.path.join(d, "cpu.cfs_quota_us"))
+            period = _read(os.path.join(d, "cpu.cfs_period_us"))
+        try:
+            q, p = int(quota), int(period)                      # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if q > 0 and p > 0:
+            n = max(1, math.ceil(q / p))
+            best = n if best == 0 else min(best, n)
+    return best
+
+
+@functools.lru_cache(maxsize=1)
+def physical_memory() -> int | None:
+    """Bytes of RAM on this machine, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def cgroup_memory_limit() -> int | None:
+    """The tightest cgroup memory limit of this process in bytes, or None."""
+    best = None
+    for d in _cgroup_dirs("memory"):
+        text = _read(os.path.join(d, "memory.max")) or _read(os.path.join(d, "memory.limit_in_bytes"))
+        try:
+            n = int(text)                                       # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue                                            # "max", or unreadable
+        if 0 < n < 2**62:                                       # v1 says "no limit" as ~2^63
+            best = n if best is None else min(best, n)
+    return best
+
+
+def memory_limit() -> tuple[int, str] | None:
+    """(bytes, what) of the tightest memory limit on this process: the machine's
+    RAM, a cgroup memory limit or the address-space rlimit; None if none is known.
+    The rlimit is read on every call (a program may lower it at any time)."""
+    limits = []
+    ram = physical_memory()
+    if ram is not None:
+        limits.append((ram, "this machine's RAM"))
+    cg = cgroup_memory_limit()
+    if cg is not None:
+        limits.append((cg, "this process's cgroup memory limit"))
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limits.append((soft, "this process's address-space limit (ulimit -v)"))
+    except (ImportError, OSError, ValueError, AttributeError):
+        pass
+    return min(limits) if limits else None
