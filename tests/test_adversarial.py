@@ -144,9 +144,9 @@ def test_sinusoidal_at_float_positions_inside_out_reversed():
 
 
 def test_add_to_positions_inside_x():
-    x = np.zeros((4, 16, 8))
-    pos = x[1, :, 0]                           # a strided column of x itself
-    pos[:] = np.arange(16) * 3.0
+    x = np.zeros((1, 16, 8))
+    pos = x[0, ::-1, 3]                        # a column of x itself, last row first
+    pos[:] = np.arange(16) * 3.0 + 0.5
     ref = x.copy()
     fastpe.add_to(ref, positions=pos.copy())
     fastpe.add_to(x, positions=pos)
