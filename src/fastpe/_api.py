@@ -154,6 +154,15 @@ def sinusoidal(
     ndarray
         The ``(seq_len, d_model)`` table (``out`` itself when given).
 
+    Raises
+    ------
+    KeyboardInterrupt
+        Ctrl-C stops a long fill within milliseconds; ``out`` then holds the
+        encoding in the rows written so far and its old values in the others.
+    MemoryError
+        The table and the kernel's working memory exceed what this process may
+        use (RAM, cgroup memory limit, ``ulimit -v``), checked before any work.
+
     Notes
     -----
     Every entry is within ~5e-16 of the exact value in float64 (the angle is
@@ -290,7 +299,10 @@ def sinusoidal_at(
         give bitwise the rows :func:`sinusoidal` gives; float positions (e.g.
         diffusion timesteps) are exact too: the product ``k * w_i`` is formed in
         double-double, so the only error beyond ~4e-16 is the one already in the
-        float64 value of the position.  NaN/inf are refused.
+        float64 value of the position.  NaN/inf are refused, and so are
+        masked arrays (the mask would be ignored) and long-double positions
+        that float64 cannot hold exactly.  Positions may share memory with
+        ``out`` (they are then copied first, as NumPy's ufuncs do).
     d_model : int
     base, dtype, layout, out, num_threads, convention
         As in :func:`sinusoidal`; ``out`` must have shape ``(*positions.shape, d_model)``.
@@ -355,6 +367,10 @@ def add_to(
     base, layout, num_threads, convention
         As in :func:`sinusoidal`.  With ``convention="fairseq"`` rows at
         ``padding_idx`` get no encoding (see :func:`fairseq_positions`).
+
+    ``offset`` and ``positions`` may share memory with ``x`` (they are copied
+    first).  If the call is interrupted (Ctrl-C), the rows of ``x`` processed so
+    far hold ``x*scale + PE`` and the others are unchanged.
 
     Examples
     --------
