@@ -48,7 +48,7 @@ def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
        st.sampled_from([np.float32, np.float64]), st.booleans())
 def test_plan_gives_the_same_bits_for_explicit_positions(pos, dtype, add):
     conv, spec = _conv_spec("vaswani", 96)
-    plan = _api._plan(conv, 96)
+    plan = _api._encoder("vaswani", 10000.0, "interleaved", 96).plan
     p = np.array(pos, np.int64).reshape(1, -1)
     x = np.linspace(-1, 1, p.size * 96).reshape(p.size, 96).astype(dtype)
     a = _fill(spec, p.size, None, dtype=dtype, positions=p, add=add, x=x)
@@ -85,19 +85,33 @@ def test_plan_refuses_a_bad_spec():
         kernel.Plan(dict(spec, base=5e-324))
 
 
-def test_plan_cache_is_bounded_and_skips_huge_widths():
-    conv, _ = _conv_spec("vaswani", 8)
-    _api._plan.cache_clear()
-    for d in range(2, 40):
-        _api._plan(conv, d)
-    info = _api._plan.cache_info()
-    assert info.currsize <= 8
+def test_encoder_cache_is_bounded_and_skips_huge_plans():
+    for d in range(2, kernel.ENCODERS_MAX + 40):
+        fastpe.sinusoidal(1, d)
+    assert len(kernel.encoders) <= kernel.ENCODERS_MAX
     wide = 1 << 20                    # a plan of ~80 MiB: prepared per call, not kept
-    assert kernel.plan_nbytes(conv.spec(wide)) > _api._PLAN_CACHE_MAX_BYTES
-    assert _api._plan(conv, wide) is None
+    conv, spec = _conv_spec("vaswani", wide)
+    assert kernel.plan_nbytes(spec) > kernel.PLAN_MAX_BYTES
+    assert _api._encoder("vaswani", 10000.0, "interleaved", wide).plan is None
     # and the public function still fills such a width correctly (one row)
     row = fastpe.sinusoidal(1, wide, offset=3, dtype=np.float64)
     assert np.array_equal(row, fastpe.sinusoidal_at([3], wide, dtype=np.float64))
+
+
+def test_encoders_are_keyed_by_value_and_failed_calls_cache_nothing():
+    kernel.encoders.clear()
+    fastpe.sinusoidal(2, 48, base=500)                     # an int base: the float's key
+    assert list(kernel.encoders) == [("vaswani", 500.0, "interleaved", 48)]
+    conv = fastpe.Convention(base=77.0, layout="split")
+    fastpe.sinusoidal(2, 48, convention=conv)
+    (key,) = [k for k in kernel.encoders if k[0] != "vaswani"]
+    assert conv not in key and key[0] == conv._key         # values, not the object
+    before = dict(kernel.encoders)
+    for bad in (dict(base=-1.0), dict(layout="diagonal"), dict(convention="nope"),
+                dict(convention="fairseq", base=3.0), dict(base=True)):
+        with pytest.raises((ValueError, TypeError)):
+            fastpe.sinusoidal(2, 48, **bad)
+    assert kernel.encoders == before
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import platform
 from typing import Any
@@ -36,47 +35,23 @@ _DEFAULT_DTYPE = np.float32
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
     """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
     base = as_base(base, maximum=MAX_BASE)
-    code = as_layout(layout)
-    try:
-        # keyed on values (a fresh float, the layout's code): the cache holds no
-        # reference to the caller's own objects
-        return _convention_cached(convention, base * 1.0, code)
-    except TypeError:
-        # unhashable convention: resolve uncached, which raises the proper message
-        return _resolve_convention(convention, base, code)
-
-
-def _resolve_convention(convention: Any, base: float, code: int) -> Convention:
-    layout = LAYOUTS[code]
+    layout = LAYOUTS[as_layout(layout)]
     return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
                    layout_default=(layout == "interleaved"))
 
 
-# Small calls (a decoding step's one row) must not drown in argument handling:
-# the resolved convention and its kernel spec are cached (both are immutable
-# values of their hashable arguments; failed resolutions raise and are not cached).
-_convention_cached = functools.lru_cache(maxsize=64)(_resolve_convention)
-
-
-@functools.lru_cache(maxsize=256)
-def _spec(conv: Convention, d_model: int) -> dict[str, Any]:
-    return conv.spec(d_model)
-
-
-# What a fill computes before its first row -- the frequencies and the rotation
-# table -- depends only on the spec, so it is kept for the next call of the same
-# width, the way FFT libraries keep their twiddle factors: it is most of the cost
-# of a small table (512x512: ~60% of the time).  At most 8 plans of <= 4 MiB
-# each (d_model = 512: 0.26 MiB, 16384: 0.9 MiB); wider specs prepare one per call.
-_PLAN_CACHE_MAX_BYTES = 4 << 20
-
-
-@functools.lru_cache(maxsize=8)
-def _plan(conv: Convention, d_model: int) -> Any:
-    spec = _spec(conv, d_model)
-    if _kernel.plan_nbytes(spec) > _PLAN_CACHE_MAX_BYTES:
-        return None
-    return _kernel.Plan(spec)
+def _encoder(convention: Any, base: Any, layout: Any, d_model: int) -> _kernel.Encoder:
+    """The compiled encoding of (convention, base, layout) at width ``d_model``
+    (validated; ``d_model`` already is): from the cache the kernel's fast paths
+    read, or resolved, compiled and kept there.  What it holds -- frequencies and
+    rotation table -- is most of the cost of a small call, and depends only on
+    these arguments, the way FFT libraries keep their twiddle factors."""
+    key = _kernel.encoder_key(convention, as_base(base, maximum=MAX_BASE), layout, d_model)
+    enc = _kernel.encoders.get(key) if key is not None else None
+    if enc is None:
+        conv = _convention(convention, base, layout)
+        enc = _kernel.remember(key, _kernel.Encoder(conv.spec(d_model), conv.padding_idx))
+    return enc
 
 
 def _table_extent(offset: int, seq_len: int) -> int:
@@ -84,9 +59,9 @@ def _table_extent(offset: int, seq_len: int) -> int:
     return max(abs(offset), abs(offset + max(seq_len - 1, 0)))
 
 
-def _check_range(spec: dict, largest: float, name: str) -> None:
+def _check_range(enc: _kernel.Encoder, largest: float, name: str) -> None:
     """Positions must stay where the angle reduction is exact (|k * w_max| < 2^45 turns)."""
-    limit = _kernel.spec_max_position(spec)
+    limit = enc.max_position
     if largest > limit:
         raise ValueError(
             f"{name} must keep every position within +-{int(limit)} for this width and base "
@@ -186,20 +161,22 @@ def sinusoidal(
     >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
     True
     """
+    done = _kernel.table(seq_len, d_model, base, offset, dtype, layout, out, num_threads,
+                         convention)
+    if done is not None:        # the common argument types, already cached: filled
+        return done
     seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     offset = as_int(offset, "offset")
-    conv = _convention(convention, base, layout)
-    spec = _spec(conv, d_model)
+    enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
-    _check_range(spec, _table_extent(offset, seq_len), "seq_len and offset")
+    _check_range(enc, _table_extent(offset, seq_len), "seq_len and offset")
     fresh = out is None
-    out, view = _output(out, (seq_len, d_model), explicit, _scratch(spec, seq_len, nthreads))
-    plan = _plan(conv, d_model)
-    _kernel.fill_rows(view, spec, nseq=1, seq_len=seq_len, offset=offset,
-                      zero_pos=conv.padding_idx, num_threads=nthreads,
-                      plan=plan, fresh=fresh)
+    out, view = _output(out, (seq_len, d_model), explicit,
+                        enc.scratch_nbytes(seq_len, nthreads, False))
+    enc.fill_rows(view, nseq=1, seq_len=seq_len, offset=offset, num_threads=nthreads,
+                  fresh=fresh)
     return out
 
 
@@ -220,11 +197,6 @@ def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None, scratch
     view = check_out(out, shape, explicit)
     check_table_size(0, shape[-1], view.dtype.itemsize, scratch=scratch)
     return out, view
-
-
-def _scratch(spec: dict, rows: int, nthreads: int, add: bool = False) -> int:
-    """Bytes of working memory the kernel allocates for a fill (see check_table_size)."""
-    return _kernel.scratch_nbytes(spec, rows, nthreads, add)
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -317,21 +289,22 @@ def sinusoidal_at(
     >>> bool(np.array_equal(fastpe.sinusoidal_at([3, 7], 16), P[[3, 7]]))
     True
     """
+    done = _kernel.table_at(positions, d_model, base, dtype, layout, out, num_threads,
+                            convention)
+    if done is not None:        # the common argument types, already cached: filled
+        return done
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
-    conv = _convention(convention, base, layout)
-    spec = _spec(conv, d_model)
+    enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype)
     pos = _as_positions(positions, "positions")
-    _check_range(spec, _largest(pos), "positions")
+    _check_range(enc, _largest(pos), "positions")
     shape = pos.shape + (d_model,)
     fresh = out is None
-    out, view = _output(out, shape, explicit, _scratch(spec, pos.size, nthreads))
-    plan = _plan(conv, d_model)
+    out, view = _output(out, shape, explicit, enc.scratch_nbytes(pos.size, nthreads, False))
     flat = np.ascontiguousarray(pos).reshape(1, -1)
-    _kernel.fill_rows(_rows(view), spec, nseq=1, seq_len=flat.shape[1], positions=flat,
-                      zero_pos=conv.padding_idx, num_threads=nthreads,
-                      plan=plan, fresh=fresh)
+    enc.fill_rows(_rows(view), nseq=1, seq_len=flat.shape[1], positions=flat,
+                  num_threads=nthreads, fresh=fresh)
     return out
 
 
@@ -380,6 +353,9 @@ def add_to(
     >>> bool(np.array_equal(x[1], fastpe.sinusoidal(5, 8, offset=3)))
     True
     """
+    done = _kernel.add(x, offset, positions, scale, base, layout, num_threads, convention)
+    if done is not None:        # the common argument types, already cached: added
+        return done
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     if isinstance(x, np.ma.MaskedArray):
@@ -391,8 +367,7 @@ def add_to(
     if d_model < 1:
         raise ValueError("x's last axis (d_model) must not be empty")
     check_out(x, x.shape, None)
-    conv = _convention(convention, base, layout)
-    spec = _spec(conv, d_model)
+    enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     scale = as_finite(scale, "scale")   # (a Python int beyond float raised OverflowError)
     batch = x.shape[:-2]
@@ -433,13 +408,11 @@ def add_to(
                              f"x.shape[:-1] = {x.shape[:-1]}") from None
         pos2 = full.reshape(nseq, seq_len)  # a view when the broadcast allows, else a copy
         largest = largest_off + _largest(pos)
-    _check_range(spec, largest, "offset + positions")
+    _check_range(enc, largest, "offset + positions")
     check_table_size(0, d_model, x.dtype.itemsize,
-                     scratch=_scratch(spec, rows.shape[0], nthreads, add=True))
-    plan = _plan(conv, d_model)
-    _kernel.fill_rows(rows, spec, nseq=nseq, seq_len=seq_len, offset=off_scalar,
-                      offsets=offsets, positions=pos2, zero_pos=conv.padding_idx, add=True,
-                      scale=scale, num_threads=nthreads, plan=plan)
+                     scratch=enc.scratch_nbytes(rows.shape[0], nthreads, True))
+    enc.fill_rows(rows, nseq=nseq, seq_len=seq_len, offset=off_scalar, offsets=offsets,
+                  positions=pos2, add=True, scale=scale, num_threads=nthreads)
     return x
 
 

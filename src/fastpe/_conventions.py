@@ -88,6 +88,11 @@ class Convention:
                                          maximum=INT64_MAX)
         for key, value in norm.items():
             object.__setattr__(self, key, value)   # frozen dataclass
+        # the values that define the encoding: what fastpe's caches key on (never
+        # the object itself, which belongs to the caller)
+        object.__setattr__(self, "_key", (
+            "Convention", self.name, self.base, self.denominator, self.shift,
+            self.position_scale, self.layout, self.odd, self.padding_idx))
 
     # ----------------------------------------------------------- named conventions
     @classmethod

@@ -12,6 +12,10 @@ import functools
 import math
 import os
 
+# Requests below this many bytes skip the memory-limit look-up (a small call
+# stays cheap; a malloc that fails this small still raises MemoryError cleanly).
+SMALL_REQUEST = 64 << 20
+
 _CGROUP_ROOT = "/sys/fs/cgroup"
 _PROC_CGROUP = "/proc/self/cgroup"
 

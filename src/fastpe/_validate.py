@@ -15,13 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ._system import memory_limit, physical_memory  # noqa: F401  (physical_memory: re-export)
+from ._system import SMALL_REQUEST, memory_limit, physical_memory  # noqa: F401  (re-export)
 
 LAYOUTS = ("interleaved", "split")
 
-# Requests below this size skip the memory-limit look-up (a small call stays
-# cheap; a malloc that fails this small still raises MemoryError cleanly).
-_SMALL_REQUEST = 64 << 20
 _LAYOUT_CODES = {"interleaved": 0, "split": 1}
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -144,7 +141,7 @@ def check_table_size(seq_len: int, d_model: int, itemsize: int, *, working_copie
             f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats does not fit in memory"
         )
     total = nbytes + scratch
-    if total < _SMALL_REQUEST:
+    if total < SMALL_REQUEST:
         return
     limit = memory_limit()
     if limit is not None and total > limit[0]:

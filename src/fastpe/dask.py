@@ -164,10 +164,10 @@ def sinusoidal(
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     offset = as_int(offset, "offset")
     conv = _api._convention(convention, base, layout)
-    spec = _api._spec(conv, d_model)
+    enc = _api._encoder(convention, base, layout, d_model)
     as_num_threads(num_threads)
     dt = np.dtype(np.float32) if dtype is None else as_float_dtype(dtype)
-    _api._check_range(spec, _api._table_extent(offset, seq_len), "seq_len and offset")
+    _api._check_range(enc, _api._table_extent(offset, seq_len), "seq_len and offset")
     shape = (seq_len, d_model)
     try:
         want = da.core.normalize_chunks(chunks, shape, dtype=dt)
@@ -282,7 +282,7 @@ def add_to(
     if xdt not in (np.dtype(np.float32), np.dtype(np.float64)) or not xdt.isnative:
         raise TypeError(f"x must have dtype float32 or float64 (native byte order), got {xdt}")
     conv = _api._convention(convention, base, layout)
-    spec = _api._spec(conv, d_model)
+    enc = _api._encoder(convention, base, layout, d_model)
     as_num_threads(num_threads)
     scale = as_finite(scale, "scale")
     batch = x.shape[:-2]
@@ -333,7 +333,7 @@ def add_to(
                              f"x.shape[:-1] = {x.shape[:-1]}")
         pos = _lazy_like(p[..., None], x.shape[:-1] + (1,), x.chunks[:-1] + ((1,),), da)
     if largest is not None:
-        _api._check_range(spec, largest, "offset + positions")
+        _api._check_range(enc, largest, "offset + positions")
 
     kwargs = dict(scale=scale, base=base, layout=layout, num_threads=num_threads,
                   convention=convention)

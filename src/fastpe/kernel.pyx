@@ -25,8 +25,23 @@ from fastpe._openmp_helpers cimport (
     omp_get_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
     fastpe_set_cpu_quota, fastpe_usable_cpus,
 )
-from cpython.exc cimport PyErr_CheckSignals
+from cpython.exc cimport PyErr_CheckSignals, PyErr_Occurred
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS
+import threading
+
+import numpy as _np
+
 from fastpe import _system
+
+cdef object _NDARRAY = _np.ndarray
+cdef object _np_empty = _np.empty
+cdef object _F32 = _np.dtype(_np.float32)
+cdef object _F64 = _np.dtype(_np.float64)
+cdef object _F32_TYPE = _np.float32
+cdef object _F64_TYPE = _np.float64
+# requests below this many bytes skip the memory-limit look-up (see _validate)
+cdef double _small_request = _system.SMALL_REQUEST
 
 cdef extern from "_pe_core.h" nogil:
     ctypedef struct pe_freq:
@@ -884,23 +899,34 @@ def spec_max_position(dict spec):
 def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
               positions=None, zero_pos=None, bint add=False, double scale=1.0, int num_threads=0,
               Plan plan=None, bint fresh=False):
-    """General fill, for the public functions (which validate everything first).
-
-    ``out``: 2-D (nseq*seq_len, d) float32/float64 buffer, last axis contiguous,
-    rows at a uniform stride.  Row r = b*seq_len + s encodes position
-    ``(offsets[b] if offsets is not None else offset) + (positions[b, s] if
-    positions is not None else s)``: ``offsets`` a 1-D int64 array (any stride),
-    ``positions`` a 2-D (nseq, seq_len) int64 or float64 array (any strides,
-    broadcast zeros welcome; float positions exclude offsets).  Rows at
-    ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.  ``plan``:
-    a Plan made from this same spec (saves preparing one per call).  ``fresh``:
-    ``out`` was just allocated (its pages are new)."""
+    """General fill from a spec dict (see Encoder.fill_rows, which the public
+    functions use; this form is for tests of the kernel's pieces).  ``plan``: a
+    Plan made from this same spec (saves preparing one per call)."""
     cdef pe_spec sp = _spec_from_dict(spec)
     cdef const double *pmem = NULL
     if plan is not None:
         if not plan._matches(&sp):
             raise ValueError("plan was made for a different spec")
         pmem = plan.mem
+    return _fill_buffers(out, &sp, pmem, nseq, seq_len, offset, offsets, positions, zero_pos,
+                         add, scale, num_threads, fresh)
+
+
+cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t nseq,
+                          int64_t seq_len, int64_t offset, offsets, positions, zero_pos,
+                          bint add, double scale, int num_threads, bint fresh):
+    """The general fill behind the public functions (which validate everything
+    first): buffers in, kernel run, buffers released.
+
+    ``out``: 2-D (nseq*seq_len, d) float32/float64 buffer, last axis contiguous,
+    rows at a uniform stride.  Row r = b*seq_len + s encodes position
+    ``(offsets[b] if offsets is not None else offset) + (positions[b, s] if
+    positions is not None else s)``: ``offsets`` a 1-D int64 ndarray (any stride),
+    ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
+    broadcast zeros welcome; float positions exclude offsets).  Rows at
+    ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.
+    ``fresh``: ``out`` was just allocated (its pages are new)."""
+    cdef pe_spec sp = spp[0]
     cdef pe_rows rq
     cdef Py_buffer view, pview, oview
     cdef bint have_p = False, have_o = False
@@ -1050,18 +1076,6 @@ def _set_chunk_entries(int64_t n):
     return old
 
 
-def scratch_nbytes(dict spec, int64_t rows, int num_threads, bint add):
-    """Upper bound of the working memory (bytes) a fill of ``rows`` rows with this
-    spec allocates beside its output (streaming row buffers and a plan of its own
-    counted).  In floating point: no overflow for absurd widths."""
-    cdef pe_spec sp = _spec_from_dict(spec)
-    cdef int nt = _threads(num_threads, rows, sp.d)
-    cdef double nf = <double>sp.nf, B = <double>_block_rows(sp.nf)
-    cdef double per_thread = 3 * nf + (1.0 if add else 2.0) * <double>sp.d + nf
-    cdef double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B
-    return int((per_thread * nt + plan) * 8.0)
-
-
 cdef class Plan:
     """What a fill computes before its first row, for one spec: the frequencies
     (double-double) and the B-row rotation table.  It depends on the spec only
@@ -1108,6 +1122,273 @@ def plan_nbytes(dict spec):
     cdef pe_spec sp = _spec_from_dict(spec)
     cdef object nf = sp.nf          # Python ints: no overflow for absurd widths
     return (4 * nf + 2 * (_block_rows(sp.nf) // 2 + 1) * nf) * 8
+
+
+# ---------------------------------------------------------------------------
+# Compiled encodings and the small-call paths
+# ---------------------------------------------------------------------------
+
+# A plan larger than this is prepared per call instead of kept (widths beyond
+# ~16384 columns); the cache below holds at most ENCODERS_MAX encodings.
+PLAN_MAX_BYTES = 4 << 20
+ENCODERS_MAX = 64
+
+
+cdef class Encoder:
+    """One encoding compiled for the kernel: the spec of a (convention, width),
+    its Plan (None for widths whose plan would exceed PLAN_MAX_BYTES: prepared
+    per call), the position whose rows are zero (fairseq's padding) and the
+    largest position the exact angle reduction allows.  Immutable once built,
+    shared between threads; the public functions keep them in ``encoders``."""
+    cdef pe_spec sp
+    cdef readonly Plan plan
+    cdef const double *pmem
+    cdef readonly object zero_pos
+    cdef bint has_zero
+    cdef int64_t zero
+    cdef readonly double max_position
+    cdef readonly int64_t d_model
+
+    def __cinit__(self, dict spec, zero_pos=None):
+        self.sp = _spec_from_dict(spec)
+        if not _frequencies_finite(&self.sp):
+            raise ValueError(f"base={self.sp.base!r} gives frequencies base**(-i/denominator) "
+                             "that overflow a double at this width; use a base closer to 1")
+        self.max_position = min(PE_MAX_TURNS / pe_spec_max_turns(&self.sp), 4503599627370496.0)
+        self.d_model = self.sp.d
+        self.zero_pos = zero_pos
+        self.has_zero = zero_pos is not None
+        self.zero = zero_pos if zero_pos is not None else 0
+        if plan_nbytes(spec) <= PLAN_MAX_BYTES:
+            self.plan = Plan(spec)
+            self.pmem = self.plan.mem
+
+    def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
+                  positions=None, bint add=False, double scale=1.0, int num_threads=0,
+                  bint fresh=False):
+        """Fill ``out`` (arguments validated by the caller; see _fill_buffers)."""
+        return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
+                             positions, self.zero_pos, add, scale, num_threads, fresh)
+
+    def scratch_nbytes(self, int64_t rows, int num_threads, bint add):
+        """Upper bound of the working memory (bytes) of a fill of ``rows`` rows."""
+        return int(_scratch_bound(&self.sp, rows, num_threads, add))
+
+
+cdef double _scratch_bound(const pe_spec *sp, int64_t rows, int num_threads,
+                           bint add) noexcept nogil:
+    """Bytes a fill allocates beside its output, streaming row buffers and a plan
+    of its own counted; in floating point (no overflow for absurd widths)."""
+    cdef int nt = _threads(num_threads, rows, sp.d)
+    cdef double nf = <double>sp.nf, B = <double>_block_rows(sp.nf)
+    cdef double per_thread = 4 * nf + (1.0 if add else 2.0) * <double>sp.d
+    cdef double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B
+    return (per_thread * nt + plan) * 8.0
+
+
+def scratch_nbytes(dict spec, int64_t rows, int num_threads, bint add):
+    """Upper bound of the working memory (bytes) a fill of ``rows`` rows with this
+    spec allocates beside its output."""
+    cdef pe_spec sp = _spec_from_dict(spec)
+    return int(_scratch_bound(&sp, rows, num_threads, add))
+
+
+#: The compiled encodings the public functions use, by the values of their
+#: arguments (see encoder_key).  Filled by fastpe._api after a full validation;
+#: read by the fast paths below.  Bounded by ENCODERS_MAX (oldest out first).
+encoders = {}
+_encoders_lock = threading.Lock()
+
+
+def encoder_key(convention, double base, layout, int64_t d_model):
+    """The cache key of validated encoding arguments (``base`` as a float), or
+    None for a convention or layout that is not a plain str / Convention: the
+    key holds values only, never a caller's object (a Convention is keyed by
+    its fields)."""
+    # our own copies of the names, so the cache keeps no string of the caller's
+    layout = _NAMES.get(layout) if type(layout) is str else None
+    if layout is None:
+        return None
+    if type(convention) is str:
+        convention = _NAMES.get(convention)
+        return None if convention is None else (convention, base, layout, d_model)
+    key = getattr(convention, "_key", None)   # fastpe.Convention's field values
+    if type(key) is tuple:
+        return (key, base, layout, d_model)
+    return None
+
+
+_NAMES = {name: name for name in (
+    "interleaved", "split", "vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")}
+
+
+def remember(key, Encoder enc):
+    """Keep ``enc`` under ``key`` (None: not kept); returns ``enc``."""
+    if key is not None:
+        with _encoders_lock:
+            encoders[key] = enc
+            while len(encoders) > ENCODERS_MAX:
+                del encoders[next(iter(encoders))]
+    return enc
+
+
+cdef inline Encoder _cached(convention, base, layout, d_model):
+    """The cached encoding for exact-type arguments, else None."""
+    cdef object key
+    if type(base) is int and -9007199254740992 <= base <= 9007199254740992:
+        base = <double>base      # (an int base is exact in a double: the same key)
+    if type(d_model) is not int or type(base) is not float or type(layout) is not str:
+        return None
+    if type(convention) is str:
+        key = (convention, base, layout, d_model)
+    else:
+        key = getattr(convention, "_key", None)
+        if type(key) is not tuple:
+            return None
+        key = (key, base, layout, d_model)
+    return encoders.get(key)
+
+
+cdef inline bint _as_i64(obj, int64_t *v):
+    """An exact Python int that fits in int64 -> *v; False for anything else."""
+    cdef int overflow = 0
+    if type(obj) is not int:
+        return False
+    v[0] = PyLong_AsLongLongAndOverflow(obj, &overflow)
+    return overflow == 0 and not (v[0] == -1 and PyErr_Occurred() != NULL)
+
+
+cdef inline int _fast_threads(num_threads) except -2:
+    """num_threads as the kernel takes it (0: the default), or -1 to decline."""
+    cdef int64_t v
+    if num_threads is None:
+        return 0
+    if not _as_i64(num_threads, &v) or v < 1:
+        return -1
+    return <int>(v if v < 2147483647 else 2147483647)
+
+
+cdef inline char _fast_dtype(dtype):
+    """'f' or 'd' for the plain spellings of float32/float64, 0 for None, 'x' else."""
+    if dtype is None:
+        return 0
+    if dtype is _F32_TYPE or dtype is _F32:
+        return c'f'
+    if dtype is _F64_TYPE or dtype is _F64:
+        return c'd'
+    if type(dtype) is str:
+        if dtype == "float32":
+            return c'f'
+        if dtype == "float64":
+            return c'd'
+    return c'x'
+
+
+cdef bint _fast_out(out, Py_buffer *view, char want, int64_t *rows, int64_t d,
+                    int64_t *stride) except -1:
+    """Acquire a plain, writable, aligned ndarray ``out`` whose rows (all leading
+    axes flattened) are d contiguous float32/float64 entries at one stride, of
+    dtype ``want`` ('f', 'd', or 0 for either).  False (nothing held) for
+    anything else: the caller then takes the general path, which explains."""
+    cdef int i
+    cdef int64_t n = 1, span = 1, s = -1
+    cdef char code
+    if type(out) is not _NDARRAY:
+        return False
+    PyObject_GetBuffer(out, view, PyBUF_STRIDES | PyBUF_FORMAT)
+    code = _native_code(view.format)
+    if view.readonly or view.ndim < 1 or view.shape[view.ndim - 1] != d or (code != c'f' and code != c'd') \
+            or (want != 0 and code != want) or (<size_t>view.buf) % view.itemsize != 0 \
+            or (d > 1 and view.strides[view.ndim - 1] != view.itemsize):
+        PyBuffer_Release(view)
+        return False
+    for i in range(view.ndim - 1):
+        n *= view.shape[i]
+    # the leading axes must flatten to one row stride (as a reshape to 2-D would)
+    for i in range(view.ndim - 2, -1, -1):
+        if n == 0 or view.shape[i] == 1:
+            continue
+        if s == -1:
+            s = view.strides[i]
+            span = view.shape[i]
+            if s < d * view.itemsize or s % view.itemsize != 0:
+                PyBuffer_Release(view)
+                return False
+        elif view.strides[i] != s * span:
+            PyBuffer_Release(view)
+            return False
+        else:
+            span *= view.shape[i]
+    rows[0] = n
+    stride[0] = s // view.itemsize if s != -1 else d
+    return True
+
+
+cdef void *_data(arr) except NULL:
+    """The data pointer of a new C-contiguous ndarray (buffer protocol: no NumPy
+    C-API, so one wheel serves NumPy 1.x and 2.x)."""
+    cdef Py_buffer v
+    PyObject_GetBuffer(arr, &v, PyBUF_WRITABLE)
+    cdef void *p = v.buf
+    PyBuffer_Release(&v)       # the array keeps its memory; only the export ends
+    return p if p != NULL else <void *>&_one
+
+
+cdef inline bint _small(const pe_spec *sp, int64_t rows, int nt, bint add, double out_bytes):
+    """Below the size at which the memory limits are looked up (_validate)."""
+    return out_bytes + _scratch_bound(sp, rows, nt, add) < _small_request
+
+
+def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention):
+    """fastpe.sinusoidal for the common argument types: the table, or None to
+    decline (the general path then validates and explains)."""
+    cdef Encoder enc = _cached(convention, base, layout, d_model)
+    cdef int64_t S, off, last, rows = 0, stride = 0
+    cdef int nt
+    cdef char want
+    cdef Py_buffer view
+    cdef pe_rows rq
+    cdef double extent
+    if enc is None or not _as_i64(seq_len, &S) or S < 0 or not _as_i64(offset, &off):
+        return None
+    nt = _fast_threads(num_threads)
+    want = _fast_dtype(dtype)
+    if nt < 0 or want == c'x':
+        return None
+    extent = fabs(<double>off)
+    if S > 0 and fabs(<double>off + <double>(S - 1)) > extent:
+        extent = fabs(<double>off + <double>(S - 1))
+    if extent > enc.max_position:
+        return None
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = 1
+    rq.S = S
+    rq.offset = off
+    rq.scale = 1.0
+    rq.has_zero_pos = enc.has_zero
+    rq.zero_pos = enc.zero
+    if out is None:
+        if want == 0:
+            want = c'f'
+        if not _small(&enc.sp, S, nt, False, <double>S * enc.sp.d * (4 if want == c'f' else 8)):
+            return None
+        out = _np_empty((S, enc.sp.d), _F32 if want == c'f' else _F64)
+        rq.fresh = 1
+        if S > 0:
+            _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, &rq, nt,
+                                enc.pmem)
+        return out
+    if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
+        return None
+    try:
+        if view.ndim != 2 or rows != S or not _small(&enc.sp, S, nt, False, 0.0):
+            return None
+        if S > 0:
+            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt,
+                                enc.pmem)
+    finally:
+        PyBuffer_Release(&view)
+    return out
 
 
 fastpe_set_cpu_quota(_system.cgroup_cpu_quota())
@@ -1236,3 +1517,141 @@ _C_CONSTANTS = {
     "FASTPE_ESCALE": FASTPE_ESCALE,
     "FASTPE_EOVERLAP": FASTPE_EOVERLAP,
 }
+
+
+cdef bint _fast_positions(positions, Py_buffer *pv, double limit) except -1:
+    """Acquire a plain C-contiguous int64/float64 ndarray of positions that are all
+    finite and within +-limit.  False (nothing held) otherwise."""
+    cdef Py_ssize_t i, n
+    cdef char code
+    cdef const double *pf
+    cdef const int64_t *pi
+    if type(positions) is not _NDARRAY:
+        return False
+    try:
+        PyObject_GetBuffer(positions, pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError):        # NumPy: ValueError when not contiguous
+        return False
+    code = _native_code(pv.format)
+    n = pv.len // 8
+    if pv.itemsize != 8 or (<size_t>pv.buf) % 8 != 0:
+        PyBuffer_Release(pv)
+        return False
+    if code == c'd':
+        pf = <const double *>pv.buf
+        for i in range(n):
+            if not (fabs(pf[i]) <= limit):      # (NaN fails too)
+                PyBuffer_Release(pv)
+                return False
+        return True
+    if code == c'l' or code == c'q':
+        pi = <const int64_t *>pv.buf
+        for i in range(n):
+            if pi[i] < -9007199254740992 or pi[i] > 9007199254740992 \
+                    or fabs(<double>pi[i]) > limit:
+                PyBuffer_Release(pv)
+                return False
+        return True
+    PyBuffer_Release(pv)
+    return False
+
+
+def table_at(positions, d_model, base, dtype, layout, out, num_threads, convention):
+    """fastpe.sinusoidal_at for the common argument types: the rows, or None to
+    decline (the general path then validates, converts, copies and explains)."""
+    cdef Encoder enc = _cached(convention, base, layout, d_model)
+    cdef int64_t n, rows = 0, stride = 0
+    cdef int nt
+    cdef char want
+    cdef Py_buffer pv, view
+    cdef bint have_view = False
+    cdef pe_rows rq
+    if enc is None:
+        return None
+    nt = _fast_threads(num_threads)
+    want = _fast_dtype(dtype)
+    if nt < 0 or want == c'x':
+        return None
+    if not _fast_positions(positions, &pv, enc.max_position):
+        return None
+    try:
+        n = pv.len // 8
+        memset(&rq, 0, sizeof(rq))
+        rq.nseq = 1
+        rq.S = n
+        rq.pss = 1
+        rq.scale = 1.0
+        rq.has_zero_pos = enc.has_zero
+        rq.zero_pos = enc.zero
+        if _native_code(pv.format) == c'd':
+            rq.pos_f = <const double *>pv.buf
+        else:
+            rq.pos_i = <const int64_t *>pv.buf
+        if out is None:
+            if want == 0:
+                want = c'f'
+            if not _small(&enc.sp, n, nt, False, <double>n * enc.sp.d * (4 if want == c'f' else 8)):
+                return None
+            out = _np_empty((<object>positions).shape + (enc.d_model,),
+                            _F32 if want == c'f' else _F64)
+            rq.fresh = 1
+            if n > 0:
+                _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, &rq, nt,
+                                    enc.pmem)
+            return out
+        if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
+            return None
+        have_view = True
+        if view.ndim != pv.ndim + 1 or rows != n or _overlap(&pv, &view) \
+                or not _small(&enc.sp, n, nt, False, 0.0):
+            return None
+        for i in range(pv.ndim):
+            if view.shape[i] != pv.shape[i]:
+                return None
+        if n > 0:
+            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem)
+        return out
+    finally:
+        PyBuffer_Release(&pv)
+        if have_view:
+            PyBuffer_Release(&view)
+
+
+def add(x, offset, positions, scale, base, layout, num_threads, convention):
+    """fastpe.add_to for the common argument types (one int offset, no positions):
+    ``x``, or None to decline (the general path then validates and explains)."""
+    cdef Py_buffer view
+    cdef int64_t off, rows = 0, stride = 0, S
+    cdef int nt
+    cdef pe_rows rq
+    cdef Encoder enc
+    if positions is not None or type(x) is not _NDARRAY or type(scale) is not float \
+            or not isfinite(<double>scale) or not _as_i64(offset, &off):
+        return None
+    nt = _fast_threads(num_threads)
+    shape = (<object>x).shape
+    if nt < 0 or len(shape) < 2:
+        return None
+    enc = _cached(convention, base, layout, shape[len(shape) - 1])   # (no wraparound here)
+    if enc is None:
+        return None
+    if not _fast_out(x, &view, 0, &rows, enc.sp.d, &stride):
+        return None
+    try:
+        S = view.shape[view.ndim - 2]
+        if fabs(<double>off) + <double>S > enc.max_position \
+                or not _small(&enc.sp, rows, nt, True, 0.0):
+            return None
+        memset(&rq, 0, sizeof(rq))
+        rq.nseq = rows // S if S > 0 else 0
+        rq.S = S
+        rq.offset = off
+        rq.add = 1
+        rq.scale = <double>scale
+        rq.has_zero_pos = enc.has_zero
+        rq.zero_pos = enc.zero
+        if rows > 0:
+            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem)
+    finally:
+        PyBuffer_Release(&view)
+    return x
