@@ -8,8 +8,12 @@ check the console script, ``python -m fastpe`` and the matplotlib-less path.
 import json
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import sys
+import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -259,3 +263,416 @@ def test_bench_is_wired_to_the_bench_module(monkeypatch, capsys):
     assert calls == [(True, False)]
     assert main(["bench", "--nonesuch"]) == 2
     assert "unrecognized arguments: --nonesuch" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- output files
+# `table` and `plot` write a temporary file beside the output and rename it into
+# place when complete; they never delete or truncate a file they did not create.
+
+PRECIOUS = b"precious bytes, not a table\n"
+
+
+def temp_files(directory):
+    """The CLI's temporary files (.NAME.XXXXXXXX.tmp) left in ``directory``."""
+    return sorted(n for n in os.listdir(directory) if n.endswith(".tmp"))
+
+
+def precious_file(path, mode=0o644):
+    path.write_bytes(PRECIOUS)
+    os.chmod(path, mode)
+    return path
+
+
+@pytest.fixture
+def no_computing(monkeypatch):
+    """Fail the test if the table is computed."""
+    def computed(*args, **kwargs):
+        pytest.fail("the table was computed before the output was found unwritable")
+
+    from fastpe import _plot
+
+    monkeypatch.setattr(fastpe, "sinusoidal", computed)  # what `table` calls
+    monkeypatch.setattr(_plot, "sinusoidal", computed)  # what `plot` calls
+
+
+def test_table_refuses_read_only_file(tmp_path, capsys):
+    path = precious_file(tmp_path / "r.npy", 0o444)
+    if os.access(path, os.W_OK):
+        pytest.skip("this user may write read-only files (root); "
+                    "test_table_refuses_file_of_another_user covers the refusal as root")
+    assert main(["table", "4", "4", "-o", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fastpe table: error: PermissionError: ")
+    assert str(path) in err and "left unchanged" in err
+    assert path.read_bytes() == PRECIOUS
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert temp_files(tmp_path) == []
+
+
+NOBODY = 65534  # the conventional unprivileged uid/gid ("nobody"/"nogroup")
+
+
+def as_nobody(args, cwd):
+    """``python -m fastpe ARGS`` run as uid/gid 65534 (the caller must be root)."""
+    return subprocess.run([sys.executable, "-m", "fastpe", *map(str, args)],
+                          user=NOBODY, group=NOBODY, extra_groups=[], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX users and permissions")
+def test_table_refuses_file_of_another_user():
+    """As root, a read-only file is writable; so the CLI runs as uid 65534 on a
+    root-owned 0644 file in a directory anyone may write: it could delete the file
+    or rename over it, and must do neither."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the CLI as another user "
+                    "(test_table_refuses_read_only_file covers this user)")
+    directory = tempfile.mkdtemp(prefix="fastpe-cli-")
+    try:
+        os.chmod(directory, 0o777)
+        try:
+            probe = subprocess.run([sys.executable, "-c", "import fastpe"], user=NOBODY,
+                                   group=NOBODY, extra_groups=[], cwd=directory,
+                                   capture_output=True, text=True, timeout=60)
+        except PermissionError as exc:
+            pytest.skip(f"uid {NOBODY} cannot run {sys.executable} from {directory} ({exc}): "
+                        "the interpreter or venv lies under a directory other users may not "
+                        "enter (e.g. /root, mode 0700)")
+        if probe.returncode != 0:
+            last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+            pytest.skip(f"uid {NOBODY} cannot import fastpe with {sys.executable}: {last}")
+
+        path = os.path.join(directory, "root.npy")
+        with open(path, "wb") as f:
+            f.write(PRECIOUS)
+        os.chmod(path, 0o644)
+        r = as_nobody(["table", 4, 4, "-o", path], cwd=directory)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert "PermissionError" in r.stderr and path in r.stderr and r.stdout == ""
+        with open(path, "rb") as f:
+            assert f.read() == PRECIOUS
+        st = os.stat(path)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o644)
+        assert temp_files(directory) == []
+
+        # A file this user may write, but in a sticky directory (like /tmp) where
+        # only its owner may rename over it.
+        sticky = os.path.join(directory, "sticky")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        shared = os.path.join(sticky, "shared.npy")
+        with open(shared, "wb") as f:
+            f.write(PRECIOUS)
+        os.chmod(shared, 0o666)
+        r = as_nobody(["table", 4, 4, "-o", shared], cwd=directory)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert "PermissionError" in r.stderr and "left unchanged" in r.stderr
+        with open(shared, "rb") as f:
+            assert f.read() == PRECIOUS
+        assert temp_files(sticky) == []
+
+        # The same user can write a new file there: the refusal is about the file.
+        new = os.path.join(directory, "new.npy")
+        r = as_nobody(["table", 4, 4, "-q", "-o", new], cwd=directory)
+        assert r.returncode == 0, r.stderr
+        assert os.stat(new).st_uid == NOBODY
+        np.testing.assert_array_equal(np.load(new), fastpe.sinusoidal(4, 4))
+    finally:
+        shutil.rmtree(directory)
+
+
+def test_table_dangling_symlink_into_missing_directory(tmp_path, capsys):
+    link = tmp_path / "pe.npy"
+    target = tmp_path / "unmounted" / "pe.npy"
+    link.symlink_to(target)
+    assert main(["table", "4", "4", "-o", str(link)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fastpe table: error: FileNotFoundError: ")
+    assert "No such file or directory" in err and str(link) in err
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert not target.parent.exists()
+    assert temp_files(tmp_path) == []
+
+
+def test_table_dangling_symlink_creates_its_target(tmp_path):
+    link = tmp_path / "pe.npy"
+    target = tmp_path / "data" / "real.npy"
+    target.parent.mkdir()
+    link.symlink_to(target)
+    assert main(["table", "4", "4", "-q", "-o", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    np.testing.assert_array_equal(np.load(target), fastpe.sinusoidal(4, 4))
+    assert temp_files(tmp_path) == [] and temp_files(target.parent) == []
+
+
+def test_table_writes_through_symlink(tmp_path):
+    real_dir = tmp_path / "data"
+    real_dir.mkdir()
+    real = precious_file(real_dir / "real.npy", 0o640)
+    link = tmp_path / "pe.npy"
+    link.symlink_to(real)
+    assert main(["table", "6", "4", "-q", "-o", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    np.testing.assert_array_equal(np.load(real), fastpe.sinusoidal(6, 4))
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert temp_files(tmp_path) == [] and temp_files(real_dir) == []
+
+
+def test_table_output_is_a_directory(tmp_path, capsys, no_computing):
+    path = tmp_path / "pe.npy"
+    path.mkdir()
+    (path / "keep").write_bytes(PRECIOUS)
+    assert main(["table", "4", "4", "-o", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fastpe table: error: IsADirectoryError: ") and str(path) in err
+    assert path.is_dir() and (path / "keep").read_bytes() == PRECIOUS
+    assert temp_files(tmp_path) == []
+
+
+@pytest.mark.parametrize("writer, name", [("save", "pe.npy"), ("savetxt", "pe.csv")])
+def test_table_write_failure_keeps_old_file(tmp_path, capsys, monkeypatch, writer, name):
+    """Disk full half way: the old file stays as it was, the partial one is removed."""
+    path = precious_file(tmp_path / name)
+
+    def disk_full(f, *args, **kwargs):
+        f.write(b"half a table")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, writer, disk_full)
+    assert main(["table", "100", "8", "-o", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fastpe table: error: OSError: ") and "No space left" in err
+    assert path.read_bytes() == PRECIOUS
+    assert temp_files(tmp_path) == []
+
+
+def test_table_replaces_atomically_and_keeps_mode(tmp_path, monkeypatch):
+    path = precious_file(tmp_path / "pe.npy", 0o604)
+    inode = path.stat().st_ino
+    real_save = np.save
+    seen = []
+
+    def save(f, table):
+        # While the table is written, FILE still holds the old bytes and the
+        # temporary file is in the same directory.
+        seen.append((path.read_bytes(), temp_files(tmp_path)))
+        real_save(f, table)
+
+    monkeypatch.setattr(np, "save", save)
+    assert main(["table", "64", "16", "-q", "-o", str(path)]) == 0
+    assert len(seen) == 1 and seen[0][0] == PRECIOUS
+    assert len(seen[0][1]) == 1 and seen[0][1][0].startswith(".pe.npy.")
+    np.testing.assert_array_equal(np.load(path), fastpe.sinusoidal(64, 16))
+    assert path.stat().st_ino != inode  # renamed into place, not rewritten
+    assert stat.S_IMODE(path.stat().st_mode) == 0o604
+    assert temp_files(tmp_path) == []
+
+
+def test_table_new_file_gets_umask_permissions(tmp_path):
+    old = os.umask(0o027)
+    try:
+        assert main(["table", "4", "4", "-q", "-o", str(tmp_path / "pe.npy")]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "pe.npy").stat().st_mode) == 0o640  # not mkstemp's 0600
+
+
+def test_table_missing_directory_refused_before_computing(tmp_path, capsys, no_computing):
+    path = tmp_path / "missing" / "pe.npy"
+    assert main(["table", "4", "4", "-o", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "FileNotFoundError" in err and str(path) in err
+
+
+def test_table_read_only_directory_refused_before_computing(tmp_path, capsys, no_computing):
+    directory = tmp_path / "ro"
+    directory.mkdir()
+    directory.chmod(0o555)
+    try:
+        if os.access(directory, os.W_OK):
+            pytest.skip("this user may write read-only directories (root)")
+        assert main(["table", "4", "4", "-o", str(directory / "pe.npy")]) == 1
+        err = capsys.readouterr().err
+        assert "PermissionError" in err and str(directory) in err
+        assert os.listdir(directory) == []
+    finally:
+        directory.chmod(0o755)
+
+
+def test_table_read_only_file_refused_before_computing(tmp_path, no_computing):
+    path = precious_file(tmp_path / "r.npy", 0o444)
+    if os.access(path, os.W_OK):
+        pytest.skip("this user may write read-only files (root)")
+    assert main(["table", "4", "4", "-o", str(path)]) == 1
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32",
+                    reason="POSIX signals")
+@pytest.mark.parametrize("signum, code, said", [(signal.SIGTERM, 143, "terminated"),
+                                                (signal.SIGINT, 130, "interrupted")])
+def test_table_signal_mid_write_keeps_old_file(tmp_path, signum, code, said):
+    """A real process killed while writing a large CSV (200000 x 64 float64, ~200 MB
+    of text): the old file is untouched, its temporary file removed, and the exit
+    code is the documented one."""
+    path = precious_file(tmp_path / "pe.csv")
+    cmd = [sys.executable, "-m", "fastpe", "table", "200000", "64", "--dtype", "float64",
+           "-o", str(path)]
+    # The default action in the child even where this process ignores the signal
+    # (an ignored SIGTERM/SIGINT is inherited, and the CLI rightly leaves it alone).
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=os.path.dirname(sys.executable),
+                            preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 60
+        # Wait until rows are being written (the temporary file has grown).
+        while not any(os.path.getsize(tmp_path / n) > 0 for n in temp_files(tmp_path)):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the write did not start within 60 s"
+            time.sleep(0.01)
+        assert path.read_bytes() == PRECIOUS  # nothing visible at FILE while writing
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == code, (out, err)
+    assert f"fastpe table: {said}" in err
+    assert path.read_bytes() == PRECIOUS
+    assert temp_files(tmp_path) == []
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32",
+                    reason="POSIX signals")
+def test_table_sigterm_in_process_and_handler_restored(tmp_path, capsys, monkeypatch):
+    path = precious_file(tmp_path / "pe.npy")
+    real_save = np.save
+
+    def save(f, table):
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            pytest.fail("no SIGTERM handler while the table is written")  # would kill pytest
+        real_save(f, table)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs before this returns
+
+    monkeypatch.setattr(np, "save", save)
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    assert main(["table", "64", "16", "-o", str(path)]) == 143
+    assert capsys.readouterr().err == "fastpe table: terminated\n"
+    assert path.read_bytes() == PRECIOUS
+    assert temp_files(tmp_path) == []
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_exit_codes_documented(capsys):
+    assert main(["table", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "143  terminated (SIGTERM)" in out and "130  interrupted (Ctrl-C)" in out
+    assert "output file:" in out and "symbolic link" in out and "directory" in out
+
+
+# plot: the same temporary file and rename, with a stand-in for the drawing so
+# that this runs without matplotlib (test_plot.py draws real images).
+
+
+@pytest.fixture
+def fake_plot(monkeypatch):
+    """Stand-in for _plot.plot_encoding: records where it drew, fails if ``.fail``."""
+    import types
+
+    from fastpe import _plot
+
+    state = types.SimpleNamespace(calls=[], fail=False)
+
+    def plot_encoding(seq_len, d_model, *, path, format, **kwargs):
+        state.calls.append((path, format))
+        with open(path, "wb") as f:
+            f.write(b"\x89PNG fake image")
+            if state.fail:
+                raise OSError(28, "No space left on device")
+        return path
+
+    monkeypatch.setattr(_plot, "_require_matplotlib", lambda: None)
+    monkeypatch.setattr(_plot, "plot_encoding", plot_encoding)
+    return state
+
+
+def test_plot_replaces_atomically_and_keeps_mode(tmp_path, fake_plot):
+    path = precious_file(tmp_path / "pe.png", 0o640)
+    assert main(["plot", "10", "8", "-q", "-o", str(path)]) == 0
+    [(drawn_to, fmt)] = fake_plot.calls
+    assert os.path.dirname(drawn_to) == str(tmp_path) and drawn_to != str(path)
+    assert fmt == "png"
+    assert path.read_bytes() == b"\x89PNG fake image"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert temp_files(tmp_path) == []
+
+
+def test_plot_failure_keeps_old_file(tmp_path, capsys, fake_plot):
+    fake_plot.fail = True
+    path = precious_file(tmp_path / "pe.svg")
+    assert main(["plot", "10", "8", "-o", str(path)]) == 1
+    assert "No space left" in capsys.readouterr().err
+    assert path.read_bytes() == PRECIOUS
+    assert temp_files(tmp_path) == []
+
+
+def test_plot_symlink_and_directory(tmp_path, fake_plot):
+    real = precious_file(tmp_path / "real.png")
+    link = tmp_path / "pe.png"
+    link.symlink_to(real)
+    assert main(["plot", "10", "8", "-q", "-o", str(link)]) == 0
+    assert link.is_symlink() and real.read_bytes() == b"\x89PNG fake image"
+    (tmp_path / "d.png").mkdir()
+    assert main(["plot", "10", "8", "-q", "-o", str(tmp_path / "d.png")]) == 1
+    assert (tmp_path / "d.png").is_dir()
+    assert temp_files(tmp_path) == []
+
+
+# Optional dependencies are checked before any long work.
+
+
+def test_plot_without_matplotlib_fails_before_computing(tmp_path, capsys, monkeypatch,
+                                                        no_computing):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as NO_MATPLOTLIB does
+    path = tmp_path / "pe.png"
+    assert main(["plot", "2000", "512", "-o", str(path)]) == 1
+    assert "matplotlib is required for `fastpe plot`" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+def test_bench_chart_without_matplotlib_fails_before_benchmarking(tmp_path, capsys, monkeypatch):
+    from fastpe import _bench
+
+    def measured(*args, **kwargs):
+        pytest.fail("the benchmark ran before --chart found matplotlib missing")
+
+    monkeypatch.setattr(_bench, "measure", measured)
+    monkeypatch.setattr(_bench, "measure_add_to", measured)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as NO_MATPLOTLIB does
+    chart = tmp_path / "bench.png"
+    assert main(["bench", "--quick", "--no-progress", "--chart", str(chart)]) == 1
+    out, err = capsys.readouterr()
+    assert "--chart needs matplotlib: pip install 'fastpe[plot]'" in err
+    assert out == "" and not chart.exists()
+
+
+def test_bench_chart_without_matplotlib_subprocess_is_quick(tmp_path):
+    t0 = time.monotonic()
+    r = run("bench", "--quick", "--no-progress", "--chart", tmp_path / "bench.png",
+            code=NO_MATPLOTLIB)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 1 and "--chart needs matplotlib" in r.stderr
+    assert r.stdout == ""  # no results table: nothing was measured
+    assert elapsed < 30, f"{elapsed:.1f} s: the benchmark ran first"
+
+
+def test_bench_chart_into_missing_directory_fails_before_benchmarking(tmp_path, capsys,
+                                                                      monkeypatch):
+    pytest.importorskip("matplotlib")
+    from fastpe import _bench
+
+    monkeypatch.setattr(_bench, "measure", lambda *a, **k: pytest.fail("benchmark ran"))
+    chart = tmp_path / "missing" / "bench.png"
+    assert main(["bench", "--quick", "--no-progress", "--chart", str(chart)]) == 1
+    assert "cannot write" in capsys.readouterr().err

@@ -324,6 +324,9 @@ def format_table(result: dict) -> str:
     return "\n".join(lines)
 
 
+CHART_MISSING = "fastpe bench: --chart needs matplotlib: pip install 'fastpe[plot]'"
+
+
 def chart(result: dict, path: str) -> None:
     import matplotlib
 
@@ -371,6 +374,18 @@ def run(args: argparse.Namespace) -> int:
             return 2
     else:
         sizes = QUICK_SIZES if args.quick else FULL_SIZES
+    if args.chart:
+        # Checked before the benchmark, which takes minutes, rather than after it.
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            print(CHART_MISSING, file=sys.stderr)
+            return 1
+        chart_dir = os.path.dirname(os.path.realpath(args.chart))
+        if not (os.path.isdir(chart_dir) and os.access(chart_dir, os.W_OK)):
+            print(f"fastpe bench: --chart: cannot write {args.chart!r}: the directory "
+                  f"{chart_dir!r} does not exist or is not writable", file=sys.stderr)
+            return 1
     accuracy = not args.no_accuracy
     if accuracy:
         try:
@@ -393,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             chart(result, args.chart)
         except ImportError:
-            print("fastpe bench: --chart needs matplotlib: pip install 'fastpe[plot]'", file=sys.stderr)
+            print(CHART_MISSING, file=sys.stderr)
             return 1
     return 0
 

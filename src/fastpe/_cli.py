@@ -4,18 +4,28 @@ Subcommands: ``table`` (write a table to .npy/.npz/.csv), ``plot`` (the seeds'
 pictures in one PNG), ``bench`` (the NumPy/PyTorch comparison, in
 ``fastpe._bench``) and ``info`` (build and machine).  Exit codes: 0 success,
 1 the command could not be completed, 2 invalid command line or arguments,
-130 interrupted.
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+
+``table`` and ``plot`` never write the output file in place: they write a
+temporary file in the same directory and rename it over the output only when
+it is complete (see ``_AtomicOutput``), so a failed or interrupted run leaves
+an existing file exactly as it was.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import json
 import os
+import signal
+import stat
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import fastpe
@@ -23,7 +33,8 @@ import fastpe
 EXIT_OK = 0
 EXIT_FAILURE = 1  # could not do it: I/O error, out of memory, optional dependency missing
 EXIT_USAGE = 2  # the command line or an argument value is wrong (argparse's own code)
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM, what a shell reports for a process killed by SIGTERM
 
 EXIT_CODES_EPILOG = """\
 exit codes:
@@ -32,6 +43,25 @@ exit codes:
        optional dependency such as matplotlib missing)
   2    invalid command line or argument value (e.g. a negative SEQ_LEN)
   130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM)
+"""
+
+OUTPUT_EPILOG = """\
+output file:
+  FILE is never written in place. The {what} goes to a temporary file in
+  FILE's directory (created before anything is computed, so an unwritable
+  directory fails at once), which is renamed to FILE only when complete: an
+  error, Ctrl-C or SIGTERM leaves an existing FILE exactly as it was and
+  removes the temporary file.
+  - an existing FILE this user may not write (read-only, another user's, on a
+    read-only file system) is refused and left unchanged (exit 1)
+  - a symbolic link is followed: the file it points to is written (replaced,
+    or created) and the link kept; a link into a missing directory fails
+    (exit 1)
+  - a directory, or anything else that is not a regular file, is refused
+    (exit 1)
+  - a new FILE gets the usual permissions (0666 minus the umask); a replaced
+    FILE keeps its permissions (and, where allowed, its owner and group)
 """
 
 TABLE_FORMATS = (".npy", ".npz", ".csv")
@@ -89,6 +119,168 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g} ms" if seconds < 1 else f"{seconds:.2f} s"
 
 
+# ------------------------------------------------------------ output files
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread while ``table`` or ``plot`` runs.
+
+    A BaseException, like KeyboardInterrupt, so that no ``except Exception``
+    swallows it and the ``with`` blocks on the way out remove temporary files.
+    """
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
+def _raise_on_sigterm() -> Callable[[], None] | None:
+    """Make SIGTERM raise :class:`Terminated` until the returned function is called.
+
+    Only where SIGTERM still has its default action (which kills the process
+    without running any cleanup) and only in the main thread, where Python runs
+    signal handlers: a handler installed by a program that calls ``main`` itself,
+    or an inherited SIG_IGN, is left alone.  Returns None when nothing was changed.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    sigterm = getattr(signal, "SIGTERM", None)
+    if sigterm is None or signal.getsignal(sigterm) != signal.SIG_DFL:
+        return None
+    signal.signal(sigterm, _raise_terminated)
+    return lambda: signal.signal(sigterm, signal.SIG_DFL)
+
+
+def _umask() -> int:
+    # The only portable way to read the umask is to set it; 0o022 (not 0) is what
+    # another thread would see in the meantime.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+class _AtomicOutput:
+    """The output file of ``table`` and ``plot``, which appears only when complete.
+
+    The content is written to a temporary file in the directory of the real
+    target (a symbolic link is followed, so the link itself survives) and
+    :meth:`commit` renames it over the target.  Leaving the ``with`` block
+    without committing (an error, Ctrl-C, SIGTERM) removes the temporary file
+    and touches nothing else.  The temporary file is created in ``__init__``, so
+    an output that cannot be written is reported before any long computation.
+
+    An existing target that this user may not write (``os.access``: read-only,
+    another user's) is refused rather than replaced, because renaming over it
+    needs only a writable directory and would defeat its permissions; so are
+    directories and anything that is not a regular file.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self.target = os.path.realpath(path)
+        self.tmp: str | None = None
+        self._fd: int | None = None
+        self._existing = self._check_existing()
+        directory = os.path.dirname(self.target)
+        # The name is kept well below the usual 255-byte limit for the random
+        # part and suffix mkstemp adds.
+        prefix = "." + os.path.basename(self.target)[:200] + "."
+        try:
+            self._fd, self.tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
+        except OSError as exc:
+            raise type(exc)(exc.errno, f"{exc.strerror or exc}: cannot create a file in "
+                                       f"{directory!r} for {self._name()}") from None
+
+    def _name(self) -> str:
+        if os.path.islink(self.path):
+            return f"{self.path!r} (a link to {self.target!r})"
+        return repr(self.path)
+
+    def _check_existing(self) -> os.stat_result | None:
+        try:
+            st = os.stat(self.target)
+        except FileNotFoundError:
+            return None  # a new file (or a missing directory, which mkstemp reports)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"Is a directory: {self._name()}; "
+                                                  "the output must be a file name")
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{self._name()} exists and is not a regular file; it is not replaced")
+        if not os.access(self.target, os.W_OK):
+            raise PermissionError(errno.EACCES, f"Permission denied: {self._name()} exists "
+                                                "and is not writable by this user; it was left "
+                                                "unchanged")
+        if hasattr(os, "geteuid") and os.geteuid() not in (0, st.st_uid):
+            # In a sticky directory such as /tmp only the owner may rename over a
+            # file: the final os.replace would fail, after all the computing.
+            parent = os.stat(os.path.dirname(self.target))
+            if parent.st_mode & stat.S_ISVTX and parent.st_uid != os.geteuid():
+                raise PermissionError(errno.EPERM, f"Operation not permitted: {self._name()} "
+                                                   "belongs to another user in a sticky directory "
+                                                   "(like /tmp), where only its owner may replace "
+                                                   "it; it was left unchanged")
+        return st
+
+    def file(self) -> Any:
+        """The temporary file, opened for writing (closing it keeps it for :meth:`commit`)."""
+        assert self._fd is not None
+        return os.fdopen(self._fd, "wb", closefd=False)
+
+    def commit(self) -> None:
+        """Put the complete temporary file in place of the target."""
+        assert self._fd is not None and self.tmp is not None
+        # On disk before the rename makes it the output: a crash right after
+        # cannot leave an empty file where the old one was.
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = None
+        self._copy_metadata()
+        try:
+            os.replace(self.tmp, self.target)
+        except OSError as exc:  # named after the output, not the temporary file
+            raise type(exc)(exc.errno, f"{exc.strerror or exc}: cannot replace "
+                                       f"{self._name()}; it was left unchanged") from None
+        self.tmp = None
+
+    def _copy_metadata(self) -> None:
+        # What writing the file in place would have given: a new file the mode
+        # open() creates (mkstemp's is 0o600), a replaced one its own mode and,
+        # where this user may set them (root; a member of its group), its owner
+        # and group.  setuid/setgid/sticky bits are not carried to a data file.
+        st = self._existing
+        if st is None:
+            os.chmod(self.tmp, 0o666 & ~_umask())
+            return
+        if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            for uid in (st.st_uid, -1):
+                try:
+                    os.chown(self.tmp, uid, st.st_gid)
+                    break
+                except OSError:
+                    pass
+        os.chmod(self.tmp, stat.S_IMODE(st.st_mode) & 0o777)
+
+    def discard(self) -> None:
+        """Remove the temporary file, if it is still there (never the target)."""
+        try:
+            if self._fd is not None:
+                os.close(self._fd)
+        finally:
+            self._fd = None
+            if self.tmp is not None:
+                try:
+                    os.unlink(self.tmp)
+                except FileNotFoundError:
+                    pass
+                self.tmp = None
+
+    def __enter__(self) -> "_AtomicOutput":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.discard()
+
+
 # ------------------------------------------------------------------- table
 
 
@@ -104,21 +296,18 @@ def _cmd_table(args: argparse.Namespace) -> int:
     if args.convention != "vaswani":
         kwargs["convention"] = args.convention
 
-    t0 = time.perf_counter()
-    table = fastpe.sinusoidal(args.seq_len, args.d_model, **kwargs)
-    t_compute = time.perf_counter() - t0
+    # Opened before computing: a table of gigabytes is not computed for an
+    # output that cannot be written.
+    with _AtomicOutput(args.output) as out:
+        t0 = time.perf_counter()
+        table = fastpe.sinusoidal(args.seq_len, args.d_model, **kwargs)
+        t_compute = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    try:
-        _write_table(args, fmt, table, kwargs)
-    except BaseException:
-        # Leave no truncated file behind (disk full, interrupted).
-        try:
-            os.remove(args.output)
-        except OSError:
-            pass
-        raise
-    t_write = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with out.file() as f:
+            _write_table(f, args, fmt, table, kwargs)
+        out.commit()
+        t_write = time.perf_counter() - t0
 
     if not args.quiet:
         size = os.path.getsize(args.output)
@@ -127,40 +316,51 @@ def _cmd_table(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _write_table(args: argparse.Namespace, fmt: str, table: Any, kwargs: dict[str, Any]) -> None:
+def _write_table(f: Any, args: argparse.Namespace, fmt: str, table: Any,
+                 kwargs: dict[str, Any]) -> None:
     import numpy as np
 
-    with open(args.output, "wb") as f:
-        if fmt == ".npy":
-            np.save(f, table)
-        elif fmt == ".npz":
-            # The table under "table", and the parameters that made it beside it
-            # (0-d arrays: loadable without allow_pickle).
-            meta = {k: np.asarray(v) for k, v in kwargs.items() if k != "num_threads"}
-            meta["dtype"] = np.asarray(str(table.dtype))
-            np.savez(f, table=table, seq_len=np.asarray(args.seq_len),
-                     d_model=np.asarray(args.d_model), convention=np.asarray(args.convention),
-                     **meta)
-        else:
-            # Enough digits to round-trip: 9 for float32, 17 for float64.
-            digits = 9 if table.dtype == np.float32 else 17
-            np.savetxt(f, table, fmt=f"%.{digits}g", delimiter=",")
+    if fmt == ".npy":
+        np.save(f, table)
+    elif fmt == ".npz":
+        # The table under "table", and the parameters that made it beside it
+        # (0-d arrays: loadable without allow_pickle).
+        meta = {k: np.asarray(v) for k, v in kwargs.items() if k != "num_threads"}
+        meta["dtype"] = np.asarray(str(table.dtype))
+        np.savez(f, table=table, seq_len=np.asarray(args.seq_len),
+                 d_model=np.asarray(args.d_model), convention=np.asarray(args.convention),
+                 **meta)
+    else:
+        # Enough digits to round-trip: 9 for float32, 17 for float64.
+        digits = 9 if table.dtype == np.float32 else 17
+        np.savetxt(f, table, fmt=f"%.{digits}g", delimiter=",")
 
 
 # -------------------------------------------------------------------- plot
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    _suffix(args.output, PLOT_FORMATS, "image")
+    fmt = _suffix(args.output, PLOT_FORMATS, "image")
     from . import _plot
+
+    # Checked first: without matplotlib nothing is computed and no file is created.
+    try:
+        _plot._require_matplotlib()
+    except ImportError:
+        print(_plot.MATPLOTLIB_MISSING, file=sys.stderr)
+        return EXIT_FAILURE
 
     kwargs: dict[str, Any] = {} if args.base is None else {"base": args.base}
     t0 = time.perf_counter()
     try:
-        _plot.plot_encoding(
-            args.seq_len, args.d_model, positions=args.positions,
-            wave_positions=args.wave_positions, dpi=args.dpi, path=args.output, **kwargs,
-        )
+        with _AtomicOutput(args.output) as out:
+            # The temporary name ends in .tmp, so the format is given explicitly.
+            _plot.plot_encoding(
+                args.seq_len, args.d_model, positions=args.positions,
+                wave_positions=args.wave_positions, dpi=args.dpi, path=out.tmp,
+                format=fmt[1:], **kwargs,
+            )
+            out.commit()
     except ImportError as exc:
         if str(exc) != _plot.MATPLOTLIB_MISSING:
             raise
@@ -256,7 +456,8 @@ def build_parser(prog: str | None = None, *, with_bench_options: bool = True) ->
         description="Compute the (SEQ_LEN, D_MODEL) table with fastpe.sinusoidal and write it; "
                     "the format comes from the file name: .npy (np.load), .npz (key 'table', "
                     "plus the parameters) or .csv (comma-separated, round-trip precision).",
-        epilog="example:\n  fastpe table 2048 512 -o pe.npy\n\n" + EXIT_CODES_EPILOG,
+        epilog="example:\n  fastpe table 2048 512 -o pe.npy\n\n"
+               + OUTPUT_EPILOG.format(what="table") + "\n" + EXIT_CODES_EPILOG,
         formatter_class=fmt,
     )
     _add_table_options(p)
@@ -272,7 +473,8 @@ def build_parser(prog: str | None = None, *, with_bench_options: bool = True) ->
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="output file: .npy, .npz or .csv")
+                   help="output file: .npy, .npz or .csv (replaced only when complete; "
+                        "see 'output file' below)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(handler=_cmd_table)
 
@@ -283,7 +485,8 @@ def build_parser(prog: str | None = None, *, with_bench_options: bool = True) ->
                     "plotSinusoid), (c) the encoding vectors of a few positions as lines, "
                     "(d) the position-by-position dot-product matrix (near positions are "
                     "alike). Needs matplotlib: pip install 'fastpe[plot]'.",
-        epilog="example:\n  fastpe plot 100 512 -o pe.png\n\n" + EXIT_CODES_EPILOG,
+        epilog="example:\n  fastpe plot 100 512 -o pe.png\n\n"
+               + OUTPUT_EPILOG.format(what="image") + "\n" + EXIT_CODES_EPILOG,
         formatter_class=fmt,
     )
     _add_table_options(p)
@@ -296,7 +499,8 @@ def build_parser(prog: str | None = None, *, with_bench_options: bool = True) ->
     p.add_argument("--dpi", type=float, default=100.0,
                    help="resolution; the figure is 14 x 10 inches (default: 100)")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="image file: .png (or .svg, .pdf)")
+                   help="image file: .png (or .svg, .pdf) (replaced only when complete; "
+                        "see 'output file' below)")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(handler=_cmd_plot)
 
@@ -341,6 +545,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     name = f"{parser.prog} {args.command}"
+    # The commands that write a file turn SIGTERM into an exception, so that the
+    # temporary file is removed on the way out.
+    restore = _raise_on_sigterm() if args.command in ("table", "plot") else None
     try:
         if args.command == "bench":
             return _cmd_bench(args)  # _bench reports its own errors
@@ -355,3 +562,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"{name}: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    finally:
+        if restore is not None:
+            restore()
