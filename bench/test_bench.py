@@ -64,3 +64,63 @@ def test_numpy_formula(benchmark, S, D, dt):
     benchmark.group = _group(S, D, dt)
     fn = _bench.seed_numpy_f64 if dt == "float64" else _bench.numpy_f32
     benchmark(fn, S, D)
+
+
+# --------------------------------------------------------------- small calls
+# One row per decoding step, a batch of diffusion timesteps, one token added:
+# what a model calls per step.  The NumPy rows are the formulas they replace.
+
+TIMESTEPS = np.array([999.5, 949.25, 899.0, 848.75, 798.5, 748.25, 698.0, 647.75])
+
+
+def test_small_row_out(benchmark):
+    benchmark.group = "small: one row 1x512 float32"
+    row = np.empty((1, 512), np.float32)
+    benchmark(fastpe.sinusoidal, 1, 512, offset=1000, out=row)
+
+
+def test_small_row_new(benchmark):
+    benchmark.group = "small: one row 1x512 float32"
+    benchmark(fastpe.sinusoidal, 1, 512, offset=1000)
+
+
+def test_small_row_numpy(benchmark):
+    benchmark.group = "small: one row 1x512 float32"
+    benchmark(_bench.numpy_rows_f32, np.array([1000]), 512)
+
+
+def test_small_64_rows(benchmark):
+    benchmark.group = "small: 64x512 float32"
+    benchmark(fastpe.sinusoidal, 64, 512)
+
+
+def test_small_64_rows_numpy(benchmark):
+    benchmark.group = "small: 64x512 float32"
+    benchmark(_bench.numpy_f32, 64, 512)
+
+
+def test_small_timesteps(benchmark):
+    benchmark.group = "small: 8 diffusers timesteps x 320"
+    benchmark(fastpe.sinusoidal_at, TIMESTEPS, 320, convention="diffusers")
+
+
+def test_small_timesteps_numpy(benchmark):
+    benchmark.group = "small: 8 diffusers timesteps x 320"
+    benchmark(_bench.diffusers_numpy_f32, TIMESTEPS, 320)
+
+
+def test_small_add_token(benchmark):
+    benchmark.group = "small: add one token (1, 1, 4096) float32"
+    x = np.zeros((1, 1, 4096), np.float32)
+    benchmark(fastpe.add_to, x, offset=1000)
+
+
+def test_small_add_token_numpy(benchmark):
+    benchmark.group = "small: add one token (1, 1, 4096) float32"
+    x = np.zeros((1, 1, 4096), np.float32)
+    pos = np.array([1000])
+
+    def add():
+        x[0] += _bench.numpy_rows_f32(pos, 4096)
+
+    benchmark(add)

@@ -18,7 +18,7 @@ def test_competitor_formulas_are_the_sinusoidal_table():
 
 
 def test_quick_run_prints_table(capsys):
-    rc = _bench.main(["--quick", "--size", "16x8", "--no-add-to", "--no-progress"])
+    rc = _bench.main(["--quick", "--size", "16x8", "--no-add-to", "--no-small", "--no-progress"])
     out = capsys.readouterr().out
     assert rc == 0
     assert "fastpe out=" in out and "NumPy formula f32" in out and "NumPy seed formula f64" in out
@@ -28,7 +28,8 @@ def test_quick_run_prints_table(capsys):
 
 
 def test_json_output(capsys):
-    rc = _bench.main(["--quick", "--size", "8x4", "--no-add-to", "--no-progress", "--json"])
+    rc = _bench.main(["--quick", "--size", "8x4", "--no-add-to", "--no-small", "--no-progress",
+                      "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 0
     (row32, row64) = data["results"]
@@ -38,6 +39,28 @@ def test_json_output(capsys):
             assert entry["median_s"] > 0
     errs = {k: v["max_abs_error"] for k, v in row64["methods"].items() if v["max_abs_error"]}
     assert errs[_bench.FASTPE] < 1e-15
+
+
+def test_small_call_competitors_compute_the_same_rows():
+    pos = np.array([0, 3, 1000])
+    np.testing.assert_allclose(_bench.numpy_rows_f32(pos, 64),
+                               fastpe.sinusoidal_at(pos, 64, dtype=np.float64), atol=2e-4)
+    t = np.array([999.5, 0.0, 17.25])
+    np.testing.assert_allclose(_bench.diffusers_numpy_f32(t, 320),
+                               fastpe.sinusoidal_at(t, 320, convention="diffusers",
+                                                    dtype=np.float64), atol=2e-4)
+
+
+def test_small_calls_section(monkeypatch, capsys):
+    monkeypatch.setattr(_bench, "_interleaved_medians",
+                        lambda fns, rounds: {n: 1e-6 * (i + 1) for i, n in enumerate(fns)})
+    small = _bench.measure_small(quick=True)
+    names = {what for what, *_ in _bench.SMALL_TARGETS}
+    checks = _bench.small_targets(small)
+    assert {c[0] for c in checks} == names
+    # every target refers to a timed call, and the verdict follows the bound
+    for what, value, bound, kind, ok in checks:
+        assert ok == (value <= bound if kind == "max" else value >= bound)
 
 
 def test_add_to_comparison_small():

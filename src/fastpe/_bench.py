@@ -242,9 +242,138 @@ def measure_add_to(shape, *, quick: bool = False) -> dict:
     return {"shape": list(shape), "dtype": "float32", "median_s": res}
 
 
+# --------------------------------------------------------------------------- small calls
+
+
+def numpy_rows_f32(positions: np.ndarray, d_model: int) -> np.ndarray:
+    """The NumPy float32 formula for a few rows at explicit positions."""
+    pos = np.asarray(positions, dtype=np.float32)[:, np.newaxis]
+    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float32)
+                      * np.float32(-(np.log(10000.0) / d_model)))
+    out = np.empty((pos.shape[0], d_model), dtype=np.float32)
+    angle = pos * div_term
+    out[:, 0::2] = np.sin(angle)
+    out[:, 1::2] = np.cos(angle)
+    return out
+
+
+def diffusers_numpy_f32(timesteps: np.ndarray, dim: int, max_period: float = 10000.0,
+                        downscale_freq_shift: float = 1.0) -> np.ndarray:
+    """diffusers' ``get_timestep_embedding`` (defaults), transcribed to NumPy float32."""
+    half = dim // 2
+    exponent = -math.log(max_period) * np.arange(half, dtype=np.float32)
+    exponent = exponent / np.float32(half - downscale_freq_shift)
+    emb = timesteps.astype(np.float32)[:, None] * np.exp(exponent)[None, :]
+    return np.concatenate([np.sin(emb), np.cos(emb)], axis=-1)
+
+
+def _numba_row() -> Callable[[np.ndarray, int], None] | None:
+    """numba's parallel loop for one row (when numba is installed)."""
+    try:
+        import numba
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, fastmath=False, cache=False)
+    def fill(row, k):  # pragma: no cover - compiled
+        d = row.shape[1]
+        for i in numba.prange(d // 2):
+            w = 10000.0 ** (-2.0 * i / d)
+            row[0, 2 * i] = math.sin(k * w)
+            row[0, 2 * i + 1] = math.cos(k * w)
+
+    return fill
+
+
+def _interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median time per call of each function, microsecond calls measured side by
+    side: every round times a batch of calls of each function in turn (so slow
+    phases of a shared machine hit all of them), the median over rounds."""
+    batch = {}
+    for name, fn in fns.items():           # warm up, and size a batch to ~0.2 ms
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        batch[name] = max(1, min(2000, int(2e-4 / max(time.perf_counter() - t0, 1e-7))))
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = batch[name]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[name].append((time.perf_counter() - t0) / n)
+    return {name: float(np.median(t)) for name, t in times.items()}
+
+
+def measure_small(*, quick: bool = False) -> dict:
+    """The calls users make per step (one row, a batch of timesteps, one token),
+    fastpe next to the NumPy formulas, from one run of interleaved batches."""
+    row = np.empty((1, 512), np.float32)
+    step = [1000]
+
+    def decoding_step():            # offset k, k+1, ...: a decoding loop
+        step[0] = step[0] + 1 if step[0] < 5000 else 1000
+        _api.sinusoidal(1, 512, offset=step[0], out=row)
+
+    timesteps = np.array([999.5, 949.25, 899.0, 848.75, 798.5, 748.25, 698.0, 647.75])
+    x = np.zeros((1, 1, 4096), np.float32)
+    pe_pos = np.array([1000])
+
+    def numpy_add_token():
+        x[0] += numpy_rows_f32(pe_pos, 4096)
+
+    fns: dict[str, Callable[[], object]] = {
+        "fastpe sinusoidal(1, 512, offset=1000, out=row)":
+            lambda: _api.sinusoidal(1, 512, offset=1000, out=row),
+        "fastpe sinusoidal(1, 512, offset=1000)": lambda: _api.sinusoidal(1, 512, offset=1000),
+        "fastpe decoding steps (offset k, k+1, ...)": decoding_step,
+        "NumPy f32 formula, one row": lambda: numpy_rows_f32(pe_pos, 512),
+        "fastpe sinusoidal(64, 512)": lambda: _api.sinusoidal(64, 512),
+        "NumPy f32 formula, 64x512": lambda: numpy_f32(64, 512),
+        "fastpe sinusoidal_at(8 timesteps, 320, diffusers)":
+            lambda: _api.sinusoidal_at(timesteps, 320, convention="diffusers"),
+        "NumPy f32 diffusers get_timestep_embedding": lambda: diffusers_numpy_f32(timesteps, 320),
+        "fastpe add_to((1, 1, 4096), offset=1000)": lambda: _api.add_to(x, offset=1000),
+        "NumPy f32 x += row formula (1, 1, 4096)": numpy_add_token,
+    }
+    numba_fill = _numba_row()
+    if numba_fill is not None:
+        fns["numba parallel loop, one row"] = lambda: numba_fill(row, 1000.0)
+    med = _interleaved_medians(fns, 11 if quick else 41)
+    return {"median_s": med}
+
+
+SMALL_TARGETS = [
+    # (what, numerator, denominator or None, bound, kind): value = num [/ den]
+    ("one row out= (us)", "fastpe sinusoidal(1, 512, offset=1000, out=row)", None, 2.0, "max"),
+    ("one row out= vs NumPy row formula", "NumPy f32 formula, one row",
+     "fastpe sinusoidal(1, 512, offset=1000, out=row)", 3.0, "min"),
+    ("one row, new array (us)", "fastpe sinusoidal(1, 512, offset=1000)", None, 2.5, "max"),
+    ("decoding steps / same-offset row", "fastpe decoding steps (offset k, k+1, ...)",
+     "fastpe sinusoidal(1, 512, offset=1000, out=row)", 1.1, "max"),
+    ("64x512 new array (us)", "fastpe sinusoidal(64, 512)", None, 6.0, "max"),
+    ("8 diffusers timesteps at 320 (us)", "fastpe sinusoidal_at(8 timesteps, 320, diffusers)",
+     None, 8.0, "max"),
+    ("8 diffusers timesteps vs NumPy f32", "NumPy f32 diffusers get_timestep_embedding",
+     "fastpe sinusoidal_at(8 timesteps, 320, diffusers)", 5.0, "min"),
+    ("add_to one token (1, 1, 4096) (us)", "fastpe add_to((1, 1, 4096), offset=1000)", None,
+     3.0, "max"),
+]
+
+
+def small_targets(small: dict) -> list[tuple[str, float, float, str, bool]]:
+    med = small["median_s"]
+    out = []
+    for what, num, den, bound, kind in SMALL_TARGETS:
+        v = med[num] / med[den] if den else med[num] * 1e6
+        out.append((what, v, bound, kind, v <= bound if kind == "max" else v >= bound))
+    return out
+
+
 def targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
-    """The targets of issues 3 and 6, evaluated on one run, for the sizes they name:
-    (what, measured, bound, "min"/"max", ok)."""
+    """The speed targets for big tables and the fused add, evaluated on one run for
+    the sizes they name: (what, measured, bound, "min"/"max"/"info", ok)."""
     checks = []
     for r in result["results"]:
         m = r["methods"]
@@ -312,9 +441,15 @@ def format_table(result: dict) -> str:
         t0 = a["median_s"]["fastpe.add_to"]
         for name, t in a["median_s"].items():
             lines.append(f"  {name:<34} {t * 1e3:>9.2f} ms  {t / t0:>6.2f}x")
+    if result.get("small"):
+        med = result["small"]["median_s"]
+        lines.append("")
+        lines.append("Small calls (medians of interleaved batches, microseconds per call):")
+        for name, t in med.items():
+            lines.append(f"  {name:<52} {t * 1e6:>9.2f} us")
     lines.append("")
-    lines.append("Targets (issue 3), from this run:")
-    checks = targets(result)
+    lines.append("Targets, from this run:")
+    checks = targets(result) + (small_targets(result["small"]) if result.get("small") else [])
     for what, v, bound, kind, ok in checks:
         verdict = "info" if kind == "info" else ("PASS" if ok else "FAIL")
         lines.append(f"  {verdict:<4}  {what:<52} {v:8.2f}  (target "
@@ -358,6 +493,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--no-accuracy", action="store_true", help="skip the mpmath error column")
     parser.add_argument("--no-add-to", action="store_true", help="skip the fused-add comparison")
+    parser.add_argument("--no-small", action="store_true",
+                        help="skip the small calls (one row, a few timesteps, one token)")
     parser.add_argument("--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)")
     parser.add_argument("--size", metavar="SxD", action="append",
                         help="table size, e.g. 4096x1024 (repeatable; default: the standard set)")
@@ -398,9 +535,12 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_add_to:
         result["add_to"] = measure_add_to((8, 2048, 1024) if args.quick else (32, 2048, 1024),
                                           quick=args.quick)
+    if not args.no_small:
+        result["small"] = measure_small(quick=args.quick)
     if args.json:
+        checks = targets(result) + (small_targets(result["small"]) if result.get("small") else [])
         result["targets"] = [dict(what=w, value=v, bound=b, kind=k, ok=ok)
-                             for w, v, b, k, ok in targets(result)]
+                             for w, v, b, k, ok in checks]
         print(json.dumps(result, indent=2))
     else:
         print(format_table(result))

@@ -98,8 +98,12 @@ ctypedef fused real:
 cdef int64_t MAX_WIDTH = 1099511627776     # 2^40
 
 cdef enum:
-    # Below this many output entries one thread beats waking the team.
+    # Fills with less work than this run on the calling thread: waking a team
+    # costs more than it saves (bench/serial_threshold.py; docs/performance.md).
+    # Work is counted in table entries; a row evaluated accurately (fractional
+    # or scattered positions) counts EVAL_WORK entries per frequency.
     SERIAL_BELOW = 16384
+    EVAL_WORK = 16
     # Block size budget: 2 * B * nf doubles (~1 MiB); the table holds about half
     # of that (rows 0..B/2), so it stays in L2.
     TABLE_DOUBLES = 131072
@@ -298,14 +302,17 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
     return FASTPE_OK
 
 
-cdef int _threads(int num_threads, int64_t N, int64_t D) noexcept nogil:
-    """The team size of a fill of N rows of D entries: the request (or the OpenMP
-    default), capped at the OpenMP thread limit and at the cores this process may
-    use (see fastpe_usable_cpus), one for small fills and in a forked child."""
+cdef int _threads(int num_threads, int64_t N, int64_t D, int64_t work=-1) noexcept nogil:
+    """The team size of a fill of N rows of D entries (``work``: its cost in
+    entries when not N*D, see SERIAL_BELOW): the request (or the OpenMP default),
+    capped at the OpenMP thread limit and at the cores this process may use (see
+    fastpe_usable_cpus), one for small fills and in a forked child."""
     cdef int nt = num_threads
+    if work < 0:
+        work = N * D
     # Fork safety: in a forked child a 2+-thread team can hang in libgomp; a
     # 1-thread team is safe (see fastpe_install_fork_guard).
-    if N * D < SERIAL_BELOW or N <= 1 or fastpe_forked_child():
+    if work < SERIAL_BELOW or N <= 1 or fastpe_forked_child():
         return 1
     if nt <= 0:
         nt = omp_get_max_threads()
@@ -516,7 +523,9 @@ cdef int _fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int num_t
     f.shared = rq.add and rq.offs == NULL \
         and ((rq.pos_i == NULL and rq.pos_f == NULL) or rq.psb == 0)
     f.units = S if f.shared else N
-    f.nt = _threads(num_threads, N, D)
+    # rows at explicit positions may each need an accurate evaluation
+    f.nt = _threads(num_threads, N, D, N * D if f.contiguous or (rq.pos_i == NULL and
+                    rq.pos_f == NULL) else N * (D + EVAL_WORK * nf))
     if f.nt > f.units:
         f.nt = <int>f.units
     cdef double stream_from = _stream_bytes_f32 if itemsize == 4 else _stream_bytes_f64
