@@ -10,7 +10,11 @@ _pe_core.h for the numerics and why results are independent of the thread
 count).  What precedes the first row (frequencies, table) is a ``Plan``.
 """
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from cpython.pythread cimport (
+    PyThread_type_lock, PyThread_allocate_lock, PyThread_acquire_lock, PyThread_release_lock,
+    WAIT_LOCK,
+)
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs, log, exp, floor
 from libc.string cimport memset
@@ -142,7 +146,7 @@ def _default_stream_bytes():
         for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
             with open(path) as f:
                 text = f.read().strip().upper()
-            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[len(text) - 1:], 1)
             llc = max(llc, int(text.rstrip("KMG")) * mult)
     except (OSError, ValueError):
         llc = 0
@@ -651,6 +655,137 @@ cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_r
     return FASTPE_OK
 
 
+# ---------------------------------------------------------------------------
+# The plan cache of the C API
+# ---------------------------------------------------------------------------
+# C callers run without the GIL, from any thread, so their plans cannot live in
+# Python objects: a small table of plans keyed by what a plan depends on
+# (nf, w0, base, denom), guarded by an OS lock (PyThread locks need no GIL), each
+# entry reference-counted so that eviction never frees a plan a fill is using.
+
+cdef enum:
+    CPLANS = 8                  # entries; each at most PLAN_MAX_BYTES (4 MiB)
+    CPLAN_MAX_DOUBLES = 524288
+
+
+cdef struct pe_cplan:
+    int64_t nf
+    double w0, base, denom
+    double *mem                 # NULL: a free slot
+    int64_t refs                # fills using it now
+    uint64_t used               # LRU stamp
+
+
+cdef pe_cplan _cplans[CPLANS]
+cdef uint64_t _cplan_clock = 0
+cdef PyThread_type_lock _cplan_lock = PyThread_allocate_lock()
+if _cplan_lock == NULL:
+    raise MemoryError("fastpe: could not allocate the C-API plan cache lock")
+memset(_cplans, 0, sizeof(_cplans))
+
+
+cdef inline bint _cplan_is(const pe_cplan *e, const pe_spec *sp) noexcept nogil:
+    return e.mem != NULL and e.nf == sp.nf and e.w0 == sp.w0 and e.base == sp.base \
+        and e.denom == sp.denom
+
+
+cdef const double *_cplan_acquire(const pe_spec *sp, int num_threads, int *slot,
+                                  int *err) noexcept nogil:
+    """A plan for sp: cached (slot >= 0; release it with _cplan_release), or, when
+    the cache cannot hold it, NULL (slot -1: the fill prepares its own)."""
+    cdef int i, victim = -1
+    cdef int64_t B = _block_rows(sp.nf)
+    cdef size_t n = _plan_doubles(sp.nf, B)
+    cdef double *mem
+    global _cplan_clock
+    slot[0] = -1
+    err[0] = FASTPE_OK
+    if n > CPLAN_MAX_DOUBLES:
+        return NULL
+    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+    for i in range(CPLANS):
+        if _cplan_is(&_cplans[i], sp):
+            _cplans[i].refs += 1
+            _cplan_clock += 1
+            _cplans[i].used = _cplan_clock
+            PyThread_release_lock(_cplan_lock)
+            slot[0] = i
+            return _cplans[i].mem
+    PyThread_release_lock(_cplan_lock)
+    # build outside the lock (tens of microseconds); a racing thread may build
+    # the same plan, and then one of the two is kept
+    mem = <double *>malloc(n * sizeof(double))
+    if mem == NULL:
+        err[0] = FASTPE_ENOMEM
+        return NULL
+    err[0] = _prepare(mem, sp, 0, B, _threads(num_threads, B, sp.nf))
+    if err[0] != FASTPE_OK:
+        free(mem)
+        return NULL
+    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+    for i in range(CPLANS):
+        if _cplan_is(&_cplans[i], sp):          # another thread was first
+            _cplans[i].refs += 1
+            PyThread_release_lock(_cplan_lock)
+            free(mem)
+            slot[0] = i
+            return _cplans[i].mem
+        if _cplans[i].mem == NULL:             # a free slot first, else the LRU idle one
+            if victim < 0 or _cplans[victim].mem != NULL:
+                victim = i
+        elif _cplans[i].refs == 0 and (victim < 0 or (_cplans[victim].mem != NULL and
+                                                      _cplans[i].used < _cplans[victim].used)):
+            victim = i
+    if victim < 0:                              # every entry in use: keep it private
+        PyThread_release_lock(_cplan_lock)
+        free(mem)
+        return NULL
+    free(_cplans[victim].mem)
+    _cplans[victim].mem = mem
+    _cplans[victim].nf = sp.nf
+    _cplans[victim].w0 = sp.w0
+    _cplans[victim].base = sp.base
+    _cplans[victim].denom = sp.denom
+    _cplans[victim].refs = 1
+    _cplan_clock += 1
+    _cplans[victim].used = _cplan_clock
+    PyThread_release_lock(_cplan_lock)
+    slot[0] = victim
+    return mem
+
+
+cdef inline void _cplan_release(int slot) noexcept nogil:
+    if slot >= 0:
+        PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+        _cplans[slot].refs -= 1
+        PyThread_release_lock(_cplan_lock)
+
+
+cdef int _fill_cached(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                      int num_threads) noexcept nogil:
+    """A C-API fill with the cached plan of its spec."""
+    cdef int slot, err
+    cdef const double *plan = _cplan_acquire(sp, num_threads, &slot, &err)
+    if err != FASTPE_OK:
+        return err
+    err = _fill_rows(out, row_stride, sp, rq, num_threads, plan)
+    _cplan_release(slot)
+    return err
+
+
+def _c_plan_cache():
+    """(nf, w0, base, denom, refs) of the C API's cached plans (for tests)."""
+    cdef int i
+    out = []
+    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+    for i in range(CPLANS):
+        if _cplans[i].mem != NULL:
+            out.append((_cplans[i].nf, _cplans[i].w0, _cplans[i].base, _cplans[i].denom,
+                        _cplans[i].refs))
+    PyThread_release_lock(_cplan_lock)
+    return out
+
+
 cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
                        double base, int layout) noexcept nogil:
     """The checks every C entry point shares (n rows at row_stride, d_model wide)."""
@@ -707,7 +842,7 @@ cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
     rq.S = seq_len
     rq.offset = offset
     rq.scale = 1.0
-    return _fill_rows(out, row_stride, &sp, &rq, num_threads, NULL)
+    return _fill_cached(out, row_stride, &sp, &rq, num_threads)
 
 
 cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
@@ -746,7 +881,7 @@ cdef int _add(real *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t r
     rq.offset = offset
     rq.add = 1
     rq.scale = scale
-    return _fill_rows(x, row_stride, &sp, &rq, num_threads, NULL)
+    return _fill_cached(x, row_stride, &sp, &rq, num_threads)
 
 
 cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
@@ -783,7 +918,7 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
     rq.pss = 1
     rq.add = add
     rq.scale = scale
-    return _fill_rows(out, row_stride, &sp, &rq, num_threads, NULL)
+    return _fill_cached(out, row_stride, &sp, &rq, num_threads)
 
 
 cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
