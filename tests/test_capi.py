@@ -282,3 +282,16 @@ def test_absurd_width_returns_a_code_instead_of_crashing(d_model):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert int(proc.stdout) in (CODES["FASTPE_ESIZE"], CODES["FASTPE_ENOMEM"])
+
+
+@pytest.mark.parametrize("name", ["vaswani", "fairseq", "diffusers", "tensor2tensor", "gptj"])
+def test_spec_wrappers_fill_every_convention(probe, name):
+    raw = probe.spec_table(name, 24, 30, -4)
+    got = np.frombuffer(raw, np.float64).reshape(30, 24)
+    np.testing.assert_array_equal(
+        got, fastpe.sinusoidal(30, 24, offset=-4, dtype=np.float64, convention=name))
+
+
+def test_spec_wrappers_raise_the_python_errors(probe):
+    with pytest.raises(ValueError, match="convention"):
+        probe.spec_table("nope", 8, 1, 0)

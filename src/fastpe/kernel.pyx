@@ -1576,6 +1576,164 @@ def max_position(double base, int64_t d_model):
 
 
 # ---------------------------------------------------------------------------
+# ABI 1.2: compiled specs, every convention from C
+# ---------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    /* The opaque fastpe_spec of fastpe.h: a validated kernel spec. */
+    struct fastpe_spec {
+        pe_spec sp;
+        int has_zero;        /* rows at position `zero` are all zeros (fairseq) */
+        int64_t zero;
+        double max_position; /* |positions| allowed by the exact angle reduction */
+    };
+    """
+    ctypedef struct fastpe_spec:
+        pe_spec sp
+        int has_zero
+        int64_t zero
+        double max_position
+
+
+cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
+    """A spec for a convention name or a fastpe.Convention (with the GIL)."""
+    from fastpe import _api
+    from fastpe._validate import as_int
+    cdef Encoder enc = _api._encoder(convention, 10000.0, "interleaved",
+                                     as_int(d_model, "d_model", minimum=1))
+    cdef fastpe_spec *h = <fastpe_spec *>malloc(sizeof(fastpe_spec))
+    if h == NULL:
+        raise MemoryError("could not allocate a fastpe spec")
+    h.sp = enc.sp
+    h.has_zero = enc.has_zero
+    h.zero = enc.zero
+    h.max_position = enc.max_position
+    return h
+
+
+cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *denominator,
+                                  double shift, double position_scale, const char *layout,
+                                  const char *odd, int has_padding_idx,
+                                  int64_t padding_idx) except NULL:
+    """A spec from the knobs of fastpe.Convention (with the GIL)."""
+    from fastpe._conventions import Convention
+    if denominator == NULL or layout == NULL or odd == NULL:
+        raise TypeError("denominator, layout and odd must not be NULL")
+    conv = Convention(base=base, denominator=denominator.decode(), shift=shift,
+                      position_scale=position_scale, layout=layout.decode(), odd=odd.decode(),
+                      padding_idx=padding_idx if has_padding_idx else None)
+    return spec_new(conv, d_model)
+
+
+cdef void spec_free(fastpe_spec *h) noexcept nogil:
+    free(h)
+
+
+cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
+    return h.sp.d if h != NULL else -1
+
+
+cdef inline void _spec_rows(pe_rows *rq, const fastpe_spec *h, int64_t nseq, int64_t S) noexcept nogil:
+    memset(rq, 0, sizeof(pe_rows))
+    rq.nseq = nseq
+    rq.S = S
+    rq.scale = 1.0
+    rq.has_zero_pos = h.has_zero
+    rq.zero_pos = h.zero
+
+
+cdef int _spec_fill(const fastpe_spec *h, real *out, int64_t nseq, int64_t S, int64_t row_stride,
+                    int64_t offset, bint add, double scale, int num_threads) noexcept nogil:
+    """Rows of positions offset .. offset+S-1 (nseq sequences when adding)."""
+    cdef pe_rows rq
+    cdef double kmax
+    if h == NULL:
+        return FASTPE_ENULL
+    if nseq < 0 or S < 0:
+        return FASTPE_ESIZE
+    if nseq == 0 or S == 0:
+        return FASTPE_OK
+    if out == NULL:
+        return FASTPE_ENULL
+    if row_stride < h.sp.d and nseq * S > 1:
+        return FASTPE_ESTRIDE
+    if nseq > INT64_MAX // S:
+        return FASTPE_ESIZE
+    if add and not isfinite(scale):
+        return FASTPE_ESCALE
+    kmax = fabs(<double>offset)
+    if fabs(<double>offset + <double>(S - 1)) > kmax:
+        kmax = fabs(<double>offset + <double>(S - 1))
+    if not (kmax <= h.max_position):
+        return FASTPE_ERANGE
+    _spec_rows(&rq, h, nseq, S)
+    rq.offset = offset
+    rq.add = add
+    rq.scale = scale if add else 1.0
+    return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
+
+
+cdef int _spec_at(const fastpe_spec *h, real *out, int64_t n, int64_t row_stride,
+                  const double *positions, int num_threads) noexcept nogil:
+    cdef pe_rows rq
+    cdef int64_t r
+    if h == NULL:
+        return FASTPE_ENULL
+    if n < 0:
+        return FASTPE_ESIZE
+    if n == 0:
+        return FASTPE_OK
+    if out == NULL or positions == NULL:
+        return FASTPE_ENULL
+    if row_stride < h.sp.d and n > 1:
+        return FASTPE_ESTRIDE
+    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + h.sp.d) \
+            and <const char *>out < <const char *>(positions + n):
+        return FASTPE_EOVERLAP
+    for r in range(n):
+        if not (fabs(positions[r]) <= h.max_position):
+            return FASTPE_ERANGE
+    _spec_rows(&rq, h, 1, n)
+    rq.pos_f = positions
+    rq.pss = 1
+    return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
+
+
+cdef int spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return _spec_fill(h, out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+
+
+cdef int spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return _spec_fill(h, out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+
+
+cdef int spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
+                                 const double *positions, int num_threads) noexcept nogil:
+    return _spec_at(h, out, n, row_stride, positions, num_threads)
+
+
+cdef int spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n,
+                                 int64_t row_stride, const double *positions,
+                                 int num_threads) noexcept nogil:
+    return _spec_at(h, out, n, row_stride, positions, num_threads)
+
+
+cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return _spec_fill(h, x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+
+
+cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return _spec_fill(h, x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+
+
+# ---------------------------------------------------------------------------
 # C API for other extensions: a capsule holding a versioned function table
 # (see include/fastpe.h; reached from C through import_fastpe()).
 # ---------------------------------------------------------------------------
@@ -1609,6 +1767,24 @@ cdef extern from "include/fastpe.h":
     ctypedef int (*fastpe_add_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
                                                 const double *, double, double, int,
                                                 int) noexcept nogil
+    ctypedef fastpe_spec *(*fastpe_spec_new_fn)(object, int64_t) except NULL
+    ctypedef fastpe_spec *(*fastpe_spec_from_knobs_fn)(int64_t, double, const char *, double,
+                                                       double, const char *, const char *, int,
+                                                       int64_t) except NULL
+    ctypedef void (*fastpe_spec_free_fn)(fastpe_spec *) noexcept nogil
+    ctypedef int64_t (*fastpe_spec_d_model_fn)(const fastpe_spec *) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_f32_fn)(const fastpe_spec *, float *, int64_t, int64_t,
+                                            int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_f64_fn)(const fastpe_spec *, double *, int64_t, int64_t,
+                                            int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_positions_f32_fn)(const fastpe_spec *, float *, int64_t,
+                                                      int64_t, const double *, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_positions_f64_fn)(const fastpe_spec *, double *, int64_t,
+                                                      int64_t, const double *, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *, float *, int64_t, int64_t,
+                                           int64_t, int64_t, double, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *, double *, int64_t, int64_t,
+                                           int64_t, int64_t, double, int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor
@@ -1621,6 +1797,16 @@ cdef extern from "include/fastpe.h":
         fastpe_fill_positions_f64_fn fill_positions_f64
         fastpe_add_positions_f32_fn add_positions_f32
         fastpe_add_positions_f64_fn add_positions_f64
+        fastpe_spec_new_fn spec_new
+        fastpe_spec_from_knobs_fn spec_from_knobs
+        fastpe_spec_free_fn spec_free
+        fastpe_spec_d_model_fn spec_d_model
+        fastpe_spec_fill_f32_fn spec_fill_f32
+        fastpe_spec_fill_f64_fn spec_fill_f64
+        fastpe_spec_fill_positions_f32_fn spec_fill_positions_f32
+        fastpe_spec_fill_positions_f64_fn spec_fill_positions_f64
+        fastpe_spec_add_f32_fn spec_add_f32
+        fastpe_spec_add_f64_fn spec_add_f64
     const char *FASTPE_CAPSULE_NAME
     int FASTPE_ABI_MAJOR
     int FASTPE_ABI_MINOR
@@ -1639,6 +1825,16 @@ _c_api_table.fill_positions_f32 = fill_positions_f32
 _c_api_table.fill_positions_f64 = fill_positions_f64
 _c_api_table.add_positions_f32 = add_positions_f32
 _c_api_table.add_positions_f64 = add_positions_f64
+_c_api_table.spec_new = spec_new
+_c_api_table.spec_from_knobs = spec_from_knobs
+_c_api_table.spec_free = spec_free
+_c_api_table.spec_d_model = spec_d_model
+_c_api_table.spec_fill_f32 = spec_fill_f32
+_c_api_table.spec_fill_f64 = spec_fill_f64
+_c_api_table.spec_fill_positions_f32 = spec_fill_positions_f32
+_c_api_table.spec_fill_positions_f64 = spec_fill_positions_f64
+_c_api_table.spec_add_f32 = spec_add_f32
+_c_api_table.spec_add_f64 = spec_add_f64
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)
 

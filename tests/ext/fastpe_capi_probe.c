@@ -249,7 +249,42 @@ static PyObject *probe_call_unimported(PyObject *self, PyObject *unused) {
     return Py_BuildValue("(ii)", cf, cd);
 }
 
+/* ABI 1.2 through the header's wrappers: a named convention's table, as bytes
+   of float64 (name, d_model, seq_len, offset), made, filled and freed here. */
+static PyObject *probe_spec_table(PyObject *self, PyObject *args) {
+    const char *name;
+    long long d_model, seq_len, offset;
+    fastpe_spec *spec;
+    PyObject *out;
+    int err;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "sLLL", &name, &d_model, &seq_len, &offset)) return NULL;
+    spec = fastpe_spec_from_name(name, d_model);
+    if (spec == NULL) return NULL;
+    if (fastpe_spec_d_model(spec) != d_model || seq_len < 0) {
+        fastpe_spec_free(spec);
+        PyErr_SetString(PyExc_ValueError, "bad d_model or seq_len");
+        return NULL;
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(seq_len * d_model * sizeof(double)));
+    if (out == NULL) {
+        fastpe_spec_free(spec);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    err = fastpe_spec_fill_f64(spec, (double *)PyBytes_AS_STRING(out), seq_len, d_model,
+                               offset, 0);
+    Py_END_ALLOW_THREADS
+    fastpe_spec_free(spec);
+    if (err != FASTPE_OK) {
+        Py_DECREF(out);
+        return PyErr_Format(PyExc_ValueError, "fastpe_spec_fill_f64 returned %d", err);
+    }
+    return out;
+}
+
 static PyMethodDef probe_methods[] = {
+    {"spec_table", probe_spec_table, METH_VARARGS, NULL},
     {"fill", probe_fill, METH_VARARGS, NULL},
     {"fill_concurrently", probe_fill_concurrently, METH_O, NULL},
     {"constants", probe_constants, METH_NOARGS, NULL},

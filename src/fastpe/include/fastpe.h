@@ -87,11 +87,12 @@
 #ifndef FASTPE_H
 #define FASTPE_H
 
+#include <Python.h>   /* PyObject (spec constructors, import_fastpe) */
 #include <stddef.h>
 #include <stdint.h>
 
 #define FASTPE_ABI_MAJOR 1
-#define FASTPE_ABI_MINOR 1
+#define FASTPE_ABI_MINOR 2
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
 typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model,
@@ -123,6 +124,40 @@ typedef int (*fastpe_add_positions_f64_fn)(double *x, int64_t n, int64_t d_model
                                            double base, double scale, int layout,
                                            int num_threads);
 
+/* ABI 1.2: every convention, through a compiled spec.  A spec is made once, with
+   the GIL held (from a convention's name or a fastpe.Convention, or from the raw
+   knobs of one; NULL with a Python exception set on bad arguments, with the
+   messages of the Python API), then used by the fill functions from any thread
+   without the GIL, concurrently, and freed with spec_free (no GIL needed).  It
+   holds the validated spec only: the plans (frequencies and rotation table) come
+   from a cache fastpe keeps for C callers, shared between specs of equal
+   frequencies. */
+typedef struct fastpe_spec fastpe_spec;
+typedef fastpe_spec *(*fastpe_spec_new_fn)(PyObject *convention, int64_t d_model);
+typedef fastpe_spec *(*fastpe_spec_from_knobs_fn)(int64_t d_model, double base,
+                                                  const char *denominator, double shift,
+                                                  double position_scale, const char *layout,
+                                                  const char *odd, int has_padding_idx,
+                                                  int64_t padding_idx);
+typedef void (*fastpe_spec_free_fn)(fastpe_spec *spec);
+typedef int64_t (*fastpe_spec_d_model_fn)(const fastpe_spec *spec);
+typedef int (*fastpe_spec_fill_f32_fn)(const fastpe_spec *spec, float *out, int64_t seq_len,
+                                       int64_t row_stride, int64_t offset, int num_threads);
+typedef int (*fastpe_spec_fill_f64_fn)(const fastpe_spec *spec, double *out, int64_t seq_len,
+                                       int64_t row_stride, int64_t offset, int num_threads);
+typedef int (*fastpe_spec_fill_positions_f32_fn)(const fastpe_spec *spec, float *out, int64_t n,
+                                                 int64_t row_stride, const double *positions,
+                                                 int num_threads);
+typedef int (*fastpe_spec_fill_positions_f64_fn)(const fastpe_spec *spec, double *out,
+                                                 int64_t n, int64_t row_stride,
+                                                 const double *positions, int num_threads);
+typedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *spec, float *x, int64_t nseq,
+                                      int64_t seq_len, int64_t row_stride, int64_t offset,
+                                      double scale, int num_threads);
+typedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *spec, double *x, int64_t nseq,
+                                      int64_t seq_len, int64_t row_stride, int64_t offset,
+                                      double scale, int num_threads);
+
 /* The capsule's table.  Append-only (see "ABI policy"). */
 typedef struct fastpe_api {
     uint32_t abi_major;
@@ -138,6 +173,17 @@ typedef struct fastpe_api {
     fastpe_fill_positions_f64_fn fill_positions_f64;
     fastpe_add_positions_f32_fn add_positions_f32;
     fastpe_add_positions_f64_fn add_positions_f64;
+    /* ABI 1.2 */
+    fastpe_spec_new_fn spec_new;
+    fastpe_spec_from_knobs_fn spec_from_knobs;
+    fastpe_spec_free_fn spec_free;
+    fastpe_spec_d_model_fn spec_d_model;
+    fastpe_spec_fill_f32_fn spec_fill_f32;
+    fastpe_spec_fill_f64_fn spec_fill_f64;
+    fastpe_spec_fill_positions_f32_fn spec_fill_positions_f32;
+    fastpe_spec_fill_positions_f64_fn spec_fill_positions_f64;
+    fastpe_spec_add_f32_fn spec_add_f32;
+    fastpe_spec_add_f64_fn spec_add_f64;
 } fastpe_api_t;
 
 /*
@@ -166,8 +212,6 @@ typedef struct fastpe_api {
 /* Returned by this header's wrappers only (never by the kernel): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100
-
-#include <Python.h>
 
 #if defined(_MSC_VER)
 #define FASTPE_INLINE static __inline
@@ -313,6 +357,105 @@ fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stri
     if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
     return fastpe_api->add_positions_f64(x, n, d_model, row_stride, positions, base, scale,
                                          layout, num_threads);
+}
+
+/* ABI 1.2 (see the spec typedefs above).  The constructors need the GIL and
+   return NULL with a Python exception set on error (also when import_fastpe()
+   has not run: RuntimeError); the rest are GIL-free and thread-safe. */
+FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_new(PyObject *convention, int64_t d_model) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_spec_new: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->spec_new(convention, d_model);
+}
+
+/* A named convention ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
+   with its defaults. */
+FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_from_name(const char *name,
+                                                              int64_t d_model) {
+    PyObject *str;
+    fastpe_spec *spec;
+    if (name == NULL) {
+        PyErr_SetString(PyExc_TypeError, "fastpe_spec_from_name: name is NULL");
+        return NULL;
+    }
+    str = PyUnicode_FromString(name);
+    if (str == NULL) return NULL;
+    spec = fastpe_spec_new(str, d_model);
+    Py_DECREF(str);
+    return spec;
+}
+
+/* fastpe.Convention(base=, denominator=, shift=, position_scale=, layout=, odd=,
+   padding_idx=) at width d_model; padding_idx applies when has_padding_idx. */
+FASTPE_MAYBE_UNUSED static fastpe_spec *
+fastpe_spec_from_knobs(int64_t d_model, double base, const char *denominator, double shift,
+                       double position_scale, const char *layout, const char *odd,
+                       int has_padding_idx, int64_t padding_idx) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_spec_from_knobs: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->spec_from_knobs(d_model, base, denominator, shift, position_scale,
+                                       layout, odd, has_padding_idx, padding_idx);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_spec_free(fastpe_spec *spec) {
+    if (fastpe_api != NULL) fastpe_api->spec_free(spec);
+}
+
+/* The width the spec was made for; -1 for NULL. */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_spec_d_model(const fastpe_spec *spec) {
+    if (fastpe_api == NULL) return -1;
+    return fastpe_api->spec_d_model(spec);
+}
+
+/* Rows of positions offset .. offset+seq_len-1, as fastpe_fill_f32 for Vaswani. */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_spec_fill_f32(const fastpe_spec *spec, float *out, int64_t seq_len, int64_t row_stride,
+                     int64_t offset, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_f32(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_spec_fill_f64(const fastpe_spec *spec, double *out, int64_t seq_len, int64_t row_stride,
+                     int64_t offset, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_f64(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+/* Row r encodes positions[r] (any finite real; must not overlap the rows). */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n,
+                               int64_t row_stride, const double *positions, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_positions_f32(spec, out, n, row_stride, positions, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n,
+                               int64_t row_stride, const double *positions, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_positions_f64(spec, out, n, row_stride, positions, num_threads);
+}
+
+/* x = x*scale + PE for nseq sequences of seq_len rows (positions offset ...). */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_spec_add_f32(const fastpe_spec *spec, float *x, int64_t nseq, int64_t seq_len,
+                    int64_t row_stride, int64_t offset, double scale, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f32(spec, x, nseq, seq_len, row_stride, offset, scale,
+                                    num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_spec_add_f64(const fastpe_spec *spec, double *x, int64_t nseq, int64_t seq_len,
+                    int64_t row_stride, int64_t offset, double scale, int num_threads) {
+    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale,
+                                    num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */
