@@ -74,6 +74,15 @@
 #define PE_TARGET_CLONES
 #endif
 
+/* "No loop-carried dependences" for the row loops: GCC does not reliably apply
+ * restrict to pointers copied out of a struct (or after inlining), and the
+ * alias checks it would then need exceed its limit, leaving the loop scalar. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define PE_IVDEP _Pragma("GCC ivdep")
+#else
+#define PE_IVDEP
+#endif
+
 typedef struct { double hi, lo; } pe_dd;
 
 PE_INLINE pe_dd pe_two_sum(double a, double b) {
@@ -268,56 +277,101 @@ PE_INLINE void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double d
  * sin, cos and cos-1 of 2*pi*K*f where f = fr->fh + fr->fl, K a double
  * (an integer position, or any real position).  Absolute error <= ~1 ulp of
  * 1.0 for |K*f| < PE_MAX_TURNS.  Branch-free so loops over i vectorise.
+ *
+ * Three stages, each its own loop in pe_sincos_row: the reduction of K*f to an
+ * angle x + xl (radians, |x| <= ~pi/4) and a quarter-turn count q; the two
+ * polynomials in x; the low-part correction and the move to q's quadrant.  As
+ * one loop, the body is a single dependency chain of ~50 operations, too long
+ * for the out-of-order window to overlap enough iterations to keep the FP
+ * units busy; each stage's chain is short enough.
  */
-PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl,
-                               double fh, double fhh, double fhl, double fl,
-                               double *s_out, double *c_out, double *cm1_out) {
+PE_INLINE void pe_sincos_reduce(double K, double Kh, double Kl,
+                                double fh, double fhh, double fhl, double fl,
+                                double *x_out, double *xl_out, uint64_t *q_out) {
     /* t = K * f exactly enough: Dekker product with pre-split halves. */
     double ph = K * fh;
     double pl = ((Kh * fhh - ph) + Kh * fhl + Kl * fhh) + Kl * fhl;
     pl += K * fl;
     /* quarter turns: u = 4t; n = nearest integer (exact for |u| < 2^51) */
     double u = 4.0 * ph;
-    double n = (u + PE_MAGIC) - PE_MAGIC;
+    double un = u + PE_MAGIC;
+    double n = un - PE_MAGIC;
     pe_dd v = pe_two_sum(u - n, 4.0 * pl);   /* u - n is exact */
     /* a second rounding keeps |v| <= 1/2 even when pl is as large as ulp(ph) */
-    double n2 = (v.hi + PE_MAGIC) - PE_MAGIC;
+    double vn = v.hi + PE_MAGIC;
+    double n2 = vn - PE_MAGIC;
     v.hi -= n2;
-    n += n2;
     v = pe_fast_two_sum(v.hi, v.lo);
     /* angle a = v * pi/2 as double-double */
     pe_dd a = pe_two_prod(v.hi, PE_PIO2_HI);
     a.lo += v.hi * PE_PIO2_LO + v.lo * PE_PIO2_HI;
     a = pe_fast_two_sum(a.hi, a.lo);
-    double x = a.hi, z = x * x;
-    double sq = x * z * (PE_S3 + z * (PE_S5 + z * (PE_S7 + z * (PE_S9 + z * (PE_S11 +
-                z * (PE_S13 + z * (PE_S15 + z * PE_S17)))))));
-    double cm = z * (PE_C2 + z * (PE_C4 + z * (PE_C6 + z * (PE_C8 + z * (PE_C10 +
-                z * (PE_C12 + z * (PE_C14 + z * (PE_C16 + z * PE_C18))))))));
+    *x_out = a.hi;
+    *xl_out = a.lo;
+    /* The quadrant (n + n2) mod 4, read off the rounded sums: un and vn lie in
+     * [2^52, 2^53), where the spacing is 1, so their bit patterns are those of
+     * 1.5*2^52 (low bits 0) plus n and n2.  Integer ops, off the FP adders. */
+    uint64_t bu, bv;
+    memcpy(&bu, &un, sizeof bu);
+    memcpy(&bv, &vn, sizeof bv);
+    *q_out = bu + bv;
+}
+
+/* The polynomials: sq = sin(x) - x and cm = cos(x) - 1. */
+PE_INLINE void pe_sincos_poly(double x, double *sq_out, double *cm_out) {
+    double z = x * x;
+    *sq_out = x * z * (PE_S3 + z * (PE_S5 + z * (PE_S7 + z * (PE_S9 + z * (PE_S11 +
+              z * (PE_S13 + z * (PE_S15 + z * PE_S17)))))));
+    *cm_out = z * (PE_C2 + z * (PE_C4 + z * (PE_C6 + z * (PE_C8 + z * (PE_C10 +
+              z * (PE_C12 + z * (PE_C14 + z * (PE_C16 + z * PE_C18))))))));
+}
+
+/*
+ * sin, cos, cos-1 of (x + xl) + r*pi/2, r = q mod 4, from the polynomials at x.
+ * r = 1 swaps sin and cos (cos negated), r = 2 negates both, r = 3 swaps them
+ * (sin negated).  The negations flip the sign bit (which is what IEEE negation
+ * does) with an integer xor, no compare needed.
+ */
+PE_INLINE void pe_sincos_finish(double x, double xl, double sq, double cm, uint64_t q,
+                                double *s_out, double *c_out, double *cm1_out) {
     /* The low part of the angle enters to first order (sin(x+e) ~ sin x + e cos x),
      * added to the small terms first so the big term x or 1 is rounded only once. */
-    double s0 = x + (sq + a.lo * (1.0 + cm));
-    double cm0 = cm - a.lo * (x + sq);
+    double s0 = x + (sq + xl * (1.0 + cm));
+    double cm0 = cm - xl * (x + sq);
     double c0 = 1.0 + cm0;
-    /* quadrant r = n mod 4, computed in doubles (vectorises without int conversions):
-     * qd = n - 4*round(n/4) is in {-2,-1,0,1,2}; r=1 <-> 1, r=2 <-> +-2, r=3 <-> -1 */
-    double qd = n - 4.0 * (((0.25 * n) + PE_MAGIC) - PE_MAGIC);
-    double aq = fabs(qd);
-    int swap = (aq == 1.0);
-    int neg_s = (aq == 2.0) | (qd == -1.0);
-    int neg_c = (aq == 2.0) | (qd == 1.0);
-    double s = swap ? c0 : s0;
-    double c = swap ? s0 : c0;
-    s = neg_s ? -s : s;
-    c = neg_c ? -c : c;
+    uint64_t r = q & 3;
+    double s = (r & 1) ? c0 : s0;
+    double c = (r & 1) ? s0 : c0;
+    uint64_t bs, bc;
+    memcpy(&bs, &s, sizeof bs);
+    memcpy(&bc, &c, sizeof bc);
+    bs ^= (r & 2) << 62;                /* negate sin for r = 2, 3 */
+    bc ^= ((r ^ (r << 1)) & 2) << 62;   /* negate cos for r = 1, 2 */
+    memcpy(&s, &bs, sizeof s);
+    memcpy(&c, &bc, sizeof c);
     *s_out = s;
     *c_out = c;
     /* cos-1: exact polynomial value in quadrant 0 (small angles lose nothing) */
-    *cm1_out = (aq == 0.0) ? cm0 : c - 1.0;
+    *cm1_out = (r == 0) ? cm0 : c - 1.0;
 }
 
-/* sin/cos (and cos-1) of 2*pi*K*f_i for i in [0, nf): the accurate evaluator
- * applied along a row of frequencies. */
+PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl,
+                               double fh, double fhh, double fhl, double fl,
+                               double *s_out, double *c_out, double *cm1_out) {
+    double x, xl, sq, cm;
+    uint64_t q;
+    pe_sincos_reduce(K, Kh, Kl, fh, fhh, fhl, fl, &x, &xl, &q);
+    pe_sincos_poly(x, &sq, &cm);
+    pe_sincos_finish(x, xl, sq, cm, q, s_out, c_out, cm1_out);
+}
+
+/* Chunk of the staged row evaluation: its intermediates stay in L1 between
+ * the stages. */
+#define PE_SINCOS_CHUNK 256
+
+/* sin/cos (and cos-1) of 2*pi*K*f_i for i in [0, nf): pe_sincos_turns along a
+ * row, stage by stage per chunk.  The reduction's x, xl, q are parked in s, c,
+ * cm1 (overwritten in place by the last stage), the polynomials on the stack. */
 PE_TARGET_CLONES
 static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
                           double *PE_RESTRICT s, double *PE_RESTRICT c,
@@ -326,10 +380,29 @@ static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
     const double *PE_RESTRICT fhh = fr.fhh;
     const double *PE_RESTRICT fhl = fr.fhl;
     const double *PE_RESTRICT fl = fr.fl;
+    double sq[PE_SINCOS_CHUNK], cm[PE_SINCOS_CHUNK];
     double Kh, Kl;
     pe_split(K, &Kh, &Kl);
-    for (int64_t i = 0; i < nf; i++) {
-        pe_sincos_turns(K, Kh, Kl, fh[i], fhh[i], fhl[i], fl[i], &s[i], &c[i], &cm1[i]);
+    for (int64_t i0 = 0; i0 < nf; i0 += PE_SINCOS_CHUNK) {
+        int64_t m = nf - i0 < PE_SINCOS_CHUNK ? nf - i0 : PE_SINCOS_CHUNK;
+        double *PE_RESTRICT x = s + i0, *PE_RESTRICT xl = c + i0, *PE_RESTRICT qd = cm1 + i0;
+        PE_IVDEP
+        for (int64_t j = 0; j < m; j++) {
+            int64_t i = i0 + j;
+            uint64_t q;
+            pe_sincos_reduce(K, Kh, Kl, fh[i], fhh[i], fhl[i], fl[i], &x[j], &xl[j], &q);
+            memcpy(&qd[j], &q, sizeof q);
+        }
+        PE_IVDEP
+        for (int64_t j = 0; j < m; j++) {
+            pe_sincos_poly(x[j], &sq[j], &cm[j]);
+        }
+        PE_IVDEP
+        for (int64_t j = 0; j < m; j++) {
+            uint64_t q;
+            memcpy(&q, &qd[j], sizeof q);
+            pe_sincos_finish(x[j], xl[j], sq[j], cm[j], q, &x[j], &xl[j], &qd[j]);
+        }
     }
 }
 
