@@ -88,6 +88,7 @@ cdef extern from "_pe_core.h" nogil:
                          const double *Ac, const double *Tm, const double *Ts, int nt)
     void pe_v512_init()
     int pe_v512_set(int on)
+    int pe_v512
     void pe_stream_copy(void *dst, const void *src, size_t n)
     void pe_stream_fence()
     void pe_prefetch_write(const void *p, size_t n)
@@ -164,9 +165,7 @@ def streaming_stores():
     """How streaming fills are written here: "avx512", "sse2" or "plain"."""
     if PE_HAVE_STREAM == 0:
         return "plain"
-    old = pe_v512_set(1)
-    pe_v512_set(old)
-    return "avx512" if old else "sse2"
+    return "avx512" if pe_v512 else "sse2"     # a read: no writer state is touched
 
 
 def _set_avx512_writers(bint on):
@@ -580,65 +579,70 @@ cdef void _fill_units(real *out, int64_t row_stride, const pe_fill *f, int64_t u
     stays in L1), then adds it to x (x rounded once).  When every sequence has
     the same positions, each encoded row serves all of them: the threads split
     the steps, not the rows, and the row of the next sequence is prefetched."""
+    cdef int64_t n = u1 - u0
+    cdef int nt = f.nt
+    if n <= 0:
+        return
+    if nt > n:
+        nt = <int>n
+    cdef int t
+    if nt == 1:      # on the calling thread: no parallel region to enter for small fills
+        _fill_part(out, row_stride, f, u0, u1, 0)
+        return
+    for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
+        _fill_part(out, row_stride, f, u0 + t * n // nt, u0 + (t + 1) * n // nt, t)
+
+
+cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_lo,
+                     int64_t u_hi, int t) noexcept nogil:
+    """Units u_lo .. u_hi-1 of a fill, written by thread t (its scratch)."""
     cdef const pe_ctx *c = &f.c
     cdef const pe_rows *rq = f.c.rq
     cdef int64_t D = c.sp.d
     cdef int64_t nf = c.nf
     cdef int64_t S = rq.S
-    cdef int64_t n = u1 - u0
-    cdef int nt = f.nt
     cdef bint stream = f.stream
-    if n <= 0:
-        return
-    if nt > n:
-        nt = <int>n
-    cdef int64_t t, u_lo, u_hi, b, r, cached
-    cdef double *ev = NULL
-    cdef double *buf = NULL
-    cdef real *dest
+    cdef int64_t b, r
     # consecutive rows in one block share the anchor, which is evaluated once
-    for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-        ev = f.scratch + f.per_thread * t
-        buf = ev + 3 * nf
-        u_lo = u0 + t * n // nt
-        u_hi = u0 + (t + 1) * n // nt
-        cached = INT64_MIN
-        if not rq.add and f.contiguous:
-            _fill_blocks(out, row_stride, c, rq.offset, rq.S, u_lo, u_hi, ev, <real *>buf,
-                         stream)
+    cdef int64_t cached = INT64_MIN
+    cdef double *ev = f.scratch + f.per_thread * t
+    cdef double *buf = ev + 3 * nf
+    cdef real *dest
+    if not rq.add and f.contiguous:
+        _fill_blocks(out, row_stride, c, rq.offset, rq.S, u_lo, u_hi, ev, <real *>buf, stream)
+        if stream:
+            pe_stream_fence()   # streaming stores are weakly ordered
+    elif not rq.add:
+        for r in range(u_lo, u_hi):
+            b = r // S
+            dest = out + r * row_stride
             if stream:
-                pe_stream_fence()   # streaming stores are weakly ordered
-        elif not rq.add:
-            for r in range(u_lo, u_hi):
-                b = r // S
-                dest = out + r * row_stride
-                if stream:
-                    _encode_row(<real *>buf, c, b, r - b * S, ev, &cached, 0.0)
-                    pe_stream_copy(dest, buf, D * sizeof(real))
-                else:
-                    _encode_row(dest, c, b, r - b * S, ev, &cached, 0.0)
-            if stream:
-                pe_stream_fence()   # streaming stores are weakly ordered
-        elif f.shared:
-            for r in range(u_lo, u_hi):          # r: the step
-                _encode_row(buf, c, 0, r, ev, &cached, -0.0)
-                for b in range(rq.nseq):
-                    dest = out + (b * S + r) * row_stride
-                    if b + 1 < rq.nseq:
-                        pe_prefetch_write(dest + S * row_stride, D * sizeof(real))
-                    if real is float:
-                        pe_add_row_f32(dest, buf, D, rq.scale)
-                    else:
-                        pe_add_row_f64(dest, buf, D, rq.scale)
-        else:
-            for r in range(u_lo, u_hi):
-                b = r // S
-                _encode_row(buf, c, b, r - b * S, ev, &cached, -0.0)
-                dest = out + r * row_stride
+                _encode_row(<real *>buf, c, b, r - b * S, ev, &cached, 0.0)
+                pe_stream_copy(dest, buf, D * sizeof(real))
+            else:
+                _encode_row(dest, c, b, r - b * S, ev, &cached, 0.0)
+        if stream:
+            pe_stream_fence()   # streaming stores are weakly ordered
+    elif f.shared:
+        for r in range(u_lo, u_hi):          # r: the step
+            _encode_row(buf, c, 0, r, ev, &cached, -0.0)
+            for b in range(rq.nseq):
+                dest = out + (b * S + r) * row_stride
+                if b + 1 < rq.nseq:
+                    pe_prefetch_write(dest + S * row_stride, D * sizeof(real))
                 if real is float:
                     pe_add_row_f32(dest, buf, D, rq.scale)
                 else:
                     pe_add_row_f64(dest, buf, D, rq.scale)
+    else:
+        for r in range(u_lo, u_hi):
+            b = r // S
+            _encode_row(buf, c, b, r - b * S, ev, &cached, -0.0)
+            dest = out + r * row_stride
+            if real is float:
+                pe_add_row_f32(dest, buf, D, rq.scale)
+            else:
+                pe_add_row_f64(dest, buf, D, rq.scale)
 
 
 cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
