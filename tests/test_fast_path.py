@@ -125,3 +125,42 @@ def test_read_only_out_is_refused_by_the_general_path():
     out.flags.writeable = False
     with pytest.raises(ValueError, match="writable"):
         fastpe.sinusoidal(1, 512, out=out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d_model", [8, 512, 4096])
+def test_decoding_steps_reuse_anchors_bitwise(dtype, d_model):
+    """Consecutive one-row calls share their block's anchor through the
+    encoding's anchor cache; every row must still be the table's row."""
+    table = fastpe.sinusoidal(700, d_model, offset=-100, dtype=dtype)
+    row = np.empty((1, d_model), dtype)
+    x = np.zeros((1, 1, d_model), dtype)
+    for k in list(range(-100, 600, 3)) + [0, 599, -100, 37, 38, 37]:
+        fastpe.sinusoidal(1, d_model, offset=k, out=row)
+        np.testing.assert_array_equal(row[0], table[k + 100])
+        x[:] = 0
+        fastpe.add_to(x, offset=k)
+        np.testing.assert_array_equal(x[0, 0], table[k + 100])
+
+
+def test_concurrent_steps_on_one_encoding():
+    import threading
+
+    table = fastpe.sinusoidal(5000, 512, dtype=np.float64)
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        row = np.empty((1, 512))
+        for k in rng.integers(0, 5000, 400):
+            k = int(k)
+            fastpe.sinusoidal(1, 512, offset=k, out=row)
+            if not np.array_equal(row[0], table[k]):
+                errors.append(k)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:5]

@@ -12,12 +12,12 @@ count).  What precedes the first row (frequencies, table) is a ``Plan``.
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
 from cpython.pythread cimport (
-    PyThread_type_lock, PyThread_allocate_lock, PyThread_acquire_lock, PyThread_release_lock,
-    WAIT_LOCK,
+    PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
+    PyThread_release_lock, WAIT_LOCK,
 )
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs, log, exp, floor
-from libc.string cimport memset
+from libc.string cimport memset, memcpy
 from libc.stdint cimport INT64_MIN, INT64_MAX
 from cython.parallel cimport prange, parallel, threadid
 from cpython.buffer cimport (
@@ -439,8 +439,8 @@ cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t 
 
 
 cdef void _fill_blocks(real *out, int64_t row_stride, const pe_ctx *c, int64_t off,
-                      int64_t N, int64_t lo, int64_t hi, double *ev, real *buf,
-                      bint stream) noexcept nogil:
+                      int64_t N, int64_t lo, int64_t hi, double *ev, int64_t *cached,
+                      real *buf, bint stream) noexcept nogil:
     """Contiguous rows 0..N-1 (positions off + r), block by block.  Rows centre+j
     and centre-j share their table row and its four products, so they are written
     together (bitwise as if alone).  Within a block the rows are taken in the
@@ -451,7 +451,6 @@ cdef void _fill_blocks(real *out, int64_t row_stride, const pe_ctx *c, int64_t o
     counts without splitting a pair (which would leave two single rows)."""
     cdef int64_t B = c.B
     cdef int64_t H = c.B // 2
-    cdef int64_t cached = INT64_MIN
     cdef int64_t centre = _centre(off + lo, B)               # the block holding row lo
     cdef int64_t first, last, idx, j, K
     cdef bint has_p, has_m
@@ -470,12 +469,12 @@ cdef void _fill_blocks(real *out, int64_t row_stride, const pe_ctx *c, int64_t o
                 break
             if idx >= lo:
                 if has_p and has_m:
-                    _anchor(c, centre, ev, &cached)
+                    _anchor(c, centre, ev, cached)
                     _write_pair(out, row_stride, centre + j - off, centre - j - off, c, ev, j,
                                 buf, stream)
                 else:
                     K = centre + j if has_p else centre - j
-                    _write_at(out + (K - off) * row_stride, c, K, ev, &cached, buf, stream, 0.0)
+                    _write_at(out + (K - off) * row_stride, c, K, ev, cached, buf, stream, 0.0)
             idx += 2 if (has_p and has_m) else 1
         centre += B
 
@@ -492,6 +491,18 @@ cdef struct pe_fill:
     int64_t per_thread      # scratch doubles per thread
     double *mem             # scratch (and the plan when the caller had none)
     double *scratch
+    int64_t seed            # centre whose anchor thread 0's scratch holds (INT64_MIN: none)
+    int64_t last            # the same after the last range ran
+
+
+cdef struct pe_anchor_cache:
+    # The last anchor row (sin, cos at a block centre) a small fill evaluated for
+    # one encoding: consecutive decoding steps (positions k, k+1, ...) share their
+    # block's anchor, the costliest part of a one-row call.  Copied in and out
+    # under the lock, so it is never read half written.
+    PyThread_type_lock lock
+    double *data            # 2 nf doubles, or NULL
+    int64_t centre          # INT64_MIN: empty
 
 
 cdef inline size_t _scratch_doubles(int64_t nf, int64_t D, int nt, bint add, bint stream,
@@ -520,6 +531,8 @@ cdef int _fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int num_t
     cdef int64_t B = _block_rows(nf)
     cdef int err
     memset(f, 0, sizeof(pe_fill))
+    f.seed = INT64_MIN
+    f.last = INT64_MIN
     f.contiguous = rq.nseq == 1 and rq.pos_i == NULL and rq.pos_f == NULL \
         and rq.offs == NULL and not rq.has_zero_pos
     # positions independent of the sequence: one encoded row per step serves all
@@ -604,12 +617,14 @@ cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_
     cdef bint stream = f.stream
     cdef int64_t b, r
     # consecutive rows in one block share the anchor, which is evaluated once
-    cdef int64_t cached = INT64_MIN
+    # (thread 0 may start with one already in its scratch: see pe_anchor_cache)
+    cdef int64_t cached = f.seed if t == 0 else INT64_MIN
     cdef double *ev = f.scratch + f.per_thread * t
     cdef double *buf = ev + 3 * nf
     cdef real *dest
     if not rq.add and f.contiguous:
-        _fill_blocks(out, row_stride, c, rq.offset, rq.S, u_lo, u_hi, ev, <real *>buf, stream)
+        _fill_blocks(out, row_stride, c, rq.offset, rq.S, u_lo, u_hi, ev, &cached,
+                     <real *>buf, stream)
         if stream:
             pe_stream_fence()   # streaming stores are weakly ordered
     elif not rq.add:
@@ -643,6 +658,8 @@ cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_
                 pe_add_row_f32(dest, buf, D, rq.scale)
             else:
                 pe_add_row_f64(dest, buf, D, rq.scale)
+    if t == 0:
+        (<pe_fill *>f).last = cached
 
 
 cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
@@ -1062,7 +1079,8 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
 
 cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t nseq,
                           int64_t seq_len, int64_t offset, offsets, positions, zero_pos,
-                          bint add, double scale, int num_threads, bint fresh):
+                          bint add, double scale, int num_threads, bint fresh,
+                          pe_anchor_cache *ac=NULL):
     """The general fill behind the public functions (which validate everything
     first): buffers in, kernel run, buffers released.
 
@@ -1142,7 +1160,7 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
         if nseq * seq_len > 0:
-            _fill_interruptibly(view.buf, code == c'f', stride, &sp, &rq, num_threads, pmem)
+            _fill_interruptibly(view.buf, code == c'f', stride, &sp, &rq, num_threads, pmem, ac)
     finally:
         PyBuffer_Release(&view)
         if have_p:
@@ -1181,15 +1199,26 @@ cdef bint _span(const Py_buffer *v, const char **lo, const char **hi) noexcept:
 
 
 cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec *sp,
-                              const pe_rows *rq, int num_threads, const double *plan) except *:
+                              const pe_rows *rq, int num_threads, const double *plan,
+                              pe_anchor_cache *ac=NULL) except *:
     """Run a fill without the GIL in chunks of about CHUNK_ENTRIES entries,
     checking for signals between them, so that Ctrl-C interrupts a long fill
     within a few milliseconds (KeyboardInterrupt; the rows done so far stay
-    written).  Any chunking gives the same bits."""
+    written).  Any chunking gives the same bits.  ``ac``: the encoding's anchor
+    cache, read before and written after a fill (NULL: none)."""
     cdef pe_fill f
     cdef int err
+    cdef int64_t seeded = INT64_MIN
+    cdef size_t anchor_bytes = 2 * sp.nf * sizeof(double)
     with nogil:
         err = _fill_setup(&f, sp, rq, num_threads, plan, 4 if f32 else 8)
+        # fractional positions are evaluated directly: no anchors to share
+        if err == FASTPE_OK and ac != NULL and rq.pos_f == NULL:
+            PyThread_acquire_lock(ac.lock, WAIT_LOCK)
+            if ac.centre != INT64_MIN:
+                memcpy(f.scratch, ac.data, anchor_bytes)
+                f.seed = seeded = ac.centre
+            PyThread_release_lock(ac.lock)
     if err != FASTPE_OK:
         _raise_for(err)
     cdef int64_t per_unit = sp.d * (rq.nseq if f.shared else 1)
@@ -1203,9 +1232,19 @@ cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec
                     _fill_units(<float *>out, stride, &f, u0, u1)
                 else:
                     _fill_units(<double *>out, stride, &f, u0, u1)
+            f.seed = f.last          # thread 0's scratch carries over to the next chunk
             u0 = u1
             if u0 < f.units:
                 PyErr_CheckSignals()
+        if ac != NULL and f.last != INT64_MIN and f.last != seeded:
+            with nogil:
+                PyThread_acquire_lock(ac.lock, WAIT_LOCK)
+                if ac.data == NULL:
+                    ac.data = <double *>malloc(anchor_bytes)
+                if ac.data != NULL:
+                    memcpy(ac.data, f.scratch, anchor_bytes)
+                    ac.centre = f.last
+                PyThread_release_lock(ac.lock)
     finally:
         _fill_free(&f)
 
@@ -1296,8 +1335,13 @@ cdef class Encoder:
     cdef int64_t zero
     cdef readonly double max_position
     cdef readonly int64_t d_model
+    cdef pe_anchor_cache ac
 
     def __cinit__(self, dict spec, zero_pos=None):
+        self.ac.centre = INT64_MIN
+        self.ac.lock = PyThread_allocate_lock()
+        if self.ac.lock == NULL:
+            raise MemoryError("could not allocate a lock")
         self.sp = _spec_from_dict(spec)
         if not _frequencies_finite(&self.sp):
             raise ValueError(f"base={self.sp.base!r} gives frequencies base**(-i/denominator) "
@@ -1311,12 +1355,18 @@ cdef class Encoder:
             self.plan = Plan(spec)
             self.pmem = self.plan.mem
 
+    def __dealloc__(self):
+        free(self.ac.data)
+        if self.ac.lock != NULL:
+            PyThread_free_lock(self.ac.lock)
+
     def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
                   positions=None, bint add=False, double scale=1.0, int num_threads=0,
                   bint fresh=False):
         """Fill ``out`` (arguments validated by the caller; see _fill_buffers)."""
         return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
-                             positions, self.zero_pos, add, scale, num_threads, fresh)
+                             positions, self.zero_pos, add, scale, num_threads, fresh,
+                             &self.ac)
 
     def scratch_nbytes(self, int64_t rows, int num_threads, bint add):
         """Upper bound of the working memory (bytes) of a fill of ``rows`` rows."""
@@ -1524,7 +1574,7 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
         rq.fresh = 1
         if S > 0:
             _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, &rq, nt,
-                                enc.pmem)
+                                enc.pmem, &enc.ac)
         return out
     if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
         return None
@@ -1533,7 +1583,7 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
             return None
         if S > 0:
             _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt,
-                                enc.pmem)
+                                enc.pmem, &enc.ac)
     finally:
         PyBuffer_Release(&view)
     return out
@@ -1941,7 +1991,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
             rq.fresh = 1
             if n > 0:
                 _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, &rq, nt,
-                                    enc.pmem)
+                                    enc.pmem, &enc.ac)
             return out
         if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
             return None
@@ -1953,7 +2003,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
             if view.shape[i] != pv.shape[i]:
                 return None
         if n > 0:
-            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem)
+            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem, &enc.ac)
         return out
     finally:
         PyBuffer_Release(&pv)
@@ -1995,7 +2045,7 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention):
         rq.has_zero_pos = enc.has_zero
         rq.zero_pos = enc.zero
         if rows > 0:
-            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem)
+            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem, &enc.ac)
     finally:
         PyBuffer_Release(&view)
     return x
