@@ -1,7 +1,7 @@
 """Accuracy of fastpe.sinusoidal against mpmath at high precision.
 
 Contract: float64 entries are never worse than the NumPy float64 formula and
-(issue 3) within 1e-15 of the exact value for positions below 2^24 and widths
+within 1e-15 of the exact value for positions below 2^24 and widths
 up to 8192; float32 entries are within 2^-24 and almost always correctly rounded.
 """
 
@@ -62,7 +62,7 @@ def test_float64_long_table_to_2_20(rng):
 
 @pytest.mark.parametrize("d_model", [8192, 1000, 7])
 def test_float64_within_1e15_below_2_24(rng, d_model):
-    """Issue 3 bound: <= 1e-15 for every position below 2^24, widths up to 8192."""
+    """The float64 bound: <= 1e-15 for every position below 2^24, widths up to 8192."""
     offsets = [0, 2**12, 2**18 + 11, 2**24 - 64]
     errs = []
     for off in offsets:

@@ -706,14 +706,14 @@ def test_guard_bands_refused_out_untouched(kind):
         (lambda: fastpe.sinusoidal(0, 2**62), ValueError, "table"),
         # malformed dtype strings raising ValueError from np.dtype are a TypeError like the rest
         (lambda: fastpe.sinusoidal(3, 4, dtype="f4,"), TypeError, "dtype"),
-        # issue 6: a Convention's base above 1e300 gave a NaN table
+        # a Convention's base above 1e300 gave a NaN table
         (lambda: fastpe.sinusoidal(3, 8, convention=Convention(base=1e305)), ValueError, "base"),
-        # issue 6: OverflowError from the kernel / float()
+        # OverflowError from the kernel / float() before
         (lambda: fastpe.sinusoidal(3, 8, convention=Convention(padding_idx=2**70)), ValueError,
          "padding_idx"),
         (lambda: fastpe.add_to(np.zeros((2, 4)), scale=10**400), ValueError, "scale"),
         (lambda: Convention.diffusers(scale=10**400), ValueError, "scale"),
-        # issue 6: accepted silently before
+        # accepted silently before
         (lambda: fastpe.sinusoidal_2d(2, 2, 8, interleave_sin_cos=True), ValueError, "timm"),
         (lambda: fastpe.fairseq_positions(5), ValueError, "tokens"),
     ],
@@ -731,7 +731,7 @@ def test_base_just_below_the_limit_is_accurate():
 @pytest.mark.parametrize("base", [2.2250738585072014e-308, 1e-300, 1e-200, 3e-150])
 @pytest.mark.parametrize("d_model", [2, 6, 7])
 def test_tiny_base_position_zero_is_exact_not_nan(base, d_model):
-    # found by the fuzz target (session 2): the double-double log of a tiny base
+    # found by the fuzz target: the double-double log of a tiny base
     # overflowed (exp(-log a) = 1/a in a Veltkamp split), so frequencies were NaN
     # and even position 0 came out NaN for base = 2.2e-308, d_model = 6
     for dtype in (np.float32, np.float64):

@@ -258,7 +258,7 @@ PY
 # ---------------------------------------------------- 5. cibuildwheel identifiers
 CURRENT="step 5: cibuildwheel --print-build-identifiers"
 step "$CURRENT"
-# The intended wheels (issue 5): CPython 3.10-3.14 + free-threaded 3.14t on
+# The intended wheels: CPython 3.10-3.14 + free-threaded 3.14t on
 # manylinux_2_28 x86_64/aarch64, musllinux x86_64, macOS x86_64/arm64, Windows AMD64.
 # `archs = native` in pyproject (one native runner per arch), so the archs of the
 # runners in .github/workflows/wheels.yml are passed explicitly here.
