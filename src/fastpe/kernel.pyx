@@ -1537,6 +1537,21 @@ cdef inline bint _small(const pe_spec *sp, int64_t rows, int nt, bint add, doubl
     return out_bytes + _scratch_bound(sp, rows, nt, add) < _small_request
 
 
+cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows *rq):
+    """A new array of ``shape`` (n rows; float32 unless want is 'd') filled, or None
+    when it is large enough for the general path's memory checks."""
+    if want == 0:
+        want = c'f'
+    if not _small(&enc.sp, n, nt, False, <double>n * enc.sp.d * (4 if want == c'f' else 8)):
+        return None
+    out = _np_empty(shape, _F32 if want == c'f' else _F64)
+    rq.fresh = 1
+    if n > 0:
+        _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, rq, nt, enc.pmem,
+                            &enc.ac)
+    return out
+
+
 def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention):
     """fastpe.sinusoidal for the common argument types: the table, or None to
     decline (the general path then validates and explains)."""
@@ -1566,16 +1581,7 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
     rq.has_zero_pos = enc.has_zero
     rq.zero_pos = enc.zero
     if out is None:
-        if want == 0:
-            want = c'f'
-        if not _small(&enc.sp, S, nt, False, <double>S * enc.sp.d * (4 if want == c'f' else 8)):
-            return None
-        out = _np_empty((S, enc.sp.d), _F32 if want == c'f' else _F64)
-        rq.fresh = 1
-        if S > 0:
-            _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, &rq, nt,
-                                enc.pmem, &enc.ac)
-        return out
+        return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq)
     if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
         return None
     try:
@@ -1982,17 +1988,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
         else:
             rq.pos_i = <const int64_t *>pv.buf
         if out is None:
-            if want == 0:
-                want = c'f'
-            if not _small(&enc.sp, n, nt, False, <double>n * enc.sp.d * (4 if want == c'f' else 8)):
-                return None
-            out = _np_empty((<object>positions).shape + (enc.d_model,),
-                            _F32 if want == c'f' else _F64)
-            rq.fresh = 1
-            if n > 0:
-                _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, &rq, nt,
-                                    enc.pmem, &enc.ac)
-            return out
+            return _fill_new(enc, (<object>positions).shape + (enc.d_model,), n, want, nt, &rq)
         if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
             return None
         have_view = True
