@@ -89,6 +89,10 @@ def test_encoder_cache_is_bounded_and_skips_huge_plans():
     for d in range(2, kernel.ENCODERS_MAX + 40):
         fastpe.sinusoidal(1, d)
     assert len(kernel.encoders) <= kernel.ENCODERS_MAX
+    for d in range(8000, 8000 + 60):             # ~1 MiB plans: the byte budget binds
+        fastpe.sinusoidal(1, d)
+    held = sum(e.nbytes for e in kernel.encoders.values())
+    assert held <= kernel.ENCODERS_MAX_BYTES and len(kernel.encoders) < 60
     wide = 1 << 20                    # a plan of ~80 MiB: prepared per call, not kept
     conv, spec = _conv_spec("vaswani", wide)
     assert kernel.plan_nbytes(spec) > kernel.PLAN_MAX_BYTES

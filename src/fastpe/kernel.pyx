@@ -1316,9 +1316,11 @@ def plan_nbytes(dict spec):
 # ---------------------------------------------------------------------------
 
 # A plan larger than this is prepared per call instead of kept (widths beyond
-# ~16384 columns); the cache below holds at most ENCODERS_MAX encodings.
+# ~75000 columns); the cache below holds at most ENCODERS_MAX encodings and
+# ENCODERS_MAX_BYTES of plans and anchors.
 PLAN_MAX_BYTES = 4 << 20
 ENCODERS_MAX = 64
+ENCODERS_MAX_BYTES = 32 << 20
 
 
 cdef class Encoder:
@@ -1367,6 +1369,11 @@ cdef class Encoder:
         return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
                              positions, self.zero_pos, add, scale, num_threads, fresh,
                              &self.ac)
+
+    @property
+    def nbytes(self):
+        """Memory held: the plan and the anchor cache (its most)."""
+        return (self.plan.nbytes if self.plan is not None else 0) + 16 * self.sp.nf
 
     def scratch_nbytes(self, int64_t rows, int num_threads, bint add):
         """Upper bound of the working memory (bytes) of a fill of ``rows`` rows."""
@@ -1421,11 +1428,14 @@ _NAMES = {name: name for name in (
 
 
 def remember(key, Encoder enc):
-    """Keep ``enc`` under ``key`` (None: not kept); returns ``enc``."""
+    """Keep ``enc`` under ``key`` (None: not kept), dropping the oldest encodings
+    beyond ENCODERS_MAX or ENCODERS_MAX_BYTES; returns ``enc``."""
     if key is not None:
         with _encoders_lock:
             encoders[key] = enc
-            while len(encoders) > ENCODERS_MAX:
+            while len(encoders) > 1 and (
+                    len(encoders) > ENCODERS_MAX
+                    or sum(e.nbytes for e in encoders.values()) > ENCODERS_MAX_BYTES):
                 del encoders[next(iter(encoders))]
     return enc
 
