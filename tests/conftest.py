@@ -17,6 +17,18 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def small_fills_use_threads_too():
+    """The tests use small tables; with a low serial threshold their fills still
+    run on several threads, so the thread-count independence they check is real
+    (the threshold chooses the team size, never the values)."""
+    from fastpe import kernel
+
+    old = kernel._set_serial_below(4096)
+    yield
+    kernel._set_serial_below(old)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261122)

@@ -103,11 +103,8 @@ ctypedef fused real:
 cdef int64_t MAX_WIDTH = 1099511627776     # 2^40
 
 cdef enum:
-    # Fills with less work than this run on the calling thread: waking a team
-    # costs more than it saves (bench/serial_threshold.py; docs/performance.md).
-    # Work is counted in table entries; a row evaluated accurately (fractional
-    # or scattered positions) counts EVAL_WORK entries per frequency.
-    SERIAL_BELOW = 16384
+    # A row evaluated accurately (fractional or scattered positions) counts as
+    # this many table entries per frequency of work (see _serial_below).
     EVAL_WORK = 16
     # Block size budget: 2 * B * nf doubles (~1 MiB); the table holds about half
     # of that (rows 0..B/2), so it stays in L2.
@@ -305,9 +302,24 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
     return FASTPE_OK
 
 
+# Fills with less work than this (in table entries) run on the calling thread:
+# waking a team whose workers went to sleep between calls costs more than it
+# saves (bench/serial_threshold.py; docs/reliability.md).
+cdef int64_t _serial_below = 131072
+
+
+def _set_serial_below(int64_t work):
+    """Set the serial threshold (entries of work); returns the old one.  For
+    tests: the thread count never changes the results, only which code runs."""
+    global _serial_below
+    old = _serial_below
+    _serial_below = work
+    return old
+
+
 cdef int _threads(int num_threads, int64_t N, int64_t D, int64_t work=-1) noexcept nogil:
     """The team size of a fill of N rows of D entries (``work``: its cost in
-    entries when not N*D, see SERIAL_BELOW): the request (or the OpenMP default),
+    entries when not N*D, see _serial_below): the request (or the OpenMP default),
     capped at the OpenMP thread limit and at the cores this process may use (see
     fastpe_usable_cpus), one for small fills and in a forked child."""
     cdef int nt = num_threads
@@ -315,7 +327,7 @@ cdef int _threads(int num_threads, int64_t N, int64_t D, int64_t work=-1) noexce
         work = N * D
     # Fork safety: in a forked child a 2+-thread team can hang in libgomp; a
     # 1-thread team is safe (see fastpe_install_fork_guard).
-    if work < SERIAL_BELOW or N <= 1 or fastpe_forked_child():
+    if work < _serial_below or N <= 1 or fastpe_forked_child():
         return 1
     if nt <= 0:
         nt = omp_get_max_threads()
