@@ -159,8 +159,19 @@ def _kernel_settings(*, stream_bytes, avx512):
         kernel._set_avx512_writers(old_w)
 
 
+def _require_avx512_writers():
+    """Skip where the AVX-512 writers cannot be on: there both settings run the
+    portable loops, and comparing them would prove nothing."""
+    if not kernel._avx512_writers_built:
+        pytest.skip("built without the AVX-512 writers (FASTPE_NO_AVX512_WRITERS)")
+    if "avx512f" not in fastpe.build_info()["cpu_features"]:
+        pytest.skip("the CPU has no AVX-512F: only the portable writers run here")
+
+
 @pytest.fixture(params=[True, False], ids=["avx512", "portable"])
 def writers(request):
+    if request.param:
+        _require_avx512_writers()
     old = kernel._set_avx512_writers(request.param)
     try:
         yield request.param
@@ -198,12 +209,73 @@ def test_pair_writers_at_every_alignment(writers, stream, dtype, layout, d_model
             assert (flat[:base] == 7).all() and (flat[base + n * width:] == 7).all()
 
 
+# rows alone on both sides of their block's centre (B is 128 up to 1024 columns,
+# 32 at 4096), position 0 (evaluated directly) and a far one
+SINGLE_POSITIONS = np.array([0, 1, 2, 63, 64, 65, 100, 127, 128, -1, -64, -65, -200, 950,
+                             1000, 10**6 + 3])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("enc", [dict(layout="interleaved"), dict(layout="split"),
+                                 dict(convention=fastpe.Convention(layout="split_cos_first",
+                                                                   odd="zero")),
+                                 dict(convention=fastpe.Convention(odd="zero"))],
+                         ids=["interleaved", "split", "split_cos_first", "interleaved_zero"])
+def test_single_row_writers_at_every_alignment(dtype, enc):
+    # Rows written one at a time -- a one-row fill, the first half-block of a table
+    # from position 0, explicit positions, add_to's float64 row buffer -- by the
+    # AVX-512 single-row writers (and, streaming, into the row buffer that is then
+    # copied), at every start alignment: windows at columns 0..15 of a wider array
+    # whose rows start at every offset mod 64 bytes.  Every width up to 70 (below,
+    # at and past one vector block, every tail length) and a few wide ones.  The
+    # bits of the portable loops with the writers on and off, nothing outside the
+    # window touched.
+    _require_avx512_writers()
+    item = np.dtype(dtype).itemsize
+    pos, n = SINGLE_POSITIONS, 64
+    kw = dict(dtype=dtype, **enc)
+    calls = [  # (rows, initial x for add_to or None, fill(window))
+        (1, None, lambda w, d: fastpe.sinusoidal(1, d, offset=1000, out=w, **kw)),
+        (1, None, lambda w, d: fastpe.sinusoidal(1, d, offset=950, out=w, **kw)),
+        (1, None, lambda w, d: fastpe.sinusoidal(1, d, offset=0, out=w, **kw)),
+        (n, None, lambda w, d: fastpe.sinusoidal(n, d, out=w, **kw)),
+        (len(pos), None, lambda w, d: fastpe.sinusoidal_at(pos, d, out=w, **kw)),
+        (len(pos), 0.375, lambda w, d: fastpe.add_to(w[None], positions=pos, **enc)),
+        (1, -2.5, lambda w, d: fastpe.add_to(w[None], offset=1000, **enc)),
+    ]
+    for d in list(range(1, 71)) + [127, 257, 1000, 4096]:
+        width = d + 16 + 1                   # odd: consecutive rows at every alignment
+        flat = np.full(n * width + 64, 7.0, dtype)
+        base = (-flat.ctypes.data // item) % (64 // item)
+        big = flat[base:base + n * width].reshape(n, width)
+        refs = []
+        with _kernel_settings(stream_bytes=float("inf"), avx512=False):
+            for rows, x, fill in calls:
+                w = np.zeros((rows, d), dtype) if x is None else np.full((rows, d), x, dtype)
+                fill(w, d)
+                refs.append(w)
+        for on, stream in [(True, float("inf")), (True, 0.0), (False, float("inf"))]:
+            with _kernel_settings(stream_bytes=stream, avx512=on):
+                for col in range(16):
+                    for (rows, x, fill), ref in zip(calls, refs):
+                        big[...] = 7.0
+                        w = big[:rows, col:col + d]
+                        if x is not None:
+                            w[...] = x
+                        fill(w, d)
+                        assert np.array_equal(w, ref), (d, col, rows, on, stream)
+                        w[...] = 7.0
+                        assert (big == 7).all(), (d, col, rows, on, stream)
+        assert (flat == 7).all()
+
+
 def test_avx512_writer_switch():
     old = kernel._set_avx512_writers(False)
     try:
         assert kernel._set_avx512_writers(True) is False
-        # on only where the CPU has AVX-512F
-        has = "avx512f" in fastpe.build_info()["cpu_features"]
+        # on only where the CPU has AVX-512F and the build has the writers
+        has = ("avx512f" in fastpe.build_info()["cpu_features"]
+               and kernel._avx512_writers_built)
         assert kernel._set_avx512_writers(True) == has
         assert fastpe.build_info()["streaming_stores"] in ("avx512", "sse2", "plain")
         assert (fastpe.build_info()["streaming_stores"] == "avx512") == has

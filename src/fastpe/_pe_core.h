@@ -558,15 +558,18 @@ PE_INLINE void pe_row_rest_##SUFFIX(T *row, const pe_spec *sp, double zero,     
     if (sp->zero_col >= 0)                                                                \
         row[sp->zero_col] = (T)zero;                                                      \
 }                                                                                         \
-/* One row: the anchor (As, Ac) rotated by the table row (Tm, Ts*sg). */                  \
+/* One row: the anchor (As, Ac) rotated by the table row (Tm, Ts*sg), by the             \
+ * AVX-512 writer where there is one (same bits). */                                      \
 PE_INLINE void pe_row_##SUFFIX(T *row, const pe_spec *sp, double zero,                    \
         const double *As, const double *Ac, const double *Tm, const double *Ts,           \
         double sg) {                                                                      \
-    if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                            \
-        pe_pairs_##SUFFIX(row, sp->npairs, As, Ac, Tm, Ts, sg);                           \
-    } else {                                                                              \
-        int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                    \
-        pe_split_##SUFFIX(row + sp->s_off, row + sp->c_off, n, As, Ac, Tm, Ts, sg);       \
+    if (!pe_row1_v512_##SUFFIX(row, sp, As, Ac, Tm, Ts, sg)) {                            \
+        if (sp->layout == PE_LAYOUT_INTERLEAVED) {                                        \
+            pe_pairs_##SUFFIX(row, sp->npairs, As, Ac, Tm, Ts, sg);                       \
+        } else {                                                                          \
+            int64_t n = sp->ns < sp->nc ? sp->ns : sp->nc;                                \
+            pe_split_##SUFFIX(row + sp->s_off, row + sp->c_off, n, As, Ac, Tm, Ts, sg);   \
+        }                                                                                 \
     }                                                                                     \
     pe_row_rest_##SUFFIX(row, sp, zero, As, Ac, Tm, Ts, sg);                              \
 }                                                                                         \
@@ -653,13 +656,10 @@ PE_INLINE void pe_prefetch_write(const void *p, size_t n) {
 #endif
 }
 
-PE_DEFINE_ROW_WRITERS(float, f32)
-PE_DEFINE_ROW_WRITERS(double, f64)
-
 /*
- * AVX-512 pair writers.  Where the CPU has AVX-512F (checked once, pe_v512_init)
- * the mirrored rows c+t and c-t are written by these instead of the
- * compiler-vectorised loops above:
+ * AVX-512 row writers.  Where the CPU has AVX-512F (checked once, pe_v512_init)
+ * the mirrored rows c+t and c-t, and the rows written alone, are written by
+ * these instead of the compiler-vectorised loops above:
  *   - the few entries before the first 64-byte boundary (and after the last
  *     whole vector) are one vector block stored under a mask, not a scalar
  *     loop (which cost ~10% of a 1024-wide row) nor a buffer and a copy
@@ -671,10 +671,10 @@ PE_DEFINE_ROW_WRITERS(double, f64)
  *     128 MiB: 4.9 ms vs 9.2 ms through a row buffer, 9.2 ms plain).
  * The vector code performs the IEEE operations of PE_PAIRS2_BODY /
  * PE_SPLIT2_BODY in the same order (no FMA: built with -ffp-contract=off), so
- * the bits are those of the portable loops.  Functions return 0 when they
- * cannot take a row (no AVX-512F, a row shorter than one vector block, or, for
- * nt, destinations that one head cannot align together); the caller then uses
- * the portable path.
+ * the bits are those of the portable loops (a row alone is one half of a pair:
+ * see PE_V512_PAIR below).  Functions return 0 when they cannot take a row (no
+ * AVX-512F, a row shorter than one vector block, or, for nt, destinations that
+ * one head cannot align together); the caller then uses the portable path.
  */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(FASTPE_NO_AVX512_WRITERS)
 #include <immintrin.h>
@@ -766,10 +766,26 @@ static inline void pe_tail_pd(double *p, int64_t L, __m512d v) {
     _mm512_mask_storeu_pd(p, (__mmask8)((1u << (8 - L)) - 1u), _mm512_permutexvar_pd(idx, v));
 }
 
+/*
+ * Each layout and dtype has one skeleton for both of its uses.  `rows` is a
+ * constant at every call, so the skeleton is inlined and what a call does not
+ * store is compiled away:
+ *   PE_V512_PAIR:  the mirrored pair, rp at +t and rm at -t;
+ *   PE_V512_PLUS, PE_V512_MINUS: one row, rp, the +t or the -t half of the pair
+ *                  (rm must be rp; it is never stored).  A row of sign sg is the
+ *                  half of that sign: multiplying by sg = +-1 is exact, so those
+ *                  are the bits of PE_SIN / PE_COS.
+ */
+#define PE_V512_PAIR 0
+#define PE_V512_PLUS 1
+#define PE_V512_MINUS 2
+#define PE_V512_SKELETON static inline __attribute__((always_inline, target("avx512f")))
+
 /* interleaved float32: a block is 8 frequencies = 16 floats of each row */
-__attribute__((target("avx512f")))
-static int pe_v512_pairs2_f32(float *rp, float *rm, int64_t np, PE_V512_ARGS, int nt) {
+PE_V512_SKELETON
+int pe_v512_pairs_f32(float *rp, float *rm, int rows, int64_t np, PE_V512_ARGS, int nt) {
     const __m512i ix = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const int two = rows == PE_V512_PAIR;
     __m512 p, m;
     __mmask16 k;
     int64_t h, v, i, t0;
@@ -789,34 +805,41 @@ static int pe_v512_pairs2_f32(float *rp, float *rm, int64_t np, PE_V512_ARGS, in
                                    _mm512_castps256_ps512(_mm512_cvtpd_ps(cp0)));         \
         m = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm512_cvtpd_ps(sm0)), ix,      \
                                    _mm512_castps256_ps512(_mm512_cvtpd_ps(cm0)));         \
+        if (rows == PE_V512_MINUS)                                                        \
+            p = m;                                                                        \
     }
     if (h > 0) {
         PE_BLK(0)
         if (al) {
             pe_head_ps(rp, 2 * h, p);
-            pe_head_ps(rm, 2 * h, m);
+            if (two)
+                pe_head_ps(rm, 2 * h, m);
         } else {
             k = (__mmask16)((1u << (2 * h)) - 1u);
             _mm512_mask_storeu_ps(rp, k, p);
-            _mm512_mask_storeu_ps(rm, k, m);
+            if (two)
+                _mm512_mask_storeu_ps(rm, k, m);
         }
     }
     v = h + (np - h) / 8 * 8;
     for (i = h; i < v; i += 8) {
         PE_BLK(i)
         PE_V512_STORE(ps, rp + 2 * i, p, nt);
-        PE_V512_STORE(ps, rm + 2 * i, m, nt);
+        if (two)
+            PE_V512_STORE(ps, rm + 2 * i, m, nt);
     }
     if (v < np) {
         t0 = np - 8;
         PE_BLK(t0)
         if (al) {
             pe_tail_ps(rp + 2 * v, 2 * (v - t0), p);
-            pe_tail_ps(rm + 2 * v, 2 * (v - t0), m);
+            if (two)
+                pe_tail_ps(rm + 2 * v, 2 * (v - t0), m);
         } else {
             k = (__mmask16)((0xFFFFu << (2 * (v - t0))) & 0xFFFFu);
             _mm512_mask_storeu_ps(rp + 2 * t0, k, p);
-            _mm512_mask_storeu_ps(rm + 2 * t0, k, m);
+            if (two)
+                _mm512_mask_storeu_ps(rm + 2 * t0, k, m);
         }
     }
 #undef PE_BLK
@@ -824,10 +847,11 @@ static int pe_v512_pairs2_f32(float *rp, float *rm, int64_t np, PE_V512_ARGS, in
 }
 
 /* interleaved float64: a block is 8 frequencies = 16 doubles (two vectors) */
-__attribute__((target("avx512f")))
-static int pe_v512_pairs2_f64(double *rp, double *rm, int64_t np, PE_V512_ARGS, int nt) {
+PE_V512_SKELETON
+int pe_v512_pairs_f64(double *rp, double *rm, int rows, int64_t np, PE_V512_ARGS, int nt) {
     const __m512i lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     const __m512i hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    const int two = rows == PE_V512_PAIR;
     __m512d p0, p1, m0, m1;
     __mmask8 k0, k1;
     int64_t h, v, i, t0, L;
@@ -847,16 +871,22 @@ static int pe_v512_pairs2_f64(double *rp, double *rm, int64_t np, PE_V512_ARGS, 
         p1 = _mm512_permutex2var_pd(sp0, hi, cp0);                                        \
         m0 = _mm512_permutex2var_pd(sm0, lo, cm0);                                        \
         m1 = _mm512_permutex2var_pd(sm0, hi, cm0);                                        \
+        if (rows == PE_V512_MINUS) {                                                      \
+            p0 = m0;                                                                      \
+            p1 = m1;                                                                      \
+        }                                                                                 \
     }
     if (h > 0) {
         PE_BLK(0)
         if (al) {
             pe_head_pd(rp, 2 * h, p0);
-            pe_head_pd(rm, 2 * h, m0);
+            if (two)
+                pe_head_pd(rm, 2 * h, m0);
         } else {
             k0 = (__mmask8)((1u << (2 * h)) - 1u);
             _mm512_mask_storeu_pd(rp, k0, p0);
-            _mm512_mask_storeu_pd(rm, k0, m0);
+            if (two)
+                _mm512_mask_storeu_pd(rm, k0, m0);
         }
     }
     v = h + (np - h) / 8 * 8;
@@ -864,8 +894,10 @@ static int pe_v512_pairs2_f64(double *rp, double *rm, int64_t np, PE_V512_ARGS, 
         PE_BLK(i)
         PE_V512_STORE(pd, rp + 2 * i, p0, nt);
         PE_V512_STORE(pd, rp + 2 * i + 8, p1, nt);
-        PE_V512_STORE(pd, rm + 2 * i, m0, nt);
-        PE_V512_STORE(pd, rm + 2 * i + 8, m1, nt);
+        if (two) {
+            PE_V512_STORE(pd, rm + 2 * i, m0, nt);
+            PE_V512_STORE(pd, rm + 2 * i + 8, m1, nt);
+        }
     }
     if (v < np) {
         t0 = np - 8;
@@ -873,14 +905,17 @@ static int pe_v512_pairs2_f64(double *rp, double *rm, int64_t np, PE_V512_ARGS, 
         L = 2 * (v - t0);               /* first lane to store, of 16 */
         if (al) {
             pe_tail2_pd(rp + 2 * v, L, p0, p1);
-            pe_tail2_pd(rm + 2 * v, L, m0, m1);
+            if (two)
+                pe_tail2_pd(rm + 2 * v, L, m0, m1);
         } else {
             k0 = (__mmask8)(L < 8 ? (0xFFu << L) & 0xFFu : 0u);
             k1 = (__mmask8)(L < 8 ? 0xFFu : (0xFFu << (L - 8)) & 0xFFu);
             _mm512_mask_storeu_pd(rp + 2 * t0, k0, p0);
             _mm512_mask_storeu_pd(rp + 2 * t0 + 8, k1, p1);
-            _mm512_mask_storeu_pd(rm + 2 * t0, k0, m0);
-            _mm512_mask_storeu_pd(rm + 2 * t0 + 8, k1, m1);
+            if (two) {
+                _mm512_mask_storeu_pd(rm + 2 * t0, k0, m0);
+                _mm512_mask_storeu_pd(rm + 2 * t0 + 8, k1, m1);
+            }
         }
     }
 #undef PE_BLK
@@ -895,10 +930,12 @@ static inline __m512 pe_v512_cat(__m512d a, __m512d b) {
 }
 
 /* split float32: a block is 16 frequencies = 16 floats in each of the four
- * destinations (d0/d1 sines/cosines of rp, d2/d3 of rm) */
-__attribute__((target("avx512f")))
-static int pe_v512_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_t n,
-                              PE_V512_ARGS, int nt) {
+ * destinations (d0/d1 sines/cosines of rp, d2/d3 of rm; one row: d2 = d0,
+ * d3 = d1, never stored) */
+PE_V512_SKELETON
+int pe_v512_split_f32(float *d0, float *d1, float *d2, float *d3, int rows, int64_t n,
+                      PE_V512_ARGS, int nt) {
+    const int two = rows == PE_V512_PAIR;
     __m512 a, b, c, d;
     __mmask16 k;
     int64_t h, v, i, t0;
@@ -919,21 +956,29 @@ static int pe_v512_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_
         b = pe_v512_cat(cp0, cp1);                                                        \
         c = pe_v512_cat(sm0, sm1);                                                        \
         d = pe_v512_cat(cm0, cm1);                                                        \
+        if (rows == PE_V512_MINUS) {                                                      \
+            a = c;                                                                        \
+            b = d;                                                                        \
+        }                                                                                 \
     }
 #define PE_MSTORE(off, k)                                                                 \
     {                                                                                     \
         _mm512_mask_storeu_ps(d0 + (off), k, a);                                          \
         _mm512_mask_storeu_ps(d1 + (off), k, b);                                          \
-        _mm512_mask_storeu_ps(d2 + (off), k, c);                                          \
-        _mm512_mask_storeu_ps(d3 + (off), k, d);                                          \
+        if (two) {                                                                        \
+            _mm512_mask_storeu_ps(d2 + (off), k, c);                                      \
+            _mm512_mask_storeu_ps(d3 + (off), k, d);                                      \
+        }                                                                                 \
     }
     if (h > 0) {
         PE_BLK(0)
         if (al) {
             pe_head_ps(d0, h, a);
             pe_head_ps(d1, h, b);
-            pe_head_ps(d2, h, c);
-            pe_head_ps(d3, h, d);
+            if (two) {
+                pe_head_ps(d2, h, c);
+                pe_head_ps(d3, h, d);
+            }
         } else {
             k = (__mmask16)((1u << h) - 1u);
             PE_MSTORE(0, k)
@@ -944,8 +989,10 @@ static int pe_v512_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_
         PE_BLK(i)
         PE_V512_STORE(ps, d0 + i, a, nt);
         PE_V512_STORE(ps, d1 + i, b, nt);
-        PE_V512_STORE(ps, d2 + i, c, nt);
-        PE_V512_STORE(ps, d3 + i, d, nt);
+        if (two) {
+            PE_V512_STORE(ps, d2 + i, c, nt);
+            PE_V512_STORE(ps, d3 + i, d, nt);
+        }
     }
     if (v < n) {
         t0 = n - 16;
@@ -953,8 +1000,10 @@ static int pe_v512_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_
         if (al) {
             pe_tail_ps(d0 + v, v - t0, a);
             pe_tail_ps(d1 + v, v - t0, b);
-            pe_tail_ps(d2 + v, v - t0, c);
-            pe_tail_ps(d3 + v, v - t0, d);
+            if (two) {
+                pe_tail_ps(d2 + v, v - t0, c);
+                pe_tail_ps(d3 + v, v - t0, d);
+            }
         } else {
             k = (__mmask16)((0xFFFFu << (v - t0)) & 0xFFFFu);
             PE_MSTORE(t0, k)
@@ -966,9 +1015,10 @@ static int pe_v512_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_
 }
 
 /* split float64: a block is 8 frequencies = 8 doubles in each destination */
-__attribute__((target("avx512f")))
-static int pe_v512_split2_f64(double *d0, double *d1, double *d2, double *d3, int64_t n,
-                              PE_V512_ARGS, int nt) {
+PE_V512_SKELETON
+int pe_v512_split_f64(double *d0, double *d1, double *d2, double *d3, int rows, int64_t n,
+                      PE_V512_ARGS, int nt) {
+    const int two = rows == PE_V512_PAIR;
     __m512d a, b, c, d;
     __mmask8 k;
     int64_t h, v, i, t0;
@@ -988,21 +1038,29 @@ static int pe_v512_split2_f64(double *d0, double *d1, double *d2, double *d3, in
         b = cp0;                                                                          \
         c = sm0;                                                                          \
         d = cm0;                                                                          \
+        if (rows == PE_V512_MINUS) {                                                      \
+            a = c;                                                                        \
+            b = d;                                                                        \
+        }                                                                                 \
     }
 #define PE_MSTORE(off, k)                                                                 \
     {                                                                                     \
         _mm512_mask_storeu_pd(d0 + (off), k, a);                                          \
         _mm512_mask_storeu_pd(d1 + (off), k, b);                                          \
-        _mm512_mask_storeu_pd(d2 + (off), k, c);                                          \
-        _mm512_mask_storeu_pd(d3 + (off), k, d);                                          \
+        if (two) {                                                                        \
+            _mm512_mask_storeu_pd(d2 + (off), k, c);                                      \
+            _mm512_mask_storeu_pd(d3 + (off), k, d);                                      \
+        }                                                                                 \
     }
     if (h > 0) {
         PE_BLK(0)
         if (al) {
             pe_head_pd(d0, h, a);
             pe_head_pd(d1, h, b);
-            pe_head_pd(d2, h, c);
-            pe_head_pd(d3, h, d);
+            if (two) {
+                pe_head_pd(d2, h, c);
+                pe_head_pd(d3, h, d);
+            }
         } else {
             k = (__mmask8)((1u << h) - 1u);
             PE_MSTORE(0, k)
@@ -1013,8 +1071,10 @@ static int pe_v512_split2_f64(double *d0, double *d1, double *d2, double *d3, in
         PE_BLK(i)
         PE_V512_STORE(pd, d0 + i, a, nt);
         PE_V512_STORE(pd, d1 + i, b, nt);
-        PE_V512_STORE(pd, d2 + i, c, nt);
-        PE_V512_STORE(pd, d3 + i, d, nt);
+        if (two) {
+            PE_V512_STORE(pd, d2 + i, c, nt);
+            PE_V512_STORE(pd, d3 + i, d, nt);
+        }
     }
     if (v < n) {
         t0 = n - 8;
@@ -1022,8 +1082,10 @@ static int pe_v512_split2_f64(double *d0, double *d1, double *d2, double *d3, in
         if (al) {
             pe_tail_pd(d0 + v, v - t0, a);
             pe_tail_pd(d1 + v, v - t0, b);
-            pe_tail_pd(d2 + v, v - t0, c);
-            pe_tail_pd(d3 + v, v - t0, d);
+            if (two) {
+                pe_tail_pd(d2 + v, v - t0, c);
+                pe_tail_pd(d3 + v, v - t0, d);
+            }
         } else {
             k = (__mmask8)((0xFFu << (v - t0)) & 0xFFu);
             PE_MSTORE(t0, k)
@@ -1033,6 +1095,33 @@ static int pe_v512_split2_f64(double *d0, double *d1, double *d2, double *d3, in
 #undef PE_BLK
     return 1;
 }
+
+/* The entry points: pairs (2), streaming stores if nt, and one row of sign sg (1),
+ * plain stores (a streamed single row is copied from a buffer by the caller). */
+#define PE_DEFINE_V512_WRITERS(T, SUFFIX)                                                 \
+__attribute__((target("avx512f")))                                                        \
+static int pe_v512_pairs2_##SUFFIX(T *rp, T *rm, int64_t np, PE_V512_ARGS, int nt) {      \
+    return pe_v512_pairs_##SUFFIX(rp, rm, PE_V512_PAIR, np, As, Ac, Tm, Ts, nt);          \
+}                                                                                         \
+__attribute__((target("avx512f")))                                                        \
+static int pe_v512_pairs1_##SUFFIX(T *row, int64_t np, PE_V512_ARGS, double sg) {         \
+    if (sg > 0.0)                                                                         \
+        return pe_v512_pairs_##SUFFIX(row, row, PE_V512_PLUS, np, As, Ac, Tm, Ts, 0);     \
+    return pe_v512_pairs_##SUFFIX(row, row, PE_V512_MINUS, np, As, Ac, Tm, Ts, 0);        \
+}                                                                                         \
+__attribute__((target("avx512f")))                                                        \
+static int pe_v512_split2_##SUFFIX(T *d0, T *d1, T *d2, T *d3, int64_t n, PE_V512_ARGS,   \
+                                   int nt) {                                              \
+    return pe_v512_split_##SUFFIX(d0, d1, d2, d3, PE_V512_PAIR, n, As, Ac, Tm, Ts, nt);   \
+}                                                                                         \
+__attribute__((target("avx512f")))                                                        \
+static int pe_v512_split1_##SUFFIX(T *rs, T *rc, int64_t n, PE_V512_ARGS, double sg) {    \
+    if (sg > 0.0)                                                                         \
+        return pe_v512_split_##SUFFIX(rs, rc, rs, rc, PE_V512_PLUS, n, As, Ac, Tm, Ts, 0); \
+    return pe_v512_split_##SUFFIX(rs, rc, rs, rc, PE_V512_MINUS, n, As, Ac, Tm, Ts, 0);   \
+}
+PE_DEFINE_V512_WRITERS(float, f32)
+PE_DEFINE_V512_WRITERS(double, f64)
 #else
 #define PE_HAVE_V512 0
 static const int pe_v512_cpu = 0, pe_v512 = 0;
@@ -1050,6 +1139,36 @@ static int pe_v512_set(int on) {
 #endif
     return old;
 }
+
+/* One row by the AVX-512 writers, all but the columns pe_row_rest writes: 1 if
+ * done, 0 if the caller must write it another way. */
+#if PE_HAVE_V512
+#define PE_DEFINE_V512_ROW1(T, SUFFIX)                                                    \
+PE_INLINE int pe_row1_v512_##SUFFIX(T *row, const pe_spec *sp, const double *As,          \
+        const double *Ac, const double *Tm, const double *Ts, double sg) {                \
+    int64_t n;                                                                            \
+    if (!pe_v512)                                                                         \
+        return 0;                                                                         \
+    if (sp->layout == PE_LAYOUT_INTERLEAVED)                                              \
+        return pe_v512_pairs1_##SUFFIX(row, sp->npairs, As, Ac, Tm, Ts, sg);              \
+    n = sp->ns < sp->nc ? sp->ns : sp->nc;                                                \
+    return pe_v512_split1_##SUFFIX(row + sp->s_off, row + sp->c_off, n, As, Ac, Tm, Ts,   \
+                                   sg);                                                   \
+}
+#else
+#define PE_DEFINE_V512_ROW1(T, SUFFIX)                                                    \
+PE_INLINE int pe_row1_v512_##SUFFIX(T *row, const pe_spec *sp, const double *As,          \
+        const double *Ac, const double *Tm, const double *Ts, double sg) {                \
+    (void)row; (void)sp; (void)As; (void)Ac; (void)Tm; (void)Ts; (void)sg;                \
+    return 0;                                                                             \
+}
+#endif
+PE_DEFINE_V512_ROW1(float, f32)
+PE_DEFINE_V512_ROW1(double, f64)
+
+/* The row writers (after the AVX-512 ones: pe_row tries those first). */
+PE_DEFINE_ROW_WRITERS(float, f32)
+PE_DEFINE_ROW_WRITERS(double, f64)
 
 /* Rows rp (+t) and rm (-t) by the AVX-512 writers, non-temporal stores if nt;
  * 1 if done, 0 if the caller must write them another way. */

@@ -93,6 +93,7 @@ cdef extern from "_pe_core.h" nogil:
     void pe_stream_fence()
     void pe_prefetch_write(const void *p, size_t n)
     int PE_HAVE_STREAM
+    int PE_HAVE_V512
     pe_spec pe_spec_vaswani(int64_t d, double base, int layout)
     double pe_spec_max_turns(const pe_spec *sp)
 
@@ -154,6 +155,9 @@ def _default_stream_bytes():
 
 
 pe_v512_init()
+# False in builds without the AVX-512 writers (FASTPE_NO_AVX512_WRITERS), where
+# _set_avx512_writers(True) cannot turn them on whatever the CPU.
+_avx512_writers_built = bool(PE_HAVE_V512)
 cdef double _stream_bytes_f64, _stream_bytes_f32
 _stream_bytes_f64, _stream_bytes_f32 = _default_stream_bytes()
 
@@ -166,11 +170,11 @@ def streaming_stores():
 
 
 def _set_avx512_writers(bint on):
-    """Write mirrored row pairs with the AVX-512 writers (AVX-512F CPUs; on by
-    default there; streaming fills go straight from registers) or with the
-    portable loops (streaming fills through a row buffer and pe_stream_copy);
-    returns the old setting.  Both give the same bits.  For tests and
-    measurements; not while a fill runs."""
+    """Write rows (mirrored pairs and rows alone) with the AVX-512 writers
+    (AVX-512F CPUs; on by default there; streaming fills of pairs go straight from
+    registers) or with the portable loops (streaming fills through a row buffer
+    and pe_stream_copy); returns the old setting.  Both give the same bits.  For
+    tests and measurements; not while a fill runs."""
     return bool(pe_v512_set(on))
 
 
