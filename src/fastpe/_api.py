@@ -201,13 +201,13 @@ def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None, scratch
 
 def _rows(a: np.ndarray) -> np.ndarray:
     """``a`` viewed as 2-D rows (N, d) without a copy; ValueError if impossible."""
-    view = a.view()
-    try:
-        view.shape = (-1, a.shape[-1]) if a.shape[-1] else (int(np.prod(a.shape[:-1])), 0)
-    except AttributeError:
+    view = a.reshape((int(np.prod(a.shape[:-1])), a.shape[-1]))
+    # reshape copies when no view exists, and filling a copy would leave ``a``
+    # unchanged (setting .shape, which raised instead, is deprecated in NumPy 2.5)
+    if view.size and not np.may_share_memory(view, a):
         raise ValueError(
             "the array's rows must be laid out at one stride (C-contiguous rows, e.g. a "
-            f"contiguous array or a column slice of one); got strides {a.strides}") from None
+            f"contiguous array or a column slice of one); got strides {a.strides}")
     return view
 
 
