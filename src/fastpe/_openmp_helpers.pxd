@@ -8,6 +8,13 @@ cdef extern from *:
     #include <omp.h>
     #define FASTPE_OPENMP 1
     #define FASTPE_OPENMP_VERSION _OPENMP
+    /* The thread limit (OMP_THREAD_LIMIT) is OpenMP 3.0; MSVC's runtime (vcomp)
+       implements 2.0 only, where there is no limit beyond the team size. */
+    #if _OPENMP >= 200805
+    #define fastpe_omp_thread_limit() omp_get_thread_limit()
+    #else
+    #define fastpe_omp_thread_limit() 2147483647
+    #endif
     /* Cython emits `omp for nowait`; a phase that publishes data to the next
        loop of the same parallel region needs an explicit barrier. */
     #if defined(_MSC_VER)
@@ -20,14 +27,14 @@ cdef extern from *:
     #define FASTPE_OPENMP 0
     #define FASTPE_OPENMP_VERSION 0
     static int omp_get_max_threads(void) { return 1; }
-    static int omp_get_thread_limit(void) { return 1; }
     static int omp_get_num_procs(void) { return 1; }
+    #define fastpe_omp_thread_limit() 1
     #endif
     """
     bint FASTPE_OPENMP
     int FASTPE_OPENMP_VERSION
     int omp_get_max_threads() noexcept nogil
-    int omp_get_thread_limit() noexcept nogil
+    int fastpe_omp_thread_limit() noexcept nogil
     int omp_get_num_procs() noexcept nogil
     void fastpe_omp_barrier() noexcept nogil
 

@@ -26,7 +26,7 @@ from cpython.buffer cimport (
 
 from fastpe._openmp_helpers cimport (
     FASTPE_OPENMP, FASTPE_OPENMP_VERSION, fastpe_omp_barrier, omp_get_max_threads,
-    omp_get_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
+    fastpe_omp_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
     fastpe_set_cpu_quota, fastpe_usable_cpus,
 )
 from cpython.exc cimport PyErr_CheckSignals, PyErr_Occurred
@@ -335,8 +335,8 @@ cdef int _threads(int num_threads, int64_t N, int64_t D, int64_t work=-1) noexce
         return 1
     if nt <= 0:
         nt = omp_get_max_threads()
-    if nt > omp_get_thread_limit():
-        nt = omp_get_thread_limit()
+    if nt > fastpe_omp_thread_limit():
+        nt = fastpe_omp_thread_limit()
     if nt > 1 and nt > fastpe_usable_cpus():
         nt = fastpe_usable_cpus()
     if nt > N:
@@ -1630,7 +1630,7 @@ def max_threads():
     ``forked_child``)."""
     if fastpe_forked_child():
         return 1
-    return max(1, min(omp_get_max_threads(), omp_get_thread_limit(), fastpe_usable_cpus()))
+    return max(1, min(omp_get_max_threads(), fastpe_omp_thread_limit(), fastpe_usable_cpus()))
 
 
 def usable_cpus():
