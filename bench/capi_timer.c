@@ -76,6 +76,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastpe_capi_timer", 
                                     methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit_fastpe_capi_timer(void) {
+    PyObject *m;
     if (import_fastpe() < 0) return NULL;
-    return PyModule_Create(&module);
+    m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+    if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
+    return m;
 }

@@ -216,6 +216,7 @@ def _doc_block(text, marker):
 # ----------------------------------------------------------------- a real cluster
 
 MEMORY_LIMIT = 400 * 10**6
+TIMEOUT = 300   # seconds: a lost task fails the test instead of hanging the suite
 
 
 @pytest.fixture(scope="module")
@@ -229,6 +230,12 @@ def client():
         # in the normal builds; the sanitizer still covers fastpe.dask on the threaded
         # scheduler (every other test in this file).
         pytest.skip("cluster workers under ASan exceed the tests' memory limit")
+    # The helpers below travel to the workers by value: by reference they name
+    # this test module, which a worker cannot import when the suite runs from
+    # outside the source tree (an installed wheel), and the result never came.
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     cluster = distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, memory_limit=MEMORY_LIMIT,
         host="127.0.0.1", dashboard_address=None, silence_logs=40,
@@ -244,10 +251,10 @@ def client():
 def test_cluster_table_and_add(client, rng):
     P = fd.sinusoidal(20_000, 130, chunks=((7_000, 7_000, 5_999, 1), (130,)), offset=12_345,
                       dtype="float64")
-    _same(client.compute(P).result(), fastpe.sinusoidal(20_000, 130, offset=12_345,
-                                                        dtype="float64"))
+    _same(client.compute(P).result(timeout=TIMEOUT),
+          fastpe.sinusoidal(20_000, 130, offset=12_345, dtype="float64"))
     P = fd.sinusoidal(3_000, 64, chunks=(1_000, 16))
-    _same(client.compute(P).result(), fastpe.sinusoidal(3_000, 64))
+    _same(client.compute(P).result(timeout=TIMEOUT), fastpe.sinusoidal(3_000, 64))
 
     a = rng.standard_normal((6, 300, 64)).astype(np.float32)
     offs = rng.integers(0, 10_000, 6)
@@ -256,7 +263,8 @@ def test_cluster_table_and_add(client, rng):
     for kw in (dict(offset=offs), dict(positions=da.from_array(pos, chunks=(3, 100)))):
         y = fd.add_to(x, scale=8.0, **kw)
         local = {k: (v.compute() if isinstance(v, da.Array) else v) for k, v in kw.items()}
-        _same(client.compute(y).result(), fastpe.add_to(a.copy(), scale=8.0, **local))
+        _same(client.compute(y).result(timeout=TIMEOUT),
+              fastpe.add_to(a.copy(), scale=8.0, **local))
     # the tasks really ran in the worker processes
     assert len(client.scheduler_info()["workers"]) == 2
 
@@ -299,7 +307,7 @@ def test_cluster_table_larger_than_workers_is_reduced_block_by_block(client):
     sums = P.map_blocks(_checksum, chunks=((1,) * (rows // step), (1,)), dtype=np.uint64)
     client.run(_reset_peak_rss)            # measure this computation, not earlier tests
     t = time.perf_counter()
-    got = client.compute(sums).result()[:, 0]
+    got = client.compute(sums).result(timeout=TIMEOUT)[:, 0]
     elapsed = time.perf_counter() - t
 
     want = np.array([_checksum(fastpe.sinusoidal(step, d, offset=r))[0, 0]

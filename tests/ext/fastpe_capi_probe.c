@@ -303,5 +303,13 @@ PyMODINIT_FUNC PROBE_CAT(PyInit_, PROBE_NAME)(void) {
     if (import_fastpe() < 0) {
         return NULL;
     }
-    return PyModule_Create(&probe_module);
+    PyObject *m = PyModule_Create(&probe_module);
+#ifdef Py_GIL_DISABLED
+    /* like fastpe itself: importing this probe must not re-enable the GIL */
+    if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
+    return m;
 }

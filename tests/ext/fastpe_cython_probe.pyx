@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, freethreading_compatible=True
 """A third-party Cython extension that fills tables through ``cimport``, inside
 its own ``prange`` (built by tests/test_cython_api.py against the installed package)."""
 
