@@ -101,6 +101,10 @@ class BuildExt(build_ext):
             cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g", "-O1"]
             cflags += ["-fno-sanitize-recover=undefined"]
             ldflags += ["-fsanitize=address,undefined"]
+        elif family != "msvc":
+            # no debug info in the extension (Python's own CFLAGS carry -g): a
+            # wheel's kernel shrinks ~4x; FASTPE_EXTRA_CFLAGS=-g brings it back
+            cflags += ["-g0"]
         cflags += os.environ.get("FASTPE_EXTRA_CFLAGS", "").split()
 
         use_openmp = False
