@@ -110,7 +110,7 @@ def as_layout(value: Any) -> int:
 def as_float_dtype(value: Any) -> np.dtype:
     try:
         dt = np.dtype(value)
-    except (TypeError, ValueError):
+    except Exception:   # np.dtype's parser also raises SyntaxError, KeyError, ...
         raise TypeError(f"dtype must be float32 or float64, got {value!r}") from None
     if dt not in FLOAT_DTYPES or not dt.isnative:
         raise TypeError(f"dtype must be float32 or float64 (native byte order), got {dt}")
