@@ -204,3 +204,50 @@ def test_num_threads_does_not_change_what_threadpoolctl_sees():
     for nt in (1, 5):
         fastpe.sinusoidal(2000, 256, num_threads=nt)
         assert ours() == before
+
+
+def _every_function(d, k):
+    """One call of every public function at width d, position parameter k."""
+    conv = ("vaswani", "fairseq", "diffusers", "tensor2tensor")[k % 4]
+    x = np.linspace(-1, 1, 3 * 5 * d).reshape(3, 5, d).astype(np.float32)
+    fastpe.add_to(x, offset=[k, k + 1, k + 2], scale=0.5, convention=conv)
+    return [
+        fastpe.sinusoidal(7, d, offset=k, convention=conv),
+        fastpe.sinusoidal(1, d, offset=k, dtype=np.float64),
+        fastpe.sinusoidal_at(np.array([k + 0.25, 3.0, k]), d, convention=conv),
+        x,
+        fastpe.reference(3, d, offset=k),
+        fastpe.sinusoidal_2d(3, 2, 4 * (d // 4 + 1)),
+        fastpe.fairseq_positions(np.array([[5, 1, 7, k % 3]])),
+    ]
+
+
+def test_every_function_from_eight_threads_over_many_widths():
+    """8 threads call every public function at more widths than the encoding
+    cache holds (so encodings are evicted and rebuilt while others use them);
+    every result is bitwise the single-threaded one."""
+    from fastpe import kernel
+
+    widths = list(range(40, 40 + kernel.ENCODERS_MAX + 16))
+    jobs = [(d, 3 * d % 997) for d in widths]
+    expected = {job: _every_function(*job) for job in jobs}
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for i in rng.permutation(len(jobs))[:60]:
+                job = jobs[int(i)]
+                for got, want in zip(_every_function(*job), expected[job]):
+                    if got.dtype != want.dtype or not np.array_equal(got, want):
+                        errors.append(job)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+        assert not t.is_alive(), "a fastpe call did not return"
+    assert errors == [], errors[:5]
