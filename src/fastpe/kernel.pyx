@@ -1139,28 +1139,16 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
         # Inputs that share memory with out (or x) are copied first, as NumPy's
         # ufuncs do: the fill would otherwise read positions it has overwritten.
         if offsets is not None:
-            PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
+            offsets = _input_buffer(offsets, &oview, &view)    # (the copy stays alive)
             have_o = True
-            if _overlap(&oview, &view):
-                PyBuffer_Release(&oview)
-                have_o = False
-                offsets = offsets.copy()
-                PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
-                have_o = True
             if oview.ndim != 1 or oview.shape[0] != nseq or oview.itemsize != 8 \
                     or _native_code(oview.format) not in (c'l', c'q'):
                 raise TypeError("offsets must be a 1-D int64 array of length nseq")
             rq.offs = <const int64_t *>oview.buf
             rq.offs_stride = oview.strides[0] // 8
         if positions is not None:
-            PyObject_GetBuffer(positions, &pview, PyBUF_STRIDES | PyBUF_FORMAT)
+            positions = _input_buffer(positions, &pview, &view)
             have_p = True
-            if _overlap(&pview, &view):
-                PyBuffer_Release(&pview)
-                have_p = False
-                positions = positions.copy()
-                PyObject_GetBuffer(positions, &pview, PyBUF_STRIDES | PyBUF_FORMAT)
-                have_p = True
             if pview.ndim != 2 or pview.shape[0] != nseq or pview.shape[1] != seq_len \
                     or pview.itemsize != 8:
                 raise TypeError("positions must be a 2-D (nseq, seq_len) int64/float64 array")
@@ -1184,6 +1172,17 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
         if have_o:
             PyBuffer_Release(&oview)
     return out
+
+
+cdef object _input_buffer(arr, Py_buffer *v, const Py_buffer *out):
+    """Hold the buffer of the input ndarray ``arr`` in ``v``; when it shares memory
+    with ``out``, of a copy instead (returned: the caller keeps it alive)."""
+    PyObject_GetBuffer(arr, v, PyBUF_STRIDES | PyBUF_FORMAT)
+    if _overlap(v, out):
+        PyBuffer_Release(v)
+        arr = arr.copy()
+        PyObject_GetBuffer(arr, v, PyBUF_STRIDES | PyBUF_FORMAT)
+    return arr
 
 
 cdef bint _overlap(const Py_buffer *a, const Py_buffer *b) noexcept:
