@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fastpe
+import test_capi_abi11 as abi11
 from fastpe import kernel
 
 C = kernel._C_CONSTANTS
@@ -23,19 +24,11 @@ SPEC_D = ctypes.CFUNCTYPE(i64, vp)
 SPEC_FILL = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, cint)
 SPEC_FILLPOS = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, vp, cint)
 SPEC_ADD = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, i64, dbl, cint)
-FILL = ctypes.CFUNCTYPE(cint, vp, i64, i64, i64, dbl, i64, cint, cint)
-ADD = ctypes.CFUNCTYPE(cint, vp, i64, i64, i64, i64, dbl, i64, dbl, cint, cint)
-FILLPOS = ctypes.CFUNCTYPE(cint, vp, i64, i64, i64, vp, dbl, cint, cint)
-ADDPOS = ctypes.CFUNCTYPE(cint, vp, i64, i64, i64, vp, dbl, dbl, cint, cint)
 
 
-class Table(ctypes.Structure):
-    _fields_ = [("abi_major", ctypes.c_uint32), ("abi_minor", ctypes.c_uint32),
-                ("size", ctypes.c_size_t),
-                ("fill_f32", FILL), ("fill_f64", FILL), ("add_f32", ADD), ("add_f64", ADD),
-                ("fill_positions_f32", FILLPOS), ("fill_positions_f64", FILLPOS),
-                ("add_positions_f32", ADDPOS), ("add_positions_f64", ADDPOS),
-                ("spec_new", SPEC_NEW), ("spec_from_knobs", SPEC_KNOBS),
+class Table(abi11.Table):
+    """fastpe_api_t up to ABI 1.2: the 1.1 table and the compiled-spec entries."""
+    _fields_ = [("spec_new", SPEC_NEW), ("spec_from_knobs", SPEC_KNOBS),
                 ("spec_free", SPEC_FREE), ("spec_d_model", SPEC_D),
                 ("spec_fill_f32", SPEC_FILL), ("spec_fill_f64", SPEC_FILL),
                 ("spec_fill_positions_f32", SPEC_FILLPOS),
