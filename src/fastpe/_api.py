@@ -379,7 +379,7 @@ def add_to(
     off_scalar = 0
     if np.ndim(offset) == 0 and not isinstance(offset, np.ndarray):
         off_scalar = as_int(offset, "offset")
-        largest_off = abs(off_scalar)
+        largest_off: float = abs(off_scalar)
     else:
         off = _as_positions(offset, "offset")
         if off.size == 0:   # offset=[] for an empty batch: NumPy makes it float64

@@ -58,18 +58,21 @@ def cgroup_cpu_quota() -> int:
     """Cores' worth of CPU time the cgroup quota allows (rounded up), 0 if none."""
     best = 0
     for d in _cgroup_dirs("cpu"):
-        quota = period = None
+        quota: str | None = None
+        period: str | None = None
         text = _read(os.path.join(d, "cpu.max"))               # v2: "max 100000" or "Q P"
         if text:
-            q, _, p = text.partition(" ")
-            if q != "max":
-                quota, period = q, p or "100000"
+            head, _, tail = text.partition(" ")
+            if head != "max":
+                quota, period = head, tail or "100000"
         else:                                                   # v1
             quota = _read(os.path.join(d, "cpu.cfs_quota_us"))
             period = _read(os.path.join(d, "cpu.cfs_period_us"))
+        if quota is None or period is None:
+            continue
         try:
-            q, p = int(quota), int(period)                      # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            q, p = int(quota), int(period)
+        except ValueError:
             continue
         if q > 0 and p > 0:
             n = max(1, math.ceil(q / p))
@@ -93,8 +96,8 @@ def cgroup_memory_limit() -> int | None:
     for d in _cgroup_dirs("memory"):
         text = _read(os.path.join(d, "memory.max")) or _read(os.path.join(d, "memory.limit_in_bytes"))
         try:
-            n = int(text)                                       # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            n = int(text or "")
+        except ValueError:
             continue                                            # "max", or unreadable
         if 0 < n < 2**62:                                       # v1 says "no limit" as ~2^63
             best = n if best is None else min(best, n)
