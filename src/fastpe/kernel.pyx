@@ -823,6 +823,39 @@ def _c_plan_cache():
     return out
 
 
+cdef inline void _init_rows(pe_rows *rq, int64_t nseq, int64_t S, bint has_zero,
+                            int64_t zero) noexcept nogil:
+    """nseq sequences of S rows at positions 0 .. S-1, nothing added (the
+    callers set offsets, positions and the add)."""
+    memset(rq, 0, sizeof(pe_rows))
+    rq.nseq = nseq
+    rq.S = S
+    rq.scale = 1.0
+    rq.has_zero_pos = has_zero
+    rq.zero_pos = zero
+
+
+cdef inline double _extent(int64_t offset, int64_t S) noexcept nogil:
+    """Largest |position| of offset .. offset+S-1 (in double: no overflow)."""
+    cdef double a = fabs(<double>offset)
+    cdef double b = fabs(<double>offset + <double>(S - 1)) if S > 0 else 0.0
+    return a if a >= b else b
+
+
+cdef int _positions_error(const real *out, int64_t n, int64_t row_stride, int64_t d,
+                          const double *positions, double limit) noexcept nogil:
+    """FASTPE_EOVERLAP if the n positions lie inside the rows to be written (the
+    documented contract), FASTPE_ERANGE if one is NaN, infinite or beyond limit."""
+    cdef int64_t r
+    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + d) \
+            and <const char *>out < <const char *>(positions + n):
+        return FASTPE_EOVERLAP
+    for r in range(n):
+        if not (fabs(positions[r]) <= limit):
+            return FASTPE_ERANGE
+    return FASTPE_OK
+
+
 cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
                        double base, int layout) noexcept nogil:
     """The checks every C entry point shares (n rows at row_stride, d_model wide)."""
@@ -859,9 +892,7 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
     sp = pe_spec_vaswani(d_model, base, layout)
     if not _frequencies_finite(&sp):
         return FASTPE_EBASE
-    kmax = fabs(<double>offset)
-    if seq_len > 0 and fabs(<double>offset + <double>(seq_len - 1)) > kmax:
-        kmax = fabs(<double>offset + <double>(seq_len - 1))
+    kmax = _extent(offset, seq_len)
     if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= 4503599627370496.0:
         return FASTPE_ERANGE
     return FASTPE_OK
@@ -925,8 +956,7 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
              const double *positions, double base, int layout, int add, double scale,
              int num_threads) noexcept nogil:
     cdef int err = _check_common(out, n, d_model, row_stride, base, layout)
-    cdef int64_t r
-    cdef double kmax = 0.0, limit
+    cdef double limit
     cdef pe_spec sp
     cdef pe_rows rq
     if err == FASTPE_OK and positions == NULL and n > 0:
@@ -941,16 +971,10 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
     limit = PE_MAX_TURNS / pe_spec_max_turns(&sp)
     if limit > 4503599627370496.0:
         limit = 4503599627370496.0
-    # positions must not live inside the rows being written (documented contract)
-    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + d_model) \
-            and <const char *>out < <const char *>(positions + n):
-        return FASTPE_EOVERLAP
-    for r in range(n):       # one cheap pass: NaN/inf or out-of-range positions
-        if not (fabs(positions[r]) <= limit):
-            return FASTPE_ERANGE
-    memset(&rq, 0, sizeof(rq))
-    rq.nseq = 1
-    rq.S = n
+    err = _positions_error(out, n, row_stride, d_model, positions, limit)
+    if err != FASTPE_OK:
+        return err
+    _init_rows(&rq, 1, n, False, 0)
     rq.pos_f = positions
     rq.pss = 1
     rq.add = add
@@ -1586,25 +1610,16 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
     cdef char want
     cdef Py_buffer view
     cdef pe_rows rq
-    cdef double extent
     if enc is None or not _as_i64(seq_len, &S) or S < 0 or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
-    extent = fabs(<double>off)
-    if S > 0 and fabs(<double>off + <double>(S - 1)) > extent:
-        extent = fabs(<double>off + <double>(S - 1))
-    if extent > enc.max_position:
+    if _extent(off, S) > enc.max_position:
         return None
-    memset(&rq, 0, sizeof(rq))
-    rq.nseq = 1
-    rq.S = S
+    _init_rows(&rq, 1, S, enc.has_zero, enc.zero)
     rq.offset = off
-    rq.scale = 1.0
-    rq.has_zero_pos = enc.has_zero
-    rq.zero_pos = enc.zero
     if out is None:
         return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq)
     if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
@@ -1719,20 +1734,10 @@ cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
     return h.sp.d if h != NULL else -1
 
 
-cdef inline void _spec_rows(pe_rows *rq, const fastpe_spec *h, int64_t nseq, int64_t S) noexcept nogil:
-    memset(rq, 0, sizeof(pe_rows))
-    rq.nseq = nseq
-    rq.S = S
-    rq.scale = 1.0
-    rq.has_zero_pos = h.has_zero
-    rq.zero_pos = h.zero
-
-
 cdef int _spec_fill(const fastpe_spec *h, real *out, int64_t nseq, int64_t S, int64_t row_stride,
                     int64_t offset, bint add, double scale, int num_threads) noexcept nogil:
     """Rows of positions offset .. offset+S-1 (nseq sequences when adding)."""
     cdef pe_rows rq
-    cdef double kmax
     if h == NULL:
         return FASTPE_ENULL
     if nseq < 0 or S < 0:
@@ -1747,12 +1752,9 @@ cdef int _spec_fill(const fastpe_spec *h, real *out, int64_t nseq, int64_t S, in
         return FASTPE_ESIZE
     if add and not isfinite(scale):
         return FASTPE_ESCALE
-    kmax = fabs(<double>offset)
-    if fabs(<double>offset + <double>(S - 1)) > kmax:
-        kmax = fabs(<double>offset + <double>(S - 1))
-    if not (kmax <= h.max_position):
+    if not (_extent(offset, S) <= h.max_position):
         return FASTPE_ERANGE
-    _spec_rows(&rq, h, nseq, S)
+    _init_rows(&rq, nseq, S, h.has_zero, h.zero)
     rq.offset = offset
     rq.add = add
     rq.scale = scale if add else 1.0
@@ -1762,7 +1764,6 @@ cdef int _spec_fill(const fastpe_spec *h, real *out, int64_t nseq, int64_t S, in
 cdef int _spec_at(const fastpe_spec *h, real *out, int64_t n, int64_t row_stride,
                   const double *positions, int num_threads) noexcept nogil:
     cdef pe_rows rq
-    cdef int64_t r
     if h == NULL:
         return FASTPE_ENULL
     if n < 0:
@@ -1773,13 +1774,10 @@ cdef int _spec_at(const fastpe_spec *h, real *out, int64_t n, int64_t row_stride
         return FASTPE_ENULL
     if row_stride < h.sp.d and n > 1:
         return FASTPE_ESTRIDE
-    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + h.sp.d) \
-            and <const char *>out < <const char *>(positions + n):
-        return FASTPE_EOVERLAP
-    for r in range(n):
-        if not (fabs(positions[r]) <= h.max_position):
-            return FASTPE_ERANGE
-    _spec_rows(&rq, h, 1, n)
+    cdef int err = _positions_error(out, n, row_stride, h.sp.d, positions, h.max_position)
+    if err != FASTPE_OK:
+        return err
+    _init_rows(&rq, 1, n, h.has_zero, h.zero)
     rq.pos_f = positions
     rq.pss = 1
     return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
@@ -2001,13 +1999,8 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
         return None
     try:
         n = pv.len // 8
-        memset(&rq, 0, sizeof(rq))
-        rq.nseq = 1
-        rq.S = n
+        _init_rows(&rq, 1, n, enc.has_zero, enc.zero)
         rq.pss = 1
-        rq.scale = 1.0
-        rq.has_zero_pos = enc.has_zero
-        rq.zero_pos = enc.zero
         if _native_code(pv.format) == c'd':
             rq.pos_f = <const double *>pv.buf
         else:
@@ -2057,14 +2050,10 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention):
         if fabs(<double>off) + <double>S > enc.max_position \
                 or not _small(&enc.sp, rows, nt, True, 0.0):
             return None
-        memset(&rq, 0, sizeof(rq))
-        rq.nseq = rows // S if S > 0 else 0
-        rq.S = S
+        _init_rows(&rq, rows // S if S > 0 else 0, S, enc.has_zero, enc.zero)
         rq.offset = off
         rq.add = 1
         rq.scale = <double>scale
-        rq.has_zero_pos = enc.has_zero
-        rq.zero_pos = enc.zero
         if rows > 0:
             _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt, enc.pmem, &enc.ac)
     finally:
