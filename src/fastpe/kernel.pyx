@@ -521,20 +521,6 @@ cdef struct pe_anchor_cache:
     int64_t centre          # INT64_MIN: empty
 
 
-cdef inline size_t _scratch_doubles(int64_t nf, int64_t D, int nt, bint add, bint stream,
-                                    bint own_plan) noexcept nogil:
-    """Scratch of a fill: per thread one anchor evaluation (3 nf: sin, cos, cos-1)
-    and a row buffer (float64 for the add; two output rows when streaming), plus
-    the plan and what _prepare needs to build it when the caller has none."""
-    cdef int64_t B = _block_rows(nf)
-    cdef int64_t b1 = (B // 2) // SUB + 1
-    cdef size_t n = <size_t>((3 * nf + (D if add else (2 * D if stream else 0))) * nt)
-    if own_plan:
-        n += _plan_doubles(nf, B) + <size_t>(2 * (SUB + b1) * nf + B // 2 + 1 + SUB + b1
-                                             + nt * nf)
-    return n
-
-
 cdef int _fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int num_threads,
                      const double *plan, size_t itemsize) noexcept nogil:
     """Decide the team and the store kind, allocate scratch, and build the plan
@@ -1091,16 +1077,6 @@ cdef pe_spec _spec_from_dict(dict spec) except *:
     return sp
 
 
-def spec_max_position(dict spec):
-    """Largest |position| a fill with this spec accepts (exact angle reduction).
-    ValueError if its frequencies overflow a double (a tiny base)."""
-    cdef pe_spec sp = _spec_from_dict(spec)
-    if not _frequencies_finite(&sp):
-        raise ValueError(f"base={sp.base!r} gives frequencies base**(-i/denominator) that "
-                         "overflow a double at this width; use a base closer to 1")
-    return min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0)
-
-
 def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
               positions=None, zero_pos=None, bint add=False, double scale=1.0, int num_threads=0,
               Plan plan=None, bint fresh=False):
@@ -1428,13 +1404,6 @@ cdef double _scratch_bound(const pe_spec *sp, int64_t rows, int num_threads,
     cdef double per_thread = 4 * nf + (1.0 if add else 2.0) * <double>sp.d
     cdef double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B
     return (per_thread * nt + plan) * 8.0
-
-
-def scratch_nbytes(dict spec, int64_t rows, int num_threads, bint add):
-    """Upper bound of the working memory (bytes) a fill of ``rows`` rows with this
-    spec allocates beside its output."""
-    cdef pe_spec sp = _spec_from_dict(spec)
-    return int(_scratch_bound(&sp, rows, num_threads, add))
 
 
 #: The compiled encodings the public functions use, by the values of their
