@@ -1216,7 +1216,7 @@ cdef bint _span(const Py_buffer *v, const char **lo, const char **hi) noexcept:
 cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec *sp,
                               const pe_rows *rq, int num_threads, const double *plan,
                               pe_anchor_cache *ac=NULL) except *:
-    """Run a fill without the GIL in chunks of about CHUNK_ENTRIES entries,
+    """Run a fill without the GIL in chunks of about _chunk_entries entries,
     checking for signals between them, so that Ctrl-C interrupts a long fill
     within a few milliseconds (KeyboardInterrupt; the rows done so far stay
     written).  Any chunking gives the same bits.  ``ac``: the encoding's anchor
