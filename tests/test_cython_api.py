@@ -93,3 +93,31 @@ def test_codes_through_cimport(cy_probe, args, code):
         np.testing.assert_array_equal(out, fastpe.sinusoidal(4, 4, dtype=np.float64))
     else:
         assert np.all(out == SENTINEL)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("convention", ["diffusers", "tensor2tensor", "fairseq", "vaswani"])
+def test_compiled_encoding_through_cimport(cy_probe, dtype, convention):
+    mod, _ = cy_probe
+    d, offset, scale = 10, 3, 0.5
+    table = np.full((6, d), SENTINEL, dtype)
+    at = np.full((4, d), SENTINEL, dtype)
+    positions = np.array([0.0, 2.5, 7.0, -1.25])
+    x = np.random.default_rng(0).standard_normal((2, 5, d)).astype(dtype)
+    x0 = x.copy()
+    codes = mod.spec_tables(convention, d, table, offset, at, positions, x, scale)
+    assert codes == (0, 0, 0, d)
+    kw = dict(convention=convention, dtype=dtype)
+    np.testing.assert_array_equal(table, fastpe.sinusoidal(6, d, offset=offset, **kw))
+    np.testing.assert_array_equal(at, fastpe.sinusoidal_at(positions, d, **kw))
+    np.testing.assert_array_equal(
+        x, fastpe.add_to(x0, offset=offset, scale=scale, convention=convention))
+
+
+def test_compiled_encoding_from_knobs_through_cimport(cy_probe):
+    mod, _ = cy_probe
+    assert mod.spec_knobs(12, 500.0, b"h", 0.0) == 12
+    with pytest.raises(ValueError, match="base"):
+        mod.spec_knobs(12, -1.0, b"h", 0.0)
+    with pytest.raises(ValueError, match="denominator"):
+        mod.spec_knobs(12, 500.0, b"sideways", 0.0)

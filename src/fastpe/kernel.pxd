@@ -48,3 +48,37 @@ cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_str
 cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
                            const double *positions, double base, double scale, int layout,
                            int num_threads) noexcept nogil
+
+# ABI 1.2.  Every convention, through a compiled encoding: an opaque handle made
+# once with the GIL (from a convention's name or a fastpe.Convention, or from the
+# knobs of one; raises with the Python API's messages), used without the GIL from
+# any thread, and freed with spec_free.  The fill functions return the codes above.
+cdef extern from *:
+    """
+    struct fastpe_spec;
+    """
+    cdef struct fastpe_spec:
+        pass
+
+cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL
+cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *denominator,
+                                  double shift, double position_scale, const char *layout,
+                                  const char *odd, int has_padding_idx,
+                                  int64_t padding_idx) except NULL
+cdef void spec_free(fastpe_spec *h) noexcept nogil
+cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil
+cdef int spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil
+cdef int spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil
+cdef int spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
+                                 const double *positions, int num_threads) noexcept nogil
+cdef int spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n,
+                                 int64_t row_stride, const double *positions,
+                                 int num_threads) noexcept nogil
+cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil
+cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil

@@ -1658,7 +1658,8 @@ cdef extern from *:
         double max_position; /* |positions| allowed by the exact angle reduction */
     };
     """
-    ctypedef struct fastpe_spec:
+    # kernel.pxd declares the handle opaque (its users never see the fields)
+    ctypedef struct pe_handle "struct fastpe_spec":
         pe_spec sp
         int has_zero
         int64_t zero
@@ -1671,14 +1672,14 @@ cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
     from fastpe._validate import as_int
     cdef Encoder enc = _api._encoder(convention, 10000.0, "interleaved",
                                      as_int(d_model, "d_model", minimum=1))
-    cdef fastpe_spec *h = <fastpe_spec *>malloc(sizeof(fastpe_spec))
+    cdef pe_handle *h = <pe_handle *>malloc(sizeof(pe_handle))
     if h == NULL:
         raise MemoryError("could not allocate a fastpe spec")
     h.sp = enc.sp
     h.has_zero = enc.has_zero
     h.zero = enc.zero
     h.max_position = enc.max_position
-    return h
+    return <fastpe_spec *>h
 
 
 cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *denominator,
@@ -1695,15 +1696,19 @@ cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *deno
     return spec_new(conv, d_model)
 
 
+cdef inline const pe_handle *_handle(const fastpe_spec *h) noexcept nogil:
+    return <const pe_handle *>h
+
+
 cdef void spec_free(fastpe_spec *h) noexcept nogil:
     free(h)
 
 
 cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
-    return h.sp.d if h != NULL else -1
+    return _handle(h).sp.d if h != NULL else -1
 
 
-cdef int _spec_fill(const fastpe_spec *h, real *out, int64_t nseq, int64_t S, int64_t row_stride,
+cdef int _spec_fill(const pe_handle *h, real *out, int64_t nseq, int64_t S, int64_t row_stride,
                     int64_t offset, bint add, double scale, int num_threads) noexcept nogil:
     """Rows of positions offset .. offset+S-1 (nseq sequences when adding)."""
     cdef pe_rows rq
@@ -1730,7 +1735,7 @@ cdef int _spec_fill(const fastpe_spec *h, real *out, int64_t nseq, int64_t S, in
     return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
 
 
-cdef int _spec_at(const fastpe_spec *h, real *out, int64_t n, int64_t row_stride,
+cdef int _spec_at(const pe_handle *h, real *out, int64_t n, int64_t row_stride,
                   const double *positions, int num_threads) noexcept nogil:
     cdef pe_rows rq
     if h == NULL:
@@ -1754,35 +1759,35 @@ cdef int _spec_at(const fastpe_spec *h, real *out, int64_t n, int64_t row_stride
 
 cdef int spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
                        int64_t offset, int num_threads) noexcept nogil:
-    return _spec_fill(h, out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+    return _spec_fill(_handle(h), out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
 
 
 cdef int spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
                        int64_t offset, int num_threads) noexcept nogil:
-    return _spec_fill(h, out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+    return _spec_fill(_handle(h), out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
 
 
 cdef int spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
                                  const double *positions, int num_threads) noexcept nogil:
-    return _spec_at(h, out, n, row_stride, positions, num_threads)
+    return _spec_at(_handle(h), out, n, row_stride, positions, num_threads)
 
 
 cdef int spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n,
                                  int64_t row_stride, const double *positions,
                                  int num_threads) noexcept nogil:
-    return _spec_at(h, out, n, row_stride, positions, num_threads)
+    return _spec_at(_handle(h), out, n, row_stride, positions, num_threads)
 
 
 cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
                       int64_t row_stride, int64_t offset, double scale,
                       int num_threads) noexcept nogil:
-    return _spec_fill(h, x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+    return _spec_fill(_handle(h), x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
 
 
 cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
                       int64_t row_stride, int64_t offset, double scale,
                       int num_threads) noexcept nogil:
-    return _spec_fill(h, x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+    return _spec_fill(_handle(h), x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
 
 
 # ---------------------------------------------------------------------------

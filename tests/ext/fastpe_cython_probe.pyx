@@ -8,7 +8,10 @@ from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
 
-from fastpe.kernel cimport FASTPE_LAYOUT_INTERLEAVED, FASTPE_LAYOUT_SPLIT, fill_f32, fill_f64
+from fastpe.kernel cimport (FASTPE_LAYOUT_INTERLEAVED, FASTPE_LAYOUT_SPLIT, fastpe_spec,
+                            fill_f32, fill_f64, spec_add_f32, spec_add_f64, spec_d_model,
+                            spec_fill_f32, spec_fill_f64, spec_fill_positions_f32,
+                            spec_fill_positions_f64, spec_free, spec_from_knobs, spec_new)
 
 LAYOUTS = {"interleaved": FASTPE_LAYOUT_INTERLEAVED, "split": FASTPE_LAYOUT_SPLIT}
 
@@ -41,3 +44,40 @@ def fill_raw_f64(double[:, ::1] out, int64_t seq_len, int64_t d_model, int64_t r
     with nogil:
         code = fill_f64(&out[0, 0], seq_len, d_model, row_stride, base, offset, layout, 0)
     return code
+
+
+def spec_tables(convention, int64_t d_model, floating[:, ::1] table, int64_t offset,
+                floating[:, ::1] at, const double[::1] positions, floating[:, :, ::1] x,
+                double scale):
+    """Through one compiled encoding of ``convention`` (a name or a Convention):
+    table <- rows offset.., at <- rows at positions, x <- x*scale + PE (offset..).
+    Returns the three codes and spec_d_model."""
+    cdef fastpe_spec *h = spec_new(convention, d_model)
+    cdef int c1, c2, c3
+    cdef int64_t d
+    with nogil:
+        d = spec_d_model(h)
+        if floating is float:
+            c1 = spec_fill_f32(h, &table[0, 0], table.shape[0], table.shape[1], offset, 0)
+            c2 = spec_fill_positions_f32(h, &at[0, 0], at.shape[0], at.shape[1],
+                                         &positions[0], 0)
+            c3 = spec_add_f32(h, &x[0, 0, 0], x.shape[0], x.shape[1], x.shape[2], offset,
+                              scale, 0)
+        else:
+            c1 = spec_fill_f64(h, &table[0, 0], table.shape[0], table.shape[1], offset, 0)
+            c2 = spec_fill_positions_f64(h, &at[0, 0], at.shape[0], at.shape[1],
+                                         &positions[0], 0)
+            c3 = spec_add_f64(h, &x[0, 0, 0], x.shape[0], x.shape[1], x.shape[2], offset,
+                              scale, 0)
+        spec_free(h)
+    return c1, c2, c3, d
+
+
+def spec_knobs(int64_t d_model, double base, bytes denominator, double shift):
+    """spec_from_knobs with the other knobs at their defaults: spec_d_model, or the
+    exception spec_from_knobs raised."""
+    cdef fastpe_spec *h = spec_from_knobs(d_model, base, denominator, shift, 1.0,
+                                          b"interleaved", b"error", 0, 0)
+    cdef int64_t d = spec_d_model(h)
+    spec_free(h)
+    return d
