@@ -18,6 +18,7 @@ from __future__ import annotations
 import fractions
 import math
 import operator
+import re
 import sys
 import warnings
 
@@ -491,10 +492,12 @@ def calls(draw, name):
     bad = set(draw(st.lists(st.sampled_from(present), max_size=n_hostile))) if present else set()
     kwargs = {k: draw(hostile_value(k) if k in bad else VALID_FOR.get((name, k), VALID[k]))
               for k in present}
+    valid = not bad
     if draw(st.integers(0, 9)) == 0:  # a keyword the function does not take
         foreign = draw(st.sampled_from(sorted(set(VALID) | {"out", "bogus"})))
         if foreign not in kw_names and foreign not in pos_names:
             kwargs[foreign] = draw(st.one_of(VALID.get(foreign, anything()), anything()))
+            valid = False
     # Tables that are valid and merely big (up to the machine's RAM) would be
     # really allocated and filled: keep the property cheap and the machine alive.
     # Bigger-than-RAM and overflowing sizes stay in (they must fail up front).
@@ -528,17 +531,41 @@ def calls(draw, name):
             if not (0 <= shape[0] <= 64 and 1 <= shape[1] <= 64):
                 shape = (3, 4)
             out_dtype = draw(st.sampled_from([np.float32, np.float64]))
-            if n_hostile == 0 and kwargs.get("dtype") is not None:
+            if not bad and kwargs.get("dtype") is not None:
                 out_dtype = np.dtype(kwargs["dtype"])
             out, buf, mask = make_out(kind, shape, out_dtype)
             kwargs["out"] = out
+            valid = valid and "out" in kw_names and kind in valid_kinds and kind != "masked" \
+                and np.shape(out) == _out_shape(name, kwargs)
             if buf is not None:
                 guard = (buf, mask, buf.copy())
             note(f"out kind={kind} shape={shape} dtype={np.dtype(out_dtype)}")
-    return kwargs, guard
+    return kwargs, guard, valid
 
 
-def _run(name, kwargs, guard):
+def _out_shape(name, kwargs):
+    """The shape a valid out= must have (None when it cannot be told)."""
+    try:
+        if name == "sinusoidal_at":
+            return np.shape(kwargs["positions"]) + (_index(kwargs["d_model"]),)
+        return (_index(kwargs["seq_len"]), _index(kwargs["d_model"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# Calls made only of plausible values must succeed, except where the values do
+# not fit together (the messages of those refusals, which must name the problem).
+COMBINATION_ERRORS = (
+    r"exact angle reduction",             # positions too far for this width and base
+    r"cannot be combined with",           # base with a convention's own knob; offset with floats
+    r"do(es)? not broadcast to",          # offset/positions against x's batch shape
+    r"last axis \(d_model\) must not be empty",
+    r"are timm's options",                # 2-D options of another convention
+    r"needs an even d_model",             # gptj's pairs
+)
+
+
+def _run(name, kwargs, guard, valid=False):
     fn, kw_names, pos_names, oracle, default_dtype = SPECS[name]
     note(f"{name}(**{kwargs!r})")
     call_kwargs = dict(kwargs)
@@ -549,6 +576,9 @@ def _run(name, kwargs, guard):
     except ACCEPTED_ERRORS as exc:
         event(f"raised {type(exc).__name__}")
         assert str(exc), "error without a message"
+        if valid:
+            assert re.search("|".join(COMBINATION_ERRORS), str(exc)), \
+                f"a call made of valid arguments raised {exc!r}"
         if guard is not None:  # nothing the caller passed is corrupted on error
             buf, _, snapshot = guard
             assert np.array_equal(buf, snapshot), "out was written although the call failed"
