@@ -315,6 +315,9 @@ assert not found, f"C compiler(s) reachable from python: {found}"
 PY
 (cd "$RUN" && "${TEST_ENV[@]}" python -m pytest "$REPO/tests" -q -p no:cacheprovider) ||
     fail "the test suite failed against the installed wheel"
+if [ -n "${FASTPE_WHEEL_OUT:-}" ]; then   # the tested wheel, for the newest-NumPy job
+    mkdir -p "$FASTPE_WHEEL_OUT" && cp "$RWHEEL" "$FASTPE_WHEEL_OUT/"
+fi
 
 # ---------------------------------------------------- 5. cibuildwheel identifiers
 CURRENT="step 5: cibuildwheel --print-build-identifiers"
