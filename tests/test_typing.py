@@ -1,5 +1,5 @@
 """The public signatures, as a type checker reads them from the installed package:
-mypy checks tests/typing/check_api.py (must pass) and check_api_errors.py (must
+mypy checks tests/typecheck/check_api.py (must pass) and check_api_errors.py (must
 fail on exactly the lines marked ``# E``)."""
 
 import os
@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("mypy", reason="mypy is not installed (pip install mypy)")
 
-HERE = Path(__file__).resolve().parent / "typing"
+HERE = Path(__file__).resolve().parent / "typecheck"
 GOOD = HERE / "check_api.py"
 BAD = HERE / "check_api_errors.py"
 
