@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._validate import as_base, as_choice, as_int
+from ._validate import as_base, as_choice, as_int, check_table_size
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 
@@ -113,6 +113,8 @@ def rope_frequencies(
     if dim < 2 or dim % 2:
         raise ValueError(f"the rotary dimension int(head_dim * partial_rotary_factor) = {dim} "
                          "must be even and at least 2")
+    # a handful of float64 arrays of dim/2 entries are alive at once
+    check_table_size(1, dim // 2, 8, working_copies=8)
     mpe = None if max_position_embeddings is None else as_int(
         max_position_embeddings, "max_position_embeddings", minimum=1)
     if seq_len is not None:
@@ -145,6 +147,8 @@ def rope_frequencies(
         factor = positive("factor")
         if mpe is None:
             raise ValueError("rope_type='dynamic' needs max_position_embeddings")
+        if dim == 2:     # the base's exponent d/(d-2) is undefined
+            raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
         L = mpe if seq_len is None else max(seq_len, mpe)
         base = theta * ((factor * L / mpe) - (factor - 1)) ** (dim / (dim - 2))
         inv = f.recip(f.pow(base, f.div(f.arr(half), dim)))
