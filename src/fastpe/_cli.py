@@ -107,7 +107,7 @@ def _suffix(path: str, allowed: Sequence[str], what: str) -> str:
     return suffix
 
 
-def _human_bytes(n: int) -> str:
+def _human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -148,7 +148,10 @@ def _raise_on_sigterm() -> Callable[[], None] | None:
     if sigterm is None or signal.getsignal(sigterm) != signal.SIG_DFL:
         return None
     signal.signal(sigterm, _raise_terminated)
-    return lambda: signal.signal(sigterm, signal.SIG_DFL)
+
+    def restore() -> None:
+        signal.signal(sigterm, signal.SIG_DFL)
+    return restore
 
 
 def _umask() -> int:
@@ -221,6 +224,12 @@ class _AtomicOutput:
                                                    "it; it was left unchanged")
         return st
 
+    @property
+    def tmp_path(self) -> str:
+        """The temporary file's name, for writers that open it themselves."""
+        assert self.tmp is not None
+        return self.tmp
+
     def file(self) -> Any:
         """The temporary file, opened for writing (closing it keeps it for :meth:`commit`)."""
         assert self._fd is not None
@@ -247,18 +256,19 @@ class _AtomicOutput:
         # open() creates (mkstemp's is 0o600), a replaced one its own mode and,
         # where this user may set them (root; a member of its group), its owner
         # and group.  setuid/setgid/sticky bits are not carried to a data file.
-        st = self._existing
+        st, tmp = self._existing, self.tmp
+        assert tmp is not None
         if st is None:
-            os.chmod(self.tmp, 0o666 & ~_umask())
+            os.chmod(tmp, 0o666 & ~_umask())
             return
         if hasattr(os, "chown") and (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
             for uid in (st.st_uid, -1):
                 try:
-                    os.chown(self.tmp, uid, st.st_gid)
+                    os.chown(tmp, uid, st.st_gid)
                     break
                 except OSError:
                     pass
-        os.chmod(self.tmp, stat.S_IMODE(st.st_mode) & 0o777)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode) & 0o777)
 
     def discard(self) -> None:
         """Remove the temporary file, if it is still there (never the target)."""
@@ -325,7 +335,8 @@ def _write_table(f: Any, args: argparse.Namespace, fmt: str, table: Any,
     elif fmt == ".npz":
         # The table under "table", and the parameters that made it beside it
         # (0-d arrays: loadable without allow_pickle).
-        meta = {k: np.asarray(v) for k, v in kwargs.items() if k != "num_threads"}
+        meta: dict[str, Any] = {k: np.asarray(v) for k, v in kwargs.items()
+                                if k != "num_threads"}
         meta["dtype"] = np.asarray(str(table.dtype))
         np.savez(f, table=table, seq_len=np.asarray(args.seq_len),
                  d_model=np.asarray(args.d_model), convention=np.asarray(args.convention),
@@ -357,7 +368,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
             # The temporary name ends in .tmp, so the format is given explicitly.
             _plot.plot_encoding(
                 args.seq_len, args.d_model, positions=args.positions,
-                wave_positions=args.wave_positions, dpi=args.dpi, path=out.tmp,
+                wave_positions=args.wave_positions, dpi=args.dpi, path=out.tmp_path,
                 format=fmt[1:], **kwargs,
             )
             out.commit()
