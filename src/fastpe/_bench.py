@@ -15,6 +15,7 @@ import os
 import platform
 import sys
 import time
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -61,7 +62,7 @@ def _torch_methods() -> dict[str, Callable[[int, int], np.ndarray]]:
         pe[:, 1::2] = torch.cos(position * div_term)
         return pe.numpy()
 
-    methods = {"PyTorch tutorial f32": torch_tutorial}
+    methods: dict[str, Callable[[int, int], np.ndarray]] = {"PyTorch tutorial f32": torch_tutorial}
     try:
         from positional_encodings.torch_encodings import PositionalEncoding1D
     except ImportError:
@@ -188,7 +189,8 @@ def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: boo
         else:
             methods["NumPy formula f32"] = (lambda: numpy_f32(S, D), lambda: numpy_f32(S, D))
             for name, fn in torch_methods.items():
-                methods[name] = ((lambda f=fn: f(S, D)), (lambda f=fn: f(S, D)))
+                call: Callable[[], object] = partial(fn, S, D)
+                methods[name] = (call, call)
         medians = _median_times({n: f for n, (f, _) in methods.items()}, min_repeats, budget)
         entries = {}
         for name, (_, table_fn) in methods.items():
@@ -267,7 +269,7 @@ def diffusers_numpy_f32(timesteps: np.ndarray, dim: int, max_period: float = 100
     return np.concatenate([np.sin(emb), np.cos(emb)], axis=-1)
 
 
-def _numba_row() -> Callable[[np.ndarray, int], None] | None:
+def _numba_row() -> Callable[[np.ndarray, float], None] | None:
     """numba's parallel loop for one row (when numba is installed)."""
     try:
         import numba
@@ -534,9 +536,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.size:
         try:
-            sizes = [tuple(int(v) for v in s.lower().split("x")) for s in args.size]
-            if any(len(s) != 2 or min(s) < 1 for s in sizes):
+            parsed = [tuple(int(v) for v in s.lower().split("x")) for s in args.size]
+            if any(len(s) != 2 or min(s) < 1 for s in parsed):
                 raise ValueError
+            sizes = [(s[0], s[1]) for s in parsed]
         except ValueError:
             print(f"fastpe bench: --size must look like 4096x1024, got {args.size}", file=sys.stderr)
             return 2
