@@ -11,6 +11,7 @@ FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -31,7 +32,7 @@ OPENMP_FLAGS = {
     "gcc-like": (["-fopenmp"], ["-fopenmp"]),
 }
 
-# No -ffast-math, ever: the double-double arithmetic in _pe_core.h relies on IEEE
+# No -ffast-math, ever: the double-double arithmetic in csrc/pe_dd.h relies on IEEE
 # rounding of every operation.  -ffp-contract=off keeps FMA contraction from
 # changing results between machines (bitwise reproducibility, exact error terms).
 BASE_CFLAGS = {
@@ -142,10 +143,11 @@ def extensions():
     exts = [
         Extension(
             "fastpe.kernel",
-            sources=["src/fastpe/kernel.pyx"],
+            # kernel.pyx (Cython) and the AVX-512 writers, compiled on their own
+            sources=["src/fastpe/kernel.pyx", "src/fastpe/csrc/pe_v512.c"],
             include_dirs=["src/fastpe"],
             depends=[
-                "src/fastpe/_pe_core.h",
+                *sorted(glob.glob("src/fastpe/csrc/*.h")),
                 "src/fastpe/_openmp_helpers.pxd",
                 "src/fastpe/kernel.pxd",
                 "src/fastpe/include/fastpe.h",

@@ -47,7 +47,7 @@ cdef object _F64_TYPE = _np.float64
 # requests below this many bytes skip the memory-limit look-up (see _validate)
 cdef double _small_request = _system.SMALL_REQUEST
 
-cdef extern from "_pe_core.h" nogil:
+cdef extern from "csrc/pe_core.h" nogil:
     ctypedef struct pe_freq:
         pass
     ctypedef struct pe_spec:
@@ -83,9 +83,9 @@ cdef extern from "_pe_core.h" nogil:
     void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
     void pe_add_row_f64(double *x, const double *pe, int64_t n, double scale)
     int pe_row2_v512_f32(float *rp, float *rm, const pe_spec *sp, const double *As,
-                         const double *Ac, const double *Tm, const double *Ts, int nt)
+                         const double *Ac, const double *Tm, const double *Ts, int stream)
     int pe_row2_v512_f64(double *rp, double *rm, const pe_spec *sp, const double *As,
-                         const double *Ac, const double *Tm, const double *Ts, int nt)
+                         const double *Ac, const double *Tm, const double *Ts, int stream)
     void pe_v512_init()
     int pe_v512_set(int on)
     int pe_v512
