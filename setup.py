@@ -148,6 +148,7 @@ def extensions():
             include_dirs=["src/fastpe"],
             depends=[
                 *sorted(glob.glob("src/fastpe/csrc/*.h")),
+                *sorted(glob.glob("src/fastpe/*.pxi")),
                 "src/fastpe/_openmp_helpers.pxd",
                 "src/fastpe/kernel.pxd",
                 "src/fastpe/include/fastpe.h",

@@ -198,7 +198,7 @@ missing = [f"{what} ({pat})" for what, pat in required.items() if not fnmatch.fi
 # ...and every Python module, .pxd, header, stub and marker of the source tree.
 src = pathlib.Path(sys.argv[2]) / "src"
 for p in sorted((src / "fastpe").rglob("*")):
-    if p.is_file() and (p.suffix in {".py", ".pxd", ".pyi", ".h"} or p.name == "py.typed"):
+    if p.is_file() and (p.suffix in {".py", ".pxd", ".pxi", ".pyi", ".h"} or p.name == "py.typed"):
         rel = p.relative_to(src).as_posix()
         if rel not in names:
             missing.append(rel)
