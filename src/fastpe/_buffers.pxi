@@ -2,7 +2,6 @@
 # these parts inline as before): from Python buffers to a fill: the general path's
 # buffer checks and the interruptible run of a fill.
 
-
 cdef char _native_code(const char *fmt) noexcept:
     """The struct-module type code of a 1-item native buffer format ('f', 'd',
     'l', 'q', ...), or 0.  Accepts the native byte-order prefixes NumPy and

@@ -3,7 +3,6 @@
 # the plan cache of C callers, the compiled specs -- and the capsule that publishes
 # them (include/fastpe.h).
 
-
 # ---------------------------------------------------------------------------
 # The plan cache of the C API
 # ---------------------------------------------------------------------------
@@ -181,7 +180,7 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
     if not _frequencies_finite(&sp):
         return FASTPE_EBASE
     kmax = _extent(offset, seq_len)
-    if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= 4503599627370496.0:
+    if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= PE_MAX_POSITION:
         return FASTPE_ERANGE
     return FASTPE_OK
 
@@ -243,7 +242,6 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
              const double *positions, double base, int layout, int add, double scale,
              int num_threads) noexcept nogil:
     cdef int err = _check_common(out, n, d_model, row_stride, base, layout)
-    cdef double limit
     cdef pe_spec sp
     cdef pe_rows rq
     if err == FASTPE_OK and positions == NULL and n > 0:
@@ -255,10 +253,7 @@ cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
     sp = pe_spec_vaswani(d_model, base, layout)
     if not _frequencies_finite(&sp):
         return FASTPE_EBASE
-    limit = PE_MAX_TURNS / pe_spec_max_turns(&sp)
-    if limit > 4503599627370496.0:
-        limit = 4503599627370496.0
-    err = _positions_error(out, n, row_stride, d_model, positions, limit)
+    err = _positions_error(out, n, row_stride, d_model, positions, _max_position(&sp))
     if err != FASTPE_OK:
         return err
     _init_rows(&rq, 1, n, False, 0)
@@ -308,7 +303,6 @@ cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_st
 # ---------------------------------------------------------------------------
 # ABI 1.2: compiled specs, every convention from C
 # ---------------------------------------------------------------------------
-
 
 cdef extern from *:
     """
@@ -456,7 +450,6 @@ cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq
 # C API for other extensions: a capsule holding a versioned function table
 # (see include/fastpe.h; reached from C through import_fastpe()).
 # ---------------------------------------------------------------------------
-
 
 from libc.stdint cimport uint32_t
 from cpython.pycapsule cimport PyCapsule_New

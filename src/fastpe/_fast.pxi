@@ -2,7 +2,6 @@
 # these parts inline as before): the compiled-encoding cache and the fast paths of
 # the public functions (table, table_at, add).
 
-
 #: arguments (see encoder_key).  Filled by fastpe._api after a full validation;
 #: read by the fast paths below.  Bounded by ENCODERS_MAX (oldest out first).
 encoders = {}
@@ -47,8 +46,9 @@ def remember(key, Encoder enc):
 cdef inline Encoder _cached(convention, base, layout, d_model):
     """The cached encoding for exact-type arguments, else None."""
     cdef object key
+    # (an int base up to 2^53 is exact in a double: the same key as the float)
     if type(base) is int and -9007199254740992 <= base <= 9007199254740992:
-        base = <double>base      # (an int base is exact in a double: the same key)
+        base = <double>base
     if type(d_model) is not int or type(base) is not float or type(layout) is not str:
         return None
     if type(convention) is str:
@@ -229,6 +229,7 @@ cdef bint _fast_positions(positions, Py_buffer *pv, double limit) except -1:
     if code == c'l' or code == c'q':
         pi = <const int64_t *>pv.buf
         for i in range(n):
+            # (beyond 2^53 an int64 position is not exact in a double)
             if pi[i] < -9007199254740992 or pi[i] > 9007199254740992 \
                     or fabs(<double>pi[i]) > limit:
                 PyBuffer_Release(pv)

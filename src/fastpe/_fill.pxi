@@ -2,7 +2,6 @@
 # these parts inline as before): the fill driver.  Everything here runs without the GIL:
 # a fill's plan, its split between threads and the row writers' dispatch.
 
-
 cdef inline int64_t _block_rows(int64_t nf) noexcept nogil:
     """Rows per anchor block: a power of two that depends on the width only --
     never on seq_len, offset or the thread count -- so every entry is a pure
@@ -38,7 +37,7 @@ cdef struct pe_rows:
     int64_t zero_pos
     int add                # 0: out = PE;  1: out = out*scale + PE
     double scale
-    int fresh              # out was just allocated (no streaming stores, see above)
+    int fresh              # out was just allocated (no streaming stores: _default_stream_bytes)
 
 
 cdef inline int64_t _int_position(const pe_rows *rq, int64_t b, int64_t s) noexcept nogil:
@@ -471,6 +470,13 @@ cdef inline double _extent(int64_t offset, int64_t S) noexcept nogil:
     cdef double a = fabs(<double>offset)
     cdef double b = fabs(<double>offset + <double>(S - 1)) if S > 0 else 0.0
     return a if a >= b else b
+
+
+cdef inline double _max_position(const pe_spec *sp) noexcept nogil:
+    """The largest |position| whose angles the reduction keeps exact (for a spec
+    whose frequencies are finite)."""
+    cdef double limit = PE_MAX_TURNS / pe_spec_max_turns(sp)
+    return limit if limit < PE_MAX_POSITION else PE_MAX_POSITION
 
 
 cdef inline bint _frequencies_finite(const pe_spec *sp) noexcept nogil:

@@ -1,7 +1,6 @@
 # Included by kernel.pyx (one compilation unit, so that the calls between
 # these parts inline as before): the C core's declarations (csrc/pe_core.h).
 
-
 from libc.stdint cimport int64_t
 
 cdef extern from "csrc/pe_core.h" nogil:
@@ -22,6 +21,7 @@ cdef extern from "csrc/pe_core.h" nogil:
         int64_t nc
         int64_t zero_col
     double PE_MAX_TURNS
+    double PE_MAX_POSITION
     pe_freq pe_freq_view(double *mem, int64_t nf)
     void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom)
     void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *s, double *c, double *cm1)

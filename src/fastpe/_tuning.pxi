@@ -2,7 +2,6 @@
 # these parts inline as before): tuning constants, thresholds and their probes,
 # the team size of a fill, and what the process may run on.
 
-
 cdef int64_t MAX_WIDTH = 1099511627776     # 2^40
 
 cdef enum:
@@ -24,23 +23,11 @@ cdef enum:
 
 def _default_stream_bytes():
     """(float64, float32): fills of at least this many bytes into memory the caller
-    already has (out=, the C API) use streaming stores (the AVX-512 pair writers,
-    else pe_stream_copy): tables that outgrow what the caches usefully hold.
-    Measured on the 2-core VM (260 MiB shared L3), out= N x 1024 of a NumPy
-    array, medians in ms, plain vs streaming (fastpe bench's machine):
-      float64   8 MiB 0.31 vs 0.23, 32 MiB 1.07 vs 0.93, 128 MiB 7.7 vs 3.6:
-                streaming wins from 8 MiB on;
-      float32  32 MiB 0.94 vs 1.07, 64 MiB 1.83 vs 2.17, 80 MiB 2.4 vs 2.7,
-                128 MiB 7.9 vs 4.5: plain wins up to ~80 MiB while the shared
-                cache is quiet; when other tenants thrash it, plain stores to 64
-                MiB took 9.5 ms (they then read every line from memory first).
-    Per byte a float32 row carries twice the arithmetic (and the conversions),
-    which the streaming path overlaps less well with its memory traffic.  Hence
-    1/32 of the last-level cache for float64 and 1/8 for float32 (robust to a
-    busy cache at ~15-20 % cost in a quiet one between 1/8 and ~1/3), at least
-    8 MiB each.  Never for newly allocated arrays: their pages were just zeroed by the
-    OS, so the lines are already in the cache and streaming over them measured
-    slower (9 vs 12 ms)."""
+    already has (out=, the C API) use streaming stores: 1/32 of the last-level
+    cache for float64, 1/8 for float32, at least 8 MiB each.  Per byte a float32
+    row carries twice the arithmetic, which the streaming path overlaps less well
+    with its memory traffic, so plain stores win for longer.  Never for new arrays
+    (their lines are in the cache already).  docs/performance.md has the figures."""
     llc = 0
     try:
         import glob

@@ -65,7 +65,6 @@ include "_buffers.pxi"
 # Python entry points (private: the public API in fastpe._api validates first)
 # ---------------------------------------------------------------------------
 
-
 ERROR_MESSAGES = {
     FASTPE_ENULL: "out is NULL",
     FASTPE_ESIZE: "seq_len must be >= 0 and d_model >= 1",
@@ -185,9 +184,8 @@ def plan_nbytes(dict spec):
 # Compiled encodings and the small-call paths
 # ---------------------------------------------------------------------------
 
-
 # A plan larger than this is prepared per call instead of kept (widths beyond
-# ~75000 columns); the cache below holds at most ENCODERS_MAX encodings and
+# ~75000 columns); the encoding cache (_fast.pxi) holds at most ENCODERS_MAX encodings and
 # ENCODERS_MAX_BYTES of plans and anchors.
 PLAN_MAX_BYTES = 4 << 20
 ENCODERS_MAX = 64
@@ -219,7 +217,7 @@ cdef class Encoder:
         if not _frequencies_finite(&self.sp):
             raise ValueError(f"base={self.sp.base!r} gives frequencies base**(-i/denominator) "
                              "that overflow a double at this width; use a base closer to 1")
-        self.max_position = min(PE_MAX_TURNS / pe_spec_max_turns(&self.sp), 4503599627370496.0)
+        self.max_position = _max_position(&self.sp)
         self.d_model = self.sp.d
         self.zero_pos = zero_pos
         self.has_zero = zero_pos is not None
@@ -256,7 +254,7 @@ def max_position(double base, int64_t d_model):
     cdef pe_spec sp = pe_spec_vaswani(d_model, base, 0)
     if not _frequencies_finite(&sp):
         return 0
-    return int(min(PE_MAX_TURNS / pe_spec_max_turns(&sp), 4503599627370496.0))
+    return int(_max_position(&sp))
 
 
 include "_fast.pxi"
