@@ -162,6 +162,7 @@ EXTENSIONS = [
         include_dirs=["src/fastpe"],
         depends=[
             *sorted(glob.glob("src/fastpe/csrc/*.h")),
+            *sorted(glob.glob("src/fastpe/csrc/*.inc.c")),
             *sorted(glob.glob("src/fastpe/*.pxi")),
             "src/fastpe/_openmp_helpers.pxd",
             "src/fastpe/kernel.pxd",

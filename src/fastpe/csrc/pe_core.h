@@ -21,7 +21,7 @@
  *   pe_stream.h     streaming stores and write prefetches
  *   pe_v512.h/.c    the AVX-512 row writers and their CPU dispatch (the one
  *                   compilation unit besides kernel.c, and the only mutable
- *                   state of the C core)
+ *                   state of the C core), from one skeleton, pe_v512_rows.inc.c
  *
  * Everything here must be compiled WITHOUT -ffast-math and with
  * -ffp-contract=off (see pe_dd.h).  Results depend only on (position, column),

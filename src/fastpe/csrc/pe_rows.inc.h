@@ -116,9 +116,9 @@ PE_INLINE int PE_FN(pe_row1_v512)(PE_T *row, const pe_spec *sp, const double *As
     if (!pe_v512)
         return 0;
     if (sp->layout == PE_LAYOUT_INTERLEAVED)
-        return PE_FN(pe_v512_pairs1)(row, sp->npairs, As, Ac, Tm, Ts, sg);
-    return PE_FN(pe_v512_split1)(row + sp->s_off, row + sp->c_off, pe_split_pairs(sp), As, Ac,
-                                 Tm, Ts, sg);
+        return PE_FN(pe_v512_row_interleaved)(row, row, sp->npairs, As, Ac, Tm, Ts, sg);
+    return PE_FN(pe_v512_row_split)(row + sp->s_off, row + sp->c_off, pe_split_pairs(sp), As,
+                                    Ac, Tm, Ts, sg);
 #else
     (void)row; (void)sp; (void)As; (void)Ac; (void)Tm; (void)Ts; (void)sg;
     return 0;
@@ -135,10 +135,12 @@ PE_INLINE int PE_FN(pe_row2_v512)(PE_T *rp, PE_T *rm, const pe_spec *sp, const d
     if (!pe_v512)
         return 0;
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
-        ok = PE_FN(pe_v512_pairs2)(rp, rm, sp->npairs, As, Ac, Tm, Ts, stream);
+        ok = PE_FN(pe_v512_pair_interleaved)(rp, rp, rm, rm, sp->npairs, As, Ac, Tm, Ts,
+                                             stream);
     } else {
-        ok = PE_FN(pe_v512_split2)(rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,
-                                   rm + sp->c_off, pe_split_pairs(sp), As, Ac, Tm, Ts, stream);
+        ok = PE_FN(pe_v512_pair_split)(rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,
+                                       rm + sp->c_off, pe_split_pairs(sp), As, Ac, Tm, Ts,
+                                       stream);
     }
     if (!ok)
         return 0;

@@ -26,32 +26,30 @@ PE_HIDDEN void pe_v512_init(void);
 PE_HIDDEN int pe_v512_set(int on);
 
 #if PE_HAVE_V512
-/* The mirrored pair rp (+t), rm (-t), streaming stores if stream; and one row
- * of sign sg (plain stores: a streamed single row goes through a buffer).
- * Interleaved rows (np frequency pairs), then split rows (n frequencies,
- * sines to d0/d2 and cosines to d1/d3, or to rs and rc). */
-PE_HIDDEN int pe_v512_pairs2_f32(float *rp, float *rm, int64_t np, const double *As,
-                                 const double *Ac, const double *Tm, const double *Ts,
-                                 int stream);
-PE_HIDDEN int pe_v512_pairs2_f64(double *rp, double *rm, int64_t np, const double *As,
-                                 const double *Ac, const double *Tm, const double *Ts,
-                                 int stream);
-PE_HIDDEN int pe_v512_pairs1_f32(float *row, int64_t np, const double *As, const double *Ac,
-                                 const double *Tm, const double *Ts, double sg);
-PE_HIDDEN int pe_v512_pairs1_f64(double *row, int64_t np, const double *As, const double *Ac,
-                                 const double *Tm, const double *Ts, double sg);
-PE_HIDDEN int pe_v512_split2_f32(float *d0, float *d1, float *d2, float *d3, int64_t n,
-                                 const double *As, const double *Ac, const double *Tm,
-                                 const double *Ts, int stream);
-PE_HIDDEN int pe_v512_split2_f64(double *d0, double *d1, double *d2, double *d3, int64_t n,
-                                 const double *As, const double *Ac, const double *Tm,
-                                 const double *Ts, int stream);
-PE_HIDDEN int pe_v512_split1_f32(float *rs, float *rc, int64_t n, const double *As,
-                                 const double *Ac, const double *Tm, const double *Ts,
-                                 double sg);
-PE_HIDDEN int pe_v512_split1_f64(double *rs, double *rc, int64_t n, const double *As,
-                                 const double *Ac, const double *Tm, const double *Ts,
-                                 double sg);
+/* The anchor (As, Ac) and the table row (Tm, Ts) a writer rotates. */
+#define PE_V512_ARGS const double *As, const double *Ac, const double *Tm, const double *Ts
+
+/* The mirrored pair, streaming stores if stream: the row at +t to p0/p1, the row
+ * at -t to m0/m1; and one row of sign sg, to r0/r1 (plain stores: a streamed
+ * single row goes through a buffer).  Interleaved rows: n frequency pairs, one
+ * destination per row (pass it twice: p1 = p0, m1 = m0, r1 = r0); split rows:
+ * n frequencies, sines to p0, m0, r0 and cosines to p1, m1, r1.  One prototype
+ * per layout and type, all made by the one skeleton in pe_v512_rows.inc.c. */
+PE_HIDDEN int pe_v512_pair_interleaved_f32(float *p0, float *p1, float *m0, float *m1,
+                                           int64_t n, PE_V512_ARGS, int stream);
+PE_HIDDEN int pe_v512_row_interleaved_f32(float *r0, float *r1, int64_t n, PE_V512_ARGS,
+                                          double sg);
+PE_HIDDEN int pe_v512_pair_split_f32(float *p0, float *p1, float *m0, float *m1, int64_t n,
+                                     PE_V512_ARGS, int stream);
+PE_HIDDEN int pe_v512_row_split_f32(float *r0, float *r1, int64_t n, PE_V512_ARGS, double sg);
+PE_HIDDEN int pe_v512_pair_interleaved_f64(double *p0, double *p1, double *m0, double *m1,
+                                           int64_t n, PE_V512_ARGS, int stream);
+PE_HIDDEN int pe_v512_row_interleaved_f64(double *r0, double *r1, int64_t n, PE_V512_ARGS,
+                                          double sg);
+PE_HIDDEN int pe_v512_pair_split_f64(double *p0, double *p1, double *m0, double *m1,
+                                     int64_t n, PE_V512_ARGS, int stream);
+PE_HIDDEN int pe_v512_row_split_f64(double *r0, double *r1, int64_t n, PE_V512_ARGS,
+                                    double sg);
 #endif
 
 #endif /* FASTPE_PE_V512_H */
