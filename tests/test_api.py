@@ -228,15 +228,6 @@ def test_positions_beyond_exact_range():
 # ---------------------------------------------------------------- threads
 
 
-@pytest.mark.parametrize("shape", [(97, 101), (1000, 33), (4099, 64), (3, 5000), (257, 1)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_bitwise_identical_for_any_thread_count(shape, dtype):
-    ref = fastpe.sinusoidal(*shape, dtype=dtype, num_threads=1)
-    for nt in (2, 3, 4, 7):
-        np.testing.assert_array_equal(fastpe.sinusoidal(*shape, dtype=dtype, num_threads=nt), ref)
-    np.testing.assert_array_equal(fastpe.sinusoidal(*shape, dtype=dtype), ref)
-
-
 def test_gil_released_during_fill():
     """A pure-Python thread keeps counting while one long fill runs."""
     # Fractional positions cost one accurate evaluation per row; the table grows

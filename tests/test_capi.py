@@ -43,7 +43,8 @@ def test_kernel_layout_codes_agree_with_the_python_layer():
 def _tampered_header(dest_dir, macro, bump):
     """A copy of the installed fastpe.h whose `macro` is bumped: what an extension
     built against another fastpe release would have compiled in."""
-    text = open(os.path.join(fastpe.get_include(), "fastpe.h")).read()
+    with open(os.path.join(fastpe.get_include(), "fastpe.h")) as f:
+        text = f.read()
     new, n = re.subn(rf"#define {macro} (\d+)", lambda m: f"#define {macro} {int(m[1]) + bump}", text)
     assert n == 1, f"{macro} not found in fastpe.h"
     dest_dir.mkdir()

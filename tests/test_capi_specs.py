@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import fastpe
-import test_capi_abi11 as abi11
+import test_capi_add_positions as capi_add
 from fastpe import kernel
 
 C = kernel._C_CONSTANTS
@@ -26,7 +26,7 @@ SPEC_FILLPOS = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, vp, cint)
 SPEC_ADD = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, i64, dbl, cint)
 
 
-class Table(abi11.Table):
+class Table(capi_add.Table):
     """fastpe_api_t up to ABI 1.2: the 1.1 table and the compiled-spec entries."""
     _fields_ = [("spec_new", SPEC_NEW), ("spec_from_knobs", SPEC_KNOBS),
                 ("spec_free", SPEC_FREE), ("spec_d_model", SPEC_D),

@@ -1,8 +1,8 @@
 """Optional: fastpe's conventions against the frameworks' own functions.
 
-Each test skips when its framework does not import here (CI installs none of
-them: they are never dependencies of fastpe).  To run them:
-``pip install torch==2.13.0 diffusers transformers timm``.
+Each test skips when its framework does not import here (they are never
+dependencies of fastpe).  CI runs them with the pinned versions of
+``requirements-frameworks.txt`` (``bash tools/test_frameworks.sh``).
 
 Tolerances.  Most of these functions compute in float32: they round w_i (an
 ``exp``/``pow`` of an argument up to ln(10000) ~ 9.2, whose own float32 rounding
@@ -17,6 +17,10 @@ to float32 (DistilBERT, Marian) are compared to one float32 ulp (2**-24).
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -42,7 +46,32 @@ F32_ULP = 2.0**-24   # one float32 ulp of a value in [0.5, 1)
 _FAILED: dict[str, str] = {}
 
 
-def _import(name):
+def _import_alone(name):
+    """``name`` without running its parent packages' ``__init__``: timm's imports
+    torchvision (for its data pipelines), whose PyPI wheels are built against the
+    CUDA torch and fail to load beside the CPU one.  Empty parent packages that
+    point at the real directories stand in while the module loads."""
+    parts = name.split(".")
+    spec = importlib.util.find_spec(parts[0])
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"No module named {parts[0]!r}")
+    path = list(spec.submodule_search_locations)[0]
+    stubs = []
+    for i in range(1, len(parts)):
+        pkg = ".".join(parts[:i])
+        if pkg not in sys.modules:
+            stub = types.ModuleType(pkg)
+            stub.__path__ = [os.path.join(path, *parts[1:i])]
+            sys.modules[pkg] = stub
+            stubs.append(pkg)
+    try:
+        return importlib.import_module(name)
+    finally:
+        for pkg in stubs:        # the module keeps what it needs; others get the real ones
+            del sys.modules[pkg]
+
+
+def _import(name, *, alone=False):
     """The module, or a skip: importorskip only catches ImportError, and some of
     these packages raise other errors when a companion package (torchvision, a
     matching torch) is missing or mismatched.  A failure is remembered: a second
@@ -50,7 +79,7 @@ def _import(name):
     if name in _FAILED:
         pytest.skip(_FAILED[name])
     try:
-        return importlib.import_module(name)
+        return _import_alone(name) if alone else importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - any failure to import means "absent"
         _FAILED[name] = f"{name} is not importable here: {type(exc).__name__}: {exc}"
         pytest.skip(_FAILED[name])
@@ -203,7 +232,7 @@ def test_fsmt_fairseq_embedding_and_make_positions(d, padding_idx):
 @pytest.mark.parametrize("interleave", [False, True])
 def test_timm_build_sincos2d_pos_embed(shape, reverse_coord, interleave):
     _import("torch")
-    m = _import("timm.layers.pos_embed_sincos")
+    m = _import("timm.layers.pos_embed_sincos", alone=True)
     theirs = m.build_sincos2d_pos_embed(list(shape), dim=64, reverse_coord=reverse_coord,
                                         interleave_sin_cos=interleave).numpy()
     ours = fastpe.sinusoidal_2d(*shape, 64, convention="timm", reverse_coord=reverse_coord,

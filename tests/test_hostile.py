@@ -18,6 +18,7 @@ from __future__ import annotations
 import fractions
 import math
 import operator
+import re
 import sys
 import warnings
 
@@ -120,6 +121,15 @@ VALID = {
     "tokens": hnp.arrays(st.sampled_from(["i8", "i4", "u1"]), hnp.array_shapes(
         min_dims=1, max_dims=3, min_side=0, max_side=7), elements=st.integers(0, 4)),
     "padding_idx": st.one_of(st.integers(-2, 5), st.integers(0, 3).map(np.int32)),
+    "head_dim": st.one_of(st.integers(1, 128).map(lambda n: 2 * n), st.just(np.int64(64))),
+    "rope_parameters": st.sampled_from([
+        None, {}, {"rope_theta": 500000.0}, {"rope_type": "linear", "factor": 4.0},
+        {"type": "dynamic", "factor": 2.0, "partial_rotary_factor": 0.5},
+        {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 2048},
+        {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}]),
+    "max_position_embeddings": st.one_of(st.integers(1, 10**6), st.just(np.int32(4096))),
+    "precision": st.sampled_from(["float32", "float64"]),
     "grid_h": st.one_of(st.integers(0, 9), st.integers(0, 9).map(np.int64)),
     "grid_w": st.integers(0, 9),
     "cls_token": st.booleans(),
@@ -158,6 +168,12 @@ AIMED = {
         np.zeros((4, 8), "i4"), np.zeros((4, 8), ">f8"), np.zeros(8), np.zeros((4, 0)),
         np.zeros((2, 4, 8))[::-1], np.broadcast_to(np.zeros(8), (3, 8)), np.zeros((4, 8), "c16"),
         np.zeros((1, 2, 3, 1, 5, 4), np.float32)]),
+    "rope_parameters": st.sampled_from([
+        {"rope_type": "yarn"}, {"rope_type": "longrope", "short_factor": [1.0],
+                                "long_factor": [1.0], "original_max_position_embeddings": 4},
+        {"rope_type": "linear", "factor": float("nan")}, {"factor": 2.0}, {"rope_type": None},
+        {"rope_theta": -1.0}, {"partial_rotary_factor": 2.0}, {"rope_type": "LINEAR"}, {1: 2}]),
+    "precision": st.sampled_from(["float16", "exact", "", None, np.float32]),
     "tokens": st.sampled_from([np.zeros(()), np.array([1.5]), np.array([[1], [2]], "u8") * 2**63,
                                [[1, 2], [3]], np.array([True])]),
 }
@@ -441,6 +457,20 @@ def check_get_include(result, kwargs, default_dtype):
     assert isinstance(result, str) and os.path.isfile(os.path.join(result, "fastpe.h"))
 
 
+def check_rope_frequencies(result, kwargs, default_dtype):
+    inv, attention = result
+    params = kwargs.get("rope_parameters") or {}
+    dim = int(_index(kwargs["head_dim"]) * params.get("partial_rotary_factor", 1.0))
+    assert isinstance(inv, np.ndarray) and inv.dtype == np.float64 and inv.shape == (dim // 2,)
+    assert np.all(np.isfinite(inv)) and np.all(inv >= 0) and inv[0] > 0
+    assert isinstance(attention, float) and math.isfinite(attention) and attention > 0
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type in ("default", "linear"):   # the published rule, theta^(-2i/d) / factor
+        theta = params.get("rope_theta", 10000.0)
+        want = theta ** (-np.arange(0, dim, 2) / dim) / params.get("factor", 1.0)
+        np.testing.assert_allclose(inv, want, rtol=2.0**-20)
+
+
 def check_build_info(result, kwargs, default_dtype):
     assert kwargs == {}
     assert isinstance(result, dict) and result["version"] == fastpe.__version__
@@ -467,6 +497,9 @@ SPECS = {
                       ["base", "convention", "cls_token", "interleave_sin_cos", "reverse_coord",
                        "dtype", "num_threads"],
                       ["grid_h", "grid_w", "d_model"], check_2d, np.float32),
+    "rope_frequencies": (fastpe.rope_frequencies,
+                         ["rope_parameters", "max_position_embeddings", "seq_len", "precision"],
+                         ["head_dim"], check_rope_frequencies, None),
 }
 
 
@@ -491,10 +524,12 @@ def calls(draw, name):
     bad = set(draw(st.lists(st.sampled_from(present), max_size=n_hostile))) if present else set()
     kwargs = {k: draw(hostile_value(k) if k in bad else VALID_FOR.get((name, k), VALID[k]))
               for k in present}
+    valid = not bad
     if draw(st.integers(0, 9)) == 0:  # a keyword the function does not take
         foreign = draw(st.sampled_from(sorted(set(VALID) | {"out", "bogus"})))
         if foreign not in kw_names and foreign not in pos_names:
             kwargs[foreign] = draw(st.one_of(VALID.get(foreign, anything()), anything()))
+            valid = False
     # Tables that are valid and merely big (up to the machine's RAM) would be
     # really allocated and filled: keep the property cheap and the machine alive.
     # Bigger-than-RAM and overflowing sizes stay in (they must fail up front).
@@ -528,17 +563,44 @@ def calls(draw, name):
             if not (0 <= shape[0] <= 64 and 1 <= shape[1] <= 64):
                 shape = (3, 4)
             out_dtype = draw(st.sampled_from([np.float32, np.float64]))
-            if n_hostile == 0 and kwargs.get("dtype") is not None:
+            if valid and kwargs.get("dtype") is not None:
                 out_dtype = np.dtype(kwargs["dtype"])
             out, buf, mask = make_out(kind, shape, out_dtype)
             kwargs["out"] = out
+            valid = valid and "out" in kw_names and kind in valid_kinds and kind != "masked" \
+                and np.shape(out) == _out_shape(name, kwargs)
             if buf is not None:
                 guard = (buf, mask, buf.copy())
             note(f"out kind={kind} shape={shape} dtype={np.dtype(out_dtype)}")
-    return kwargs, guard
+    return kwargs, guard, valid
 
 
-def _run(name, kwargs, guard):
+def _out_shape(name, kwargs):
+    """The shape a valid out= must have (None when it cannot be told)."""
+    try:
+        if name == "sinusoidal_at":
+            return np.shape(kwargs["positions"]) + (_index(kwargs["d_model"]),)
+        return (_index(kwargs["seq_len"]), _index(kwargs["d_model"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# Calls made only of plausible values must succeed, except where the values do
+# not fit together (the messages of those refusals, which must name the problem).
+COMBINATION_ERRORS = (
+    r"exact angle reduction",             # positions too far for this width and base
+    r"cannot be combined with",           # base with a convention's own knob; offset with floats
+    r"do(es)? not broadcast to",          # offset/positions against x's batch shape
+    r"last axis \(d_model\) must not be empty",
+    r"are timm's options",                # 2-D options of another convention
+    r"needs an even d_model",             # gptj's pairs
+    r"needs (max_position_embeddings|original_max_position_embeddings)",  # a RoPE rule's length
+    r"rotary dimension .* must be even",  # head_dim times partial_rotary_factor
+    r"rotary dimension of at least 4",    # dynamic's exponent d/(d-2)
+)
+
+
+def _run(name, kwargs, guard, valid=False):
     fn, kw_names, pos_names, oracle, default_dtype = SPECS[name]
     note(f"{name}(**{kwargs!r})")
     call_kwargs = dict(kwargs)
@@ -549,6 +611,9 @@ def _run(name, kwargs, guard):
     except ACCEPTED_ERRORS as exc:
         event(f"raised {type(exc).__name__}")
         assert str(exc), "error without a message"
+        if valid:
+            assert re.search("|".join(COMBINATION_ERRORS), str(exc)), \
+                f"a call made of valid arguments raised {exc!r}"
         if guard is not None:  # nothing the caller passed is corrupted on error
             buf, _, snapshot = guard
             assert np.array_equal(buf, snapshot), "out was written although the call failed"
@@ -601,6 +666,12 @@ def test_add_to_hostile(data):
 @given(data=st.data())
 def test_fairseq_positions_hostile(data):
     _run("fairseq_positions", *data.draw(calls("fairseq_positions")))
+
+
+@hostile
+@given(data=st.data())
+def test_rope_frequencies_hostile(data):
+    _run("rope_frequencies", *data.draw(calls("rope_frequencies")))
 
 
 @given(data=st.data())

@@ -4,7 +4,7 @@ import contextlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import fastpe
@@ -289,37 +289,3 @@ def test_streaming_threshold_default_is_sane():
     assert kernel._set_stream_bytes(old) == old
     f64, f32 = old
     assert 8 << 20 <= f64 <= f32 < 1 << 40
-
-
-@pytest.mark.parametrize("name,d_model,layout", [("vaswani", 37, "interleaved"),
-                                                 ("vaswani", 20, "split"),
-                                                 ("tensor2tensor", 9, "interleaved"),
-                                                 ("fairseq", 16, "interleaved")])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_every_row_of_a_block_alone_equals_the_table(name, d_model, layout, dtype):
-    # a long fill writes rows centre+a and centre-a together; a one-row fill
-    # writes each alone: the same bits for every offset within a block (B <= 64)
-    kw = dict(convention=name, dtype=dtype)
-    if name == "vaswani":
-        kw["layout"] = layout
-    for nt in (1, 2):
-        table = fastpe.sinusoidal(200, d_model, offset=-100, num_threads=nt, **kw)
-        for k in range(-100, 100):
-            row = fastpe.sinusoidal(1, d_model, offset=k, **kw)
-            assert np.array_equal(row[0], table[k + 100]), k
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.integers(-600, 600), st.integers(1, 700), st.integers(1, 9),
-       st.sampled_from([np.float32, np.float64]), st.sampled_from(["interleaved", "split"]),
-       st.sampled_from([8, 30, 96, 1024]))
-def test_thread_split_never_changes_a_bit(offset, n, nt, dtype, layout, d_model):
-    # The threads split the rows of each block into units (mirrored pairs or single
-    # rows) in an order centre-outwards: whatever the split, the same bits as one
-    # thread, and as the rows filled one call each.
-    kw = dict(offset=offset, dtype=dtype, layout=layout)
-    one = fastpe.sinusoidal(n, d_model, num_threads=1, **kw)
-    assert np.array_equal(fastpe.sinusoidal(n, d_model, num_threads=nt, **kw), one)
-    for r in {0, n // 3, n // 2, n - 1}:
-        row = fastpe.sinusoidal(1, d_model, offset=offset + r, dtype=dtype, layout=layout)
-        assert np.array_equal(row[0], one[r]), r

@@ -5,9 +5,12 @@
 >>> P.shape, P.dtype
 ((2048, 512), dtype('float32'))
 
-Public API: :func:`sinusoidal`, :func:`reference` (the pure-NumPy twin),
-:func:`build_info`, :func:`get_include` (the C header, for
-extensions: see docs/c_api.md), ``__version__``.
+Tables: :func:`sinusoidal` (a range of positions), :func:`sinusoidal_at` (any
+positions, fractional too), :func:`sinusoidal_2d` (image grids); in place:
+:func:`add_to` (``x * scale + PE``); :func:`fairseq_positions` (positions from
+token ids); other frameworks' tables: :class:`Convention`, :data:`CONVENTIONS`;
+rotary embeddings: :func:`rope_frequencies`; the pure-NumPy twin: :func:`reference`; the build: :func:`build_info`,
+:func:`get_include` (the C header, for extensions), ``__version__``.
 """
 
 from ._version import __version__
@@ -33,16 +36,19 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
 from ._conventions import CONVENTIONS, Convention
 from ._include import get_include
 from ._reference import reference
+from ._rope import ROPE_TYPES, rope_frequencies
 
 __all__ = [
     "CONVENTIONS",
     "Convention",
+    "ROPE_TYPES",
     "__version__",
     "add_to",
     "build_info",
     "fairseq_positions",
     "get_include",
     "reference",
+    "rope_frequencies",
     "sinusoidal",
     "sinusoidal_2d",
     "sinusoidal_at",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import platform
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -28,6 +28,7 @@ from ._validate import (
     check_table_size,
 )
 from ._version import __version__
+from .typing import BuildInfo, Convention2DName, ConventionName, Layout, _ArrayT, _OutT
 
 _DEFAULT_DTYPE = np.float32
 
@@ -69,6 +70,34 @@ def _check_range(enc: _kernel.Encoder, largest: float, name: str) -> None:
         )
 
 
+# Two signatures for type checkers: a new ndarray, or the `out` object passed
+# (a tensor stays a tensor).
+@overload
+def sinusoidal(
+    seq_len: int,
+    d_model: int,
+    *,
+    base: float = ...,
+    offset: int = ...,
+    dtype: DTypeLike | None = ...,
+    layout: Layout = ...,
+    out: None = ...,
+    num_threads: int | None = ...,
+    convention: ConventionName | Convention = ...,
+) -> np.ndarray: ...
+@overload
+def sinusoidal(
+    seq_len: int,
+    d_model: int,
+    *,
+    base: float = ...,
+    offset: int = ...,
+    dtype: DTypeLike | None = ...,
+    layout: Layout = ...,
+    out: _OutT,
+    num_threads: int | None = ...,
+    convention: ConventionName | Convention = ...,
+) -> _OutT: ...
 def sinusoidal(
     seq_len: int,
     d_model: int,
@@ -76,11 +105,11 @@ def sinusoidal(
     base: float = 10000.0,
     offset: int = 0,
     dtype: DTypeLike | None = None,
-    layout: str = "interleaved",
+    layout: Layout = "interleaved",
     out: Any = None,
     num_threads: int | None = None,
-    convention: str | Convention = "vaswani",
-) -> np.ndarray:
+    convention: ConventionName | Convention = "vaswani",
+) -> Any:
     """Sinusoidal positional-encoding table of "Attention Is All You Need".
 
     Row ``r`` encodes position ``k = offset + r``; with ``w_i = base**(-2*i/d_model)``::
@@ -251,17 +280,41 @@ def _largest(a: np.ndarray) -> float:
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
+@overload
+def sinusoidal_at(
+    positions: Any,
+    d_model: int,
+    *,
+    base: float = ...,
+    dtype: DTypeLike | None = ...,
+    layout: Layout = ...,
+    out: None = ...,
+    num_threads: int | None = ...,
+    convention: ConventionName | Convention = ...,
+) -> np.ndarray: ...
+@overload
+def sinusoidal_at(
+    positions: Any,
+    d_model: int,
+    *,
+    base: float = ...,
+    dtype: DTypeLike | None = ...,
+    layout: Layout = ...,
+    out: _OutT,
+    num_threads: int | None = ...,
+    convention: ConventionName | Convention = ...,
+) -> _OutT: ...
 def sinusoidal_at(
     positions: Any,
     d_model: int,
     *,
     base: float = 10000.0,
     dtype: DTypeLike | None = None,
-    layout: str = "interleaved",
+    layout: Layout = "interleaved",
     out: Any = None,
     num_threads: int | None = None,
-    convention: str | Convention = "vaswani",
-) -> np.ndarray:
+    convention: ConventionName | Convention = "vaswani",
+) -> Any:
     """Encodings of arbitrary positions: shape ``(*positions.shape, d_model)``.
 
     Parameters
@@ -309,16 +362,16 @@ def sinusoidal_at(
 
 
 def add_to(
-    x: np.ndarray,
+    x: _ArrayT,
     *,
     offset: Any = 0,
     positions: Any = None,
     scale: float = 1.0,
     base: float = 10000.0,
-    layout: str = "interleaved",
+    layout: Layout = "interleaved",
     num_threads: int | None = None,
-    convention: str | Convention = "vaswani",
-) -> np.ndarray:
+    convention: ConventionName | Convention = "vaswani",
+) -> _ArrayT:
     """Add the encoding to embeddings in place: ``x = x * scale + PE``; returns ``x``.
 
     One pass over ``x``: no temporary table, no temporary the size of ``x``.
@@ -442,7 +495,7 @@ def sinusoidal_2d(
     d_model: int,
     *,
     base: float = 10000.0,
-    convention: str = "mae",
+    convention: Convention2DName = "mae",
     cls_token: bool = False,
     interleave_sin_cos: bool = False,
     reverse_coord: bool = False,
@@ -534,7 +587,7 @@ def _cpu_features() -> list[str]:
     return []
 
 
-def build_info() -> dict[str, Any]:
+def build_info() -> BuildInfo:
     """How this fastpe was built and what it will use at run time.
 
     Returns

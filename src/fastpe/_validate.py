@@ -11,7 +11,7 @@ import numbers
 import operator
 import os
 import sys
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -90,12 +90,16 @@ def as_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def as_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+_Choice = TypeVar("_Choice", bound=str)
+
+
+def as_choice(value: Any, name: str, choices: tuple[_Choice, ...]) -> _Choice:
+    # generic so that a Literal-typed parameter keeps its type through the check
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a string, one of {choices}, got {type(value).__name__}")
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-    return value
+    return cast(_Choice, value)
 
 
 def as_layout(value: Any) -> int:

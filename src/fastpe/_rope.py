@@ -1,0 +1,265 @@
+"""Rotary position embedding (RoPE) frequencies: the published families.
+
+The rules of Hugging Face transformers' ``ROPE_INIT_FUNCTIONS`` (``default``,
+``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``) with their parameters
+and defaults, as a function of the model's ``rope_parameters`` (``rope_scaling``)
+dictionary.  Each rule is written twice from the same steps: once in float32,
+operation by operation as the framework evaluates it (the frequencies a checkpoint
+was trained with), once in float64 (the formula itself).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from ._validate import as_base, as_choice, as_int, check_table_size
+
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+
+# The keys each rule reads (besides rope_type, rope_theta, partial_rotary_factor).
+_KEYS = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+             "original_max_position_embeddings", "truncate"),
+    "longrope": ("factor", "attention_factor", "short_factor", "long_factor",
+                 "original_max_position_embeddings"),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor",
+               "original_max_position_embeddings"),
+}
+_COMMON = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+
+
+def rope_frequencies(
+    head_dim: int,
+    rope_parameters: Mapping[str, Any] | None = None,
+    *,
+    max_position_embeddings: int | None = None,
+    seq_len: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+) -> tuple[np.ndarray, float]:
+    """The inverse frequencies and attention factor of a RoPE family.
+
+    Parameters
+    ----------
+    head_dim : int
+        Width of one attention head. Only the first ``rotary_dim =
+        int(head_dim * partial_rotary_factor)`` dimensions rotate (an even number).
+    rope_parameters : mapping, optional
+        A transformers config's ``rope_parameters`` (formerly ``rope_scaling``)
+        dictionary: ``rope_type`` (or ``type``) one of ``"default"``, ``"linear"``,
+        ``"dynamic"``, ``"yarn"``, ``"longrope"``, ``"llama3"``; ``rope_theta``
+        (10000.0); ``partial_rotary_factor`` (1.0); and the family's own keys:
+        ``factor``; ``low_freq_factor``, ``high_freq_factor`` (llama3);
+        ``beta_fast`` (32), ``beta_slow`` (1), ``mscale``, ``mscale_all_dim``,
+        ``truncate`` (True) (yarn); ``short_factor``, ``long_factor`` (longrope);
+        ``attention_factor`` (yarn, longrope); ``original_max_position_embeddings``
+        (yarn, longrope, llama3; defaults to ``max_position_embeddings``).
+        An unknown key is an error (it could change the frequencies). ``None``:
+        the default rule with theta 10000.
+    max_position_embeddings : int, optional
+        The config's ``max_position_embeddings``: needed by ``dynamic``, and by
+        yarn/longrope/llama3 when ``original_max_position_embeddings`` or (yarn,
+        longrope) ``factor`` is not given.
+    seq_len : int, optional
+        The current sequence length, for the rules that depend on it: ``dynamic``
+        (a larger base beyond ``max_position_embeddings``) and ``longrope``
+        (``long_factor`` beyond ``original_max_position_embeddings``).
+    precision : {"float32", "float64"}
+        ``"float32"`` (default): the frequencies as transformers computes them, in
+        float32, step by step -- the values a checkpoint was trained with, so a
+        model sees the angles it learned. ``"float64"``: the same formula in
+        float64, for new models or to study the framework's rounding.
+        Either way the result is float64, and fastpe never rounds the angles
+        ``k * inv_freq`` built from it.
+
+    Returns
+    -------
+    inv_freq : ndarray of float64, shape (rotary_dim // 2,)
+        Radians per position of each rotated pair.
+    attention_factor : float
+        What the family multiplies cos and sin by (1.0 where it has none).
+
+    Examples
+    --------
+    >>> import fastpe
+    >>> w, a = fastpe.rope_frequencies(128, {"rope_type": "llama3", "rope_theta": 500000.0,
+    ...     "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    ...     "original_max_position_embeddings": 8192})
+    >>> w.shape, a
+    ((64,), 1.0)
+    """
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    if not isinstance(rope_parameters, (Mapping, type(None))):
+        raise TypeError("rope_parameters must be a mapping (a config's rope_parameters), "
+                        f"got {type(rope_parameters).__name__}")
+    params = dict(rope_parameters or {})
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    rope_type = as_choice(rope_type, "rope_type", ROPE_TYPES)
+    unknown = sorted(set(params) - set(_COMMON) - set(_KEYS[rope_type]))
+    if unknown:
+        raise ValueError(f"rope_parameters has keys that rope_type={rope_type!r} does not take: "
+                         f"{unknown}")
+    precision = as_choice(precision, "precision", ("float32", "float64"))
+    theta = as_base(params.get("rope_theta", 10000.0), "rope_theta")
+    prf = params.get("partial_rotary_factor", 1.0)
+    prf = as_base(prf, "partial_rotary_factor", maximum=1.0)
+    dim = int(head_dim * prf)
+    if dim < 2 or dim % 2:
+        raise ValueError(f"the rotary dimension int(head_dim * partial_rotary_factor) = {dim} "
+                         "must be even and at least 2")
+    # a handful of float64 arrays of dim/2 entries are alive at once
+    check_table_size(1, dim // 2, 8, working_copies=8)
+    mpe = None if max_position_embeddings is None else as_int(
+        max_position_embeddings, "max_position_embeddings", minimum=1)
+    if seq_len is not None:
+        seq_len = as_int(seq_len, "seq_len", minimum=0)
+    f = _Ops(np.float32 if precision == "float32" else np.float64)
+    half = np.arange(0, dim, 2, dtype=np.int64)           # 2i, as the framework's arange
+
+    def positive(name, default=None):
+        v = params.get(name, default)
+        if v is None:
+            raise ValueError(f"rope_type={rope_type!r} needs rope_parameters[{name!r}]")
+        return as_base(v, name)
+
+    def original():
+        v = params.get("original_max_position_embeddings", mpe)
+        if v is None:
+            raise ValueError(f"rope_type={rope_type!r} needs original_max_position_embeddings "
+                             "(in rope_parameters) or max_position_embeddings")
+        return as_int(v, "original_max_position_embeddings", minimum=1)
+
+    attention = 1.0
+    if rope_type in ("default", "linear", "llama3"):
+        inv = f.recip(f.pow(theta, f.div(f.arr(half), dim)))
+        if rope_type == "linear":
+            inv = f.div(inv, positive("factor"))
+        elif rope_type == "llama3":
+            inv = _llama3(f, inv, positive("factor"), positive("low_freq_factor"),
+                          positive("high_freq_factor"), original())
+    elif rope_type == "dynamic":
+        factor = positive("factor")
+        if mpe is None:
+            raise ValueError("rope_type='dynamic' needs max_position_embeddings")
+        if dim == 2:     # the base's exponent d/(d-2) is undefined
+            raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
+        L = mpe if seq_len is None else max(seq_len, mpe)
+        base = theta * ((factor * L / mpe) - (factor - 1)) ** (dim / (dim - 2))
+        inv = f.recip(f.pow(base, f.div(f.arr(half), dim)))
+    elif rope_type == "yarn":
+        inv, attention = _yarn(f, params, theta, dim, original(), mpe, positive)
+    else:
+        inv, attention = _longrope(f, params, theta, dim, half, original(), mpe, seq_len)
+    return np.asarray(inv, dtype=np.float64), float(attention)
+
+
+class _Ops:
+    """The framework's tensor arithmetic in one precision: Python scalars are cast
+    to the tensor's dtype at each operation, as torch does for float32 tensors."""
+
+    def __init__(self, dtype):
+        self.t = dtype
+
+    def arr(self, a):
+        return np.asarray(a).astype(self.t)
+
+    def s(self, v):
+        return self.t(v)
+
+    def pow(self, base, expo):
+        # torch's float32 pow is correctly rounded; C's powf (NumPy's) is not
+        # always: evaluate in float64 and round once
+        with np.errstate(over="ignore", under="ignore"):
+            return np.power(np.float64(self.s(base)), np.asarray(expo, np.float64)).astype(self.t)
+
+    def recip(self, a):
+        with np.errstate(divide="ignore"):
+            return self.s(1.0) / a
+
+    def div(self, a, b):
+        return a / (self.s(b) if np.ndim(b) == 0 else b)
+
+
+def _llama3(f, inv, factor, low, high, old_len):
+    # wavelengths shorter than old_len/high stay, longer than old_len/low are
+    # divided by factor, those between are blended smoothly
+    low_wavelen, high_wavelen = old_len / low, old_len / high
+    wavelen = f.s(2 * math.pi) / inv
+    inv_l = np.where(wavelen > f.s(low_wavelen), inv / f.s(factor), inv)
+    smooth = (f.s(old_len) / wavelen - f.s(low)) / f.s(high - low)
+    smoothed = (f.s(1.0) - smooth) * inv_l / f.s(factor) + smooth * inv_l
+    medium = ~(wavelen < f.s(high_wavelen)) & ~(wavelen > f.s(low_wavelen))
+    return np.where(medium, smoothed, inv_l)
+
+
+def _yarn(f, params, theta, dim, old_len, mpe, positive):
+    factor = params.get("factor")
+    if factor is None:
+        if mpe is None:
+            raise ValueError("rope_type='yarn' needs rope_parameters['factor'] or "
+                             "max_position_embeddings")
+        factor = mpe / old_len
+    factor = as_base(factor, "factor")
+    attention = params.get("attention_factor")
+    mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
+
+    def get_mscale(scale, m=1.0):
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if attention is None:
+        if mscale and mscale_all:
+            attention = get_mscale(factor, mscale) / get_mscale(factor, mscale_all)
+        else:
+            attention = get_mscale(factor)
+    attention = as_base(attention, "attention_factor")
+    beta_fast = params.get("beta_fast") or 32
+    beta_slow = params.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return dim * math.log(old_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if params.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001                  # the framework's guard against a zero-width ramp
+    pos_freqs = f.pow(theta, f.div(f.arr(np.arange(0, dim, 2)), dim))
+    extrapolation = f.recip(pos_freqs)
+    interpolation = f.recip(f.s(factor) * pos_freqs)
+    ramp = np.clip((f.arr(np.arange(dim // 2)) - f.s(low)) / f.s(high - low), 0, 1)
+    extra = f.s(1.0) - ramp
+    return interpolation * (f.s(1.0) - extra) + extrapolation * extra, attention
+
+
+def _longrope(f, params, theta, dim, half, old_len, mpe, seq_len):
+    factor = params.get("factor")
+    if factor is None:
+        if mpe is None:
+            raise ValueError("rope_type='longrope' needs rope_parameters['factor'] or "
+                             "max_position_embeddings")
+        factor = mpe / old_len
+    factor = as_base(factor, "factor")
+    attention = params.get("attention_factor")
+    if attention is None:
+        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(old_len))
+    attention = as_base(attention, "attention_factor")
+    lists = {}
+    for name in ("short_factor", "long_factor"):
+        v = params.get(name)
+        if not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+            raise TypeError(f"rope_parameters[{name!r}] must be a list of {dim // 2} numbers, "
+                            f"got {type(v).__name__}")
+        if len(v) != dim // 2:
+            raise ValueError(f"rope_parameters[{name!r}] must have rotary_dim / 2 = {dim // 2} "
+                             f"entries, got {len(v)}")
+        lists[name] = [as_base(x, name) for x in v]
+    ext = lists["long_factor" if seq_len and seq_len > old_len else "short_factor"]
+    shape = f.div(f.arr(half), dim)
+    return f.recip(f.arr(ext) * f.pow(theta, shape)), attention

@@ -1,0 +1,264 @@
+"""RoPE frequencies: every family against its published formula (float64, written
+here per index from the papers / model cards), and against transformers' own
+functions where transformers and torch are installed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fastpe
+
+
+# ---------------------------------------------------------------- published formulas
+
+
+def default_ref(d, theta):
+    return [theta ** (-(2 * i) / d) for i in range(d // 2)]
+
+
+def dynamic_ref(d, theta, factor, seq_len, max_pos):
+    # NTK-aware: a larger base once the sequence outgrows the trained length
+    L = max(seq_len, max_pos)
+    return default_ref(d, theta * (factor * L / max_pos - (factor - 1)) ** (d / (d - 2)))
+
+
+def yarn_ref(d, theta, factor, old_len, beta_fast=32, beta_slow=1, truncate=True):
+    # YaRN (Peng et al. 2023): frequencies that turn fewer than beta_slow times over
+    # the trained length are interpolated (w/factor), more than beta_fast times kept,
+    # a linear ramp over the pair index between
+    def index_of(rotations):
+        return d * math.log(old_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+    lo, hi = index_of(beta_fast), index_of(beta_slow)
+    if truncate:
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, d - 1)
+    if lo == hi:
+        hi += 0.001
+    out = []
+    for i, w in enumerate(default_ref(d, theta)):
+        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)     # 0: keep w, 1: interpolate
+        out.append(w / factor * ramp + w * (1 - ramp))
+    return out, 0.1 * math.log(factor) + 1.0
+
+
+def llama3_ref(d, theta, factor, low, high, old_len):
+    # Llama 3.1's model card: wavelengths above old_len/low scaled by 1/factor, below
+    # old_len/high kept, between: a blend linear in old_len/wavelength
+    out = []
+    for w in default_ref(d, theta):
+        wavelen = 2 * math.pi / w
+        if wavelen < old_len / high:
+            out.append(w)
+        elif wavelen > old_len / low:
+            out.append(w / factor)
+        else:
+            s = (old_len / wavelen - low) / (high - low)
+            out.append((1 - s) * w / factor + s * w)
+    return out
+
+
+def longrope_ref(d, theta, ext, factor, old_len):
+    return ([1.0 / (e * theta ** (2 * i / d)) for i, e in enumerate(ext)],
+            math.sqrt(1 + math.log(factor) / math.log(old_len)) if factor > 1 else 1.0)
+
+
+def f64(head_dim, params, **kw):
+    return fastpe.rope_frequencies(head_dim, params, precision="float64", **kw)
+
+
+def close(got, want, ulps=8):
+    want = np.asarray(want, dtype=np.float64)
+    np.testing.assert_allclose(got, want, rtol=ulps * 2.0**-52, atol=0)
+
+
+# ---------------------------------------------------------------- each family
+
+
+@pytest.mark.parametrize("head_dim, theta", [(128, 10000.0), (64, 500000.0), (80, 1e6), (2, 10.0)])
+def test_default(head_dim, theta):
+    w, a = f64(head_dim, {"rope_theta": theta})
+    close(w, default_ref(head_dim, theta))
+    assert a == 1.0 and w[0] == 1.0
+
+
+def test_no_parameters_is_the_default_rule():
+    w, a = fastpe.rope_frequencies(64)
+    np.testing.assert_array_equal(w, fastpe.rope_frequencies(64, {"rope_type": "default"})[0])
+    close(w, default_ref(64, 10000.0), ulps=2**29)      # float32 frequencies: 2^-23 relative
+
+
+def test_linear():
+    w, _ = f64(128, {"rope_type": "linear", "factor": 3.0})
+    close(w, np.array(default_ref(128, 10000.0)) / 3.0)
+
+
+@pytest.mark.parametrize("seq_len", [None, 100, 4096, 10000, 123457])
+def test_dynamic(seq_len):
+    w, _ = f64(128, {"rope_type": "dynamic", "factor": 2.5}, max_position_embeddings=4096,
+               seq_len=seq_len)
+    close(w, dynamic_ref(128, 10000.0, 2.5, seq_len or 0, 4096), ulps=64)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(beta_fast=16, beta_slow=2), dict(truncate=False)])
+@pytest.mark.parametrize("head_dim, theta, factor", [(128, 10000.0, 4.0), (64, 1e6, 40.0)])
+def test_yarn(kw, head_dim, theta, factor):
+    params = {"rope_type": "yarn", "rope_theta": theta, "factor": factor,
+              "original_max_position_embeddings": 4096, **kw}
+    w, a = f64(head_dim, params)
+    want, attention = yarn_ref(head_dim, theta, factor, 4096, **kw)
+    close(w, want)
+    assert a == pytest.approx(attention, rel=1e-15)
+    assert w[0] == 1.0 and w[-1] == pytest.approx(default_ref(head_dim, theta)[-1] / factor)
+
+
+def test_yarn_attention_factor_variants():
+    base = {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096}
+    _, a = f64(64, {**base, "mscale": 1.0, "mscale_all_dim": 0.5})
+    m = lambda k: 0.1 * k * math.log(40.0) + 1.0                              # noqa: E731
+    assert a == pytest.approx(m(1.0) / m(0.5), rel=1e-15)
+    assert f64(64, {**base, "attention_factor": 0.75})[1] == 0.75
+    # factor from the context lengths when absent
+    w, a = f64(64, {"rope_type": "yarn", "original_max_position_embeddings": 4096},
+               max_position_embeddings=32768)
+    close(w, yarn_ref(64, 10000.0, 8.0, 4096)[0])
+    assert a == pytest.approx(0.1 * math.log(8.0) + 1.0, rel=1e-15)
+
+
+@pytest.mark.parametrize("head_dim, theta, factor", [(128, 500000.0, 8.0), (64, 10000.0, 32.0)])
+def test_llama3(head_dim, theta, factor):
+    params = {"rope_type": "llama3", "rope_theta": theta, "factor": factor,
+              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+              "original_max_position_embeddings": 8192}
+    w, a = f64(head_dim, params)
+    close(w, llama3_ref(head_dim, theta, factor, 1.0, 4.0, 8192))
+    assert a == 1.0
+
+
+@pytest.mark.parametrize("seq_len, which", [(None, "short"), (4096, "short"), (4097, "long")])
+def test_longrope(seq_len, which):
+    short = list(np.linspace(1.0, 2.0, 48))
+    long = list(np.linspace(1.0, 30.0, 48))
+    params = {"rope_type": "longrope", "short_factor": short, "long_factor": long,
+              "original_max_position_embeddings": 4096}
+    w, a = f64(96, params, max_position_embeddings=131072, seq_len=seq_len)
+    want, attention = longrope_ref(96, 10000.0, short if which == "short" else long, 32.0, 4096)
+    close(w, want)
+    assert a == pytest.approx(attention, rel=1e-15)
+
+
+def test_partial_rotary():
+    w, _ = f64(80, {"partial_rotary_factor": 0.25})          # NeoX rotary_pct: 20 dims rotate
+    close(w, default_ref(20, 10000.0))
+    w, _ = f64(96, {"partial_rotary_factor": 0.5, "rope_type": "linear", "factor": 2.0})
+    close(w, np.array(default_ref(48, 10000.0)) / 2.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(["default", "linear", "dynamic", "yarn", "llama3"]),
+       st.integers(2, 256).map(lambda n: 2 * n), st.floats(100.0, 1e7),
+       st.floats(1.0, 64.0))
+def test_float32_is_the_float64_formula_rounded_through_float32_steps(rt, head_dim, theta, f):
+    params = {"rope_type": rt, "rope_theta": theta}
+    if rt != "default":
+        params["factor"] = f
+    if rt == "llama3":
+        params.update(low_freq_factor=1.0, high_freq_factor=4.0)
+    kw = dict(max_position_embeddings=8192, seq_len=20000)
+    w32, a32 = fastpe.rope_frequencies(head_dim, params, **kw)
+    w64, a64 = fastpe.rope_frequencies(head_dim, params, precision="float64", **kw)
+    assert a32 == a64
+    assert np.all(w32.astype(np.float32) == w32)               # float32 values
+    # a handful of float32 roundings; llama3's blend weight comes from a difference
+    # (old_len / wavelength - low_freq_factor) whose float32 rounding the factor magnifies
+    rtol = 32 * 2.0**-24 * (f if rt == "llama3" else 1.0)
+    np.testing.assert_allclose(w32, w64, rtol=rtol, atol=1e-37)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("head_dim, params, kw, exc, match", [
+    (7, {"partial_rotary_factor": 1.0}, {}, ValueError, "even"),
+    (64, {"partial_rotary_factor": 0.01}, {}, ValueError, "even"),
+    (64, {"partial_rotary_factor": 1.5}, {}, ValueError, "partial_rotary_factor"),
+    (64, {"rope_type": "linear", "factor": 0.0}, {}, ValueError, "factor"),
+    (64, {"rope_type": "linear", "factor": -2.0}, {}, ValueError, "factor"),
+    (64, {"rope_type": "linear"}, {}, ValueError, "factor"),
+    (64, {"rope_type": "ntk"}, {}, ValueError, "rope_type"),
+    (64, {"rope_type": "linear", "factor": 2.0, "facter": 3.0}, {}, ValueError, "facter"),
+    (64, {"rope_type": "default", "factor": 2.0}, {}, ValueError, "factor"),
+    (64, {"rope_type": "dynamic", "factor": 2.0}, {}, ValueError, "max_position_embeddings"),
+    (2, {"rope_type": "dynamic", "factor": 2.0}, {"max_position_embeddings": 8}, ValueError,
+     "at least 4"),
+    (64, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+          "high_freq_factor": 4.0}, {}, ValueError, "original_max_position_embeddings"),
+    (64, {"rope_type": "longrope", "short_factor": [1.0] * 31, "long_factor": [1.0] * 32,
+          "original_max_position_embeddings": 4096, "factor": 2.0}, {}, ValueError, "short_factor"),
+    (64, {"rope_type": "longrope", "short_factor": "1,2", "long_factor": [1.0] * 32,
+          "original_max_position_embeddings": 4096, "factor": 2.0}, {}, TypeError, "short_factor"),
+    (64, {"rope_theta": float("nan")}, {}, ValueError, "rope_theta"),
+    (64, [("rope_theta", 10.0)], {}, TypeError, "rope_parameters"),
+    (64, None, {"precision": "float16"}, ValueError, "precision"),
+    (64.0, None, {}, TypeError, "head_dim"),
+])
+def test_bad_parameters(head_dim, params, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        fastpe.rope_frequencies(head_dim, params, **kw)
+
+
+def test_the_callers_mapping_is_not_changed():
+    params = {"type": "linear", "factor": 2.0}
+    fastpe.rope_frequencies(64, params)
+    assert params == {"type": "linear", "factor": 2.0}
+
+
+# ---------------------------------------------------------------- transformers itself
+
+CASES = [
+    ("default", {"rope_theta": 10000.0}, 128, None),
+    ("default", {"rope_theta": 500000.0}, 64, None),
+    ("linear", {"factor": 3.0}, 80, None),
+    ("dynamic", {"factor": 2.0}, 128, 10000),
+    ("dynamic", {"factor": 2.0}, 128, 100),
+    ("yarn", {"factor": 4.0, "original_max_position_embeddings": 4096}, 128, None),
+    ("yarn", {"rope_theta": 1e6, "factor": 40.0, "original_max_position_embeddings": 4096,
+              "mscale": 1.0, "mscale_all_dim": 1.0}, 64, None),
+    ("llama3", {"rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, 128, None),
+    ("longrope", {"short_factor": list(np.linspace(1, 2, 48)),
+                  "long_factor": list(np.linspace(1, 30, 48)),
+                  "original_max_position_embeddings": 4096}, 96, 8000),
+]
+
+
+@pytest.mark.parametrize("rope_type, extra, head_dim, seq_len", CASES,
+                         ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in CASES])
+def test_against_transformers(rope_type, extra, head_dim, seq_len):
+    pytest.importorskip("torch")
+    tr = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    params = {"rope_type": rope_type, "rope_theta": 10000.0, **extra}
+    mpe = 4096 if rope_type == "dynamic" else 32768
+    config = tr.LlamaConfig(hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim,
+                            max_position_embeddings=mpe, rope_parameters=dict(params))
+    if rope_type == "default":
+        inv, attention = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
+    else:
+        inv, attention = ROPE_INIT_FUNCTIONS[rope_type](config, device="cpu", seq_len=seq_len)
+    inv = inv.numpy()
+    w, a = fastpe.rope_frequencies(head_dim, params, max_position_embeddings=mpe, seq_len=seq_len)
+    assert a == attention
+    # torch's float32 pow (SLEEF, 1 ulp) is not always the correctly rounded power
+    # fastpe uses: at most one float32 ulp apart, most entries bitwise
+    np.testing.assert_allclose(w, inv, rtol=2.0**-23, atol=0)
+    assert np.mean(w == inv) >= 0.9
+    w64, _ = fastpe.rope_frequencies(head_dim, params, max_position_embeddings=mpe,
+                                     seq_len=seq_len, precision="float64")
+    np.testing.assert_allclose(w64, inv, rtol=16 * 2.0**-24, atol=0)
