@@ -11,6 +11,7 @@ FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -31,7 +32,7 @@ OPENMP_FLAGS = {
     "gcc-like": (["-fopenmp"], ["-fopenmp"]),
 }
 
-# No -ffast-math, ever: the double-double arithmetic in _pe_core.h relies on IEEE
+# No -ffast-math, ever: the double-double arithmetic in csrc/pe_dd.h relies on IEEE
 # rounding of every operation.  -ffp-contract=off keeps FMA contraction from
 # changing results between machines (bitwise reproducibility, exact error terms).
 BASE_CFLAGS = {
@@ -116,13 +117,11 @@ class BuildExt(build_ext):
                 print("fastpe: linking with -s (no symbol table)")
         cflags += extra
 
-        use_openmp = False
         if _env_flag("FASTPE_DISABLE_OPENMP"):
             print("fastpe: FASTPE_DISABLE_OPENMP set -> serial build (no OpenMP)")
         else:
             omp_c, omp_l = OPENMP_FLAGS[family]
             if probe_openmp(self.compiler, omp_c, omp_l):
-                use_openmp = True
                 cflags += omp_c
                 ldflags += omp_l
                 print(f"fastpe: OpenMP enabled ({family}: {' '.join(omp_c + omp_l)})")
@@ -136,45 +135,50 @@ class BuildExt(build_ext):
                     "(correct, but single-threaded). Install an OpenMP runtime "
                     "(libgomp / libomp) for the parallel build."
                 )
+        # Cythonized here, once per build: not when setup.py is merely imported
+        # (`setup.py --version`, an sdist), which needs no C.
+        from Cython.Build import cythonize
+
         for ext in self.extensions:
+            (cythonized,) = cythonize(
+                ext,
+                compiler_directives=CYTHON_DIRECTIVES,
+                # the .c is always regenerated from the sources of this build
+                force=True,
+            )
+            ext.sources = cythonized.sources
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
-            ext.define_macros = list(ext.define_macros or []) + [
-                ("FASTPE_BUILT_WITH_OPENMP", "1" if use_openmp else "0")
-            ]
         super().build_extensions()
 
 
-def extensions():
-    from Cython.Build import cythonize
+CYTHON_DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": False,
+    "wraparound": False,
+    "initializedcheck": False,
+    "cdivision": True,
+    "embedsignature": True,
+    "freethreading_compatible": True,
+}
 
-    exts = [
-        Extension(
-            "fastpe.kernel",
-            sources=["src/fastpe/kernel.pyx"],
-            include_dirs=["src/fastpe"],
-            depends=[
-                "src/fastpe/_pe_core.h",
-                "src/fastpe/_openmp_helpers.pxd",
-                "src/fastpe/kernel.pxd",
-                "src/fastpe/include/fastpe.h",
-            ],
-        ),
-    ]
-    return cythonize(
-        exts,
-        compiler_directives={
-            "language_level": 3,
-            "boundscheck": False,
-            "wraparound": False,
-            "initializedcheck": False,
-            "cdivision": True,
-            "embedsignature": True,
-            "freethreading_compatible": True,
-        },
-        # A stale .c generated for another OpenMP setting must not be reused.
-        force=True,
-    )
+EXTENSIONS = [
+    Extension(
+        "fastpe.kernel",
+        # kernel.pyx (Cython; it includes the _*.pxi parts) and the AVX-512
+        # writers, a C file of their own
+        sources=["src/fastpe/kernel.pyx", "src/fastpe/csrc/pe_v512.c"],
+        include_dirs=["src/fastpe"],
+        depends=[
+            *sorted(glob.glob("src/fastpe/csrc/*.h")),
+            *sorted(glob.glob("src/fastpe/csrc/*.inc.c")),
+            *sorted(glob.glob("src/fastpe/*.pxi")),
+            "src/fastpe/_openmp_helpers.pxd",
+            "src/fastpe/kernel.pxd",
+            "src/fastpe/include/fastpe.h",
+        ],
+    ),
+]
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
+setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildExt})

@@ -1,5 +1,5 @@
 /*
- * Microbenchmark and bit-identity check of pe_sincos_row (src/fastpe/_pe_core.h),
+ * Microbenchmark and bit-identity check of pe_sincos_row (src/fastpe/csrc/pe_sincos.h),
  * optionally against another version of the header (a "base").
  *
  * Run (from the repository root; the flags are setup.py's):
@@ -11,14 +11,14 @@
  * Against a base, timed interleaved with it ("bench") or compared bit for bit
  * ("check [scale [seed]]": every output of ~12M*scale (K, i) pairs; exit status
  * 1 on any difference):
- *   mkdir -p /tmp/base && git show a44bd69:src/fastpe/_pe_core.h > /tmp/base/_pe_core.h
+ *   mkdir -p /tmp/base && git archive REV src/fastpe/csrc | tar -x -C /tmp/base --strip-components=2
  *   gcc -O2 -march=x86-64 -ffp-contract=off -DFASTPE_NO_CLONES -I/tmp/base \
  *       -DPE_BENCH_ROW_ONLY -c tools/bench_sincos.c -o /tmp/base.o
  *   gcc $F -Isrc/fastpe -DPE_BENCH_BASE tools/bench_sincos.c /tmp/base.o -lm -o /tmp/bs
  *   /tmp/bs bench; /tmp/bs check
  */
 #define _POSIX_C_SOURCE 199309L
-#include "_pe_core.h"
+#include "csrc/pe_sincos.h"
 
 typedef void (*pe_row_fn)(double, pe_freq, int64_t, double *, double *, double *);
 

@@ -150,7 +150,8 @@ want = ["pyproject.toml", "setup.py", "README.md", "LICENSE"]
 want += [p.relative_to(src).as_posix() for p in sorted(src.glob("LICENSES/*")) if p.is_file()]
 pkg = src / "src" / "fastpe"
 want += [p.relative_to(src).as_posix() for p in sorted(pkg.rglob("*")) if p.is_file()
-         and (p.suffix in {".py", ".pyx", ".pxd", ".pyi", ".h"} or p.name == "py.typed")]
+         and (p.suffix in {".py", ".pyx", ".pxd", ".pxi", ".pyi", ".h", ".c"}
+              or p.name == "py.typed")]
 missing = [w for w in want if f"{prefix}/{w}" not in in_sdist]
 for m in missing:
     print("MISSING from the sdist:", m)
@@ -247,7 +248,7 @@ missing = [f"{what} ({pat})" for what, pat in required.items() if not fnmatch.fi
 # ...and every Python module, .pxd, header, stub and marker of the source tree.
 src = pathlib.Path(sys.argv[2]) / "src"
 for p in sorted((src / "fastpe").rglob("*")):
-    if p.is_file() and (p.suffix in {".py", ".pxd", ".pyi", ".h"} or p.name == "py.typed"):
+    if p.is_file() and (p.suffix in {".py", ".pxd", ".pxi", ".pyi", ".h"} or p.name == "py.typed"):
         rel = p.relative_to(src).as_posix()
         if rel not in names:
             missing.append(rel)

@@ -287,7 +287,10 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
     return 0;
 }
 
-/* The fill functions (see the top of this file).  GIL-free, thread-safe. */
+/* The fill functions (see the top of this file).  GIL-free, thread-safe.
+   One wrapper per table entry, written out in plain C for the readers of this
+   header rather than made by macros; tests/test_capi_signatures.py checks each
+   against its typedef above. */
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int
 fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                 double base, int64_t offset, int layout, int num_threads) {

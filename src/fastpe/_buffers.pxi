@@ -1,0 +1,190 @@
+# Included by kernel.pyx (one compilation unit, so that the calls between
+# these parts inline as before): from Python buffers to a fill: the general path's
+# buffer checks and the interruptible run of a fill.
+
+cdef char _native_code(const char *fmt) noexcept:
+    """The struct-module type code of a 1-item native buffer format ('f', 'd',
+    'l', 'q', ...), or 0.  Accepts the native byte-order prefixes NumPy and
+    ctypes emit ('@', '=', and '<' on little-endian machines)."""
+    cdef int little = (<const char *>&_one)[0] == 1
+    if fmt == NULL:
+        return 0
+    if fmt[0] == c'@' or fmt[0] == c'=' or (fmt[0] == c'<' and little) \
+            or (fmt[0] == c'>' and not little) or fmt[0] == c'!' and not little:
+        fmt += 1
+    if fmt[0] == 0 or fmt[1] != 0:
+        return 0
+    return fmt[0]
+
+
+cdef int _one = 1
+
+cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t nseq,
+                          int64_t seq_len, int64_t offset, offsets, positions, zero_pos,
+                          bint add, double scale, int num_threads, bint fresh,
+                          pe_anchor_cache *ac=NULL):
+    """The general fill behind the public functions (which validate everything
+    first): buffers in, kernel run, buffers released.
+
+    ``out``: 2-D (nseq*seq_len, d) float32/float64 buffer, last axis contiguous,
+    rows at a uniform stride.  Row r = b*seq_len + s encodes position
+    ``(offsets[b] if offsets is not None else offset) + (positions[b, s] if
+    positions is not None else s)``: ``offsets`` a 1-D int64 ndarray (any stride),
+    ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
+    broadcast zeros welcome; float positions exclude offsets).  Rows at
+    ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.
+    ``fresh``: ``out`` was just allocated (its pages are new)."""
+    cdef pe_spec sp = spp[0]
+    cdef pe_rows rq
+    cdef Py_buffer view, pview, oview
+    cdef bint have_p = False, have_o = False
+    cdef char code, pcode
+    cdef int64_t stride
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = nseq
+    rq.S = seq_len
+    rq.offset = offset
+    rq.add = add
+    rq.scale = scale
+    rq.fresh = fresh
+    if zero_pos is not None:
+        rq.has_zero_pos = 1
+        rq.zero_pos = zero_pos
+    PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
+    try:
+        code = _native_code(view.format)
+        if view.ndim != 2 or (code != c'f' and code != c'd'):
+            raise TypeError("out must be a 2-D float32 or float64 buffer")
+        if view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
+            raise ValueError("out has the wrong shape for this fill")
+        if view.shape[0] > 1 and view.strides[0] < sp.d * view.itemsize:
+            raise ValueError("out's rows overlap")
+        if view.shape[1] > 1 and view.strides[1] != view.itemsize:
+            raise ValueError("out's rows must be contiguous")
+        stride = view.strides[0] // view.itemsize if view.shape[0] > 1 else sp.d
+        # Inputs that share memory with out (or x) are copied first, as NumPy's
+        # ufuncs do: the fill would otherwise read positions it has overwritten.
+        if offsets is not None:
+            offsets = _input_buffer(offsets, &oview, &view)    # (the copy stays alive)
+            have_o = True
+            if oview.ndim != 1 or oview.shape[0] != nseq or oview.itemsize != 8 \
+                    or _native_code(oview.format) not in (c'l', c'q'):
+                raise TypeError("offsets must be a 1-D int64 array of length nseq")
+            rq.offs = <const int64_t *>oview.buf
+            rq.offs_stride = oview.strides[0] // 8
+        if positions is not None:
+            positions = _input_buffer(positions, &pview, &view)
+            have_p = True
+            if pview.ndim != 2 or pview.shape[0] != nseq or pview.shape[1] != seq_len \
+                    or pview.itemsize != 8:
+                raise TypeError("positions must be a 2-D (nseq, seq_len) int64/float64 array")
+            pcode = _native_code(pview.format)
+            if pcode == c'd':
+                if offsets is not None or offset != 0:
+                    raise ValueError("float positions cannot be combined with offsets")
+                rq.pos_f = <const double *>pview.buf
+            elif pcode in (c'l', c'q'):
+                rq.pos_i = <const int64_t *>pview.buf
+            else:
+                raise TypeError("positions must be int64 or float64")
+            rq.psb = pview.strides[0] // 8
+            rq.pss = pview.strides[1] // 8
+        if nseq * seq_len > 0:
+            _fill_interruptibly(view.buf, code == c'f', stride, &sp, &rq, num_threads, pmem, ac)
+    finally:
+        PyBuffer_Release(&view)
+        if have_p:
+            PyBuffer_Release(&pview)
+        if have_o:
+            PyBuffer_Release(&oview)
+    return out
+
+
+cdef object _input_buffer(arr, Py_buffer *v, const Py_buffer *out):
+    """Hold the buffer of the input ndarray ``arr`` in ``v``; when it shares memory
+    with ``out``, of a copy instead (returned: the caller keeps it alive)."""
+    PyObject_GetBuffer(arr, v, PyBUF_STRIDES | PyBUF_FORMAT)
+    if _overlap(v, out):
+        PyBuffer_Release(v)
+        arr = arr.copy()
+        PyObject_GetBuffer(arr, v, PyBUF_STRIDES | PyBUF_FORMAT)
+    return arr
+
+
+cdef bint _overlap(const Py_buffer *a, const Py_buffer *b) noexcept:
+    """Whether the memory spans of two strided buffers intersect (bounds only, like
+    numpy.may_share_memory: a false alarm costs a copy, never a wrong result)."""
+    cdef const char *alo
+    cdef const char *ahi
+    cdef const char *blo
+    cdef const char *bhi
+    if not _span(a, &alo, &ahi) or not _span(b, &blo, &bhi):
+        return False
+    return alo < bhi and blo < ahi
+
+
+cdef bint _span(const Py_buffer *v, const char **lo, const char **hi) noexcept:
+    """[lo, hi) = the bytes a strided buffer can touch; False if it is empty."""
+    cdef Py_ssize_t i, ext
+    lo[0] = <const char *>v.buf
+    hi[0] = <const char *>v.buf + v.itemsize
+    for i in range(v.ndim):
+        if v.shape[i] == 0:
+            return False
+        ext = (v.shape[i] - 1) * v.strides[i]
+        if ext < 0:
+            lo[0] += ext
+        else:
+            hi[0] += ext
+    return True
+
+
+cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec *sp,
+                              const pe_rows *rq, int num_threads, const double *plan,
+                              pe_anchor_cache *ac=NULL) except *:
+    """Run a fill without the GIL in chunks of about _chunk_entries entries,
+    checking for signals between them, so that Ctrl-C interrupts a long fill
+    within a few milliseconds (KeyboardInterrupt; the rows done so far stay
+    written).  Any chunking gives the same bits.  ``ac``: the encoding's anchor
+    cache, read before and written after a fill (NULL: none)."""
+    cdef pe_fill f
+    cdef int err
+    cdef int64_t seeded = INT64_MIN
+    cdef size_t anchor_bytes = 2 * sp.nf * sizeof(double)
+    with nogil:
+        err = _fill_setup(&f, sp, rq, num_threads, plan, 4 if f32 else 8)
+        # fractional positions are evaluated directly: no anchors to share
+        if err == FASTPE_OK and ac != NULL and rq.pos_f == NULL:
+            PyThread_acquire_lock(ac.lock, WAIT_LOCK)
+            if ac.centre != INT64_MIN:
+                memcpy(f.scratch, ac.data, anchor_bytes)
+                f.seed = seeded = ac.centre
+            PyThread_release_lock(ac.lock)
+    if err != FASTPE_OK:
+        _raise_for(err)
+    cdef int64_t per_unit = sp.d * (rq.nseq if f.shared else 1)
+    cdef int64_t step = _chunk_entries // per_unit if per_unit < _chunk_entries else 1
+    cdef int64_t u0 = 0, u1
+    try:
+        while u0 < f.units:
+            u1 = u0 + step if step < f.units - u0 else f.units
+            with nogil:
+                if f32:
+                    _fill_units(<float *>out, stride, &f, u0, u1)
+                else:
+                    _fill_units(<double *>out, stride, &f, u0, u1)
+            f.seed = f.last          # thread 0's scratch carries over to the next chunk
+            u0 = u1
+            if u0 < f.units:
+                PyErr_CheckSignals()
+        if ac != NULL and f.last != INT64_MIN and f.last != seeded:
+            with nogil:
+                PyThread_acquire_lock(ac.lock, WAIT_LOCK)
+                if ac.data == NULL:
+                    ac.data = <double *>malloc(anchor_bytes)
+                if ac.data != NULL:
+                    memcpy(ac.data, f.scratch, anchor_bytes)
+                    ac.centre = f.last
+                PyThread_release_lock(ac.lock)
+    finally:
+        _fill_free(&f)

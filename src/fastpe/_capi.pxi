@@ -1,0 +1,577 @@
+# Included by kernel.pyx (one compilation unit, so that the calls between
+# these parts inline as before): the C API -- its entry points, their argument checks,
+# the plan cache of C callers, the compiled specs -- and the capsule that publishes
+# them (include/fastpe.h).
+
+# ---------------------------------------------------------------------------
+# The plan cache of the C API
+# ---------------------------------------------------------------------------
+# C callers run without the GIL, from any thread, so their plans cannot live in
+# Python objects: a small table of plans keyed by what a plan depends on
+# (nf, w0, base, denom), guarded by an OS lock (PyThread locks need no GIL), each
+# entry reference-counted so that eviction never frees a plan a fill is using.
+
+
+cdef enum:
+    CPLANS = 8                  # entries; each at most PLAN_MAX_BYTES (4 MiB)
+    CPLAN_MAX_DOUBLES = 524288
+
+
+cdef struct pe_cplan:
+    int64_t nf
+    double w0, base, denom
+    double *mem                 # NULL: a free slot
+    int64_t refs                # fills using it now
+    uint64_t used               # LRU stamp
+
+
+cdef pe_cplan _cplans[CPLANS]
+cdef uint64_t _cplan_clock = 0
+cdef PyThread_type_lock _cplan_lock = PyThread_allocate_lock()
+if _cplan_lock == NULL:
+    raise MemoryError("fastpe: could not allocate the C-API plan cache lock")
+memset(_cplans, 0, sizeof(_cplans))
+
+
+cdef inline bint _cplan_is(const pe_cplan *e, const pe_spec *sp) noexcept nogil:
+    return e.mem != NULL and e.nf == sp.nf and e.w0 == sp.w0 and e.base == sp.base \
+        and e.denom == sp.denom
+
+
+cdef const double *_cplan_acquire(const pe_spec *sp, int num_threads, int *slot,
+                                  int *err) noexcept nogil:
+    """A plan for sp: cached (slot >= 0; release it with _cplan_release), or, when
+    the cache cannot hold it, NULL (slot -1: the fill prepares its own)."""
+    cdef int i, victim = -1
+    cdef int64_t B = _block_rows(sp.nf)
+    cdef size_t n = _plan_doubles(sp.nf, B)
+    cdef double *mem
+    global _cplan_clock
+    slot[0] = -1
+    err[0] = FASTPE_OK
+    if n > CPLAN_MAX_DOUBLES:
+        return NULL
+    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+    for i in range(CPLANS):
+        if _cplan_is(&_cplans[i], sp):
+            _cplans[i].refs += 1
+            _cplan_clock += 1
+            _cplans[i].used = _cplan_clock
+            PyThread_release_lock(_cplan_lock)
+            slot[0] = i
+            return _cplans[i].mem
+    PyThread_release_lock(_cplan_lock)
+    # build outside the lock (tens of microseconds); a racing thread may build
+    # the same plan, and then one of the two is kept
+    mem = <double *>malloc(n * sizeof(double))
+    if mem == NULL:
+        err[0] = FASTPE_ENOMEM
+        return NULL
+    err[0] = _prepare(mem, sp, 0, B, _threads(num_threads, B, sp.nf))
+    if err[0] != FASTPE_OK:
+        free(mem)
+        return NULL
+    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+    for i in range(CPLANS):
+        if _cplan_is(&_cplans[i], sp):          # another thread was first
+            _cplans[i].refs += 1
+            PyThread_release_lock(_cplan_lock)
+            free(mem)
+            slot[0] = i
+            return _cplans[i].mem
+        if _cplans[i].mem == NULL:             # a free slot first, else the LRU idle one
+            if victim < 0 or _cplans[victim].mem != NULL:
+                victim = i
+        elif _cplans[i].refs == 0 and (victim < 0 or (_cplans[victim].mem != NULL and
+                                                      _cplans[i].used < _cplans[victim].used)):
+            victim = i
+    if victim < 0:                              # every entry in use: keep it private
+        PyThread_release_lock(_cplan_lock)
+        free(mem)
+        return NULL
+    free(_cplans[victim].mem)
+    _cplans[victim].mem = mem
+    _cplans[victim].nf = sp.nf
+    _cplans[victim].w0 = sp.w0
+    _cplans[victim].base = sp.base
+    _cplans[victim].denom = sp.denom
+    _cplans[victim].refs = 1
+    _cplan_clock += 1
+    _cplans[victim].used = _cplan_clock
+    PyThread_release_lock(_cplan_lock)
+    slot[0] = victim
+    return mem
+
+
+cdef inline void _cplan_release(int slot) noexcept nogil:
+    if slot >= 0:
+        PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+        _cplans[slot].refs -= 1
+        PyThread_release_lock(_cplan_lock)
+
+
+cdef int _fill_cached(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                      int num_threads) noexcept nogil:
+    """A C-API fill with the cached plan of its spec."""
+    cdef int slot, err
+    cdef const double *plan = _cplan_acquire(sp, num_threads, &slot, &err)
+    if err != FASTPE_OK:
+        return err
+    err = _fill_rows(out, row_stride, sp, rq, num_threads, plan)
+    _cplan_release(slot)
+    return err
+
+
+def _c_plan_cache():
+    """(nf, w0, base, denom, refs) of the C API's cached plans (for tests)."""
+    cdef int i
+    out = []
+    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
+    for i in range(CPLANS):
+        if _cplans[i].mem != NULL:
+            out.append((_cplans[i].nf, _cplans[i].w0, _cplans[i].base, _cplans[i].denom,
+                        _cplans[i].refs))
+    PyThread_release_lock(_cplan_lock)
+    return out
+
+
+cdef int _positions_error(const real *out, int64_t n, int64_t row_stride, int64_t d,
+                          const double *positions, double limit) noexcept nogil:
+    """FASTPE_EOVERLAP if the n positions lie inside the rows to be written (the
+    documented contract), FASTPE_ERANGE if one is NaN, infinite or beyond limit."""
+    cdef int64_t r
+    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + d) \
+            and <const char *>out < <const char *>(positions + n):
+        return FASTPE_EOVERLAP
+    for r in range(n):
+        if not (fabs(positions[r]) <= limit):
+            return FASTPE_ERANGE
+    return FASTPE_OK
+
+
+cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
+                       double base, int layout) noexcept nogil:
+    """The checks every C entry point shares (n rows at row_stride, d_model wide)."""
+    # widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size
+    if n < 0 or d_model < 1 or d_model > MAX_WIDTH:
+        return FASTPE_ESIZE
+    if p == NULL and n > 0:
+        return FASTPE_ENULL
+    if row_stride < d_model and n > 1:
+        return FASTPE_ESTRIDE
+    # above ~2^997 the Veltkamp split of base (2^27 * base) overflows
+    if not (isfinite(base) and base > 0.0 and base <= 1e300):
+        return FASTPE_EBASE
+    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
+        return FASTPE_ELAYOUT
+    return FASTPE_OK
+
+
+cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                     double base, int64_t offset, int layout) noexcept nogil:
+    cdef pe_spec sp
+    cdef double kmax
+    cdef int err = _check_common(out, seq_len, d_model, row_stride, base, layout)
+    if err != FASTPE_OK:
+        return err
+    # |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
+    # this also keeps offset + seq_len far from int64 overflow.
+    sp = pe_spec_vaswani(d_model, base, layout)
+    if not _frequencies_finite(&sp):
+        return FASTPE_EBASE
+    kmax = _extent(offset, seq_len)
+    if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= PE_MAX_POSITION:
+        return FASTPE_ERANGE
+    return FASTPE_OK
+
+
+cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+               double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    cdef int err = _check_args(out, seq_len, d_model, row_stride, base, offset, layout)
+    if err != FASTPE_OK or seq_len == 0:
+        return err
+    cdef pe_spec sp = pe_spec_vaswani(d_model, base, layout)
+    cdef pe_rows rq
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = 1
+    rq.S = seq_len
+    rq.offset = offset
+    rq.scale = 1.0
+    return _fill_cached(out, row_stride, &sp, &rq, num_threads)
+
+
+cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return _fill(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+
+
+cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return _fill(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+
+
+# ABI 1.1: the fused add and explicit positions (Vaswani spec, like fill_*).
+
+cdef int _add(real *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+              double base, int64_t offset, double scale, int layout,
+              int num_threads) noexcept nogil:
+    if nseq < 0:
+        return FASTPE_ESIZE
+    cdef int err = _check_args(x, seq_len, d_model, row_stride, base, offset, layout)
+    if err == FASTPE_OK and (nseq > 1 or seq_len > 1) and nseq > 0 and seq_len > 0 \
+            and row_stride < d_model:
+        err = FASTPE_ESTRIDE       # rows of different sequences would overlap
+    if err == FASTPE_OK and not isfinite(scale):
+        err = FASTPE_ESCALE
+    if err != FASTPE_OK or nseq == 0 or seq_len == 0:
+        return err
+    if nseq > INT64_MAX // seq_len:
+        return FASTPE_ESIZE
+    cdef pe_spec sp = pe_spec_vaswani(d_model, base, layout)
+    cdef pe_rows rq
+    memset(&rq, 0, sizeof(rq))
+    rq.nseq = nseq
+    rq.S = seq_len
+    rq.offset = offset
+    rq.add = 1
+    rq.scale = scale
+    return _fill_cached(x, row_stride, &sp, &rq, num_threads)
+
+
+cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
+             const double *positions, double base, int layout, int add, double scale,
+             int num_threads) noexcept nogil:
+    cdef int err = _check_common(out, n, d_model, row_stride, base, layout)
+    cdef pe_spec sp
+    cdef pe_rows rq
+    if err == FASTPE_OK and positions == NULL and n > 0:
+        err = FASTPE_ENULL
+    if err == FASTPE_OK and not isfinite(scale):
+        err = FASTPE_ESCALE
+    if err != FASTPE_OK or n == 0:
+        return err
+    sp = pe_spec_vaswani(d_model, base, layout)
+    if not _frequencies_finite(&sp):
+        return FASTPE_EBASE
+    err = _positions_error(out, n, row_stride, d_model, positions, _max_position(&sp))
+    if err != FASTPE_OK:
+        return err
+    _init_rows(&rq, 1, n, False, 0)
+    rq.pos_f = positions
+    rq.pss = 1
+    rq.add = add
+    rq.scale = scale
+    return _fill_cached(out, row_stride, &sp, &rq, num_threads)
+
+
+cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return _add(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads)
+
+
+cdef int add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return _add(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads)
+
+
+cdef int fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil:
+    return _at(out, n, d_model, row_stride, positions, base, layout, 0, 1.0, num_threads)
+
+
+cdef int fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil:
+    return _at(out, n, d_model, row_stride, positions, base, layout, 0, 1.0, num_threads)
+
+
+cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil:
+    return _at(x, n, d_model, row_stride, positions, base, layout, 1, scale, num_threads)
+
+
+cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil:
+    return _at(x, n, d_model, row_stride, positions, base, layout, 1, scale, num_threads)
+
+
+# ---------------------------------------------------------------------------
+# ABI 1.2: compiled specs, every convention from C
+# ---------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    /* The opaque fastpe_spec of fastpe.h: a validated kernel spec. */
+    struct fastpe_spec {
+        pe_spec sp;
+        int has_zero;        /* rows at position `zero` are all zeros (fairseq) */
+        int64_t zero;
+        double max_position; /* |positions| allowed by the exact angle reduction */
+    };
+    """
+    # kernel.pxd declares the handle opaque (its users never see the fields)
+    ctypedef struct pe_handle "struct fastpe_spec":
+        pe_spec sp
+        int has_zero
+        int64_t zero
+        double max_position
+
+
+cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
+    """A spec for a convention name or a fastpe.Convention (with the GIL)."""
+    from fastpe import _api
+    from fastpe._validate import as_int
+    cdef Encoder enc = _api._encoder(convention, 10000.0, "interleaved",
+                                     as_int(d_model, "d_model", minimum=1))
+    cdef pe_handle *h = <pe_handle *>malloc(sizeof(pe_handle))
+    if h == NULL:
+        raise MemoryError("could not allocate a fastpe spec")
+    h.sp = enc.sp
+    h.has_zero = enc.has_zero
+    h.zero = enc.zero
+    h.max_position = enc.max_position
+    return <fastpe_spec *>h
+
+
+cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *denominator,
+                                  double shift, double position_scale, const char *layout,
+                                  const char *odd, int has_padding_idx,
+                                  int64_t padding_idx) except NULL:
+    """A spec from the knobs of fastpe.Convention (with the GIL)."""
+    from fastpe._conventions import Convention
+    if denominator == NULL or layout == NULL or odd == NULL:
+        raise TypeError("denominator, layout and odd must not be NULL")
+    conv = Convention(base=base, denominator=denominator.decode(), shift=shift,
+                      position_scale=position_scale, layout=layout.decode(), odd=odd.decode(),
+                      padding_idx=padding_idx if has_padding_idx else None)
+    return spec_new(conv, d_model)
+
+
+cdef inline const pe_handle *_handle(const fastpe_spec *h) noexcept nogil:
+    return <const pe_handle *>h
+
+
+cdef void spec_free(fastpe_spec *h) noexcept nogil:
+    free(h)
+
+
+cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
+    return _handle(h).sp.d if h != NULL else -1
+
+
+cdef int _spec_fill(const pe_handle *h, real *out, int64_t nseq, int64_t S, int64_t row_stride,
+                    int64_t offset, bint add, double scale, int num_threads) noexcept nogil:
+    """Rows of positions offset .. offset+S-1 (nseq sequences when adding)."""
+    cdef pe_rows rq
+    if h == NULL:
+        return FASTPE_ENULL
+    if nseq < 0 or S < 0:
+        return FASTPE_ESIZE
+    if nseq == 0 or S == 0:
+        return FASTPE_OK
+    if out == NULL:
+        return FASTPE_ENULL
+    if row_stride < h.sp.d and nseq * S > 1:
+        return FASTPE_ESTRIDE
+    if nseq > INT64_MAX // S:
+        return FASTPE_ESIZE
+    if add and not isfinite(scale):
+        return FASTPE_ESCALE
+    if not (_extent(offset, S) <= h.max_position):
+        return FASTPE_ERANGE
+    _init_rows(&rq, nseq, S, h.has_zero, h.zero)
+    rq.offset = offset
+    rq.add = add
+    rq.scale = scale if add else 1.0
+    return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
+
+
+cdef int _spec_at(const pe_handle *h, real *out, int64_t n, int64_t row_stride,
+                  const double *positions, int num_threads) noexcept nogil:
+    cdef pe_rows rq
+    if h == NULL:
+        return FASTPE_ENULL
+    if n < 0:
+        return FASTPE_ESIZE
+    if n == 0:
+        return FASTPE_OK
+    if out == NULL or positions == NULL:
+        return FASTPE_ENULL
+    if row_stride < h.sp.d and n > 1:
+        return FASTPE_ESTRIDE
+    cdef int err = _positions_error(out, n, row_stride, h.sp.d, positions, h.max_position)
+    if err != FASTPE_OK:
+        return err
+    _init_rows(&rq, 1, n, h.has_zero, h.zero)
+    rq.pos_f = positions
+    rq.pss = 1
+    return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
+
+
+cdef int spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+
+
+cdef int spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+
+
+cdef int spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
+                                 const double *positions, int num_threads) noexcept nogil:
+    return _spec_at(_handle(h), out, n, row_stride, positions, num_threads)
+
+
+cdef int spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n,
+                                 int64_t row_stride, const double *positions,
+                                 int num_threads) noexcept nogil:
+    return _spec_at(_handle(h), out, n, row_stride, positions, num_threads)
+
+
+cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+
+
+cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+
+
+# ---------------------------------------------------------------------------
+# C API for other extensions: a capsule holding a versioned function table
+# (see include/fastpe.h; reached from C through import_fastpe()).
+# ---------------------------------------------------------------------------
+
+from libc.stdint cimport uint32_t
+from cpython.pycapsule cimport PyCapsule_New
+
+
+cdef extern from *:
+    """
+    /* This module provides the table: fastpe.h must not redefine the codes
+       and layouts that kernel.pxd already declares as an enum. */
+    #define FASTPE_KERNEL_MODULE 1
+    """
+
+
+cdef extern from "include/fastpe.h":
+    ctypedef int (*fastpe_fill_f32_fn)(float *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_f64_fn)(double *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef int (*fastpe_add_f32_fn)(float *, int64_t, int64_t, int64_t, int64_t, double,
+                                      int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_f64_fn)(double *, int64_t, int64_t, int64_t, int64_t, double,
+                                      int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_positions_f32_fn)(float *, int64_t, int64_t, int64_t,
+                                                 const double *, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
+                                                 const double *, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_positions_f32_fn)(float *, int64_t, int64_t, int64_t,
+                                                const double *, double, double, int,
+                                                int) noexcept nogil
+    ctypedef int (*fastpe_add_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
+                                                const double *, double, double, int,
+                                                int) noexcept nogil
+    ctypedef fastpe_spec *(*fastpe_spec_new_fn)(object, int64_t) except NULL
+    ctypedef fastpe_spec *(*fastpe_spec_from_knobs_fn)(int64_t, double, const char *, double,
+                                                       double, const char *, const char *, int,
+                                                       int64_t) except NULL
+    ctypedef void (*fastpe_spec_free_fn)(fastpe_spec *) noexcept nogil
+    ctypedef int64_t (*fastpe_spec_d_model_fn)(const fastpe_spec *) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_f32_fn)(const fastpe_spec *, float *, int64_t, int64_t,
+                                            int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_f64_fn)(const fastpe_spec *, double *, int64_t, int64_t,
+                                            int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_positions_f32_fn)(const fastpe_spec *, float *, int64_t,
+                                                      int64_t, const double *, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_positions_f64_fn)(const fastpe_spec *, double *, int64_t,
+                                                      int64_t, const double *, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *, float *, int64_t, int64_t,
+                                           int64_t, int64_t, double, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *, double *, int64_t, int64_t,
+                                           int64_t, int64_t, double, int) noexcept nogil
+    ctypedef struct fastpe_api_t:
+        uint32_t abi_major
+        uint32_t abi_minor
+        size_t size
+        fastpe_fill_f32_fn fill_f32
+        fastpe_fill_f64_fn fill_f64
+        fastpe_add_f32_fn add_f32
+        fastpe_add_f64_fn add_f64
+        fastpe_fill_positions_f32_fn fill_positions_f32
+        fastpe_fill_positions_f64_fn fill_positions_f64
+        fastpe_add_positions_f32_fn add_positions_f32
+        fastpe_add_positions_f64_fn add_positions_f64
+        fastpe_spec_new_fn spec_new
+        fastpe_spec_from_knobs_fn spec_from_knobs
+        fastpe_spec_free_fn spec_free
+        fastpe_spec_d_model_fn spec_d_model
+        fastpe_spec_fill_f32_fn spec_fill_f32
+        fastpe_spec_fill_f64_fn spec_fill_f64
+        fastpe_spec_fill_positions_f32_fn spec_fill_positions_f32
+        fastpe_spec_fill_positions_f64_fn spec_fill_positions_f64
+        fastpe_spec_add_f32_fn spec_add_f32
+        fastpe_spec_add_f64_fn spec_add_f64
+    const char *FASTPE_CAPSULE_NAME
+    int FASTPE_ABI_MAJOR
+    int FASTPE_ABI_MINOR
+
+
+# Static storage: the capsule and every importer point at it for the process's
+# lifetime (extension modules are never unloaded), so the capsule needs no destructor.
+cdef fastpe_api_t _c_api_table
+_c_api_table.abi_major = FASTPE_ABI_MAJOR
+_c_api_table.abi_minor = FASTPE_ABI_MINOR
+_c_api_table.size = sizeof(fastpe_api_t)
+_c_api_table.fill_f32 = fill_f32
+_c_api_table.fill_f64 = fill_f64
+_c_api_table.add_f32 = add_f32
+_c_api_table.add_f64 = add_f64
+_c_api_table.fill_positions_f32 = fill_positions_f32
+_c_api_table.fill_positions_f64 = fill_positions_f64
+_c_api_table.add_positions_f32 = add_positions_f32
+_c_api_table.add_positions_f64 = add_positions_f64
+_c_api_table.spec_new = spec_new
+_c_api_table.spec_from_knobs = spec_from_knobs
+_c_api_table.spec_free = spec_free
+_c_api_table.spec_d_model = spec_d_model
+_c_api_table.spec_fill_f32 = spec_fill_f32
+_c_api_table.spec_fill_f64 = spec_fill_f64
+_c_api_table.spec_fill_positions_f32 = spec_fill_positions_f32
+_c_api_table.spec_fill_positions_f64 = spec_fill_positions_f64
+_c_api_table.spec_add_f32 = spec_add_f32
+_c_api_table.spec_add_f64 = spec_add_f64
+
+
+_C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)
+
+#: (major, minor) of the C-API table in ``_C_API`` (include/fastpe.h's ABI policy).
+C_API_VERSION = (FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR)
+
+
+# The values kernel.pxd gives the codes and layouts, for the test that fastpe.h
+# (a separate definition, for C) agrees with them.
+_C_CONSTANTS = {
+    "FASTPE_LAYOUT_INTERLEAVED": FASTPE_LAYOUT_INTERLEAVED,
+    "FASTPE_LAYOUT_SPLIT": FASTPE_LAYOUT_SPLIT,
+    "FASTPE_OK": FASTPE_OK,
+    "FASTPE_ENULL": FASTPE_ENULL,
+    "FASTPE_ESIZE": FASTPE_ESIZE,
+    "FASTPE_ESTRIDE": FASTPE_ESTRIDE,
+    "FASTPE_EBASE": FASTPE_EBASE,
+    "FASTPE_ELAYOUT": FASTPE_ELAYOUT,
+    "FASTPE_ERANGE": FASTPE_ERANGE,
+    "FASTPE_ENOMEM": FASTPE_ENOMEM,
+    "FASTPE_ESCALE": FASTPE_ESCALE,
+    "FASTPE_EOVERLAP": FASTPE_EOVERLAP,
+}

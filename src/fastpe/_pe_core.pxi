@@ -1,0 +1,60 @@
+# Included by kernel.pyx (one compilation unit, so that the calls between
+# these parts inline as before): the C core's declarations (csrc/pe_core.h).
+
+from libc.stdint cimport int64_t
+
+cdef extern from "csrc/pe_core.h" nogil:
+    ctypedef struct pe_freq:
+        pass
+    ctypedef struct pe_spec:
+        int64_t d
+        int64_t nf
+        double w0
+        double base
+        double denom
+        int layout
+        int64_t npairs
+        int lone_sin
+        int64_t s_off
+        int64_t ns
+        int64_t c_off
+        int64_t nc
+        int64_t zero_col
+    double PE_MAX_TURNS
+    double PE_MAX_POSITION
+    pe_freq pe_freq_view(double *mem, int64_t nf)
+    void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom)
+    void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *s, double *c, double *cm1)
+    void pe_compose(int64_t nf, const double *m1, const double *s1, const double *m0,
+                    const double *s0, double *m, double *s)
+    void pe_row_f32(float *row, const pe_spec *sp, double zero, const double *As,
+                    const double *Ac, const double *Tm, const double *Ts, double sg)
+    void pe_row_f64(double *row, const pe_spec *sp, double zero, const double *As,
+                    const double *Ac, const double *Tm, const double *Ts, double sg)
+    void pe_row2_f32(float *rp, float *rm, const pe_spec *sp, double zero, const double *As,
+                     const double *Ac, const double *Tm, const double *Ts)
+    void pe_row2_f64(double *rp, double *rm, const pe_spec *sp, double zero, const double *As,
+                     const double *Ac, const double *Tm, const double *Ts)
+    void pe_zero_row_f32(float *row, int64_t d, double zero)
+    void pe_zero_row_f64(double *row, int64_t d, double zero)
+    void pe_add_row_f32(float *x, const double *pe, int64_t n, double scale)
+    void pe_add_row_f64(double *x, const double *pe, int64_t n, double scale)
+    int pe_row2_v512_f32(float *rp, float *rm, const pe_spec *sp, const double *As,
+                         const double *Ac, const double *Tm, const double *Ts, int stream)
+    int pe_row2_v512_f64(double *rp, double *rm, const pe_spec *sp, const double *As,
+                         const double *Ac, const double *Tm, const double *Ts, int stream)
+    void pe_v512_init()
+    int pe_v512_set(int on)
+    int pe_v512
+    void pe_stream_copy(void *dst, const void *src, size_t n)
+    void pe_stream_fence()
+    void pe_prefetch_write(const void *p, size_t n)
+    int PE_HAVE_STREAM
+    int PE_HAVE_V512
+    pe_spec pe_spec_vaswani(int64_t d, double base, int layout)
+    double pe_spec_max_turns(const pe_spec *sp)
+
+
+ctypedef fused real:
+    float
+    double

@@ -1,0 +1,68 @@
+/*
+ * What a table looks like: the frequency ladder of a convention and where each
+ * frequency's sine and cosine go in an output row.  Every convention in use is
+ * one of these column maps (see fastpe/_conventions.py):
+ *   interleaved: sin_i at col 2i, cos_i at col 2i+1 for i < npairs, then an
+ *                optional lone sine (Vaswani, odd d) at col d-1;
+ *   split:       sin_i at col s_off+i (i < ns), cos_i at col c_off+i (i < nc)
+ *                ([sin | cos] or, flipped, [cos | sin]);
+ *   zero_col >= 0: that column is 0 (conventions that pad an odd width).
+ */
+#ifndef FASTPE_PE_SPEC_H
+#define FASTPE_PE_SPEC_H
+
+#include "pe_sincos.h"
+
+#define PE_LAYOUT_INTERLEAVED 0
+#define PE_LAYOUT_SPLIT 1
+
+/* The largest |position| whatever the frequencies: integer positions and the
+ * block centres they are encoded around must be exact in a double, with room
+ * to spare (2^52; the frequencies usually set a lower limit, PE_MAX_TURNS). */
+#define PE_MAX_POSITION PE_TWO52
+
+typedef struct {
+    int64_t d;        /* output width */
+    int64_t nf;       /* number of frequencies */
+    double w0, base, denom;   /* w_i = w0 * base^(-i/denom) */
+    int layout;
+    int64_t npairs;   /* interleaved */
+    int lone_sin;     /* interleaved: sin_{npairs} at col d-1 */
+    int64_t s_off, ns, c_off, nc;   /* split */
+    int64_t zero_col; /* -1: none */
+} pe_spec;
+
+/* The Vaswani spec: w_i = base^(-2i/d); odd d -> a lone sine of the next
+ * frequency (interleaved) or one more column in the sine block (split). */
+PE_INLINE pe_spec pe_spec_vaswani(int64_t d, double base, int layout) {
+    pe_spec sp;
+    sp.d = d;
+    sp.nf = (d + 1) / 2;
+    sp.w0 = 1.0;
+    sp.base = base;
+    sp.denom = 0.5 * (double)d;
+    sp.layout = layout;
+    sp.npairs = d / 2;
+    sp.lone_sin = (int)(d & 1);
+    sp.s_off = 0;
+    sp.ns = sp.nf;
+    sp.c_off = sp.nf;
+    sp.nc = d / 2;
+    sp.zero_col = -1;
+    return sp;
+}
+
+/* Largest frequency of a spec, in turns (|K| * this must stay < PE_MAX_TURNS). */
+PE_INLINE double pe_spec_max_turns(const pe_spec *sp) {
+    double lb = log(sp->base) / sp->denom;     /* w_i = w0 exp(-i lb) */
+    double e = lb < 0.0 ? -lb * (double)(sp->nf - 1) : 0.0;
+    return fabs(sp->w0) * exp(e) * PE_INV2PI_HI * (1.0 + 1e-12);
+}
+
+/* The number of frequencies whose sine and cosine both have a column in a
+ * split row (the vector writers' share; pe_row_rest writes the others). */
+PE_INLINE int64_t pe_split_pairs(const pe_spec *sp) {
+    return sp->ns < sp->nc ? sp->ns : sp->nc;
+}
+
+#endif /* FASTPE_PE_SPEC_H */

@@ -1,0 +1,199 @@
+/*
+ * The AVX-512 row writers, a compilation unit of its own: the only code built
+ * with AVX-512 instructions (GCC `target` attributes), entered only after
+ * pe_v512_init has seen AVX-512F on the CPU.  They write the mirrored rows
+ * c+t and c-t, and the rows written alone, instead of the compiler-vectorised
+ * loops of pe_rows.inc.h:
+ *   - the few entries before the first 64-byte boundary (and after the last
+ *     whole vector) are one vector block stored under a mask, neither a scalar
+ *     loop nor a buffer and a copy (both measurably slower on NumPy's arrays,
+ *     which start 16 bytes past a page boundary);
+ *   - with streaming stores, the rows go straight from registers to memory (no
+ *     row buffer, no copy): for tables that outgrow the last-level cache that
+ *     is most of the time of a fill.
+ * docs/performance.md has the figures.  The vector code performs the IEEE
+ * operations of pe_pairs2_at / pe_split2_at in the same order (no FMA: built
+ * with -ffp-contract=off), so the bits are those of the portable loops (a row
+ * alone is one half of a pair: see pe_v512_rows.inc.c).
+ */
+#include "pe_v512.h"
+
+#if PE_HAVE_V512
+#include <immintrin.h>
+
+static int pe_v512_cpu = 0;   /* the CPU has AVX-512F */
+int pe_v512 = 0;
+
+void pe_v512_init(void) {
+    __builtin_cpu_init();
+    pe_v512_cpu = pe_v512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+}
+
+int pe_v512_set(int on) {
+    int old = pe_v512;
+    pe_v512 = on && pe_v512_cpu;
+    return old;
+}
+
+/* Inlined into the writers: they are the only callers. */
+#define PE_V512_INLINE static inline __attribute__((always_inline, target("avx512f")))
+#define PE_V512_CAT3_(a, b, c) a##_##b##_##c
+#define PE_V512_CAT3(a, b, c) PE_V512_CAT3_(a, b, c)
+
+/* The rotation of 8 frequencies from i: the sines and cosines of the rows at +t
+ * (sp, cp) and -t (sm, cm), the operations of pe_pairs2_at / pe_split2_at in
+ * their order. */
+PE_V512_INLINE void pe_v512_rotate(int64_t i, PE_V512_ARGS, __m512d *sp, __m512d *cp,
+                                   __m512d *sm, __m512d *cm) {
+    __m512d as = _mm512_loadu_pd(As + i), ac = _mm512_loadu_pd(Ac + i);
+    __m512d tm = _mm512_loadu_pd(Tm + i), ts = _mm512_loadu_pd(Ts + i);
+    __m512d p1 = _mm512_mul_pd(as, tm), p2 = _mm512_mul_pd(ac, ts);
+    __m512d p3 = _mm512_mul_pd(ac, tm), p4 = _mm512_mul_pd(as, ts);
+    *sp = _mm512_add_pd(as, _mm512_add_pd(p1, p2));
+    *cp = _mm512_add_pd(ac, _mm512_sub_pd(p3, p4));
+    *sm = _mm512_add_pd(as, _mm512_sub_pd(p1, p2));
+    *cm = _mm512_add_pd(ac, _mm512_add_pd(p3, p4));
+}
+
+PE_INLINE int pe_aligned64(const void *a, const void *b, const void *c, const void *d) {
+    return ((((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 63) == 0);
+}
+
+/* Line-local partial stores, for destinations whose whole blocks are 64-byte
+ * aligned: the head (lanes 0..cnt-1 of v to p[0..cnt), p + cnt on a boundary)
+ * and the tail (lanes L.. of v to p[0..), p on a boundary) each go into one
+ * cache line.  A masked store at an unaligned address spans two lines, and in a
+ * streaming fill that costs about as much as the whole row: the second,
+ * masked-off line is still fetched, then evicted again by the streaming stores
+ * that follow. */
+PE_V512_INLINE void pe_v512_head_line_f32(float *p, int64_t cnt, __m512 v) {
+    int off = (int)(16 - cnt);
+    __m512i idx = _mm512_sub_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32(off));
+    _mm512_mask_storeu_ps(p - off, (__mmask16)(((1u << cnt) - 1u) << off),
+                          _mm512_permutexvar_ps(idx, v));
+}
+PE_V512_INLINE void pe_v512_tail_line_f32(float *p, int64_t L, __m512 v) {
+    __m512i idx = _mm512_add_epi32(
+        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+        _mm512_set1_epi32((int)L));
+    _mm512_mask_storeu_ps(p, (__mmask16)((1u << (16 - L)) - 1u), _mm512_permutexvar_ps(idx, v));
+}
+PE_V512_INLINE void pe_v512_head_line_f64(double *p, int64_t cnt, __m512d v) {
+    int off = (int)(8 - cnt);
+    __m512i idx = _mm512_sub_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
+                                   _mm512_set1_epi64(off));
+    _mm512_mask_storeu_pd(p - off, (__mmask8)(((1u << cnt) - 1u) << off),
+                          _mm512_permutexvar_pd(idx, v));
+}
+/* tail of the 16 lanes [a | b] from lane L (L >= 1): to p[0..16-L), p aligned */
+PE_V512_INLINE void pe_v512_tail2_line_f64(double *p, int64_t L, __m512d a, __m512d b) {
+    __m512i iota = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+    int64_t n = 16 - L;
+    __m512d lo = _mm512_permutex2var_pd(a, _mm512_add_epi64(iota, _mm512_set1_epi64(L)), b);
+    _mm512_mask_storeu_pd(p, (__mmask8)(n >= 8 ? 0xFFu : (1u << n) - 1u), lo);
+    if (n > 8) {
+        __m512d hi = _mm512_permutexvar_pd(_mm512_add_epi64(iota, _mm512_set1_epi64(L)), b);
+        _mm512_mask_storeu_pd(p + 8, (__mmask8)((1u << (n - 8)) - 1u), hi);
+    }
+}
+PE_V512_INLINE void pe_v512_tail_line_f64(double *p, int64_t L, __m512d v) {
+    __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
+                                   _mm512_set1_epi64(L));
+    _mm512_mask_storeu_pd(p, (__mmask8)((1u << (8 - L)) - 1u), _mm512_permutexvar_pd(idx, v));
+}
+
+/*
+ * What differs between the four writers is how a block of rotated frequencies
+ * becomes vectors of output: v0, v1 for the row at +t and v2, v3 for the row at
+ * -t.  Interleaved rows have one destination per row (float64 fills two
+ * vectors of it, float32 one: v1, v3 unused); split rows have two, sines (v0,
+ * v2) and cosines (v1, v3).
+ */
+/* interleaved float32: 8 frequencies = 16 floats of each row */
+PE_V512_INLINE
+void pe_v512_vectors_interleaved_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1,
+                                     __m512 *v2, __m512 *v3) {
+    const __m512i ix = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    __m512d sp, cp, sm, cm;
+    pe_v512_rotate(i, As, Ac, Tm, Ts, &sp, &cp, &sm, &cm);
+    *v0 = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm512_cvtpd_ps(sp)), ix,
+                                 _mm512_castps256_ps512(_mm512_cvtpd_ps(cp)));
+    *v2 = _mm512_permutex2var_ps(_mm512_castps256_ps512(_mm512_cvtpd_ps(sm)), ix,
+                                 _mm512_castps256_ps512(_mm512_cvtpd_ps(cm)));
+    *v1 = *v3 = *v0;
+}
+
+/* interleaved float64: 8 frequencies = 16 doubles (two vectors) of each row */
+PE_V512_INLINE
+void pe_v512_vectors_interleaved_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1,
+                                     __m512d *v2, __m512d *v3) {
+    const __m512i lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    const __m512i hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+    __m512d sp, cp, sm, cm;
+    pe_v512_rotate(i, As, Ac, Tm, Ts, &sp, &cp, &sm, &cm);
+    *v0 = _mm512_permutex2var_pd(sp, lo, cp);
+    *v1 = _mm512_permutex2var_pd(sp, hi, cp);
+    *v2 = _mm512_permutex2var_pd(sm, lo, cm);
+    *v3 = _mm512_permutex2var_pd(sm, hi, cm);
+}
+
+/* float32 lanes [a | b] of two float64 vectors */
+PE_V512_INLINE __m512 pe_v512_cat(__m512d a, __m512d b) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(
+        _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(a))),
+        _mm256_castps_pd(_mm512_cvtpd_ps(b)), 1));
+}
+
+/* split float32: 16 frequencies = 16 floats of each destination */
+PE_V512_INLINE
+void pe_v512_vectors_split_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1,
+                               __m512 *v2, __m512 *v3) {
+    __m512d sp0, cp0, sm0, cm0, sp1, cp1, sm1, cm1;
+    pe_v512_rotate(i, As, Ac, Tm, Ts, &sp0, &cp0, &sm0, &cm0);
+    pe_v512_rotate(i + 8, As, Ac, Tm, Ts, &sp1, &cp1, &sm1, &cm1);
+    *v0 = pe_v512_cat(sp0, sp1);
+    *v1 = pe_v512_cat(cp0, cp1);
+    *v2 = pe_v512_cat(sm0, sm1);
+    *v3 = pe_v512_cat(cm0, cm1);
+}
+
+/* split float64: 8 frequencies = 8 doubles of each destination */
+PE_V512_INLINE
+void pe_v512_vectors_split_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1,
+                               __m512d *v2, __m512d *v3) {
+    pe_v512_rotate(i, As, Ac, Tm, Ts, v0, v1, v2, v3);
+}
+
+/* What a call of the skeleton writes (see pe_v512_rows.inc.c). */
+#define PE_V512_PAIR 0
+#define PE_V512_PLUS 1
+#define PE_V512_MINUS 2
+
+/* The writers: one skeleton, pe_v512_rows.inc.c, per layout and type. */
+#define PE_V512_SPLIT 0
+#define PE_V512_F64 0
+#include "pe_v512_rows.inc.c"
+#define PE_V512_SPLIT 0
+#define PE_V512_F64 1
+#include "pe_v512_rows.inc.c"
+#define PE_V512_SPLIT 1
+#define PE_V512_F64 0
+#include "pe_v512_rows.inc.c"
+#define PE_V512_SPLIT 1
+#define PE_V512_F64 1
+#include "pe_v512_rows.inc.c"
+
+#else /* no AVX-512 writers in this build: the switch stays off */
+
+int pe_v512 = 0;
+
+void pe_v512_init(void) {}
+
+int pe_v512_set(int on) {
+    (void)on;
+    return 0;
+}
+
+#endif
