@@ -130,6 +130,8 @@ VALID = {
          "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}]),
     "max_position_embeddings": st.one_of(st.integers(1, 10**6), st.just(np.int32(4096))),
     "precision": st.sampled_from(["float32", "float64"]),
+    "inv_freq": st.lists(st.floats(0.0, 10.0), min_size=1, max_size=40),
+    "attention_factor": st.floats(0.25, 4.0),
     "grid_h": st.one_of(st.integers(0, 9), st.integers(0, 9).map(np.int64)),
     "grid_w": st.integers(0, 9),
     "cls_token": st.booleans(),
@@ -150,6 +152,11 @@ VALID_FOR = {
                    elements=st.integers(0, 1000))),
     ("sinusoidal_2d", "convention"): st.sampled_from(["mae", "timm"]),
     ("sinusoidal_2d", "d_model"): st.integers(1, 12).map(lambda n: 4 * n),
+    ("rope_cache", "layout"): st.sampled_from(["half", "interleaved"]),
+    ("rope_cache", "positions"): hnp.arrays(
+        st.sampled_from(["i8", "i4", "u2"]), hnp.array_shapes(min_dims=0, max_dims=3,
+                                                              max_side=4),
+        elements=st.integers(0, 1000)),
 }
 # ... and, per argument, values aimed at it in particular (besides anything()).
 AIMED = {
@@ -471,6 +478,26 @@ def check_rope_frequencies(result, kwargs, default_dtype):
         np.testing.assert_allclose(inv, want, rtol=2.0**-20)
 
 
+def check_rope_cache(result, kwargs, default_dtype):
+    cos, sin = result
+    if kwargs.get("inv_freq") is not None:
+        w = np.asarray(kwargs["inv_freq"], dtype=np.float64)
+    else:
+        w, _ = fastpe.rope_frequencies(kwargs["head_dim"], kwargs.get("rope_parameters"),
+                                       max_position_embeddings=10**9)  # (only its size here)
+    if kwargs.get("positions") is not None:
+        shape = np.shape(kwargs["positions"])
+    else:
+        shape = (_index(kwargs["seq_len"]),)
+    dt = np.dtype(kwargs.get("dtype") or np.float32)
+    assert cos.shape == sin.shape == shape + (2 * w.size,) and cos.dtype == sin.dtype == dt
+    assert np.all(np.isfinite(cos)) and np.all(np.isfinite(sin))
+    # cos^2 + sin^2 is the attention factor squared, the same for every entry
+    r2 = cos.astype(np.float64) ** 2 + sin.astype(np.float64) ** 2
+    if r2.size:
+        np.testing.assert_allclose(r2, r2.flat[0], rtol=2.0**-20 if dt == np.float32 else 1e-14)
+
+
 def check_build_info(result, kwargs, default_dtype):
     assert kwargs == {}
     assert isinstance(result, dict) and result["version"] == fastpe.__version__
@@ -500,6 +527,11 @@ SPECS = {
     "rope_frequencies": (fastpe.rope_frequencies,
                          ["rope_parameters", "max_position_embeddings", "seq_len", "precision"],
                          ["head_dim"], check_rope_frequencies, None),
+    "rope_cache": (fastpe.rope_cache,
+                   ["rope_parameters", "seq_len", "offset", "positions", "layout", "dtype",
+                    "max_position_embeddings", "precision", "inv_freq", "attention_factor",
+                    "num_threads"],
+                   ["head_dim"], check_rope_cache, np.float32),
 }
 
 
@@ -597,6 +629,7 @@ COMBINATION_ERRORS = (
     r"needs (max_position_embeddings|original_max_position_embeddings)",  # a RoPE rule's length
     r"rotary dimension .* must be even",  # head_dim times partial_rotary_factor
     r"rotary dimension of at least 4",    # dynamic's exponent d/(d-2)
+    r"give either seq_len|not both|offset applies to seq_len",   # rope_cache's alternatives
 )
 
 
@@ -672,6 +705,12 @@ def test_fairseq_positions_hostile(data):
 @given(data=st.data())
 def test_rope_frequencies_hostile(data):
     _run("rope_frequencies", *data.draw(calls("rope_frequencies")))
+
+
+@hostile
+@given(data=st.data())
+def test_rope_cache_hostile(data):
+    _run("rope_cache", *data.draw(calls("rope_cache")))
 
 
 @given(data=st.data())

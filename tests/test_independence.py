@@ -72,7 +72,7 @@ SPLITS = [
 def calls(draw):
     """(name, fn(num_threads) -> result array): one call of a public function."""
     kind = draw(st.sampled_from(["sinusoidal", "sinusoidal_at", "add_to", "add_to_positions",
-                                 "sinusoidal_2d"]))
+                                 "sinusoidal_2d", "rope_cache"]))
     d = draw(st.sampled_from([1, 2, 7, 16, 33, 64, 130, 1000]))
     conv = draw(CONVENTIONS)
     if conv == "gptj" and d % 2:
@@ -90,6 +90,13 @@ def calls(draw):
             st.one_of(st.integers(-5000, 5000), st.floats(-5000, 5000).map(lambda v: v / 7)),
             max_size=300)), dtype=np.float64)
         return kind, lambda nt: fastpe.sinusoidal_at(pos, d, dtype=dtype, num_threads=nt, **kw)
+    if kind == "rope_cache":
+        ids = np.array(draw(st.lists(st.integers(0, 10**6), max_size=300)), dtype=np.int64)
+        params = draw(st.sampled_from([None, {"rope_type": "yarn", "factor": 4.0,
+                                              "original_max_position_embeddings": 4096}]))
+        hd = 2 * max(d // 2, 1)
+        return kind, lambda nt: np.stack(fastpe.rope_cache(hd, params, positions=ids,
+                                                           dtype=dtype, num_threads=nt))
     if kind == "sinusoidal_2d":
         h, w = draw(st.integers(0, 40)), draw(st.integers(0, 40))
         conv2 = draw(st.sampled_from(["mae", "timm"]))

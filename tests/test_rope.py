@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -262,3 +263,128 @@ def test_against_transformers(rope_type, extra, head_dim, seq_len):
     w64, _ = fastpe.rope_frequencies(head_dim, params, max_position_embeddings=mpe,
                                      seq_len=seq_len, precision="float64")
     np.testing.assert_allclose(w64, inv, rtol=16 * 2.0**-24, atol=0)
+
+
+# ---------------------------------------------------------------- the cos/sin cache
+
+LLAMA31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+
+
+@pytest.mark.parametrize("params", [None, LLAMA31, YARN], ids=["default", "llama3", "yarn"])
+def test_cache_vs_mpmath_far_positions(params):
+    # exact angles for the chosen frequencies, positions up to 2^20
+    mpmath.mp.dps = 40
+    pos = np.array([0, 1, 777, 65535, 2**20 - 3, 2**20])
+    cos, sin = fastpe.rope_cache(64, params, positions=pos, dtype=np.float64)
+    w, a = fastpe.rope_frequencies(64, params)
+    c32, s32 = fastpe.rope_cache(64, params, positions=pos)
+    for r, k in enumerate(pos):
+        for i in range(0, 32, 3):
+            ang = mpmath.mpf(int(k)) * mpmath.mpf(w[i])
+            for got, got32, want in ((cos[r, i], c32[r, i], a * mpmath.cos(ang)),
+                                     (sin[r, i], s32[r, i], a * mpmath.sin(ang))):
+                assert abs(float(got - want)) <= 1e-15 * max(a, 1.0)
+                assert abs(float(got32 - want)) <= 2.0**-24 * 1.5 * max(a, 1.0)
+
+
+def test_cache_layouts():
+    kw = dict(seq_len=5, dtype=np.float64, precision="float64")
+    cos, sin = fastpe.rope_cache(16, **kw)
+    ci, si = fastpe.rope_cache(16, layout="interleaved", **kw)
+    k = np.arange(5)[:, None]
+    w = 10000.0 ** (-np.arange(0, 16, 2) / 16)
+    np.testing.assert_allclose(cos[:, :8], np.cos(k * w), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(cos[:, :8], cos[:, 8:])
+    np.testing.assert_array_equal(sin[:, :8], sin[:, 8:])
+    np.testing.assert_array_equal(ci[:, 0::2], cos[:, :8])
+    np.testing.assert_array_equal(ci[:, 1::2], cos[:, :8])
+    np.testing.assert_array_equal(si[:, 0::2], sin[:, :8])
+
+
+def test_cache_positions_are_the_range_rows_bitwise():
+    cos, sin = fastpe.rope_cache(64, LLAMA31, seq_len=300, offset=1000)
+    ids = np.array([[1000, 1001, 1299], [1150, 1000, 1000]])
+    c, s = fastpe.rope_cache(64, LLAMA31, positions=ids)
+    assert c.shape == (2, 3, 64)
+    np.testing.assert_array_equal(c, cos[ids - 1000])
+    np.testing.assert_array_equal(s, sin[ids - 1000])
+
+
+def test_cache_attention_factor_and_inv_freq():
+    w, a = fastpe.rope_frequencies(64, YARN)
+    assert a > 1
+    c, s = fastpe.rope_cache(64, YARN, seq_len=40, dtype=np.float64)
+    c1, s1 = fastpe.rope_cache(64, inv_freq=w, seq_len=40, dtype=np.float64)
+    np.testing.assert_array_equal(c, c1 * a)          # float64: the same one rounding
+    c2, _ = fastpe.rope_cache(64, inv_freq=w, attention_factor=a, seq_len=40,
+                              dtype=np.float64)
+    np.testing.assert_array_equal(c2, c)
+    assert np.max(np.abs(c)) == pytest.approx(a)
+
+
+def test_cache_out_is_filled_and_returned():
+    c0, s0 = fastpe.rope_cache(32, seq_len=10, offset=5)
+    out = (np.zeros((10, 32), np.float32), np.zeros((10, 32), np.float32))
+    got = fastpe.rope_cache(32, seq_len=10, offset=5, out=out)
+    assert got[0] is out[0] and got[1] is out[1]
+    np.testing.assert_array_equal(out[0], c0)
+    np.testing.assert_array_equal(out[1], s0)
+
+
+def test_cache_dynamic_uses_the_longest_position():
+    params = {"rope_type": "dynamic", "factor": 2.0}
+    c, _ = fastpe.rope_cache(64, params, seq_len=10, offset=8000, max_position_embeddings=4096,
+                             dtype=np.float64)
+    w, _ = fastpe.rope_frequencies(64, params, max_position_embeddings=4096, seq_len=8010)
+    k = np.arange(8000, 8010)[:, None]
+    np.testing.assert_allclose(c[:, :32], np.cos(k * w), rtol=0, atol=1e-11)
+
+
+@pytest.mark.parametrize("kw, exc, match", [
+    (dict(), ValueError, "seq_len"),
+    (dict(seq_len=4, positions=[1]), ValueError, "seq_len"),
+    (dict(positions=[1.5]), TypeError, "integers"),
+    (dict(positions=[0], offset=3), ValueError, "offset"),
+    (dict(seq_len=-1), ValueError, "seq_len"),
+    (dict(seq_len=4, layout="neox"), ValueError, "layout"),
+    (dict(seq_len=4, dtype=np.int32), TypeError, "dtype"),
+    (dict(seq_len=4, inv_freq=[1.0, -1.0]), ValueError, "inv_freq"),
+    (dict(seq_len=4, inv_freq=[[1.0]]), TypeError, "inv_freq"),
+    (dict(seq_len=4, rope_parameters={"rope_theta": 10.0}, inv_freq=[1.0]), ValueError,
+     "inv_freq"),
+    (dict(seq_len=4, out=np.zeros((4, 8))), TypeError, "pair"),
+    (dict(seq_len=4, out=(np.zeros((4, 8)), np.zeros((4, 7)))), ValueError, "shape"),
+    (dict(seq_len=4, out=(np.zeros((4, 8)), np.zeros((4, 8), np.float32))), TypeError, "dtype"),
+    (dict(seq_len=2**50), ValueError, "positions"),
+])
+def test_cache_bad_arguments(kw, exc, match):
+    kw = {"rope_parameters": None, **kw}
+    with pytest.raises(exc, match=match):
+        fastpe.rope_cache(8, **kw)
+
+
+def test_cache_refused_out_is_untouched():
+    a = np.full((4, 8), 7.0)
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(8, seq_len=4, out=(a, a))
+    assert (a == 7).all()
+
+
+def test_against_transformers_llama_rotary_embedding():
+    torch = pytest.importorskip("torch")
+    tr = pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    config = tr.LlamaConfig(hidden_size=512, num_attention_heads=4, head_dim=128,
+                            max_position_embeddings=131072, rope_parameters=dict(LLAMA31))
+    rot = LlamaRotaryEmbedding(config)
+    ids = torch.tensor([[0, 1, 5, 4095, 100000]])
+    tc, ts = rot(torch.zeros(1, 5, 128), ids)
+    inv = rot.inv_freq.numpy()
+    c, s = fastpe.rope_cache(128, inv_freq=inv, positions=ids.numpy(), dtype=np.float64)
+    # transformers rounds the angle k*w to float32: its error grows with k, fastpe's does not
+    ang = 100000 * float(inv.max())
+    np.testing.assert_allclose(tc.numpy(), c, rtol=0, atol=2.0**-24 * (4 + 2 * ang))
+    np.testing.assert_allclose(ts.numpy(), s, rtol=0, atol=2.0**-24 * (4 + 2 * ang))

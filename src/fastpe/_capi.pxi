@@ -34,8 +34,9 @@ memset(_cplans, 0, sizeof(_cplans))
 
 
 cdef inline bint _cplan_is(const pe_cplan *e, const pe_spec *sp) noexcept nogil:
-    return e.mem != NULL and e.nf == sp.nf and e.w0 == sp.w0 and e.base == sp.base \
-        and e.denom == sp.denom
+    # (specs with a frequency list are Python's only: they never reach this cache)
+    return e.mem != NULL and sp.wlist == NULL and e.nf == sp.nf and e.w0 == sp.w0 \
+        and e.base == sp.base and e.denom == sp.denom
 
 
 cdef const double *_cplan_acquire(const pe_spec *sp, int num_threads, int *slot,
@@ -49,7 +50,7 @@ cdef const double *_cplan_acquire(const pe_spec *sp, int num_threads, int *slot,
     global _cplan_clock
     slot[0] = -1
     err[0] = FASTPE_OK
-    if n > CPLAN_MAX_DOUBLES:
+    if n > CPLAN_MAX_DOUBLES or sp.wlist != NULL:
         return NULL
     PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
     for i in range(CPLANS):

@@ -82,7 +82,10 @@ cdef int _prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count,
     cdef double *need1 = need0 + b0
     cdef double *discard = need1 + b1
 
-    pe_freqs(fr, nf, sp.w0, sp.base, sp.denom)
+    if sp.wlist != NULL:
+        pe_freqs_list(fr, nf, sp.wlist)
+    else:
+        pe_freqs(fr, nf, sp.w0, sp.base, sp.denom)
     for r in range(b0):
         need0[r] = 0
     for r in range(b1):

@@ -20,10 +20,12 @@ cdef extern from "csrc/pe_core.h" nogil:
         int64_t c_off
         int64_t nc
         int64_t zero_col
+        const double *wlist
     double PE_MAX_TURNS
     double PE_MAX_POSITION
     pe_freq pe_freq_view(double *mem, int64_t nf)
     void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom)
+    void pe_freqs_list(pe_freq fr, int64_t nf, const double *w)
     void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *s, double *c, double *cm1)
     void pe_compose(int64_t nf, const double *m1, const double *s1, const double *m0,
                     const double *s0, double *m, double *s)

@@ -16,9 +16,19 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ._validate import as_base, as_choice, as_int, check_table_size
+from . import kernel as _kernel
+from ._validate import (
+    as_base,
+    as_choice,
+    as_float_dtype,
+    as_int,
+    as_num_threads,
+    check_out,
+    check_table_size,
+)
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+ROPE_LAYOUTS = ("half", "interleaved")
 
 # The keys each rule reads (besides rope_type, rope_theta, partial_rotary_factor).
 _KEYS = {
@@ -263,3 +273,187 @@ def _longrope(f, params, theta, dim, half, old_len, mpe, seq_len):
     ext = lists["long_factor" if seq_len and seq_len > old_len else "short_factor"]
     shape = f.div(f.arr(half), dim)
     return f.recip(f.arr(ext) * f.pow(theta, shape)), attention
+
+
+def rope_cache(
+    head_dim: int,
+    rope_parameters: Mapping[str, Any] | None = None,
+    *,
+    seq_len: int | None = None,
+    offset: int = 0,
+    positions: Any = None,
+    layout: Literal["half", "interleaved"] = "half",
+    dtype: Any = None,
+    max_position_embeddings: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+    inv_freq: Any = None,
+    attention_factor: float | None = None,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
+    num_threads: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The cos and sin caches of rotary position embeddings, with exact angles.
+
+    ``cos[..., j]`` and ``sin[..., j]`` are the cosine and sine of ``k * w`` for
+    position ``k`` and the frequency ``w`` of rotated dimension ``j``, times the
+    family's attention factor; the angle ``k * w`` is never rounded (float64
+    within 1e-15 of the exact value for the chosen frequencies, float32 within
+    2^-24 before the attention factor).
+
+    Parameters
+    ----------
+    head_dim, rope_parameters, max_position_embeddings, precision
+        The frequencies, as in :func:`rope_frequencies`.  The rules that depend on
+        the sequence length (``dynamic``, ``longrope``) get the largest position
+        plus one, as transformers' rotary modules do.
+    seq_len, offset : int, keyword-only
+        Positions ``offset .. offset+seq_len-1`` (a prompt, or KV-cache decoding at
+        ``offset``).  Give either these or ``positions``.
+    positions : array_like of int, keyword-only
+        Explicit position ids of any shape (e.g. ``(batch, seq)`` with left padding).
+    layout : {"half", "interleaved"}, keyword-only
+        ``"half"``: the ``rotate_half`` layout of GPT-NeoX, LLaMA, Mistral, Qwen
+        (``[w_0 .. w_{n-1} | w_0 .. w_{n-1}]``); ``"interleaved"``: GPT-J's
+        ``rotate_every_two`` (``w_0 w_0 w_1 w_1 ...``).
+    dtype : float32 or float64, keyword-only
+        Default float32 (or ``out``'s).
+    inv_freq : array_like of float, keyword-only
+        Use these frequencies (radians per position; e.g. a model's own
+        ``rotary_emb.inv_freq`` buffer, for bitwise its training-time values)
+        instead of a rule; ``rope_parameters`` must then be None. ``head_dim``
+        is then ``2 * len(inv_freq)``.
+    attention_factor : float, keyword-only
+        Overrides the family's (1.0 without a rule).
+    out : (cos, sin) pair of ndarrays, keyword-only
+        Write the caches there (shape ``(seq_len, rotary_dim)`` or
+        ``(*positions.shape, rotary_dim)``, float32 or float64, writable,
+        C-contiguous rows) and return them.
+    num_threads : int, keyword-only
+        As in :func:`sinusoidal`.
+
+    Returns
+    -------
+    (cos, sin) : pair of ndarrays
+
+    Examples
+    --------
+    >>> import fastpe
+    >>> cos, sin = fastpe.rope_cache(128, {"rope_theta": 500000.0}, seq_len=4096)
+    >>> cos.shape, cos.dtype
+    ((4096, 128), dtype('float32'))
+    """
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
+    nthreads = as_num_threads(num_threads)
+    explicit = None if dtype is None else as_float_dtype(dtype)
+    if (seq_len is None) == (positions is None):
+        raise ValueError("give either seq_len (with offset) or positions")
+    if positions is None:
+        seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
+        offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
+        pos = None
+        shape: tuple[int, ...] = (seq_len,)
+        lo, hi = offset, offset + seq_len - 1
+    else:
+        if offset != 0:
+            raise ValueError("offset applies to seq_len; add it to positions instead")
+        pos = _as_position_ids(positions)
+        shape = pos.shape
+        lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
+    longest = max(hi + 1, 0) if (hi >= lo) else None
+    if inv_freq is not None:
+        if rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        w = _as_frequencies(inv_freq)
+        attention = 1.0
+    else:
+        w, attention = rope_frequencies(head_dim, rope_parameters,
+                                        max_position_embeddings=max_position_embeddings,
+                                        seq_len=longest, precision=precision)
+    if attention_factor is not None:
+        attention = as_base(attention_factor, "attention_factor")
+    nf = w.size
+    enc = _encoder(w)
+    largest = max(abs(lo), abs(hi)) if hi >= lo else 0
+    if largest > enc.max_position:
+        raise ValueError(f"positions must stay within +-{int(enc.max_position)} for these "
+                         f"frequencies (exact angle reduction); got up to {largest}")
+    full = shape + (2 * nf,)
+    if out is None:
+        dt = explicit if explicit is not None else np.dtype(np.float32)
+        check_table_size(math.prod(shape), 2 * nf, 8, working_copies=3)   # + the [sin | cos] table
+        cos, sin = np.empty(full, dt), np.empty(full, dt)
+    else:
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError("out must be a (cos, sin) pair of arrays")
+        cos, sin = (check_out(o, full, explicit) for o in out)
+        if cos.dtype != sin.dtype:
+            raise TypeError(f"out's cos and sin must have one dtype, got {cos.dtype} and "
+                            f"{sin.dtype}")
+        if np.may_share_memory(cos, sin):
+            raise ValueError("out's cos and sin must not share memory")
+        check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
+    # [sin | cos] of the nf frequencies, each entry rounded once into the table's
+    # dtype (float64 when the attention factor is still to be applied)
+    dt = cos.dtype if attention == 1.0 else np.dtype(np.float64)
+    table = np.empty((max(math.prod(shape), 0), 2 * nf), dt)
+    if table.shape[0]:
+        if pos is None:
+            enc.fill_rows(table, nseq=1, seq_len=table.shape[0], offset=offset,
+                          num_threads=nthreads, fresh=True)
+        else:
+            enc.fill_rows(table, nseq=1, seq_len=table.shape[0], positions=pos.reshape(1, -1),
+                          num_threads=nthreads, fresh=True)
+    if attention != 1.0:
+        table *= attention
+    s, c = table[:, :nf].reshape(shape + (nf,)), table[:, nf:].reshape(shape + (nf,))
+    for dst, src in ((cos, c), (sin, s)):
+        if layout == "half":
+            dst[..., :nf] = src
+            dst[..., nf:] = src
+        else:
+            dst[..., 0::2] = src
+            dst[..., 1::2] = src
+    return (cos, sin) if out is None else out
+
+
+def _as_position_ids(positions: Any) -> np.ndarray:
+    """Integer position ids as a C-contiguous int64 array (RoPE positions are token
+    indices)."""
+    if isinstance(positions, np.ma.MaskedArray):
+        raise TypeError("positions must not be a masked array (its mask would be ignored)")
+    try:
+        arr = np.asarray(positions)
+    except Exception as exc:  # ragged nested lists
+        raise TypeError(f"positions must be an array of integers ({exc})") from None
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and arr.size == 0):
+        raise TypeError(f"positions must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**62:
+        raise ValueError(f"positions must stay below 2**62, got {int(arr.max())}")
+    return arr.astype(np.int64, order="C", copy=False)    # (0-d stays 0-d)
+
+
+def _as_frequencies(inv_freq: Any) -> np.ndarray:
+    try:
+        w = np.asarray(inv_freq)
+    except Exception as exc:
+        raise TypeError(f"inv_freq must be a 1-D array of frequencies ({exc})") from None
+    if w.dtype.kind not in "fiu" or w.ndim != 1 or w.size < 1:
+        raise TypeError(f"inv_freq must be a 1-D array of real frequencies, got dtype "
+                        f"{w.dtype} and shape {w.shape}")
+    w = w.astype(np.float64)
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("inv_freq must be finite and >= 0")
+    check_table_size(1, w.size, 8, working_copies=8)
+    return w
+
+
+def _encoder(w: np.ndarray) -> _kernel.Encoder:
+    """The compiled encoding of a list of frequencies ([sin | cos] rows), cached
+    by value like every encoding."""
+    key = ("rope", w.tobytes())
+    enc = _kernel.encoders.get(key)
+    if enc is None:
+        nf = int(w.size)
+        spec = dict(d=2 * nf, nf=nf, w0=1.0, base=1.0, denom=1.0, layout=1, npairs=0,
+                    lone_sin=0, s_off=0, ns=nf, c_off=nf, nc=nf, zero_col=-1, frequencies=w)
+        enc = _kernel.remember(key, _kernel.Encoder(spec))
+    return enc

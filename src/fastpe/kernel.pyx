@@ -22,7 +22,7 @@ from cpython.pythread cimport (
 )
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs, floor
-from libc.string cimport memset, memcpy
+from libc.string cimport memcmp, memcpy, memset
 from libc.stdint cimport INT64_MIN, INT64_MAX
 from cython.parallel cimport prange, parallel, threadid
 from cpython.buffer cimport (
@@ -101,6 +101,16 @@ cdef pe_spec _spec_from_dict(dict spec) except *:
     sp.c_off = spec["c_off"]
     sp.nc = spec["nc"]
     sp.zero_col = spec["zero_col"]
+    sp.wlist = NULL
+    cdef const double[::1] w
+    freqs = spec.get("frequencies")
+    if freqs is not None:
+        # one frequency per entry, radians per position; the dict's owner keeps
+        # the array alive while the spec is used (Plan and Encoder keep a copy)
+        w = freqs
+        if w.shape[0] != sp.nf or sp.nf < 1 or not all(isfinite(v) and v >= 0 for v in w):
+            raise ValueError(f"invalid kernel spec {spec}")
+        sp.wlist = &w[0]
     # the column map must stay inside the row: checked here, once, not per row
     if sp.d < 1 or sp.nf < 0 or sp.nf > sp.d or not (sp.w0 > 0 and sp.base > 0 and sp.denom > 0):
         raise ValueError(f"invalid kernel spec {spec}")
@@ -145,8 +155,10 @@ cdef class Plan:
     cdef readonly int64_t nf
     cdef readonly int64_t block_rows
     cdef double w0, base, denom
+    cdef object freqs
 
     def __cinit__(self, dict spec):
+        spec, self.freqs = _own_frequencies(spec)
         cdef pe_spec sp = _spec_from_dict(spec)
         cdef int err
         if not _frequencies_finite(&sp):
@@ -171,8 +183,23 @@ cdef class Plan:
         return _plan_doubles(self.nf, self.block_rows) * sizeof(double)
 
     cdef bint _matches(self, const pe_spec *sp) noexcept:
-        return sp.nf == self.nf and sp.w0 == self.w0 and sp.base == self.base \
-            and sp.denom == self.denom
+        cdef const double[::1] w
+        if (sp.wlist == NULL) != (self.freqs is None) or sp.nf != self.nf:
+            return False
+        if sp.wlist != NULL:
+            w = self.freqs
+            return memcmp(sp.wlist, &w[0], sp.nf * sizeof(double)) == 0
+        return sp.w0 == self.w0 and sp.base == self.base and sp.denom == self.denom
+
+
+cdef tuple _own_frequencies(dict spec):
+    """(spec, its frequency list or None): a spec with a list gets a private copy,
+    so that neither the caller's later writes nor its lifetime reach the kernel."""
+    freqs = spec.get("frequencies")
+    if freqs is None:
+        return spec, None
+    freqs = _np.array(freqs, dtype=_np.float64, order="C", copy=True)
+    return dict(spec, frequencies=freqs), freqs
 
 
 def plan_nbytes(dict spec):
@@ -209,8 +236,10 @@ cdef class Encoder:
     cdef readonly double max_position
     cdef readonly int64_t d_model
     cdef pe_anchor_cache ac
+    cdef object freqs
 
     def __cinit__(self, dict spec, zero_pos=None):
+        spec, self.freqs = _own_frequencies(spec)
         self.ac.centre = INT64_MIN
         self.ac.lock = PyThread_allocate_lock()
         if self.ac.lock == NULL:

@@ -74,6 +74,18 @@ PE_INLINE void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double d
     }
 }
 
+/* Frequencies given one by one (radians per position, each an exact double:
+ * RoPE's scaled families are not geometric), in turns as double-double. */
+PE_INLINE void pe_freqs_list(pe_freq fr, int64_t nf, const double *w) {
+    const pe_dd inv2pi = {PE_INV2PI_HI, PE_INV2PI_LO};
+    for (int64_t i = 0; i < nf; i++) {
+        pe_dd f = pe_dd_mul_d(inv2pi, w[i]);
+        fr.fh[i] = f.hi;
+        fr.fl[i] = f.lo;
+        pe_split(f.hi, &fr.fhh[i], &fr.fhl[i]);
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* Accurate sin/cos at an exact position                                     */
 /* ------------------------------------------------------------------------- */

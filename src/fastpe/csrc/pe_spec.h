@@ -25,6 +25,7 @@ typedef struct {
     int64_t d;        /* output width */
     int64_t nf;       /* number of frequencies */
     double w0, base, denom;   /* w_i = w0 * base^(-i/denom) */
+    const double *wlist;      /* or, when not NULL: w_i = wlist[i] (radians per position) */
     int layout;
     int64_t npairs;   /* interleaved */
     int lone_sin;     /* interleaved: sin_{npairs} at col d-1 */
@@ -49,11 +50,18 @@ PE_INLINE pe_spec pe_spec_vaswani(int64_t d, double base, int layout) {
     sp.c_off = sp.nf;
     sp.nc = d / 2;
     sp.zero_col = -1;
+    sp.wlist = NULL;
     return sp;
 }
 
 /* Largest frequency of a spec, in turns (|K| * this must stay < PE_MAX_TURNS). */
 PE_INLINE double pe_spec_max_turns(const pe_spec *sp) {
+    if (sp->wlist != NULL) {
+        double m = 0.0;
+        for (int64_t i = 0; i < sp->nf; i++)
+            m = fabs(sp->wlist[i]) > m ? fabs(sp->wlist[i]) : m;
+        return m * PE_INV2PI_HI * (1.0 + 1e-12);
+    }
     double lb = log(sp->base) / sp->denom;     /* w_i = w0 exp(-i lb) */
     double e = lb < 0.0 ? -lb * (double)(sp->nf - 1) : 0.0;
     return fabs(sp->w0) * exp(e) * PE_INV2PI_HI * (1.0 + 1e-12);
