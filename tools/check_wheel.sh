@@ -149,9 +149,10 @@ in_sdist = set(open(listing).read().split())
 want = ["pyproject.toml", "setup.py", "README.md", "LICENSE"]
 want += [p.relative_to(src).as_posix() for p in sorted(src.glob("LICENSES/*")) if p.is_file()]
 pkg = src / "src" / "fastpe"
+# (hand-written C lives in csrc/; src/fastpe/kernel.c is Cython's output, not shipped)
 want += [p.relative_to(src).as_posix() for p in sorted(pkg.rglob("*")) if p.is_file()
-         and (p.suffix in {".py", ".pyx", ".pxd", ".pxi", ".pyi", ".h", ".c"}
-              or p.name == "py.typed")]
+         and (p.suffix in {".py", ".pyx", ".pxd", ".pxi", ".pyi", ".h"} or p.name == "py.typed"
+              or (p.suffix == ".c" and p.parent.name == "csrc"))]
 missing = [w for w in want if f"{prefix}/{w}" not in in_sdist]
 for m in missing:
     print("MISSING from the sdist:", m)
