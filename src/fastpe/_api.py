@@ -15,7 +15,6 @@ from ._validate import (
     INT64_MAX,
     LAYOUTS,
     INT64_MIN,
-    MAX_BASE,
     as_base,
     as_bool,
     as_finite,
@@ -35,7 +34,7 @@ _DEFAULT_DTYPE = np.float32
 
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
     """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
-    base = as_base(base, maximum=MAX_BASE)
+    base = as_base(base)
     layout = LAYOUTS[as_layout(layout)]
     return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
                    layout_default=(layout == "interleaved"))
@@ -47,7 +46,7 @@ def _encoder(convention: Any, base: Any, layout: Any, d_model: int) -> _kernel.E
     read, or resolved, compiled and kept there.  What it holds -- frequencies and
     rotation table -- is most of the cost of a small call, and depends only on
     these arguments, the way FFT libraries keep their twiddle factors."""
-    key = _kernel.encoder_key(convention, as_base(base, maximum=MAX_BASE), layout, d_model)
+    key = _kernel.encoder_key(convention, as_base(base), layout, d_model)
     enc = _kernel.encoders.get(key) if key is not None else None
     if enc is None:
         conv = _convention(convention, base, layout)
@@ -531,7 +530,7 @@ def sinusoidal_2d(
         raise ValueError("interleave_sin_cos and reverse_coord are timm's options; "
                          "use convention='timm'")
     dt = np.dtype(_DEFAULT_DTYPE) if dtype is None else as_float_dtype(dtype)
-    base = as_base(base, maximum=MAX_BASE)
+    base = as_base(base)
     as_num_threads(num_threads)
     half, q = d_model // 2, d_model // 4
     n1, n2 = grid_h, grid_w

@@ -23,10 +23,11 @@ the row of position ``padding_idx`` (its real positions start at padding_idx+1).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._validate import INT64_MAX, INT64_MIN, MAX_BASE, as_base, as_bool, as_choice, as_finite, as_int
+from ._validate import INT64_MAX, INT64_MIN, MAX_SCALE, as_base, as_bool, as_choice, as_finite, as_int
 
 _DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
 _LAYOUTS = ("interleaved", "split", "split_cos_first")
@@ -72,15 +73,15 @@ class Convention:
     def __post_init__(self) -> None:
         # Validate every knob here, once, and store it normalised (float / int), so
         # that nothing malformed reaches the kernel (a Python int padding_idx beyond
-        # int64 used to surface as OverflowError, a base above MAX_BASE as NaN tables).
+        # int64 used to surface as OverflowError, a huge position_scale as NaN tables).
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         as_choice(self.denominator, "denominator", _DENOMINATORS)
         as_choice(self.layout, "layout", _LAYOUTS)
         as_choice(self.odd, "odd", _ODD)
         norm = {
-            "base": as_base(self.base, "base", maximum=MAX_BASE),
-            "position_scale": as_base(self.position_scale, "position_scale", maximum=MAX_BASE),
+            "base": as_base(self.base, "base"),
+            "position_scale": as_base(self.position_scale, "position_scale", maximum=MAX_SCALE),
             "shift": as_finite(self.shift, "shift"),
         }
         if self.padding_idx is not None:
@@ -104,11 +105,11 @@ class Convention:
     def tensor2tensor(cls, min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Convention:
         """tensor2tensor ``get_timing_signal_1d`` (positions = start_index + 0..):
         inv_timescale_i = min_timescale * exp(-i ln(max/min) / max(h-1, 1))."""
-        min_timescale = as_base(min_timescale, "min_timescale", maximum=MAX_BASE)
-        max_timescale = as_base(max_timescale, "max_timescale", maximum=MAX_BASE)
+        min_timescale = as_base(min_timescale, "min_timescale", maximum=MAX_SCALE)
+        max_timescale = as_base(max_timescale, "max_timescale")
         ratio = max_timescale / min_timescale
-        if not ratio <= MAX_BASE:
-            raise ValueError(f"max_timescale / min_timescale must be <= {MAX_BASE:g}, got "
+        if not (ratio > 0 and math.isfinite(ratio)):
+            raise ValueError(f"max_timescale / min_timescale must be a finite ratio > 0, got "
                              f"{max_timescale!r} / {min_timescale!r}")
         return cls("tensor2tensor", base=ratio, denominator="max(h-1,1)",
                    position_scale=min_timescale, layout="split", odd="zero")
@@ -125,7 +126,7 @@ class Convention:
                   scale: float = 1.0, flip_sin_to_cos: bool = False) -> Convention:
         """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
         flip = as_bool(flip_sin_to_cos, "flip_sin_to_cos")
-        max_period = as_base(max_period, "max_period", maximum=MAX_BASE)
+        max_period = as_base(max_period, "max_period")
         return cls("diffusers", base=max_period, denominator="h-shift",
                    shift=downscale_freq_shift, position_scale=scale,
                    layout="split_cos_first" if flip else "split", odd="zero")

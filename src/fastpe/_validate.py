@@ -28,9 +28,13 @@ FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 INT64_MAX = 2**63 - 1
 INT64_MIN = -(2**63)
 
-# Above 2**997 the kernel's Veltkamp split of base (2**27 * base) overflows and
-# the frequencies come out NaN; 1e300 is a round bound below that.
-MAX_BASE = 1e300
+# A knob that multiplies the frequencies (position_scale, tensor2tensor's
+# min_timescale) sets the largest one, which the kernel splits (Veltkamp: 2**27 * f)
+# and multiplies by positions: 1e280 leaves room for both.  ``base`` itself has no
+# bound: its log is taken on the mantissa and the exponent separately, and the
+# frequencies it gives are at most position_scale (base > 1) or are checked by the
+# kernel (base < 1).
+MAX_SCALE = 1e280
 
 
 def as_int(

@@ -13,11 +13,11 @@ cdef enum:
 cdef enum:
     FASTPE_OK = 0
     FASTPE_ENULL = 1       # out is NULL while seq_len > 0
-    FASTPE_ESIZE = 2       # seq_len < 0 or d_model < 1
+    FASTPE_ESIZE = 2       # seq_len < 0, d_model < 1 or > 2^40, rows beyond int64
     FASTPE_ESTRIDE = 3     # row_stride < d_model (rows would overlap)
-    FASTPE_EBASE = 4       # base not finite and > 0
+    FASTPE_EBASE = 4       # base not finite and > 0, or its frequencies overflow
     FASTPE_ELAYOUT = 5     # unknown layout
-    FASTPE_ERANGE = 6      # positions too large for an exact angle reduction
+    FASTPE_ERANGE = 6      # positions NaN, infinite or too large for an exact reduction
     FASTPE_ENOMEM = 7      # scratch allocation failed
     FASTPE_ESCALE = 8      # scale is not finite (add_*)
     FASTPE_EOVERLAP = 9    # positions overlap the rows being written (*_positions_*)

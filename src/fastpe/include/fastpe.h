@@ -199,11 +199,11 @@ typedef struct fastpe_api {
 /* Return codes (same values as fastpe.kernel's; tests check they agree). */
 #define FASTPE_OK 0
 #define FASTPE_ENULL 1       /* out is NULL while seq_len > 0 */
-#define FASTPE_ESIZE 2       /* seq_len < 0 or d_model < 1 */
+#define FASTPE_ESIZE 2       /* seq_len < 0, d_model < 1 or > 2^40, rows beyond int64 */
 #define FASTPE_ESTRIDE 3     /* row_stride < d_model while seq_len > 1 (rows would overlap) */
-#define FASTPE_EBASE 4       /* base is not finite and > 0 */
+#define FASTPE_EBASE 4       /* base not finite and > 0, or its frequencies overflow */
 #define FASTPE_ELAYOUT 5     /* layout is not one of FASTPE_LAYOUT_* */
-#define FASTPE_ERANGE 6      /* |positions| too large for an exact angle reduction
+#define FASTPE_ERANGE 6      /* positions NaN, infinite or too large for an exact angle reduction
                                 (fastpe.kernel.max_position(base, d_model)) */
 #define FASTPE_ENOMEM 7      /* the kernel's scratch allocation failed */
 #define FASTPE_ESCALE 8      /* scale is not finite (ABI 1.1 add functions) */
