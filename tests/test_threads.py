@@ -251,3 +251,39 @@ def test_every_function_from_eight_threads_over_many_widths():
         t.join(timeout=300)
         assert not t.is_alive(), "a fastpe call did not return"
     assert errors == [], errors[:5]
+
+
+def test_encoding_cache_stays_bounded_under_concurrent_inserts():
+    """8 threads insert into the encoding cache at once, each evicting what the
+    others inserted.  Without the GIL (free-threaded CPython) an insert and its
+    evictions must still be one step: otherwise two threads evict the same oldest
+    entry (KeyError), one changes the dict while another sums its sizes
+    (RuntimeError), or the cache ends up over its bound."""
+    from fastpe import kernel
+
+    enc = kernel.Encoder(fastpe.Convention.vaswani().spec(8))
+    saved = dict(kernel.encoders)
+    errors = []
+    barrier = threading.Barrier(8)
+
+    def worker(t):
+        try:
+            barrier.wait(timeout=30)
+            for i in range(3000):
+                kernel.remember(("test", t, i), enc)
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+            assert not t.is_alive(), "remember did not return"
+        assert errors == [], errors[:3]
+        assert 1 <= len(kernel.encoders) <= kernel.ENCODERS_MAX
+    finally:
+        with kernel._encoders_lock:
+            kernel.encoders.clear()
+            kernel.encoders.update(saved)
