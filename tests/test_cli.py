@@ -227,6 +227,29 @@ def test_cpu_features_on_linux():
         assert "sse2" in feats  # every x86-64 CPU has it
 
 
+_X86_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma avx512f avx512vl\n"
+_ARM_CPUINFO = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve sve2\n"
+
+
+@pytest.mark.parametrize("machine, cpuinfo, expected", [
+    ("x86_64", _X86_CPUINFO, ["sse2", "avx", "avx2", "fma", "avx512f", "avx512vl"]),
+    ("AMD64", _X86_CPUINFO, ["sse2", "avx", "avx2", "fma", "avx512f", "avx512vl"]),
+    ("aarch64", _ARM_CPUINFO, ["asimd", "sve", "sve2"]),
+    # QEMU user emulation shows the host's /proc/cpuinfo to the guest: an aarch64
+    # process on an AVX-512 host must not report avx512f, nor an x86-64 one on an
+    # Arm host asimd.
+    ("aarch64", _X86_CPUINFO, []),
+    ("x86_64", _ARM_CPUINFO, []),
+    ("riscv64", _X86_CPUINFO, []),
+])
+def test_cpu_features_are_those_of_this_architecture(tmp_path, machine, cpuinfo, expected):
+    from fastpe._api import _cpu_features
+    path = tmp_path / "cpuinfo"
+    path.write_text(cpuinfo)
+    assert _cpu_features(str(path), machine) == expected
+    assert _cpu_features(str(tmp_path / "missing"), machine) == []
+
+
 # ---------------------------------------------------------------- bench
 
 

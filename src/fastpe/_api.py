@@ -559,28 +559,44 @@ def sinusoidal_2d(
     return out
 
 
-# CPU features worth knowing about for this kernel (vector width, FMA); the
-# names are the kernel's /proc/cpuinfo spellings (x86 "flags", Arm "Features").
-_CPU_FEATURES = (
+# CPU features worth knowing about for this kernel (vector width, FMA), by
+# architecture; the names are the kernel's /proc/cpuinfo spellings (x86 "flags",
+# Arm "Features").
+_X86_FEATURES = (
     "sse2", "sse4_1", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl",
-    "neon", "asimd", "sve", "sve2",
 )
+_ARM_FEATURES = ("neon", "asimd", "sve", "sve2")
+_CPU_FEATURES = _X86_FEATURES + _ARM_FEATURES
 
 
-def _cpu_features() -> list[str]:
+def _features_of(machine: str) -> tuple[str, ...]:
+    """The names of ``_CPU_FEATURES`` that a CPU of this ``platform.machine()`` can have."""
+    m = machine.lower()
+    if m in ("x86_64", "amd64", "x86", "i386", "i486", "i586", "i686"):
+        return _X86_FEATURES
+    if m.startswith(("aarch64", "arm")):
+        return _ARM_FEATURES
+    return ()
+
+
+def _cpu_features(cpuinfo: str = "/proc/cpuinfo", machine: str | None = None) -> list[str]:
     """Interesting CPU feature flags of this machine, in ``_CPU_FEATURES`` order.
 
     Read from ``/proc/cpuinfo`` on Linux; an empty list elsewhere or when it is
-    unreadable.  Informational: the kernel picks its code paths from the CPU's own
-    CPUID at import (see ``streaming_stores`` in :func:`build_info`), not from this.
+    unreadable.  Only the names of this process's architecture count: under QEMU
+    user emulation (aarch64 on an x86-64 host) ``/proc/cpuinfo`` is the host's,
+    whose ``avx512f`` this code cannot use.  Informational: the kernel picks its
+    code paths from the CPU's own CPUID at import (see ``streaming_stores`` in
+    :func:`build_info`), not from this.
     """
+    names = _features_of(platform.machine() if machine is None else machine)
     try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+        with open(cpuinfo, encoding="ascii", errors="replace") as f:
             for line in f:
                 key, _, value = line.partition(":")
                 if key.strip().lower() in ("flags", "features"):
                     present = set(value.split())
-                    return [name for name in _CPU_FEATURES if name in present]
+                    return [name for name in names if name in present]
     except OSError:
         pass
     return []
