@@ -130,7 +130,7 @@ class BuildExt(build_ext):
                     raise RuntimeError(
                         "fastpe: FASTPE_REQUIRE_OPENMP is set but the compiler has no usable OpenMP"
                     )
-                warnings.warn(
+                warnings.warn(  # noqa: B028 - setup.py's caller is setuptools, not a user
                     "fastpe: the compiler has no usable OpenMP; building the SERIAL kernel "
                     "(correct, but single-threaded). Install an OpenMP runtime "
                     "(libgomp / libomp) for the parallel build."

@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     t, _ = _median_time(lambda: fastpe.sinusoidal(rows, d, out=whole), args.repeat)
     report("table", f"fastpe.sinusoidal, whole, into out=, 1 proc x {cores} thr", t,
            table_bytes)
-    del whole
+    whole = None            # (the table's memory back before the next measurements)
     t, want = _median_time(lambda: table_local(None), args.repeat)
     report("table", f"+checksums, 1 process x {cores} threads", t, table_bytes)
     t, _ = _median_time(lambda: table_local(1), args.repeat)

@@ -19,7 +19,7 @@ import numpy as np
 import fastpe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from truth import abs_errors, exact_values  # noqa: E402
+from truth import abs_errors, exact_values
 
 SEQ_LEN, D_MODEL, SAMPLES = 100_000, 512, 3000
 

@@ -7,9 +7,9 @@ up to 8192; float32 entries are within 2^-24 and almost always correctly rounded
 
 import numpy as np
 import pytest
+from truth import SEED_TABLE, abs_errors, exact_values
 
 import fastpe
-from truth import SEED_TABLE, abs_errors, exact_values
 
 BASES = [10000.0, 100.0, 2.0, 1e6, 0.5]
 

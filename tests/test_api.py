@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from truth import column_map
 
 import fastpe
-from truth import column_map
 
 # ---------------------------------------------------------------- basic results
 

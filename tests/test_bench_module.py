@@ -59,7 +59,7 @@ def test_small_calls_section(monkeypatch, capsys):
     checks = _bench.small_targets(small)
     assert {c[0] for c in checks} == names
     # every target refers to a timed call, and the verdict follows the bound
-    for what, value, bound, kind, ok in checks:
+    for _what, value, bound, kind, ok in checks:
         assert ok == (value <= bound if kind.endswith("max") else value >= bound)
 
 

@@ -14,10 +14,10 @@ import sys
 
 import numpy as np
 import pytest
+from extbuild import EXT_DIR, build, load, no_compiler_reason, quick_cflags
 
 import fastpe
 import fastpe.kernel
-from extbuild import EXT_DIR, build, load, no_compiler_reason, quick_cflags
 
 CODES = fastpe.kernel._C_CONSTANTS
 LAYOUT = {"interleaved": CODES["FASTPE_LAYOUT_INTERLEAVED"], "split": CODES["FASTPE_LAYOUT_SPLIT"]}

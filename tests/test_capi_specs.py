@@ -4,12 +4,13 @@ from import_fastpe() -- and compared bitwise with the Python API."""
 
 import ctypes
 import threading
+from typing import ClassVar
 
 import numpy as np
 import pytest
+import test_capi_add_positions as capi_add
 
 import fastpe
-import test_capi_add_positions as capi_add
 from fastpe import kernel
 
 C = kernel._C_CONSTANTS
@@ -28,7 +29,7 @@ SPEC_ADD = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, i64, dbl, cint)
 
 class Table(capi_add.Table):
     """fastpe_api_t up to ABI 1.2: the 1.1 table and the compiled-spec entries."""
-    _fields_ = [("spec_new", SPEC_NEW), ("spec_from_knobs", SPEC_KNOBS),
+    _fields_: ClassVar = [("spec_new", SPEC_NEW), ("spec_from_knobs", SPEC_KNOBS),
                 ("spec_free", SPEC_FREE), ("spec_d_model", SPEC_D),
                 ("spec_fill_f32", SPEC_FILL), ("spec_fill_f64", SPEC_FILL),
                 ("spec_fill_positions_f32", SPEC_FILLPOS),

@@ -13,8 +13,6 @@ import math
 import mpmath
 import numpy as np
 import pytest
-
-import fastpe
 from conventions_ref import (
     F64,
     TIMESTEPS,
@@ -30,8 +28,9 @@ from conventions_ref import (
     timm_ref,
     vaswani_ref,
 )
-from fastpe import Convention
 
+import fastpe
+from fastpe import Convention
 
 # ---------------------------------------------------------------- vaswani
 

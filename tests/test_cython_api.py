@@ -9,10 +9,10 @@ import sys
 
 import numpy as np
 import pytest
+from extbuild import EXT_DIR, build, load, no_compiler_reason, quick_cflags
 
 import fastpe
 import fastpe.kernel
-from extbuild import EXT_DIR, build, load, no_compiler_reason, quick_cflags
 
 CODES = fastpe.kernel._C_CONSTANTS
 SENTINEL = -7.0

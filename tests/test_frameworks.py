@@ -24,8 +24,6 @@ import types
 
 import numpy as np
 import pytest
-
-import fastpe
 from conventions_ref import (
     F64,
     TIMESTEPS,
@@ -38,6 +36,8 @@ from conventions_ref import (
     timm_ref,
     vaswani_ref,
 )
+
+import fastpe
 from fastpe import Convention
 
 F32_ULP = 2.0**-24   # one float32 ulp of a value in [0.5, 1)
@@ -55,7 +55,7 @@ def _import_alone(name):
     spec = importlib.util.find_spec(parts[0])
     if spec is None or not spec.submodule_search_locations:
         raise ImportError(f"No module named {parts[0]!r}")
-    path = list(spec.submodule_search_locations)[0]
+    path = next(iter(spec.submodule_search_locations))
     stubs = []
     for i in range(1, len(parts)):
         pkg = ".".join(parts[:i])
@@ -80,7 +80,7 @@ def _import(name, *, alone=False):
         pytest.skip(_FAILED[name])
     try:
         return _import_alone(name) if alone else importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - any failure to import means "absent"
+    except Exception as exc:
         _FAILED[name] = f"{name} is not importable here: {type(exc).__name__}: {exc}"
         pytest.skip(_FAILED[name])
 

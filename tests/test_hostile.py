@@ -24,12 +24,12 @@ import warnings
 
 import numpy as np
 import pytest
+from conventions_ref import knob_ref, make_positions_ref, timm_ref
 from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fastpe
-from conventions_ref import knob_ref, make_positions_ref, timm_ref
 from fastpe import Convention
 
 ACCEPTED_ERRORS = (ValueError, TypeError, MemoryError)

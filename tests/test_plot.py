@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-import fastpe  # noqa: E402
-from fastpe import _plot  # noqa: E402
-from fastpe._cli import main  # noqa: E402
+import fastpe
+from fastpe import _plot
+from fastpe._cli import main
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

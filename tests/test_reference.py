@@ -3,9 +3,9 @@ the seed's worked table and against mpmath."""
 
 import numpy as np
 import pytest
+from truth import SEED_TABLE, abs_errors, exact_values
 
 import fastpe
-from truth import SEED_TABLE, abs_errors, exact_values
 
 
 def test_reference_matches_seed_table():

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 import fastpe
 
-
 # ---------------------------------------------------------------- published formulas
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from truth import exact_entry
 
 import fastpe
-from truth import exact_entry
 
 F64 = np.float64
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
+from conventions_ref import make_positions_ref
 
 import fastpe
-from conventions_ref import make_positions_ref
 
 F64 = np.float64
 

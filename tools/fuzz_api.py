@@ -114,7 +114,8 @@ def TestOneInput(data):
         res = fn(S, D, **kw)
     except ACCEPTED:
         if guard is not None and not np.array_equal(guard[0], guard[2]):
-            raise AssertionError(f"out written by a failed call: {fn.__name__}({S!r}, {D!r}, **{kw!r})")
+            raise AssertionError(
+                f"out written by a failed call: {fn.__name__}({S!r}, {D!r}, **{kw!r})") from None
         return
     # Accepted: check the documented result.
     S, D = int(S), int(D)

@@ -40,8 +40,8 @@ from ._rope import ROPE_TYPES, rope_cache, rope_frequencies
 
 __all__ = [
     "CONVENTIONS",
-    "Convention",
     "ROPE_TYPES",
+    "Convention",
     "__version__",
     "add_to",
     "build_info",

@@ -13,12 +13,12 @@ from . import kernel as _kernel
 from ._conventions import Convention, resolve
 from ._validate import (
     INT64_MAX,
-    LAYOUTS,
     INT64_MIN,
+    LAYOUTS,
     as_base,
     as_bool,
-    as_finite,
     as_choice,
+    as_finite,
     as_float_dtype,
     as_int,
     as_layout,

@@ -15,8 +15,8 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 import numpy as np
 
@@ -161,7 +161,6 @@ QUICK_SIZES = [(512, 512), (4096, 1024)]
 def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: bool = True) -> dict:
     """Time every method on every size and dtype; returns a JSON-able dict."""
     torch_methods = _torch_methods()
-    threads = _api.build_info()["max_threads"]
     min_repeats, budget = (3, 0.3) if quick else (7, 1.0)
     plan = []
     for (S, D) in sizes:

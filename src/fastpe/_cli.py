@@ -15,6 +15,7 @@ an existing file exactly as it was.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import json
@@ -278,13 +279,11 @@ class _AtomicOutput:
         finally:
             self._fd = None
             if self.tmp is not None:
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     os.unlink(self.tmp)
-                except FileNotFoundError:
-                    pass
                 self.tmp = None
 
-    def __enter__(self) -> "_AtomicOutput":
+    def __enter__(self) -> _AtomicOutput:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -27,7 +27,16 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ._validate import INT64_MAX, INT64_MIN, MAX_SCALE, as_base, as_bool, as_choice, as_finite, as_int
+from ._validate import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_SCALE,
+    as_base,
+    as_bool,
+    as_choice,
+    as_finite,
+    as_int,
+)
 
 _DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
 _LAYOUTS = ("interleaved", "split", "split_cos_first")

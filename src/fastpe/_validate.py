@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-import os
 import sys
 from typing import Any, TypeVar, cast
 

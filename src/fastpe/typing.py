@@ -23,7 +23,7 @@ elif TYPE_CHECKING:
 else:  # only named at run time (typing_extensions is not a dependency)
     Buffer = memoryview
 
-__all__ = ["BuildInfo", "ConventionName", "Convention2DName", "Layout", "OutArray"]
+__all__ = ["BuildInfo", "Convention2DName", "ConventionName", "Layout", "OutArray"]
 
 #: ``layout=`` of :func:`fastpe.sinusoidal`, :func:`fastpe.sinusoidal_at`, :func:`fastpe.add_to`.
 Layout = Literal["interleaved", "split"]
