@@ -198,7 +198,7 @@ def knob_ref(positions, d, conv):
     w = conv.position_scale * np.power(conv.base, -np.arange(nf, dtype=F64) / denom)
     ang = pos[..., None] * w
     s, c = np.sin(ang), np.cos(ang[..., :h])
-    out = np.zeros(pos.shape + (d,))
+    out = np.zeros((*pos.shape, d))
     if conv.layout == "interleaved":
         out[..., 0:2 * h:2] = s[..., :h]
         out[..., 1:2 * h:2] = c

@@ -212,7 +212,7 @@ def test_concurrent_calls_from_native_threads(probe):
         expected.append(fastpe.sinusoidal(S, D, offset=offset, layout=layout, dtype=DTYPE[kind]))
     codes = probe.fill_concurrently(jobs)
     assert codes == [CODES["FASTPE_OK"]] * len(jobs)
-    for job, exp in zip(jobs, expected):
+    for job, exp in zip(jobs, expected, strict=False):
         np.testing.assert_array_equal(job[0], exp)
 
 

@@ -66,7 +66,7 @@ def test_at_fast_equals_general(positions, convention):
     assert fast is not None
     general = fastpe.sinusoidal_at(positions.tolist(), np.int64(320), convention=convention)
     np.testing.assert_array_equal(fast, general)
-    out = np.zeros(positions.shape + (320,), np.float64)
+    out = np.zeros((*positions.shape, 320), np.float64)
     assert fastpe.sinusoidal_at(positions, 320, convention=convention, out=out) is out
     np.testing.assert_array_equal(out, fastpe.sinusoidal_at(positions.tolist(), 320,
                                                             convention=convention,
@@ -135,7 +135,7 @@ def test_decoding_steps_reuse_anchors_bitwise(dtype, d_model):
     table = fastpe.sinusoidal(700, d_model, offset=-100, dtype=dtype)
     row = np.empty((1, d_model), dtype)
     x = np.zeros((1, 1, d_model), dtype)
-    for k in list(range(-100, 600, 3)) + [0, 599, -100, 37, 38, 37]:
+    for k in [*list(range(-100, 600, 3)), 0, 599, -100, 37, 38, 37]:
         fastpe.sinusoidal(1, d_model, offset=k, out=row)
         np.testing.assert_array_equal(row[0], table[k + 100])
         x[:] = 0

@@ -211,7 +211,7 @@ def _guarded(shape, dtype, strides=None, extra=0, shift=0):
     itemsize = dtype.itemsize
     if strides is None:
         strides = ((D + extra) * itemsize, itemsize)
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides)) * (0 not in shape)
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=False)) * (0 not in shape)
     nbytes = span + itemsize + 2 * PAD
     buf = np.full(nbytes, CANARY, dtype=np.uint8)
     start = PAD + shift + (0 if strides[0] >= 0 else max(S - 1, 0) * -strides[0])
@@ -383,7 +383,7 @@ def check_at(result, kwargs, default_dtype):
         assert result is kwargs["out"]
         result = np.asarray(result)
     assert isinstance(result, np.ndarray)
-    assert result.shape == pos.shape + (D,) and result.dtype == dt
+    assert result.shape == (*pos.shape, D) and result.dtype == dt
     if pos.size == 0:   # d_model may be huge: no oracle table for no rows
         return
     ref, ang = knob_ref(pos, D, conv)
@@ -490,7 +490,7 @@ def check_rope_cache(result, kwargs, default_dtype):
     else:
         shape = (_index(kwargs["seq_len"]),)
     dt = np.dtype(kwargs.get("dtype") or np.float32)
-    assert cos.shape == sin.shape == shape + (2 * w.size,) and cos.dtype == sin.dtype == dt
+    assert cos.shape == sin.shape == (*shape, 2 * w.size) and cos.dtype == sin.dtype == dt
     assert np.all(np.isfinite(cos)) and np.all(np.isfinite(sin))
     # cos^2 + sin^2 is the attention factor squared, the same for every entry
     r2 = cos.astype(np.float64) ** 2 + sin.astype(np.float64) ** 2
@@ -549,7 +549,7 @@ def test_every_public_function_has_a_spec():
 
 @st.composite
 def calls(draw, name):
-    fn, kw_names, pos_names, _, _ = SPECS[name]
+    _fn, kw_names, pos_names, _, _ = SPECS[name]
     # How many arguments get a hostile value: 0 (a valid call), 1 or a few.
     n_hostile = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))
     present = pos_names + [k for k in kw_names if k != "out" and draw(st.booleans())]
@@ -611,7 +611,7 @@ def _out_shape(name, kwargs):
     """The shape a valid out= must have (None when it cannot be told)."""
     try:
         if name == "sinusoidal_at":
-            return np.shape(kwargs["positions"]) + (_index(kwargs["d_model"]),)
+            return (*np.shape(kwargs["positions"]), _index(kwargs["d_model"]))
         return (_index(kwargs["seq_len"]), _index(kwargs["d_model"]))
     except (KeyError, TypeError, ValueError):
         return None
@@ -634,7 +634,7 @@ COMBINATION_ERRORS = (
 
 
 def _run(name, kwargs, guard, valid=False):
-    fn, kw_names, pos_names, oracle, default_dtype = SPECS[name]
+    fn, _kw_names, pos_names, oracle, default_dtype = SPECS[name]
     note(f"{name}(**{kwargs!r})")
     call_kwargs = dict(kwargs)
     args = [call_kwargs.pop(p) for p in pos_names]
@@ -789,7 +789,7 @@ def test_guard_bands_valid_out(kind, dtype, shape):
 @pytest.mark.parametrize("kind", ["fortran", "misaligned", "readonly", "overlapping", "zero_stride",
                                   "reversed", "nonnative", "wrong_shape", "int32", "float16"])
 def test_guard_bands_refused_out_untouched(kind):
-    out, buf, mask = make_out(kind, (6, 5), np.float64)
+    out, buf, _mask = make_out(kind, (6, 5), np.float64)
     before = buf.copy()
     with pytest.raises((ValueError, TypeError)):
         fastpe.sinusoidal(6, 5, out=out)

@@ -33,7 +33,7 @@ def _fill(spec, n, plan, *, dtype=np.float64, offset=0, positions=None, add=Fals
 def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
     if name == "gptj" and d_model % 2:
         pytest.skip("gptj (rotary) tables have an even width")
-    conv, spec = _conv_spec(name, d_model)
+    _conv, spec = _conv_spec(name, d_model)
     plan = kernel.Plan(spec)
     assert plan.nf == spec["nf"]
     assert plan.nbytes == kernel.plan_nbytes(spec)
@@ -47,7 +47,7 @@ def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
 @given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=40),
        st.sampled_from([np.float32, np.float64]), st.booleans())
 def test_plan_gives_the_same_bits_for_explicit_positions(pos, dtype, add):
-    conv, spec = _conv_spec("vaswani", 96)
+    _conv, spec = _conv_spec("vaswani", 96)
     plan = _api._encoder("vaswani", 10000.0, "interleaved", 96).plan
     p = np.array(pos, np.int64).reshape(1, -1)
     x = np.linspace(-1, 1, p.size * 96).reshape(p.size, 96).astype(dtype)
@@ -57,7 +57,7 @@ def test_plan_gives_the_same_bits_for_explicit_positions(pos, dtype, add):
 
 
 def test_plan_is_thread_count_independent():
-    conv, spec = _conv_spec("vaswani", 256)
+    _conv, spec = _conv_spec("vaswani", 256)
     plan = kernel.Plan(spec)
     ref = _fill(spec, 1000, plan, num_threads=1)
     for nt in (2, 3, 8):
@@ -94,7 +94,7 @@ def test_encoder_cache_is_bounded_and_skips_huge_plans():
     held = sum(e.nbytes for e in kernel.encoders.values())
     assert held <= kernel.ENCODERS_MAX_BYTES and len(kernel.encoders) < 60
     wide = 1 << 20                    # a plan of ~80 MiB: prepared per call, not kept
-    conv, spec = _conv_spec("vaswani", wide)
+    _conv, spec = _conv_spec("vaswani", wide)
     assert kernel.plan_nbytes(spec) > kernel.PLAN_MAX_BYTES
     assert _api._encoder("vaswani", 10000.0, "interleaved", wide).plan is None
     # and the public function still fills such a width correctly (one row)
@@ -244,7 +244,7 @@ def test_single_row_writers_at_every_alignment(dtype, enc):
         (len(pos), 0.375, lambda w, d: fastpe.add_to(w[None], positions=pos, **enc)),
         (1, -2.5, lambda w, d: fastpe.add_to(w[None], offset=1000, **enc)),
     ]
-    for d in list(range(1, 71)) + [127, 257, 1000, 4096]:
+    for d in [*list(range(1, 71)), 127, 257, 1000, 4096]:
         width = d + 16 + 1                   # odd: consecutive rows at every alignment
         flat = np.full(n * width + 64, 7.0, dtype)
         base = (-flat.ctypes.data // item) % (64 // item)
@@ -258,7 +258,7 @@ def test_single_row_writers_at_every_alignment(dtype, enc):
         for on, stream in [(True, float("inf")), (True, 0.0), (False, float("inf"))]:
             with _kernel_settings(stream_bytes=stream, avx512=on):
                 for col in range(16):
-                    for (rows, x, fill), ref in zip(calls, refs):
+                    for (rows, x, fill), ref in zip(calls, refs, strict=False):
                         big[...] = 7.0
                         w = big[:rows, col:col + d]
                         if x is not None:

@@ -87,7 +87,7 @@ def test_default(head_dim, theta):
 
 
 def test_no_parameters_is_the_default_rule():
-    w, a = fastpe.rope_frequencies(64)
+    w, _a = fastpe.rope_frequencies(64)
     np.testing.assert_array_equal(w, fastpe.rope_frequencies(64, {"rope_type": "default"})[0])
     close(w, default_ref(64, 10000.0), ulps=2**29)      # float32 frequencies: 2^-23 relative
 
@@ -314,8 +314,8 @@ def test_cache_positions_are_the_range_rows_bitwise():
 def test_cache_attention_factor_and_inv_freq():
     w, a = fastpe.rope_frequencies(64, YARN)
     assert a > 1
-    c, s = fastpe.rope_cache(64, YARN, seq_len=40, dtype=np.float64)
-    c1, s1 = fastpe.rope_cache(64, inv_freq=w, seq_len=40, dtype=np.float64)
+    c, _s = fastpe.rope_cache(64, YARN, seq_len=40, dtype=np.float64)
+    c1, _s1 = fastpe.rope_cache(64, inv_freq=w, seq_len=40, dtype=np.float64)
     np.testing.assert_array_equal(c, c1 * a)          # float64: the same one rounding
     c2, _ = fastpe.rope_cache(64, inv_freq=w, attention_factor=a, seq_len=40,
                               dtype=np.float64)

@@ -48,7 +48,7 @@ def test_scalar_and_0d_positions_give_a_vector():
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4, 2)])
 def test_empty_positions(shape):
     got = fastpe.sinusoidal_at(np.zeros(shape, np.int64), 6)
-    assert got.shape == shape + (6,) and got.dtype == np.float32
+    assert got.shape == (*shape, 6) and got.dtype == np.float32
 
 
 def test_lists_and_negative_and_noncontiguous_positions():

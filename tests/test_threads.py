@@ -238,7 +238,7 @@ def test_every_function_from_eight_threads_over_many_widths():
         try:
             for i in rng.permutation(len(jobs))[:60]:
                 job = jobs[int(i)]
-                for got, want in zip(_every_function(*job), expected[job]):
+                for got, want in zip(_every_function(*job), expected[job], strict=False):
                     if got.dtype != want.dtype or not np.array_equal(got, want):
                         errors.append(job)
         except Exception as exc:  # pragma: no cover - reported below

@@ -52,7 +52,7 @@ def exact_values(positions, columns, d_model, base=10000.0, layout="interleaved"
     with mpmath.workdps(dps):
         b = mpmath.mpf(base)
         cache = {}
-        for k, j in zip(positions, columns):
+        for k, j in zip(positions, columns, strict=False):
             i, is_sin = cmap[int(j)]
             w = cache.get(i)
             if w is None:
@@ -64,6 +64,6 @@ def exact_values(positions, columns, d_model, base=10000.0, layout="interleaved"
 
 def abs_errors(values, exact):
     """|value - exact| computed in mpmath (no float64 rounding of the difference)."""
-    return np.array([float(abs(mpmath.mpf(float(v)) - e)) for v, e in zip(values, exact)])
+    return np.array([float(abs(mpmath.mpf(float(v)) - e)) for v, e in zip(values, exact, strict=False)])
 
 

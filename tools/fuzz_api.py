@@ -62,7 +62,7 @@ def make_out(fdp, shape):
     shift = fdp.ConsumeIntInRange(0, 1) * fdp.ConsumeIntInRange(0, isz - 1)
     row = [(D + extra) * isz, 0, isz, -(D + extra) * isz][fdp.ConsumeIntInRange(0, 3)]
     strides = (row, isz) if fdp.ConsumeBool() else (isz, max(S, 1) * isz)
-    span = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) if S and D else 0
+    span = sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=False)) if S and D else 0
     buf = np.full(span + isz + 128, CANARY, np.uint8)
     start = 64 + shift + (max(S - 1, 0) * -strides[0] if strides[0] < 0 else 0)
     out = np.ndarray(shape, dt, buffer=buf, offset=start, strides=strides)

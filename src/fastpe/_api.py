@@ -351,7 +351,7 @@ def sinusoidal_at(
     explicit = None if dtype is None else as_float_dtype(dtype)
     pos = _as_positions(positions, "positions")
     _check_range(enc, _largest(pos), "positions")
-    shape = pos.shape + (d_model,)
+    shape = (*pos.shape, d_model)
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(pos.size, nthreads, False))
     flat = np.ascontiguousarray(pos).reshape(1, -1)

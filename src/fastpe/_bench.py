@@ -92,7 +92,7 @@ def _exact(rows: np.ndarray, cols: np.ndarray, d_model: int) -> np.ndarray:
 
     out = np.empty(rows.size)
     with mpmath.workdps(40):
-        for n, (k, j) in enumerate(zip(rows, cols)):
+        for n, (k, j) in enumerate(zip(rows, cols, strict=False)):
             x = mpmath.mpf(int(k)) * mpmath.power(10000, -mpmath.mpf(2 * (int(j) // 2)) / d_model)
             out[n] = float(mpmath.sin(x) if j % 2 == 0 else mpmath.cos(x))
     return out
@@ -502,7 +502,7 @@ def chart(result: dict, path: str) -> None:
 
     res = result["results"]
     fig, axes = plt.subplots(1, len(res), figsize=(4 * len(res), 4.5), squeeze=False)
-    for ax, r in zip(axes[0], res):
+    for ax, r in zip(axes[0], res, strict=False):
         names = list(r["methods"])
         vals = [r["methods"][n]["ns_per_element"] for n in names]
         colors = ["tab:blue" if n.startswith("fastpe") else "tab:gray" for n in names]

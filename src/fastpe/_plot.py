@@ -139,7 +139,7 @@ def encoding_figure(
     from matplotlib import colormaps
 
     shades = colormaps["plasma"](np.linspace(0.0, 0.8, len(wave_positions)))
-    for k, colour in zip(wave_positions, shades):
+    for k, colour in zip(wave_positions, shades, strict=False):
         ax_wave.plot(x, P[k, 2 * x], color=colour, lw=1.6, label=f"k = {k}")
     ax_wave.set_title(f"(b) Sine wave of each position across dimensions, i = 0..{x.size - 1}")
     ax_wave.set_xlabel("i  (sine column 2i)")

@@ -376,7 +376,7 @@ def rope_cache(
     if largest > enc.max_position:
         raise ValueError(f"positions must stay within +-{int(enc.max_position)} for these "
                          f"frequencies (exact angle reduction); got up to {largest}")
-    full = shape + (2 * nf,)
+    full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=3)   # + the [sin | cos] table
@@ -404,7 +404,7 @@ def rope_cache(
                           num_threads=nthreads, fresh=True)
     if attention != 1.0:
         table *= attention
-    s, c = table[:, :nf].reshape(shape + (nf,)), table[:, nf:].reshape(shape + (nf,))
+    s, c = table[:, :nf].reshape((*shape, nf)), table[:, nf:].reshape((*shape, nf))
     for dst, src in ((cos, c), (sin, s)):
         if layout == "half":
             dst[..., :nf] = src

@@ -88,7 +88,7 @@ def _add_block(x: np.ndarray, offs: np.ndarray | None, pos: np.ndarray | None, *
     # A column window: the kernel fills whole rows, so run it on a full-width
     # temporary holding this block's columns (d_model / (c1 - c0) times the work
     # of the window) and keep the window: bitwise what the full call gives there.
-    tmp = np.zeros(x.shape[:-1] + (d_model,), dtype=x.dtype)
+    tmp = np.zeros((*x.shape[:-1], d_model), dtype=x.dtype)
     tmp[..., c0:c1] = x
     _api.add_to(tmp, offset=off, positions=positions, **kwargs)
     return np.ascontiguousarray(tmp[..., c0:c1])
@@ -190,7 +190,7 @@ def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
     """Whether an array of ``shape`` broadcasts *to* ``target`` (np.broadcast_to's rule)."""
     if len(shape) > len(target):
         return False
-    return all(h in (1, t) for h, t in zip(shape[::-1], target[::-1]))
+    return all(h in (1, t) for h, t in zip(shape[::-1], target[::-1], strict=False))
 
 
 def _lazy_like(values: Any, target_shape: tuple[int, ...], target_chunks: tuple, da: Any) -> Any:
@@ -202,7 +202,7 @@ def _lazy_like(values: Any, target_shape: tuple[int, ...], target_chunks: tuple,
     arr = arr.reshape((1,) * (len(target_shape) - arr.ndim) + arr.shape)
     # (the caller checked that the shapes broadcast)
     chunks = tuple(want if have == size else (1,)
-                   for have, size, want in zip(arr.shape, target_shape, target_chunks))
+                   for have, size, want in zip(arr.shape, target_shape, target_chunks, strict=False))
     return arr.rechunk(chunks)
 
 
@@ -308,7 +308,7 @@ def add_to(
         if not _broadcasts(off.shape, batch):
             raise ValueError(f"offset of shape {off.shape} does not broadcast to the "
                              f"sequences' shape {batch}")
-        offs = _lazy_like(off[..., None, None], batch + (1, 1), x.chunks[:-2] + ((1,), (1,)), da)
+        offs = _lazy_like(off[..., None, None], (*batch, 1, 1), (*x.chunks[:-2], (1,), (1,)), da)
 
     pos = None
     if positions is None:
@@ -331,7 +331,7 @@ def add_to(
         if not _broadcasts(p.shape, x.shape[:-1]):
             raise ValueError(f"positions of shape {p.shape} do not broadcast to "
                              f"x.shape[:-1] = {x.shape[:-1]}")
-        pos = _lazy_like(p[..., None], x.shape[:-1] + (1,), x.chunks[:-1] + ((1,),), da)
+        pos = _lazy_like(p[..., None], (*x.shape[:-1], 1), (*x.chunks[:-1], (1,)), da)
     if largest is not None:
         _api._check_range(enc, largest, "offset + positions")
 
