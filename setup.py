@@ -128,7 +128,8 @@ class BuildExt(build_ext):
             else:
                 if _env_flag("FASTPE_REQUIRE_OPENMP"):
                     raise RuntimeError(
-                        "fastpe: FASTPE_REQUIRE_OPENMP is set but the compiler has no usable OpenMP"
+                        "fastpe: FASTPE_REQUIRE_OPENMP is set but the compiler has no usable "
+                        "OpenMP"
                     )
                 warnings.warn(  # noqa: B028 - setup.py's caller is setuptools, not a user
                     "fastpe: the compiler has no usable OpenMP; building the SERIAL kernel "

@@ -32,14 +32,17 @@ setup(name="fastpe-capi-timer", script_args=["build_ext", "--inplace"],
 
 
 def build(work):
-    with open(os.path.join(HERE, "capi_timer.c")) as f, \
-            open(os.path.join(work, "capi_timer.c"), "w") as g:
+    with (
+        open(os.path.join(HERE, "capi_timer.c")) as f,
+        open(os.path.join(work, "capi_timer.c"), "w") as g,
+    ):
         g.write(f.read())
     with open(os.path.join(work, "setup.py"), "w") as f:
         f.write(SETUP)
     subprocess.run([sys.executable, "setup.py"], cwd=work, check=True, capture_output=True)
     sys.path.insert(0, work)
     import fastpe_capi_timer
+
     return fastpe_capi_timer
 
 
@@ -58,11 +61,19 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         timer = build(work)
         cases = {
-            "C fastpe_fill_f32 1x512, offset 1000": lambda: timer.time_fill(1, 512, 1000, 2000, 1, None),
-            "C spec_fill_f32 (vaswani) 1x512": lambda: timer.time_fill(1, 512, 1000, 2000, 1, "vaswani"),
-            "C spec_fill_f32 (fairseq) 1x512": lambda: timer.time_fill(1, 512, 1000, 2000, 1, "fairseq"),
+            "C fastpe_fill_f32 1x512, offset 1000": lambda: timer.time_fill(
+                1, 512, 1000, 2000, 1, None
+            ),
+            "C spec_fill_f32 (vaswani) 1x512": lambda: timer.time_fill(
+                1, 512, 1000, 2000, 1, "vaswani"
+            ),
+            "C spec_fill_f32 (fairseq) 1x512": lambda: timer.time_fill(
+                1, 512, 1000, 2000, 1, "fairseq"
+            ),
             "Python sinusoidal(1, 512, out=)": lambda: python_out(1, 512, 1000, 2000, 1),
-            "C fastpe_fill_f32 512x512, 1 thread": lambda: timer.time_fill(512, 512, 0, 50, 1, None),
+            "C fastpe_fill_f32 512x512, 1 thread": lambda: timer.time_fill(
+                512, 512, 0, 50, 1, None
+            ),
             "Python sinusoidal(512, 512, out=), 1 thread": lambda: python_out(512, 512, 0, 50, 1),
         }
         times = {name: [] for name in cases}
@@ -70,14 +81,22 @@ def main():
             for name, fn in cases.items():
                 times[name].append(fn())
         med = {name: float(np.median(t)) for name, t in times.items()}
-    print(f"fastpe {fastpe.__version__}, C API {fastpe.kernel.C_API_VERSION}; medians of 21 "
-          "interleaved rounds")
+    print(
+        f"fastpe {fastpe.__version__}, C API {fastpe.kernel.C_API_VERSION}; medians of 21 "
+        "interleaved rounds"
+    )
     for name, t in med.items():
         print(f"  {name:<46} {t * 1e6:9.2f} us")
-    ratio = med["C fastpe_fill_f32 512x512, 1 thread"] / med["Python sinusoidal(512, 512, out=), 1 thread"]
+    ratio = (
+        med["C fastpe_fill_f32 512x512, 1 thread"]
+        / med["Python sinusoidal(512, 512, out=), 1 thread"]
+    )
     print(f"  512x512 on one thread, C / Python out=: {ratio:.2f} (target <= 1.1)")
-    print(f"  one 1x512 row through the capsule: {med['C fastpe_fill_f32 1x512, offset 1000'] * 1e6:.2f} us "
-          "(target <= 1.0)")
+    print(
+        "  one 1x512 row through the capsule: "
+        f"{med['C fastpe_fill_f32 1x512, offset 1000'] * 1e6:.2f} us "
+        "(target <= 1.0)"
+    )
 
 
 if __name__ == "__main__":

@@ -36,21 +36,20 @@ static PyObject *time_fill(PyObject *self, PyObject *args) {
     float *out;
     double t0, t1;
     (void)self;
-    if (!PyArg_ParseTuple(args, "LLLLiz", &seq_len, &d_model, &offset, &iters, &num_threads,
-                          &name))
+    if (!PyArg_ParseTuple(args, "LLLLiz", &seq_len, &d_model, &offset, &iters, &num_threads, &name))
         return NULL;
     if (seq_len < 1 || d_model < 1 || iters < 1) {
         PyErr_SetString(PyExc_ValueError, "seq_len, d_model and iters must be >= 1");
         return NULL;
     }
-    if (name != NULL && (spec = fastpe_spec_from_name(name, d_model)) == NULL) return NULL;
+    if (name != NULL && (spec = fastpe_spec_from_name(name, d_model)) == NULL)
+        return NULL;
     out = (float *)malloc((size_t)(seq_len * d_model) * sizeof(float));
     if (out == NULL) {
         fastpe_spec_free(spec);
         return PyErr_NoMemory();
     }
-    Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < 2 && err == 0; i++)      /* warm: the plan cache, the pages */
+    Py_BEGIN_ALLOW_THREADS for (i = 0; i < 2 && err == 0; i++) /* warm: the plan cache, the pages */
         err = spec ? fastpe_spec_fill_f32(spec, out, seq_len, d_model, offset, num_threads)
                    : fastpe_fill_f32(out, seq_len, d_model, d_model, 10000.0, offset,
                                      FASTPE_LAYOUT_INTERLEAVED, num_threads);
@@ -60,10 +59,10 @@ static PyObject *time_fill(PyObject *self, PyObject *args) {
                    : fastpe_fill_f32(out, seq_len, d_model, d_model, 10000.0, offset,
                                      FASTPE_LAYOUT_INTERLEAVED, num_threads);
     t1 = now();
-    Py_END_ALLOW_THREADS
-    free(out);
+    Py_END_ALLOW_THREADS free(out);
     fastpe_spec_free(spec);
-    if (err != FASTPE_OK) return PyErr_Format(PyExc_RuntimeError, "fastpe returned %d", err);
+    if (err != FASTPE_OK)
+        return PyErr_Format(PyExc_RuntimeError, "fastpe returned %d", err);
     return PyFloat_FromDouble((t1 - t0) / (double)iters);
 }
 
@@ -72,12 +71,13 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "fastpe_capi_timer", NULL, -1,
-                                    methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "fastpe_capi_timer", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit_fastpe_capi_timer(void) {
     PyObject *m;
-    if (import_fastpe() < 0) return NULL;
+    if (import_fastpe() < 0)
+        return NULL;
     m = PyModule_Create(&module);
 #ifdef Py_GIL_DISABLED
     if (m != NULL && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {

@@ -71,34 +71,42 @@ def main(argv: list[str] | None = None) -> int:
     step = max(1, int(args.chunk_mb * 2**20) // row_bytes)
     rows = max(step, int(args.table_gb * 2**30) // row_bytes // step * step)
     table_bytes = rows * row_bytes
-    print(f"# fastpe {fastpe.__version__}, dask {dask.__version__}, numpy {np.__version__}, "
-          f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores, "
-          f"load average {os.getloadavg()[0]:.2f} at start")
+    print(
+        f"# fastpe {fastpe.__version__}, dask {dask.__version__}, numpy {np.__version__}, "
+        f"Python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f} at start"
+    )
     print(f"# command: python {' '.join(sys.argv)}")
     results = []
 
     def report(what: str, path: str, seconds: float, nbytes: int) -> None:
         results.append((what, path, nbytes / seconds / 1e9))
-        print(f"{what:6s} {path:58s} {nbytes / seconds / 1e9:7.2f} GB/s  ({seconds:.3f} s)",
-              flush=True)
+        print(
+            f"{what:6s} {path:58s} {nbytes / seconds / 1e9:7.2f} GB/s  ({seconds:.3f} s)",
+            flush=True,
+        )
 
     # ------------------------------------------------------------ the table
-    print(f"# table: ({rows}, {d}) float32 = {table_bytes / 1e9:.2f} GB in "
-          f"{rows // step} row chunks of {step * row_bytes / 2**20:.0f} MiB")
+    print(
+        f"# table: ({rows}, {d}) float32 = {table_bytes / 1e9:.2f} GB in "
+        f"{rows // step} row chunks of {step * row_bytes / 2**20:.0f} MiB"
+    )
 
     def table_local(nt):
-        return np.array([_checksum(fastpe.sinusoidal(step, d, offset=r, num_threads=nt))[0, 0]
-                         for r in range(0, rows, step)])
+        return np.array(
+            [
+                _checksum(fastpe.sinusoidal(step, d, offset=r, num_threads=nt))[0, 0]
+                for r in range(0, rows, step)
+            ]
+        )
 
     cores = fastpe.build_info()["max_threads"]
     t, _ = _median_time(lambda: fastpe.sinusoidal(rows, d), args.repeat)
-    report("table", f"fastpe.sinusoidal, whole, new array, 1 proc x {cores} thr", t,
-           table_bytes)
+    report("table", f"fastpe.sinusoidal, whole, new array, 1 proc x {cores} thr", t, table_bytes)
     whole = np.empty((rows, d), np.float32)
     t, _ = _median_time(lambda: fastpe.sinusoidal(rows, d, out=whole), args.repeat)
-    report("table", f"fastpe.sinusoidal, whole, into out=, 1 proc x {cores} thr", t,
-           table_bytes)
-    whole = None            # (the table's memory back before the next measurements)
+    report("table", f"fastpe.sinusoidal, whole, into out=, 1 proc x {cores} thr", t, table_bytes)
+    whole = None  # (the table's memory back before the next measurements)
     t, want = _median_time(lambda: table_local(None), args.repeat)
     report("table", f"+checksums, 1 process x {cores} threads", t, table_bytes)
     t, _ = _median_time(lambda: table_local(1), args.repeat)
@@ -106,30 +114,48 @@ def main(argv: list[str] | None = None) -> int:
 
     P = fd.sinusoidal(rows, d, chunks=(step, -1))
     sums = P.map_blocks(_checksum, chunks=((1,) * (rows // step), (1,)), dtype=np.uint64)
-    t, got = _median_time(lambda: sums.compute(scheduler="threads",
-                                               num_workers=args.workers), args.repeat)
+    t, got = _median_time(
+        lambda: sums.compute(scheduler="threads", num_workers=args.workers), args.repeat
+    )
     assert np.array_equal(got[:, 0], want)
-    report("table", f"+checksums, fastpe.dask, threaded scheduler x {args.workers}", t, table_bytes)
+    report(
+        "table", f"+checksums, fastpe.dask, threaded scheduler x {args.workers}", t, table_bytes
+    )
 
-    with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None,
-                                  scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
-                                  silence_logs=40) as cluster, distributed.Client(cluster) as c:
+    with (
+        distributed.LocalCluster(
+            n_workers=args.workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            silence_logs=40,
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
         t, got = _median_time(lambda: c.compute(sums).result(), args.repeat)
         assert np.array_equal(got[:, 0], want)
-        report("table", f"+checksums, fastpe.dask, LocalCluster {args.workers} procs x 1 thread",
-               t, table_bytes)
+        report(
+            "table",
+            f"+checksums, fastpe.dask, LocalCluster {args.workers} procs x 1 thread",
+            t,
+            table_bytes,
+        )
 
         # ------------------------------------------------------------ the add
         seq, nseq = 512, max(1, int(args.add_gb * 2**30) // (512 * row_bytes))
         add_bytes = nseq * seq * row_bytes
         bseq = max(1, step // seq)
-        print(f"# add: x of shape ({nseq}, {seq}, {d}) float32 = {add_bytes / 1e9:.2f} GB, "
-              f"chunks of {bseq} sequences ({bseq * seq * row_bytes / 2**20:.0f} MiB), "
-              "per-sequence offsets, scale=32")
+        print(
+            f"# add: x of shape ({nseq}, {seq}, {d}) float32 = {add_bytes / 1e9:.2f} GB, "
+            f"chunks of {bseq} sequences ({bseq * seq * row_bytes / 2**20:.0f} MiB), "
+            "per-sequence offsets, scale=32"
+        )
         # x is made on the workers and persisted there; the single process gets a copy.
-        x = da.random.default_rng(0).standard_normal((nseq, seq, d), dtype=np.float32,
-                                                      chunks=(bseq, seq, d))
+        x = da.random.default_rng(0).standard_normal(
+            (nseq, seq, d), dtype=np.float32, chunks=(bseq, seq, d)
+        )
         x = c.persist(x)
         distributed.wait(x)
         xn = x.compute()
@@ -147,14 +173,15 @@ def main(argv: list[str] | None = None) -> int:
 
         t, xl = add_local_timed(None)
         report("add", f"fastpe.add_to in place, 1 process x {cores} threads", t, add_bytes)
-        want = np.array([_checksum(xl[i:i + bseq])[0, 0, 0] for i in range(0, nseq, bseq)])
+        want = np.array([_checksum(xl[i : i + bseq])[0, 0, 0] for i in range(0, nseq, bseq)])
         del xl
         t, _ = add_local_timed(1)
         report("add", "fastpe.add_to in place, 1 process x 1 thread", t, add_bytes)
 
         y = fd.add_to(x, offset=offs, scale=32.0)
-        ysums = y.map_blocks(_checksum, chunks=((1,) * len(x.chunks[0]), (1,), (1,)),
-                             dtype=np.uint64)
+        ysums = y.map_blocks(
+            _checksum, chunks=((1,) * len(x.chunks[0]), (1,), (1,)), dtype=np.uint64
+        )
         assert np.array_equal(c.compute(ysums).result()[:, 0, 0], want)
 
         runs = iter(range(1, 10**6))
@@ -169,8 +196,12 @@ def main(argv: list[str] | None = None) -> int:
             del r
 
         t, _ = _median_time(add_dask, args.repeat)
-        report("add", f"fastpe.dask.add_to, LocalCluster {args.workers} procs x 1 thread",
-               t, add_bytes)
+        report(
+            "add",
+            f"fastpe.dask.add_to, LocalCluster {args.workers} procs x 1 thread",
+            t,
+            add_bytes,
+        )
     print(f"# load average {os.getloadavg()[0]:.2f} at the end")
     return 0
 

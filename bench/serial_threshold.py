@@ -37,16 +37,28 @@ def main() -> None:
         return
     cases = []
     for S in (16, 64, 128, 256, 512, 1024, 4096):
-        cases.append((f"table {S}x512", S * 512, np.empty((S, 512), np.float32),
-                      lambda out, nt, S=S: fastpe.sinusoidal(S, 512, out=out, num_threads=nt)))
+        cases.append(
+            (
+                f"table {S}x512",
+                S * 512,
+                np.empty((S, 512), np.float32),
+                lambda out, nt, S=S: fastpe.sinusoidal(S, 512, out=out, num_threads=nt),
+            )
+        )
     for S in (8, 32, 128):
         pos = np.arange(S) + 0.5
-        cases.append((f"fractional positions {S}x512", S * (512 + 16 * 256),
-                      np.empty((S, 512), np.float32),
-                      lambda out, nt, pos=pos: fastpe.sinusoidal_at(pos, 512, out=out,
-                                                                     num_threads=nt)))
-    print(f"{'call':<30} {'work':>8}  {'back to back: 1 / n threads (us)':>34}  "
-          f"{'after 2 ms idle: 1 / n threads (us)':>36}")
+        cases.append(
+            (
+                f"fractional positions {S}x512",
+                S * (512 + 16 * 256),
+                np.empty((S, 512), np.float32),
+                lambda out, nt, pos=pos: fastpe.sinusoidal_at(pos, 512, out=out, num_threads=nt),
+            )
+        )
+    print(
+        f"{'call':<30} {'work':>8}  {'back to back: 1 / n threads (us)':>34}  "
+        f"{'after 2 ms idle: 1 / n threads (us)':>36}"
+    )
     for name, work, out, call in cases:
         row = []
         for gap in (0.0, 0.002):

@@ -35,18 +35,22 @@ def aligned(shape, dtype):
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
     raw = np.empty(n + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
-    return raw[off:off + n].view(dtype).reshape(shape)
+    return raw[off : off + n].view(dtype).reshape(shape)
 
 
 def main() -> None:
     quick = "--quick" in sys.argv
     repeats = 5 if quick else 21
     sizes_mib = (8, 32) if quick else (8, 32, 64, 128)
-    print(f"fastpe {fastpe.__version__}, {fastpe.build_info()['max_threads']} threads, "
-          f"AVX-512 writers built: {kernel._avx512_writers_built}, "
-          f"streaming: {kernel.streaming_stores()}")
-    print(f"{'dtype':8} {'MiB':>4} {'plain':>8} {'stream':>8} {'portable':>9} "
-          f"{'aligned':>8}   (ms, median of {repeats})")
+    print(
+        f"fastpe {fastpe.__version__}, {fastpe.build_info()['max_threads']} threads, "
+        f"AVX-512 writers built: {kernel._avx512_writers_built}, "
+        f"streaming: {kernel.streaming_stores()}"
+    )
+    print(
+        f"{'dtype':8} {'MiB':>4} {'plain':>8} {'stream':>8} {'portable':>9} "
+        f"{'aligned':>8}   (ms, median of {repeats})"
+    )
     old_stream = kernel._set_stream_bytes(float("inf"))
     old_v512 = kernel._set_avx512_writers(True)
     try:
@@ -67,8 +71,10 @@ def main() -> None:
                 kernel._set_avx512_writers(True)
                 al = aligned((rows, 1024), dtype)
                 aligned_ms = median_ms(lambda: fill(al), repeats)
-                print(f"{np.dtype(dtype).name:8} {mib:4d} {plain:8.2f} {stream:8.2f} "
-                      f"{portable:9.2f} {aligned_ms:8.2f}")
+                print(
+                    f"{np.dtype(dtype).name:8} {mib:4d} {plain:8.2f} {stream:8.2f} "
+                    f"{portable:9.2f} {aligned_ms:8.2f}"
+                )
     finally:
         kernel._set_stream_bytes(old_stream)
         kernel._set_avx512_writers(old_v512)

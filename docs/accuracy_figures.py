@@ -27,7 +27,9 @@ SEQ_LEN, D_MODEL, SAMPLES = 100_000, 512, 3000
 def numpy_float32(seq_len, d_model):
     """The seeds' vectorised formula (seed 004) evaluated in float32."""
     pos = np.arange(seq_len, dtype=np.float32)[:, None]
-    div = np.exp(np.arange(0, d_model, 2, dtype=np.float32) * np.float32(-np.log(10000.0) / d_model))
+    div = np.exp(
+        np.arange(0, d_model, 2, dtype=np.float32) * np.float32(-np.log(10000.0) / d_model)
+    )
     P = np.empty((seq_len, d_model), np.float32)
     P[:, 0::2] = np.sin(pos * div)
     P[:, 1::2] = np.cos(pos * div)

@@ -61,12 +61,16 @@ def pytest_sessionfinish(session, exitstatus):
     if not sysconfig.get_config_var("Py_GIL_DISABLED"):
         why = "this interpreter is not a free-threaded build"
     elif _gil_first_enabled_after:
-        why = (f"it was first on after {_gil_first_enabled_after[0]}; the warnings summary "
-               "names the module ('has been enabled to load module')")
+        why = (
+            f"it was first on after {_gil_first_enabled_after[0]}; the warnings summary "
+            "names the module ('has been enabled to load module')"
+        )
     else:
         why = "it was on before the first test ended"
-    msg = (f"FASTPE_EXPECT_FREE_THREADED=1 but the GIL is enabled at the end of the run: {why} "
-           f"(Python {sys.version.split()[0]}, {sys.executable})")
+    msg = (
+        f"FASTPE_EXPECT_FREE_THREADED=1 but the GIL is enabled at the end of the run: {why} "
+        f"(Python {sys.version.split()[0]}, {sys.executable})"
+    )
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write("\n")

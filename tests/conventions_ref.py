@@ -105,8 +105,9 @@ def make_positions_ref(tokens, padding_idx):
     return np.cumsum(mask, axis=1) * mask + padding_idx
 
 
-def diffusers_ref(timesteps, d, flip_sin_to_cos=False, downscale_freq_shift=1.0, scale=1.0,
-                  max_period=10000):
+def diffusers_ref(
+    timesteps, d, flip_sin_to_cos=False, downscale_freq_shift=1.0, scale=1.0, max_period=10000
+):
     """diffusers/src/diffusers/models/embeddings.py get_timestep_embedding:
     exponent = -ln(max_period) * arange(half) / (half - downscale_freq_shift);
     emb = timesteps[:, None] * exp(exponent); emb = scale * emb; [sin | cos];
@@ -149,7 +150,7 @@ def mae_ref(embed_dim, grid_size, cls_token=False):
     with D the half width, [sin | cos] of outer(pos, omega); cls_token
     prepends a zero row.  Float64 (its grid is float32 but holds small integers)."""
     g = np.arange(grid_size, dtype=F64)
-    col, row = np.meshgrid(g, g)                     # col varies along w, row along h
+    col, row = np.meshgrid(g, g)  # col varies along w, row along h
 
     def one_d(dim, pos):
         omega = 1.0 / 10000 ** (np.arange(dim // 2, dtype=F64) / (dim / 2.0))
@@ -177,8 +178,8 @@ def timm_ref(feat_shape, dim, temperature=10000.0, reverse_coord=False, interlea
         feat_shape = feat_shape[::-1]
     grid = np.stack(np.meshgrid(*[np.arange(s, dtype=F64) for s in feat_shape], indexing="ij"))
     n = int(np.prod(feat_shape))
-    grid = grid.reshape(2, n).T                      # (N, 2)
-    pos2 = grid[:, :, None] * bands[None, None, :]    # (N, 2, pos_dim)
+    grid = grid.reshape(2, n).T  # (N, 2)
+    pos2 = grid[:, :, None] * bands[None, None, :]  # (N, 2, pos_dim)
     stacked = np.stack([np.sin(pos2), np.cos(pos2)], axis=2 if interleave_sin_cos else 1)
     return stacked.reshape(n, dim), pos2
 
@@ -191,25 +192,30 @@ def knob_ref(positions, d, conv):
     pos = np.asarray(positions, dtype=F64)
     h = d // 2
     nf = (d + 1) // 2 if conv.odd == "sin" else h
-    denom = {"d/2": d / 2, "h": h, "h-1": h - 1, "max(h-1,1)": max(h - 1, 1),
-             "h-shift": h - conv.shift}[conv.denominator]
+    denom = {
+        "d/2": d / 2,
+        "h": h,
+        "h-1": h - 1,
+        "max(h-1,1)": max(h - 1, 1),
+        "h-shift": h - conv.shift,
+    }[conv.denominator]
     if nf <= 1:
-        denom = 1.0          # a single frequency is w_0 = position_scale, whatever the denominator
+        denom = 1.0  # a single frequency is w_0 = position_scale, whatever the denominator
     w = conv.position_scale * np.power(conv.base, -np.arange(nf, dtype=F64) / denom)
     ang = pos[..., None] * w
     s, c = np.sin(ang), np.cos(ang[..., :h])
     out = np.zeros((*pos.shape, d))
     if conv.layout == "interleaved":
-        out[..., 0:2 * h:2] = s[..., :h]
-        out[..., 1:2 * h:2] = c
+        out[..., 0 : 2 * h : 2] = s[..., :h]
+        out[..., 1 : 2 * h : 2] = c
         if nf > h:
             out[..., 2 * h] = s[..., h]
     elif conv.layout == "split":
         out[..., :nf] = s
-        out[..., nf:nf + h] = c
-    else:                    # split_cos_first
+        out[..., nf : nf + h] = c
+    else:  # split_cos_first
         out[..., :h] = c
-        out[..., h:h + nf] = s
+        out[..., h : h + nf] = s
     if conv.padding_idx is not None:
         out[pos == conv.padding_idx] = 0.0
     return out, ang

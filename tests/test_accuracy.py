@@ -39,8 +39,9 @@ def test_float64_never_worse_than_numpy(rng, base, layout):
     err, err_np = [], []
     for d_model in (1, 2, 3, 64, 511, 4096):
         for offset in (0, 2**20 - seq_len):
-            P = fastpe.sinusoidal(seq_len, d_model, base=base, offset=offset,
-                                  dtype=np.float64, layout=layout)
+            P = fastpe.sinusoidal(
+                seq_len, d_model, base=base, offset=offset, dtype=np.float64, layout=layout
+            )
             R = fastpe.reference(seq_len, d_model, base=base, offset=offset, layout=layout)
             rows, cols = _sample(rng, seq_len, d_model, 100)
             exact = exact_values(rows + offset, cols, d_model, base=base, layout=layout)

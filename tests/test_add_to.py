@@ -63,14 +63,14 @@ def test_add_to_per_sequence_offsets_kv_cache(dtype):
 
 def test_add_to_positions_shared_and_per_sequence():
     x = random_x((3, 5, 12), F64)
-    p = np.array([4, 0, 9, 9, 2])                                   # (S,): every sequence
+    p = np.array([4, 0, 9, 9, 2])  # (S,): every sequence
     expect = expected_add(x, np.broadcast_to(p, (3, 5)))
     fastpe.add_to(x, positions=p)
     np.testing.assert_array_equal(x, expect)
     y = random_x((3, 5, 12), F64, 1)
-    P = np.arange(15).reshape(3, 5) * 7                             # (B, S)
+    P = np.arange(15).reshape(3, 5) * 7  # (B, S)
     expect = expected_add(y, P + 100)
-    fastpe.add_to(y, positions=P, offset=100)                      # integer positions + offset
+    fastpe.add_to(y, positions=P, offset=100)  # integer positions + offset
     np.testing.assert_array_equal(y, expect)
     z = random_x((3, 5, 12), F64, 2)
     expect = expected_add(z, P + np.array([1, 2, 3])[:, None])
@@ -89,7 +89,7 @@ def test_add_to_packed_sequences_restart_at_zero():
     table = fastpe.sinusoidal(5, 32, dtype=F64)
     x0 = np.zeros((10, 32))
     fastpe.add_to(x0, positions=pos)
-    np.testing.assert_array_equal(x0[3:8], table)          # the second document starts at 0
+    np.testing.assert_array_equal(x0[3:8], table)  # the second document starts at 0
 
 
 def test_add_to_left_padding():
@@ -131,7 +131,7 @@ def test_add_to_column_slice_and_2d():
     np.testing.assert_array_equal(wide[:, :, 8:24], expect)
     np.testing.assert_array_equal(wide[:, :, :8], before[:, :, :8])
     np.testing.assert_array_equal(wide[:, :, 24:], before[:, :, 24:])
-    x2 = random_x((9, 16), F64)                                   # one (S, d) sequence
+    x2 = random_x((9, 16), F64)  # one (S, d) sequence
     expect = expected_add(x2, np.arange(9))
     fastpe.add_to(x2)
     np.testing.assert_array_equal(x2, expect)
@@ -157,8 +157,7 @@ def test_add_to_shared_positions_match_the_row_by_row_path(conv, d, dtype):
     for nt in (1, 2):
         a, b = x.copy(), x.copy()
         fastpe.add_to(a, convention=conv, scale=0.5, num_threads=nt)
-        fastpe.add_to(b, offset=np.zeros(5, np.int64), convention=conv, scale=0.5,
-                      num_threads=nt)
+        fastpe.add_to(b, offset=np.zeros(5, np.int64), convention=conv, scale=0.5, num_threads=nt)
         assert a.tobytes() == b.tobytes()
     shared, per_seq = a, b
     table = fastpe.sinusoidal(70, d, convention=conv, dtype=F64)
@@ -170,16 +169,19 @@ def test_add_to_shared_positions_match_the_row_by_row_path(conv, d, dtype):
     assert none.any()
 
 
-@pytest.mark.parametrize("make, exc, match", [
-    (lambda: np.zeros((3, 8))[:, ::2], ValueError, "contiguous"),           # strided last axis
-    (lambda: np.zeros((8, 3, 4)).transpose(1, 0, 2), ValueError, "stride"),  # rows not uniform
-    (lambda: np.zeros((4, 8), np.float16), TypeError, "dtype"),
-    (lambda: np.zeros((4, 8), np.int32), TypeError, "dtype"),
-    (lambda: np.zeros((4, 8)).astype(">f8"), TypeError, "dtype"),
-    (lambda: np.zeros(8), ValueError, "shape"),
-    (lambda: np.zeros((4, 0)), ValueError, "d_model"),
-    (lambda: np.zeros((4, 8)).tolist(), TypeError, "ndarray"),
-])
+@pytest.mark.parametrize(
+    "make, exc, match",
+    [
+        (lambda: np.zeros((3, 8))[:, ::2], ValueError, "contiguous"),  # strided last axis
+        (lambda: np.zeros((8, 3, 4)).transpose(1, 0, 2), ValueError, "stride"),  # rows not uniform
+        (lambda: np.zeros((4, 8), np.float16), TypeError, "dtype"),
+        (lambda: np.zeros((4, 8), np.int32), TypeError, "dtype"),
+        (lambda: np.zeros((4, 8)).astype(">f8"), TypeError, "dtype"),
+        (lambda: np.zeros(8), ValueError, "shape"),
+        (lambda: np.zeros((4, 0)), ValueError, "d_model"),
+        (lambda: np.zeros((4, 8)).tolist(), TypeError, "ndarray"),
+    ],
+)
 def test_add_to_refuses_bad_x(make, exc, match):
     with pytest.raises(exc, match=match):
         fastpe.add_to(make())
@@ -192,21 +194,24 @@ def test_add_to_refuses_read_only():
         fastpe.add_to(x)
 
 
-@pytest.mark.parametrize("kw, exc, match", [
-    (dict(offset=1.5), TypeError, "offset"),
-    (dict(offset=[1.5, 2.0]), TypeError, "offset"),
-    (dict(offset=[1, 2, 3]), ValueError, "offset"),
-    (dict(offset=[True, False]), TypeError, "offset"),
-    (dict(positions=np.arange(4)), ValueError, "positions"),
-    (dict(positions=[[0, 1, 2]] * 3), ValueError, "positions"),
-    (dict(positions=[np.nan, 0, 1]), ValueError, "positions"),
-    (dict(positions=["a", "b", "c"]), TypeError, "positions"),
-    (dict(scale=np.nan), ValueError, "scale"),
-    (dict(scale=10**400), ValueError, "scale"),            # OverflowError before
-    (dict(scale="2"), TypeError, "scale"),
-    (dict(scale=True), TypeError, "scale"),
-    (dict(offset=10**15), ValueError, "positions"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, match",
+    [
+        (dict(offset=1.5), TypeError, "offset"),
+        (dict(offset=[1.5, 2.0]), TypeError, "offset"),
+        (dict(offset=[1, 2, 3]), ValueError, "offset"),
+        (dict(offset=[True, False]), TypeError, "offset"),
+        (dict(positions=np.arange(4)), ValueError, "positions"),
+        (dict(positions=[[0, 1, 2]] * 3), ValueError, "positions"),
+        (dict(positions=[np.nan, 0, 1]), ValueError, "positions"),
+        (dict(positions=["a", "b", "c"]), TypeError, "positions"),
+        (dict(scale=np.nan), ValueError, "scale"),
+        (dict(scale=10**400), ValueError, "scale"),  # OverflowError before
+        (dict(scale="2"), TypeError, "scale"),
+        (dict(scale=True), TypeError, "scale"),
+        (dict(offset=10**15), ValueError, "positions"),
+    ],
+)
 def test_add_to_bad_arguments_leave_x_untouched(kw, exc, match):
     x = random_x((2, 3, 8), np.float32)
     before = x.copy()
@@ -218,7 +223,7 @@ def test_add_to_bad_arguments_leave_x_untouched(kw, exc, match):
 def test_add_to_empty_x_still_checks_its_arguments():
     x = np.zeros((0, 5, 8))
     assert fastpe.add_to(x, offset=[]) is x
-    with pytest.raises(TypeError, match="positions"):       # returned silently before
+    with pytest.raises(TypeError, match="positions"):  # returned silently before
         fastpe.add_to(x, positions="abc")
     with pytest.raises(TypeError, match="offset"):
         fastpe.add_to(x, offset=1.5)
@@ -227,14 +232,17 @@ def test_add_to_empty_x_still_checks_its_arguments():
 # ---------------------------------------------------------------- memory
 
 
-@pytest.mark.parametrize("kw", [
-    dict(positions=np.arange(512)),                          # (S,), broadcast to every sequence
-    dict(offset=np.arange(8) * 100),                         # per-sequence offsets
-    dict(positions=np.arange(512), offset=np.arange(8)),     # both
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(positions=np.arange(512)),  # (S,), broadcast to every sequence
+        dict(offset=np.arange(8) * 100),  # per-sequence offsets
+        dict(positions=np.arange(512), offset=np.arange(8)),  # both
+    ],
+)
 def test_add_to_allocates_no_temporary_the_size_of_x(kw):
     x = np.ones((8, 512, 256), np.float32)
-    fastpe.add_to(x.copy(), **kw)                             # warm up (imports, caches)
+    fastpe.add_to(x.copy(), **kw)  # warm up (imports, caches)
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()

@@ -33,9 +33,14 @@ def run_child(code, env=None, timeout=120):
     """Run ``code`` in a fresh interpreter (one OpenMP thread pool of its own)."""
     full_env = dict(os.environ, OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=full_env,
-                          cwd=os.path.dirname(sys.executable))
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=os.path.dirname(sys.executable),
+    )
 
 
 # ------------------------------------------------------------------ threads
@@ -139,7 +144,7 @@ def test_sinusoidal_at_positions_inside_out():
 
 def test_sinusoidal_at_float_positions_inside_out_reversed():
     buf = np.zeros(64 * 8)
-    pos = buf[-64:][::-1]                      # a negative stride, in the last rows
+    pos = buf[-64:][::-1]  # a negative stride, in the last rows
     pos[:] = np.linspace(0.25, 100.5, 64)
     expected = fastpe.sinusoidal_at(pos.copy(), 8, dtype=np.float64)
     got = fastpe.sinusoidal_at(pos, 8, out=buf.reshape(64, 8))
@@ -148,7 +153,7 @@ def test_sinusoidal_at_float_positions_inside_out_reversed():
 
 def test_add_to_positions_inside_x():
     x = np.zeros((1, 16, 8))
-    pos = x[0, ::-1, 3]                        # a column of x itself, last row first
+    pos = x[0, ::-1, 3]  # a column of x itself, last row first
     pos[:] = np.arange(16) * 3.0 + 0.5
     ref = x.copy()
     fastpe.add_to(ref, positions=pos.copy())
@@ -159,7 +164,7 @@ def test_add_to_positions_inside_x():
 def test_add_to_integer_positions_and_offsets_inside_x():
     raw = np.zeros(4 * 16 * 8)
     x = raw.reshape(4, 16, 8)
-    ints = raw.view(np.int64)                  # the same bytes, seen as int64
+    ints = raw.view(np.int64)  # the same bytes, seen as int64
     ints[:16] = np.arange(16) * 2
     ints[200:204] = [5, 0, 7, 1]
     pos, off = ints[:16], ints[200:204]
@@ -185,31 +190,43 @@ def test_adjacent_inputs_are_not_copied_or_refused():
     buf = np.zeros(64 * 8 + 64)
     out, pos = buf[:512].reshape(64, 8), buf[512:]
     pos[:] = np.arange(64)
-    np.testing.assert_array_equal(fastpe.sinusoidal_at(pos, 8, out=out),
-                                  fastpe.sinusoidal(64, 8, dtype=np.float64))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal_at(pos, 8, out=out), fastpe.sinusoidal(64, 8, dtype=np.float64)
+    )
 
 
 def test_c_api_refuses_overlap_and_accepts_adjacent():
     get = ctypes.pythonapi.PyCapsule_GetPointer
     get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     table = get(kernel._C_API, b"fastpe.kernel._C_API")
-    fn_t = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                            ctypes.c_int64, ctypes.c_void_p, ctypes.c_double, ctypes.c_int,
-                            ctypes.c_int)
+    fn_t = ctypes.CFUNCTYPE(
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_int64,
+        ctypes.c_void_p,
+        ctypes.c_double,
+        ctypes.c_int,
+        ctypes.c_int,
+    )
     # fill_positions_f64 is the 6th pointer after (abi_major, abi_minor, size)
     slot = ctypes.c_void_p.from_address(table + 8 + ctypes.sizeof(ctypes.c_size_t) + 5 * 8)
     fill_positions_f64 = fn_t(slot.value)
     buf = np.zeros(4 * 8 + 4)
     buf[32:] = [1, 2, 3, 4]
     before = buf.copy()
-    inside = buf.ctypes.data + 8 * 8                       # positions in row 1
-    assert fill_positions_f64(buf.ctypes.data, 4, 8, 8, inside, 1e4, 0, 1) \
+    inside = buf.ctypes.data + 8 * 8  # positions in row 1
+    assert (
+        fill_positions_f64(buf.ctypes.data, 4, 8, 8, inside, 1e4, 0, 1)
         == kernel._C_CONSTANTS["FASTPE_EOVERLAP"]
+    )
     np.testing.assert_array_equal(buf, before)
-    after = buf.ctypes.data + 32 * 8                       # right after the last row
+    after = buf.ctypes.data + 32 * 8  # right after the last row
     assert fill_positions_f64(buf.ctypes.data, 4, 8, 8, after, 1e4, 0, 1) == 0
-    np.testing.assert_array_equal(buf[:32].reshape(4, 8),
-                                  fastpe.sinusoidal_at([1, 2, 3, 4], 8, dtype=np.float64))
+    np.testing.assert_array_equal(
+        buf[:32].reshape(4, 8), fastpe.sinusoidal_at([1, 2, 3, 4], 8, dtype=np.float64)
+    )
 
 
 # ---------------------------------------------------------------- Ctrl-C
@@ -249,10 +266,13 @@ INTERRUPT = """
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-@pytest.mark.parametrize("call", [
-    "fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)",
-    "fastpe.add_to(out, positions=pos, num_threads=1)",
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)",
+        "fastpe.add_to(out, positions=pos, num_threads=1)",
+    ],
+)
 def test_ctrl_c_interrupts_a_long_fill(call):
     r = run_child(INTERRUPT.replace("CALL", call))
     assert r.returncode == 0, r.stderr
@@ -261,8 +281,9 @@ def test_ctrl_c_interrupts_a_long_fill(call):
     latency, untouched, chunk = float(words[1]), int(words[2]), float(words[3])
     # One chunk at most (~5 ms of work on a quiet machine, ~25 % of this fill), with
     # room for the signal's delivery and a busy machine's scheduling.
-    assert latency < 2 * chunk + 0.02, \
+    assert latency < 2 * chunk + 0.02, (
         f"KeyboardInterrupt {latency:.3f} s after SIGINT, one chunk takes {chunk:.3f} s"
+    )
     assert untouched > 0, "the fill ran to its end before the interrupt was seen"
 
 
@@ -322,13 +343,18 @@ def restore_cgroup_caches():
 
 
 def test_cgroup_v2_limits(tmp_path, monkeypatch, restore_cgroup_caches):
-    fake_cgroup(tmp_path, monkeypatch, "0::/user.slice/job\n", {
-        "cpu.max": "max 100000\n",
-        "user.slice/cpu.max": "250000 100000\n",          # a parent's quota: 2.5 cores
-        "user.slice/job/cpu.max": "max 100000\n",
-        "user.slice/job/memory.max": "1073741824\n",
-        "user.slice/memory.max": "max\n",
-    })
+    fake_cgroup(
+        tmp_path,
+        monkeypatch,
+        "0::/user.slice/job\n",
+        {
+            "cpu.max": "max 100000\n",
+            "user.slice/cpu.max": "250000 100000\n",  # a parent's quota: 2.5 cores
+            "user.slice/job/cpu.max": "max 100000\n",
+            "user.slice/job/memory.max": "1073741824\n",
+            "user.slice/memory.max": "max\n",
+        },
+    )
     assert _system.cgroup_cpu_quota() == 3
     assert _system.cgroup_memory_limit() == 1 << 30
     limit = _system.memory_limit()
@@ -336,20 +362,25 @@ def test_cgroup_v2_limits(tmp_path, monkeypatch, restore_cgroup_caches):
 
 
 def test_cgroup_v1_limits(tmp_path, monkeypatch, restore_cgroup_caches):
-    fake_cgroup(tmp_path, monkeypatch,
-                "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n", {
-                    "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "100000\n",
-                    "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
-                    "memory/docker/abc/memory.limit_in_bytes": "536870912\n",
-                    "memory/memory.limit_in_bytes": "9223372036854771712\n",   # no limit
-                })
+    fake_cgroup(
+        tmp_path,
+        monkeypatch,
+        "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n",
+        {
+            "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "100000\n",
+            "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+            "memory/docker/abc/memory.limit_in_bytes": "536870912\n",
+            "memory/memory.limit_in_bytes": "9223372036854771712\n",  # no limit
+        },
+    )
     assert _system.cgroup_cpu_quota() == 1
     assert _system.cgroup_memory_limit() == 512 << 20
 
 
 def test_no_cgroup_limits(tmp_path, monkeypatch, restore_cgroup_caches):
-    fake_cgroup(tmp_path, monkeypatch, "0::/\n", {"cpu.max": "max 100000\n",
-                                                  "memory.max": "max\n"})
+    fake_cgroup(
+        tmp_path, monkeypatch, "0::/\n", {"cpu.max": "max 100000\n", "memory.max": "max\n"}
+    )
     assert _system.cgroup_cpu_quota() == 0
     assert _system.cgroup_memory_limit() is None
 
@@ -361,10 +392,11 @@ def test_long_double_positions_exact_or_refused():
     if np.dtype(np.longdouble).itemsize <= 8:
         pytest.skip("long double is float64 on this platform")
     exact = np.array([0, 3, 1e6 + 0.5], dtype=np.longdouble)
-    np.testing.assert_array_equal(fastpe.sinusoidal_at(exact, 16),
-                                  fastpe.sinusoidal_at(exact.astype(np.float64), 16))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal_at(exact, 16), fastpe.sinusoidal_at(exact.astype(np.float64), 16)
+    )
     inexact = np.array([3], dtype=np.longdouble) + np.longdouble(2) ** -60
-    with pytest.raises(ValueError, match="positions of dtype float(96|128) must hold values"):
+    with pytest.raises(ValueError, match=r"positions of dtype float(96|128) must hold values"):
         fastpe.sinusoidal_at(inexact, 16)
     x = np.zeros((1, 8))
     with pytest.raises(ValueError, match="positions"):

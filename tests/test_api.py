@@ -148,7 +148,9 @@ def test_out_ndarray_subclass():
         (lambda: np.zeros((4, 4), np.float32)[::-1], ValueError, "backwards"),
         (lambda: [[0.0] * 4] * 4, TypeError, "ndarray"),
         (
-            lambda: np.frombuffer(bytearray(4 * 4 * 4 + 1), np.float32, offset=1, count=16).reshape(4, 4),
+            lambda: np.frombuffer(
+                bytearray(4 * 4 * 4 + 1), np.float32, offset=1, count=16
+            ).reshape(4, 4),
             ValueError,
             "aligned|writable",
         ),
@@ -237,7 +239,7 @@ def test_gil_released_during_fill():
     while True:
         pos = np.arange(rows) + 0.5
         out = np.empty((rows, 4096), np.float32)
-        fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)   # touch pages, warm up
+        fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)  # touch pages, warm up
         t0 = time.perf_counter()
         fastpe.sinusoidal_at(pos, 4096, out=out, num_threads=1)
         fill_time = time.perf_counter() - t0
@@ -305,8 +307,15 @@ widths = st.integers(min_value=1, max_value=300)
     num_threads=st.one_of(st.none(), st.integers(1, 4)),
 )
 def test_property_matches_reference(seq_len, d_model, offset, base, layout, dtype, num_threads):
-    P = fastpe.sinusoidal(seq_len, d_model, base=base, offset=offset, layout=layout,
-                          dtype=dtype, num_threads=num_threads)
+    P = fastpe.sinusoidal(
+        seq_len,
+        d_model,
+        base=base,
+        offset=offset,
+        layout=layout,
+        dtype=dtype,
+        num_threads=num_threads,
+    )
     R = fastpe.reference(seq_len, d_model, base=base, offset=offset, layout=layout)
     assert P.shape == (seq_len, d_model) and P.dtype == dtype
     # reference error <= ~|k| * 2^-52; fastpe float32 rounding <= 2^-24
@@ -322,12 +331,13 @@ def test_property_matches_reference(seq_len, d_model, offset, base, layout, dtyp
 )
 def test_property_out_window_only_writes_inside(d_model, start, length, col0):
     wide = np.full((length, d_model + 20), -5.0)
-    win = wide[:, col0:col0 + d_model]
+    win = wide[:, col0 : col0 + d_model]
     fastpe.sinusoidal(length, d_model, offset=start, out=win)
-    np.testing.assert_array_equal(win, fastpe.sinusoidal(length, d_model, offset=start,
-                                                         dtype=np.float64))
+    np.testing.assert_array_equal(
+        win, fastpe.sinusoidal(length, d_model, offset=start, dtype=np.float64)
+    )
     mask = np.ones(wide.shape, bool)
-    mask[:, col0:col0 + d_model] = False
+    mask[:, col0 : col0 + d_model] = False
     assert np.all(wide[mask] == -5.0)
 
 

@@ -28,8 +28,9 @@ def test_quick_run_prints_table(capsys):
 
 
 def test_json_output(capsys):
-    rc = _bench.main(["--quick", "--size", "8x4", "--no-add-to", "--no-small", "--no-progress",
-                      "--json"])
+    rc = _bench.main(
+        ["--quick", "--size", "8x4", "--no-add-to", "--no-small", "--no-progress", "--json"]
+    )
     data = json.loads(capsys.readouterr().out)
     assert rc == 0
     (row32, row64) = data["results"]
@@ -43,17 +44,23 @@ def test_json_output(capsys):
 
 def test_small_call_competitors_compute_the_same_rows():
     pos = np.array([0, 3, 1000])
-    np.testing.assert_allclose(_bench.numpy_rows_f32(pos, 64),
-                               fastpe.sinusoidal_at(pos, 64, dtype=np.float64), atol=2e-4)
+    np.testing.assert_allclose(
+        _bench.numpy_rows_f32(pos, 64), fastpe.sinusoidal_at(pos, 64, dtype=np.float64), atol=2e-4
+    )
     t = np.array([999.5, 0.0, 17.25])
-    np.testing.assert_allclose(_bench.diffusers_numpy_f32(t, 320),
-                               fastpe.sinusoidal_at(t, 320, convention="diffusers",
-                                                    dtype=np.float64), atol=2e-4)
+    np.testing.assert_allclose(
+        _bench.diffusers_numpy_f32(t, 320),
+        fastpe.sinusoidal_at(t, 320, convention="diffusers", dtype=np.float64),
+        atol=2e-4,
+    )
 
 
 def test_small_calls_section(monkeypatch, capsys):
-    monkeypatch.setattr(_bench, "_interleaved_medians",
-                        lambda fns, rounds: {n: 1e-6 * (i + 1) for i, n in enumerate(fns)})
+    monkeypatch.setattr(
+        _bench,
+        "_interleaved_medians",
+        lambda fns, rounds: {n: 1e-6 * (i + 1) for i, n in enumerate(fns)},
+    )
     small = _bench.measure_small(quick=True)
     names = {what for what, *_ in _bench.SMALL_TARGETS}
     checks = _bench.small_targets(small)
@@ -65,8 +72,12 @@ def test_small_calls_section(monkeypatch, capsys):
 
 def test_add_to_comparison_small():
     res = _bench.measure_add_to((2, 16, 8), quick=True)
-    assert set(res["median_s"]) == {"fastpe.add_to", "fastpe.add_to positions=",
-                                    "NumPy x*=s; x+=table", "NumPy x*=s; x+=table[positions]"}
+    assert set(res["median_s"]) == {
+        "fastpe.add_to",
+        "fastpe.add_to positions=",
+        "NumPy x*=s; x+=table",
+        "NumPy x*=s; x+=table[positions]",
+    }
     assert all(t > 0 for t in res["median_s"].values())
 
 

@@ -45,7 +45,9 @@ def _tampered_header(dest_dir, macro, bump):
     built against another fastpe release would have compiled in."""
     with open(os.path.join(fastpe.get_include(), "fastpe.h")) as f:
         text = f.read()
-    new, n = re.subn(rf"#define {macro} (\d+)", lambda m: f"#define {macro} {int(m[1]) + bump}", text)
+    new, n = re.subn(
+        rf"#define {macro}\s+(\d+)", lambda m: f"#define {macro} {int(m[1]) + bump}", text
+    )
     assert n == 1, f"{macro} not found in fastpe.h"
     dest_dir.mkdir()
     (dest_dir / "fastpe.h").write_text(new)
@@ -67,14 +69,16 @@ def probes(tmp_path_factory):
     exts = []
     for name, include in variants.items():
         shutil.copy(EXT_DIR / "fastpe_capi_probe.c", work / f"{name}.c")
-        exts.append(dict(
-            name=name,
-            sources=[f"{name}.c"],
-            include_dirs=[include],
-            define_macros=[("PROBE_NAME", name)],
-            extra_compile_args=quick_cflags() + threads,
-            extra_link_args=threads,
-        ))
+        exts.append(
+            dict(
+                name=name,
+                sources=[f"{name}.c"],
+                include_dirs=[include],
+                define_macros=[("PROBE_NAME", name)],
+                extra_compile_args=quick_cflags() + threads,
+                extra_link_args=threads,
+            )
+        )
     build(work, exts)
     return work
 
@@ -109,11 +113,11 @@ def test_capsule_table_version_and_size(probe):
 )
 def test_fill_matches_sinusoidal(probe, kind, layout, seq_len, d_model, offset, num_threads):
     out = np.full((seq_len, d_model), SENTINEL, DTYPE[kind])
-    code = probe.fill(out, kind, seq_len, d_model, d_model, 10000.0, offset, LAYOUT[layout],
-                      num_threads)
+    code = probe.fill(
+        out, kind, seq_len, d_model, d_model, 10000.0, offset, LAYOUT[layout], num_threads
+    )
     assert code == CODES["FASTPE_OK"]
-    expected = fastpe.sinusoidal(seq_len, d_model, offset=offset, layout=layout,
-                                 dtype=DTYPE[kind])
+    expected = fastpe.sinusoidal(seq_len, d_model, offset=offset, layout=layout, dtype=DTYPE[kind])
     np.testing.assert_array_equal(out, expected)
 
 
@@ -126,9 +130,9 @@ def test_row_stride_fills_a_column_window_only(probe, kind):
     code = probe.fill(tail, kind, S, D, W, 500.0, 3, LAYOUT["split"], 0)
     assert code == CODES["FASTPE_OK"]
     expected = fastpe.sinusoidal(S, D, base=500.0, offset=3, layout="split", dtype=DTYPE[kind])
-    np.testing.assert_array_equal(M[:, col0:col0 + D], expected)
+    np.testing.assert_array_equal(M[:, col0 : col0 + D], expected)
     outside = np.ones(M.shape, bool)
-    outside[:, col0:col0 + D] = False
+    outside[:, col0 : col0 + D] = False
     assert np.all(M[outside] == SENTINEL)
 
 
@@ -159,9 +163,9 @@ GOOD = dict(seq_len=3, d_model=4, row_stride=4, base=10000.0, offset=0, layout=0
         (dict(layout=-1), "FASTPE_ELAYOUT"),
         (dict(offset=2**62), "FASTPE_ERANGE"),
         (dict(offset=-(2**62)), "FASTPE_ERANGE"),
-        (dict(offset=INT64_MAX), "FASTPE_ERANGE"),   # offset + seq_len would overflow
+        (dict(offset=INT64_MAX), "FASTPE_ERANGE"),  # offset + seq_len would overflow
         (dict(offset=-(2**63)), "FASTPE_ERANGE"),
-        (dict(base=1e-300), "FASTPE_ERANGE"),        # base < 1: huge frequencies
+        (dict(base=1e-300), "FASTPE_ERANGE"),  # base < 1: huge frequencies
     ],
 )
 @pytest.mark.parametrize("kind", ["f", "d"])
@@ -169,8 +173,17 @@ def test_invalid_arguments_return_the_code_and_write_nothing(probe, change, code
     args = {**GOOD, **change}
     out = np.full(64, SENTINEL, DTYPE[kind])
     target = args.pop("out", out)
-    got = probe.fill(target, kind, args["seq_len"], args["d_model"], args["row_stride"],
-                     args["base"], args["offset"], args["layout"], 0)
+    got = probe.fill(
+        target,
+        kind,
+        args["seq_len"],
+        args["d_model"],
+        args["row_stride"],
+        args["base"],
+        args["offset"],
+        args["layout"],
+        0,
+    )
     assert got == CODES[code]
     assert np.all(out == SENTINEL)
 
@@ -221,23 +234,29 @@ def test_concurrent_calls_from_native_threads(probe):
 
 def test_extension_built_against_a_newer_major_fails_to_import(probes):
     major, minor = fastpe.kernel.C_API_VERSION
-    with pytest.raises(ImportError, match=rf"compiled against the fastpe C API {major + 1}\.{minor}"
-                                          rf".*incompatible C API {major}\.{minor}.*rebuild"):
+    with pytest.raises(
+        ImportError,
+        match=rf"compiled against the fastpe C API {major + 1}\.{minor}"
+        rf".*incompatible C API {major}\.{minor}.*rebuild",
+    ):
         load(probes, "fastpe_capi_probe_newmajor")
 
 
 def test_extension_built_against_a_newer_minor_fails_to_import(probes):
     major, minor = fastpe.kernel.C_API_VERSION
-    with pytest.raises(ImportError, match=rf"compiled against the fastpe C API {major}\.{minor + 1}"
-                                          rf".*provides only C API {major}\.{minor}.*upgrade fastpe"):
+    with pytest.raises(
+        ImportError,
+        match=rf"compiled against the fastpe C API {major}\.{minor + 1}"
+        rf".*provides only C API {major}\.{minor}.*upgrade fastpe",
+    ):
         load(probes, "fastpe_capi_probe_newminor")
 
 
 @pytest.mark.parametrize(
     "replacement, match",
     [
-        (datetime.datetime_CAPI, "not a \"fastpe.kernel._C_API\" capsule"),  # another capsule
-        (object(), "not a \"fastpe.kernel._C_API\" capsule"),
+        (datetime.datetime_CAPI, 'not a "fastpe.kernel._C_API" capsule'),  # another capsule
+        (object(), 'not a "fastpe.kernel._C_API" capsule'),
         (None, "no _C_API"),  # deleted: a fastpe from before the C API
     ],
 )
@@ -262,13 +281,15 @@ import fastpe.kernel as k
 ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
 ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 FILL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                        ctypes.c_int64, ctypes.c_double, ctypes.c_int64, ctypes.c_int, ctypes.c_int)
+                        ctypes.c_int64, ctypes.c_double, ctypes.c_int64, ctypes.c_int,
+                        ctypes.c_int)
 
 class Table(ctypes.Structure):  # fastpe_api_t, ABI 1.0
     _fields_ = [("abi_major", ctypes.c_uint32), ("abi_minor", ctypes.c_uint32),
                 ("size", ctypes.c_size_t), ("fill_f32", FILL), ("fill_f64", FILL)]
 
-table = Table.from_address(ctypes.pythonapi.PyCapsule_GetPointer(k._C_API, b"fastpe.kernel._C_API"))
+table = Table.from_address(
+    ctypes.pythonapi.PyCapsule_GetPointer(k._C_API, b"fastpe.kernel._C_API"))
 buf = np.zeros(16, np.float32)
 d_model = int(sys.argv[1])
 print(table.fill_f32(buf.ctypes.data, 1, d_model, d_model, 10000.0, 0, 0, 1))
@@ -279,8 +300,12 @@ print(table.fill_f32(buf.ctypes.data, 1, d_model, d_model, 10000.0, 0, 0, 1))
 def test_absurd_width_returns_a_code_instead_of_crashing(d_model):
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-c", _CALL_THROUGH_CTYPES, str(d_model)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CALL_THROUGH_CTYPES, str(d_model)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert int(proc.stdout) in (CODES["FASTPE_ESIZE"], CODES["FASTPE_ENOMEM"])
 
@@ -290,7 +315,8 @@ def test_spec_wrappers_fill_every_convention(probe, name):
     raw = probe.spec_table(name, 24, 30, -4)
     got = np.frombuffer(raw, np.float64).reshape(30, 24)
     np.testing.assert_array_equal(
-        got, fastpe.sinusoidal(30, 24, offset=-4, dtype=np.float64, convention=name))
+        got, fastpe.sinusoidal(30, 24, offset=-4, dtype=np.float64, convention=name)
+    )
 
 
 def test_spec_wrappers_raise_the_python_errors(probe):

@@ -30,9 +30,15 @@ def _param_type(decl):
     """'const double *positions' -> 'const double *'; 'PyObject *x' -> 'object'."""
     tokens = re.findall(r"\w+|\*", decl)
     words = [t for t in tokens if t != "*"]
-    if tokens and tokens[-1] != "*" and len(words) > 1 and words[-1] not in C_KEYWORDS \
-            and not words[-1].endswith("_t") and words[-1] != "object":
-        tokens = tokens[:-1]                       # the parameter's name
+    if (
+        tokens
+        and tokens[-1] != "*"
+        and len(words) > 1
+        and words[-1] not in C_KEYWORDS
+        and not words[-1].endswith("_t")
+        and words[-1] != "object"
+    ):
+        tokens = tokens[:-1]  # the parameter's name
     text = " ".join(tokens).replace(" *", " *").replace("* ", "*")
     text = re.sub(r"\s*\*", " *", text).strip()
     return {"PyObject *": "object"}.get(text, text)
@@ -44,19 +50,22 @@ def _params(text):
 
 
 def _ret(text):
-    return _param_type(" ".join(text.split()) + " x")   # a return type is a nameless decl
+    return _param_type(" ".join(text.split()) + " x")  # a return type is a nameless decl
 
 
 def header():
     """(typedefs {name: (ret, params)}, table members [(type, name)], wrappers)."""
     text = _strip_comments((PKG / "include" / "fastpe.h").read_text())
-    typedefs = {name: (_ret(ret), _params(params)) for ret, name, params in re.findall(
-        r"typedef\s+([\w\s\*]+?)\(\s*\*\s*(fastpe_\w+_fn)\s*\)\s*\(([^)]*)\)\s*;", text)}
+    typedefs = {
+        name: (_ret(ret), _params(params))
+        for ret, name, params in re.findall(
+            r"typedef\s+([\w\s\*]+?)\(\s*\*\s*(fastpe_\w+_fn)\s*\)\s*\(([^)]*)\)\s*;", text
+        )
+    }
     body = re.search(r"typedef\s+struct\s+fastpe_api\s*\{(.*?)\}\s*fastpe_api_t\s*;", text, re.S)
     members = re.findall(r"(\w+)\s+(\w+)\s*;", body.group(1))
     wrappers = {}
-    for params, body_text in re.findall(
-            r"\bfastpe_\w+\s*\(([^)]*)\)\s*\{(.*?)\n\}", text, re.S):
+    for params, body_text in re.findall(r"\bfastpe_\w+\s*\(([^)]*)\)\s*\{(.*?)\n\}", text, re.S):
         call = re.search(r"fastpe_api->(\w+)\(", body_text)
         if call:
             wrappers[call.group(1)] = _params(params)
@@ -66,9 +75,13 @@ def header():
 def pxd_declarations():
     """{name: (ret, params)} of kernel.pxd's cdef functions."""
     text = re.sub(r"#[^\n]*", " ", (PKG / "kernel.pxd").read_text())
-    return {name: (_ret(ret), _params(params)) for ret, name, params in re.findall(
-        r"^cdef\s+([\w\s\*]+?)\b(\w+)\s*\(([^)]*)\)", text, re.M)
-        if not ret.strip().startswith(("enum", "extern", "struct"))}
+    return {
+        name: (_ret(ret), _params(params))
+        for ret, name, params in re.findall(
+            r"^cdef\s+([\w\s\*]+?)\b(\w+)\s*\(([^)]*)\)", text, re.M
+        )
+        if not ret.strip().startswith(("enum", "extern", "struct"))
+    }
 
 
 def pxi_view():
@@ -76,8 +89,12 @@ def pxi_view():
     order [name]) of _capi.pxi."""
     text = re.sub(r"#[^\n]*", " ", (PKG / "_capi.pxi").read_text())
     block = re.search(r'cdef extern from "include/fastpe.h":\n(.*?)\n\S', text, re.S).group(1)
-    ctypedefs = {name: (_ret(ret), _params(params)) for ret, name, params in re.findall(
-        r"ctypedef\s+([\w\s\*]+?)\(\s*\*\s*(fastpe_\w+_fn)\s*\)\s*\(([^)]*)\)", block)}
+    ctypedefs = {
+        name: (_ret(ret), _params(params))
+        for ret, name, params in re.findall(
+            r"ctypedef\s+([\w\s\*]+?)\(\s*\*\s*(fastpe_\w+_fn)\s*\)\s*\(([^)]*)\)", block
+        )
+    }
     struct = re.search(r"ctypedef struct fastpe_api_t:\n((?:\s{8}.*\n)+)", block + "\n")
     members = re.findall(r"^\s+(\w+)\s+(\w+)\s*$", struct.group(1), re.M)
     assigned = re.findall(r"^_c_api_table\.(\w+)\s*=\s*\w+", text, re.M)
@@ -90,7 +107,7 @@ FUNCTIONS = [(t, n) for t, n in MEMBERS if t.endswith("_fn")]
 
 def test_the_parsers_find_the_whole_table():
     assert [n for _, n in MEMBERS[:3]] == ["abi_major", "abi_minor", "size"]
-    assert len(FUNCTIONS) == len(MEMBERS) - 3 >= 18      # ABI 1.2: 18 functions
+    assert len(FUNCTIONS) == len(MEMBERS) - 3 >= 18  # ABI 1.2: 18 functions
     assert set(TYPEDEFS) == {t for t, _ in FUNCTIONS}
 
 
@@ -118,4 +135,3 @@ def test_the_capsule_table_has_fastpe_h_order():
     _, members, assigned = pxi_view()
     assert members == MEMBERS
     assert assigned == [n for _, n in MEMBERS]
-

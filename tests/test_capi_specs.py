@@ -14,8 +14,13 @@ import fastpe
 from fastpe import kernel
 
 C = kernel._C_CONSTANTS
-i64, dbl, cint, vp, cp = (ctypes.c_int64, ctypes.c_double, ctypes.c_int, ctypes.c_void_p,
-                          ctypes.c_char_p)
+i64, dbl, cint, vp, cp = (
+    ctypes.c_int64,
+    ctypes.c_double,
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_char_p,
+)
 # the constructors need the GIL and set Python exceptions: PYFUNCTYPE keeps the GIL
 # and raises them; the fills are GIL-free: CFUNCTYPE releases it
 SPEC_NEW = ctypes.PYFUNCTYPE(vp, ctypes.py_object, i64)
@@ -29,12 +34,19 @@ SPEC_ADD = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, i64, dbl, cint)
 
 class Table(capi_add.Table):
     """fastpe_api_t up to ABI 1.2: the 1.1 table and the compiled-spec entries."""
-    _fields_: ClassVar = [("spec_new", SPEC_NEW), ("spec_from_knobs", SPEC_KNOBS),
-                ("spec_free", SPEC_FREE), ("spec_d_model", SPEC_D),
-                ("spec_fill_f32", SPEC_FILL), ("spec_fill_f64", SPEC_FILL),
-                ("spec_fill_positions_f32", SPEC_FILLPOS),
-                ("spec_fill_positions_f64", SPEC_FILLPOS),
-                ("spec_add_f32", SPEC_ADD), ("spec_add_f64", SPEC_ADD)]
+
+    _fields_: ClassVar = [
+        ("spec_new", SPEC_NEW),
+        ("spec_from_knobs", SPEC_KNOBS),
+        ("spec_free", SPEC_FREE),
+        ("spec_d_model", SPEC_D),
+        ("spec_fill_f32", SPEC_FILL),
+        ("spec_fill_f64", SPEC_FILL),
+        ("spec_fill_positions_f32", SPEC_FILLPOS),
+        ("spec_fill_positions_f64", SPEC_FILLPOS),
+        ("spec_add_f32", SPEC_ADD),
+        ("spec_add_f64", SPEC_ADD),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +77,15 @@ def fill(t, dtype):
     return t.spec_fill_f32 if dtype == np.float32 else t.spec_fill_f64
 
 
-CONVENTIONS = ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj",
-               fastpe.Convention.diffusers(flip_sin_to_cos=True, downscale_freq_shift=0.0),
-               fastpe.Convention(base=500.0, layout="split", odd="zero")]
+CONVENTIONS = [
+    "vaswani",
+    "tensor2tensor",
+    "fairseq",
+    "diffusers",
+    "gptj",
+    fastpe.Convention.diffusers(flip_sin_to_cos=True, downscale_freq_shift=0.0),
+    fastpe.Convention(base=500.0, layout="split", odd="zero"),
+]
 
 
 @pytest.mark.parametrize("convention", CONVENTIONS, ids=str)
@@ -81,19 +99,20 @@ def test_spec_fill_equals_python(t, spec, convention, dtype, d_model, seq_len, o
     wide = np.full((seq_len, d_model + 5), 3.0, dtype)
     assert fill(t, dtype)(h, wide[:, 2:].ctypes.data, seq_len, d_model + 5, offset, 0) == 0
     want = fastpe.sinusoidal(seq_len, d_model, offset=offset, dtype=dtype, convention=convention)
-    np.testing.assert_array_equal(wide[:, 2:2 + d_model], want)
-    assert (wide[:, :2] == 3).all() and (wide[:, 2 + d_model:] == 3).all()
+    np.testing.assert_array_equal(wide[:, 2 : 2 + d_model], want)
+    assert (wide[:, :2] == 3).all() and (wide[:, 2 + d_model :] == 3).all()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_spec_positions_and_add_equal_python(t, spec, dtype):
-    h = spec("fairseq", 40)                   # includes the zero row at padding_idx = 1
+    h = spec("fairseq", 40)  # includes the zero row at padding_idx = 1
     pos = np.array([0.0, 1.0, 2.5, 999.0, -3.0])
     out = np.zeros((5, 40), dtype)
     fp = t.spec_fill_positions_f32 if dtype == np.float32 else t.spec_fill_positions_f64
     assert fp(h, out.ctypes.data, 5, 40, pos.ctypes.data, 1) == 0
-    np.testing.assert_array_equal(out, fastpe.sinusoidal_at(pos, 40, dtype=dtype,
-                                                            convention="fairseq"))
+    np.testing.assert_array_equal(
+        out, fastpe.sinusoidal_at(pos, 40, dtype=dtype, convention="fairseq")
+    )
     x0 = np.linspace(-1, 1, 3 * 7 * 40).reshape(3, 7, 40).astype(dtype)
     x = x0.copy()
     add = t.spec_add_f32 if dtype == np.float32 else t.spec_add_f64
@@ -108,23 +127,33 @@ def test_spec_from_knobs_equals_the_convention(t):
     try:
         out = np.zeros((9, 48))
         assert t.spec_fill_f64(h, out.ctypes.data, 9, 48, 0, 1) == 0
-        conv = fastpe.Convention(base=321.0, denominator="h-shift", shift=0.5,
-                                 position_scale=2.0, layout="split_cos_first", odd="zero",
-                                 padding_idx=4)
-        np.testing.assert_array_equal(out, fastpe.sinusoidal(9, 48, dtype=np.float64,
-                                                             convention=conv))
+        conv = fastpe.Convention(
+            base=321.0,
+            denominator="h-shift",
+            shift=0.5,
+            position_scale=2.0,
+            layout="split_cos_first",
+            odd="zero",
+            padding_idx=4,
+        )
+        np.testing.assert_array_equal(
+            out, fastpe.sinusoidal(9, 48, dtype=np.float64, convention=conv)
+        )
         assert not out[4].any()
     finally:
         t.spec_free(h)
 
 
-@pytest.mark.parametrize("args, exc, match", [
-    (("nope", 8), ValueError, "convention"),
-    (("vaswani", 0), ValueError, "d_model"),
-    ((3.5, 8), TypeError, "convention"),
-    (("gptj", 7), ValueError, "even"),
-    ((fastpe.Convention(base=5e-324), 64), ValueError, "base"),
-])
+@pytest.mark.parametrize(
+    "args, exc, match",
+    [
+        (("nope", 8), ValueError, "convention"),
+        (("vaswani", 0), ValueError, "d_model"),
+        ((3.5, 8), TypeError, "convention"),
+        (("gptj", 7), ValueError, "even"),
+        ((fastpe.Convention(base=5e-324), 64), ValueError, "base"),
+    ],
+)
 def test_spec_new_errors_are_the_python_ones(t, args, exc, match):
     with pytest.raises(exc, match=match):
         t.spec_new(*args)
@@ -149,10 +178,12 @@ def test_spec_fill_codes_touch_nothing(t, spec):
         (t.spec_fill_f64, (h, x.ctypes.data, 2, 8, 2**62, 0), "FASTPE_ERANGE"),
         (t.spec_add_f64, (h, x.ctypes.data, 1, 2, 8, 0, float("nan"), 0), "FASTPE_ESCALE"),
         (t.spec_add_f64, (h, x.ctypes.data, -1, 2, 8, 0, 1.0, 0), "FASTPE_ESIZE"),
-        (t.spec_fill_positions_f64, (h, x.ctypes.data, 2, 8, pos.ctypes.data, 0),
-         "FASTPE_ERANGE"),
-        (t.spec_fill_positions_f64, (h, x.ctypes.data, 2, 8, x.ctypes.data + 64, 0),
-         "FASTPE_EOVERLAP"),
+        (t.spec_fill_positions_f64, (h, x.ctypes.data, 2, 8, pos.ctypes.data, 0), "FASTPE_ERANGE"),
+        (
+            t.spec_fill_positions_f64,
+            (h, x.ctypes.data, 2, 8, x.ctypes.data + 64, 0),
+            "FASTPE_EOVERLAP",
+        ),
     ]
     for fn, args, code in cases:
         assert fn(*args) == C[code], (args, code)
@@ -162,11 +193,11 @@ def test_spec_fill_codes_touch_nothing(t, spec):
 
 def test_c_plan_cache_is_bounded_and_shared(t, spec):
     out = np.zeros((4, 700))
-    for d in range(600, 620):                 # more widths than the cache holds
+    for d in range(600, 620):  # more widths than the cache holds
         assert t.fill_f64(out.ctypes.data, 4, d, 700, 1e4, 0, 0, 1) == 0
     cached = kernel._c_plan_cache()
     assert 0 < len(cached) <= 8
-    assert all(refs == 0 for *_, refs in cached)        # every fill released its plan
+    assert all(refs == 0 for *_, refs in cached)  # every fill released its plan
     # a spec of the same frequencies uses the same plan as the plain fill
     h = spec("vaswani", 256)
     t.fill_f64(out.ctypes.data, 1, 256, 700, 1e4, 0, 0, 1)
@@ -181,8 +212,11 @@ def test_many_threads_share_the_cache(t, spec):
     widths = list(range(100, 132))
     want = {d: fastpe.sinusoidal(20, d, offset=50, dtype=np.float64) for d in widths}
     specs = {d: spec("tensor2tensor" if d % 2 else "vaswani", d) for d in widths}
-    want_t2t = {d: fastpe.sinusoidal(20, d, offset=50, dtype=np.float64,
-                                     convention="tensor2tensor") for d in widths if d % 2}
+    want_t2t = {
+        d: fastpe.sinusoidal(20, d, offset=50, dtype=np.float64, convention="tensor2tensor")
+        for d in widths
+        if d % 2
+    }
     errors = []
 
     def work(seed):

@@ -31,8 +31,9 @@ NO_MATPLOTLIB = (
 def run(*args, code=None, timeout=120):
     """Run ``python -m fastpe ARGS`` (or ``python -c CODE ARGS``) outside the source tree."""
     cmd = [sys.executable] + (["-c", code] if code else ["-m", "fastpe"]) + [str(a) for a in args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          cwd=os.path.dirname(sys.executable))
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(sys.executable)
+    )
 
 
 # ---------------------------------------------------------------- entry points
@@ -64,8 +65,10 @@ def test_help_of_every_subcommand(command, capsys):
     assert err == ""
 
 
-@pytest.mark.parametrize("command", [["--help"], ["table", "--help"], ["plot", "--help"],
-                                     ["info", "--help"], ["bench", "--help"]])
+@pytest.mark.parametrize(
+    "command",
+    [["--help"], ["table", "--help"], ["plot", "--help"], ["info", "--help"], ["bench", "--help"]],
+)
 def test_help_works_without_matplotlib(command):
     r = run(*command, code=NO_MATPLOTLIB)
     assert r.returncode == 0, r.stderr
@@ -81,8 +84,9 @@ def test_plot_without_matplotlib_says_how_to_install(tmp_path):
     assert not png.exists()
 
 
-@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["table", "10"], ["info", "--bogus"],
-                                  ["table", "10", "8"]])  # the last one lacks -o
+@pytest.mark.parametrize(
+    "argv", [[], ["frobnicate"], ["table", "10"], ["info", "--bogus"], ["table", "10", "8"]]
+)  # the last one lacks -o
 def test_usage_errors_exit_2(argv, capsys):
     assert main(argv) == 2
     out, err = capsys.readouterr()
@@ -106,8 +110,26 @@ def test_table_npy_values(tmp_path, capsys, dtype):
 
 def test_table_options_are_passed_on(tmp_path):
     path = tmp_path / "pe.npy"
-    argv = ["table", "50", "9", "--base", "100", "--offset", "-7", "--layout", "split",
-            "--dtype", "float64", "--threads", "1", "--convention", "vaswani", "-q", "-o", str(path)]
+    argv = [
+        "table",
+        "50",
+        "9",
+        "--base",
+        "100",
+        "--offset",
+        "-7",
+        "--layout",
+        "split",
+        "--dtype",
+        "float64",
+        "--threads",
+        "1",
+        "--convention",
+        "vaswani",
+        "-q",
+        "-o",
+        str(path),
+    ]
     assert main(argv) == 0
     expected = fastpe.sinusoidal(50, 9, base=100, offset=-7, layout="split", dtype=np.float64)
     np.testing.assert_array_equal(np.load(path), expected)
@@ -118,16 +140,25 @@ def test_table_seed_worked_example_csv(tmp_path):
     path = tmp_path / "pe.csv"
     assert main(["table", "4", "4", "--base", "100", "--dtype", "float64", "-o", str(path)]) == 0
     P = np.loadtxt(path, delimiter=",")
-    np.testing.assert_allclose(P, [[0.0, 1.0, 0.0, 1.0],
-                                   [0.84147098, 0.54030231, 0.09983342, 0.99500417],
-                                   [0.90929743, -0.41614684, 0.19866933, 0.98006658],
-                                   [0.14112001, -0.9899925, 0.29552021, 0.95533649]], atol=5e-9)
+    np.testing.assert_allclose(
+        P,
+        [
+            [0.0, 1.0, 0.0, 1.0],
+            [0.84147098, 0.54030231, 0.09983342, 0.99500417],
+            [0.90929743, -0.41614684, 0.19866933, 0.98006658],
+            [0.14112001, -0.9899925, 0.29552021, 0.95533649],
+        ],
+        atol=5e-9,
+    )
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_table_csv_round_trips_exactly(tmp_path, dtype):
     path = tmp_path / "pe.CSV"  # the suffix is case-insensitive
-    assert main(["table", "200", "33", "--offset", "123456", "--dtype", dtype, "-q", "-o", str(path)]) == 0
+    assert (
+        main(["table", "200", "33", "--offset", "123456", "--dtype", dtype, "-q", "-o", str(path)])
+        == 0
+    )
     P = np.loadtxt(path, delimiter=",", dtype=np.float64).astype(dtype)
     np.testing.assert_array_equal(P, fastpe.sinusoidal(200, 33, offset=123456, dtype=dtype))
 
@@ -167,8 +198,15 @@ def test_table_bad_values_exit_2_and_write_nothing(tmp_path, capsys, args, messa
     assert not path.exists()
 
 
-@pytest.mark.parametrize("args", [["--dtype", "float16"], ["--layout", "diagonal"],
-                                  ["--convention", "nonesuch"], ["--offset", "1.5"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--dtype", "float16"],
+        ["--layout", "diagonal"],
+        ["--convention", "nonesuch"],
+        ["--offset", "1.5"],
+    ],
+)
 def test_table_bad_choices_exit_2(tmp_path, capsys, args):
     assert main(["table", "4", "8", *args, "-o", str(tmp_path / "pe.npy")]) == 2
     assert "invalid" in capsys.readouterr().err
@@ -231,19 +269,23 @@ _X86_CPUINFO = "processor\t: 0\nflags\t\t: fpu sse sse2 avx avx2 fma avx512f avx
 _ARM_CPUINFO = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes sve sve2\n"
 
 
-@pytest.mark.parametrize("machine, cpuinfo, expected", [
-    ("x86_64", _X86_CPUINFO, ["sse2", "avx", "avx2", "fma", "avx512f", "avx512vl"]),
-    ("AMD64", _X86_CPUINFO, ["sse2", "avx", "avx2", "fma", "avx512f", "avx512vl"]),
-    ("aarch64", _ARM_CPUINFO, ["asimd", "sve", "sve2"]),
-    # QEMU user emulation shows the host's /proc/cpuinfo to the guest: an aarch64
-    # process on an AVX-512 host must not report avx512f, nor an x86-64 one on an
-    # Arm host asimd.
-    ("aarch64", _X86_CPUINFO, []),
-    ("x86_64", _ARM_CPUINFO, []),
-    ("riscv64", _X86_CPUINFO, []),
-])
+@pytest.mark.parametrize(
+    "machine, cpuinfo, expected",
+    [
+        ("x86_64", _X86_CPUINFO, ["sse2", "avx", "avx2", "fma", "avx512f", "avx512vl"]),
+        ("AMD64", _X86_CPUINFO, ["sse2", "avx", "avx2", "fma", "avx512f", "avx512vl"]),
+        ("aarch64", _ARM_CPUINFO, ["asimd", "sve", "sve2"]),
+        # QEMU user emulation shows the host's /proc/cpuinfo to the guest: an aarch64
+        # process on an AVX-512 host must not report avx512f, nor an x86-64 one on an
+        # Arm host asimd.
+        ("aarch64", _X86_CPUINFO, []),
+        ("x86_64", _ARM_CPUINFO, []),
+        ("riscv64", _X86_CPUINFO, []),
+    ],
+)
 def test_cpu_features_are_those_of_this_architecture(tmp_path, machine, cpuinfo, expected):
     from fastpe._api import _cpu_features
+
     path = tmp_path / "cpuinfo"
     path.write_text(cpuinfo)
     assert _cpu_features(str(path), machine) == expected
@@ -266,8 +308,10 @@ def test_bench_help_lists_its_options(capsys):
 
 
 def test_other_commands_do_not_import_bench():
-    code = ("import sys; from fastpe._cli import main; rc = main(['info', '--json']); "
-            "sys.exit(rc if rc else ('fastpe._bench' in sys.modules) * 3)")
+    code = (
+        "import sys; from fastpe._cli import main; rc = main(['info', '--json']); "
+        "sys.exit(rc if rc else ('fastpe._bench' in sys.modules) * 3)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
@@ -278,8 +322,10 @@ def test_bench_is_wired_to_the_bench_module(monkeypatch, capsys):
 
     calls = []
     fake = types.ModuleType("fastpe._bench")
-    fake.add_arguments = lambda parser: (parser.add_argument("--quick", action="store_true"),
-                                         parser.add_argument("--json", action="store_true"))
+    fake.add_arguments = lambda parser: (
+        parser.add_argument("--quick", action="store_true"),
+        parser.add_argument("--json", action="store_true"),
+    )
     fake.run = lambda args: calls.append((args.quick, args.json)) or 7
     monkeypatch.setitem(sys.modules, "fastpe._bench", fake)
     assert main(["bench", "--quick"]) == 7
@@ -309,6 +355,7 @@ def precious_file(path, mode=0o644):
 @pytest.fixture
 def no_computing(monkeypatch):
     """Fail the test if the table is computed."""
+
     def computed(*args, **kwargs):
         pytest.fail("the table was computed before the output was found unwritable")
 
@@ -321,8 +368,10 @@ def no_computing(monkeypatch):
 def test_table_refuses_read_only_file(tmp_path, capsys):
     path = precious_file(tmp_path / "r.npy", 0o444)
     if os.access(path, os.W_OK):
-        pytest.skip("this user may write read-only files (root); "
-                    "test_table_refuses_file_of_another_user covers the refusal as root")
+        pytest.skip(
+            "this user may write read-only files (root); "
+            "test_table_refuses_file_of_another_user covers the refusal as root"
+        )
     assert main(["table", "4", "4", "-o", str(path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("fastpe table: error: PermissionError: ")
@@ -337,9 +386,16 @@ NOBODY = 65534  # the conventional unprivileged uid/gid ("nobody"/"nogroup")
 
 def as_nobody(args, cwd):
     """``python -m fastpe ARGS`` run as uid/gid 65534 (the caller must be root)."""
-    return subprocess.run([sys.executable, "-m", "fastpe", *map(str, args)],
-                          user=NOBODY, group=NOBODY, extra_groups=[], cwd=cwd,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "fastpe", *map(str, args)],
+        user=NOBODY,
+        group=NOBODY,
+        extra_groups=[],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX users and permissions")
@@ -348,19 +404,30 @@ def test_table_refuses_file_of_another_user():
     root-owned 0644 file in a directory anyone may write: it could delete the file
     or rename over it, and must do neither."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to run the CLI as another user "
-                    "(test_table_refuses_read_only_file covers this user)")
+        pytest.skip(
+            "needs root to run the CLI as another user "
+            "(test_table_refuses_read_only_file covers this user)"
+        )
     directory = tempfile.mkdtemp(prefix="fastpe-cli-")
     try:
         os.chmod(directory, 0o777)
         try:
-            probe = subprocess.run([sys.executable, "-c", "import fastpe"], user=NOBODY,
-                                   group=NOBODY, extra_groups=[], cwd=directory,
-                                   capture_output=True, text=True, timeout=60)
+            probe = subprocess.run(
+                [sys.executable, "-c", "import fastpe"],
+                user=NOBODY,
+                group=NOBODY,
+                extra_groups=[],
+                cwd=directory,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
         except PermissionError as exc:
-            pytest.skip(f"uid {NOBODY} cannot run {sys.executable} from {directory} ({exc}): "
-                        "the interpreter or venv lies under a directory other users may not "
-                        "enter (e.g. /root, mode 0700)")
+            pytest.skip(
+                f"uid {NOBODY} cannot run {sys.executable} from {directory} ({exc}): "
+                "the interpreter or venv lies under a directory other users may not "
+                "enter (e.g. /root, mode 0700)"
+            )
         if probe.returncode != 0:
             last = (probe.stderr.strip().splitlines() or ["?"])[-1]
             pytest.skip(f"uid {NOBODY} cannot import fastpe with {sys.executable}: {last}")
@@ -529,22 +596,40 @@ def test_table_read_only_file_refused_before_computing(tmp_path, no_computing):
     assert main(["table", "4", "4", "-o", str(path)]) == 1
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32",
-                    reason="POSIX signals")
-@pytest.mark.parametrize("signum, code, said", [(signal.SIGTERM, 143, "terminated"),
-                                                (signal.SIGINT, 130, "interrupted")])
+@pytest.mark.skipif(
+    not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX signals"
+)
+@pytest.mark.parametrize(
+    "signum, code, said",
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGINT, 130, "interrupted")],
+)
 def test_table_signal_mid_write_keeps_old_file(tmp_path, signum, code, said):
     """A real process killed while writing a large CSV (200000 x 64 float64, ~200 MB
     of text): the old file is untouched, its temporary file removed, and the exit
     code is the documented one."""
     path = precious_file(tmp_path / "pe.csv")
-    cmd = [sys.executable, "-m", "fastpe", "table", "200000", "64", "--dtype", "float64",
-           "-o", str(path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fastpe",
+        "table",
+        "200000",
+        "64",
+        "--dtype",
+        "float64",
+        "-o",
+        str(path),
+    ]
     # The default action in the child even where this process ignores the signal
     # (an ignored SIGTERM/SIGINT is inherited, and the CLI rightly leaves it alone).
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=os.path.dirname(sys.executable),
-                            preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=os.path.dirname(sys.executable),
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL),
+    )
     try:
         deadline = time.monotonic() + 60
         # Wait until rows are being written (the temporary file has grown).
@@ -565,8 +650,9 @@ def test_table_signal_mid_write_keeps_old_file(tmp_path, signum, code, said):
     assert temp_files(tmp_path) == []
 
 
-@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32",
-                    reason="POSIX signals")
+@pytest.mark.skipif(
+    not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX signals"
+)
 def test_table_sigterm_in_process_and_handler_restored(tmp_path, capsys, monkeypatch):
     path = precious_file(tmp_path / "pe.npy")
     real_save = np.save
@@ -655,8 +741,9 @@ def test_plot_symlink_and_directory(tmp_path, fake_plot):
 # Optional dependencies are checked before any long work.
 
 
-def test_plot_without_matplotlib_fails_before_computing(tmp_path, capsys, monkeypatch,
-                                                        no_computing):
+def test_plot_without_matplotlib_fails_before_computing(
+    tmp_path, capsys, monkeypatch, no_computing
+):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as NO_MATPLOTLIB does
     path = tmp_path / "pe.png"
     assert main(["plot", "2000", "512", "-o", str(path)]) == 1
@@ -682,16 +769,18 @@ def test_bench_chart_without_matplotlib_fails_before_benchmarking(tmp_path, caps
 
 def test_bench_chart_without_matplotlib_subprocess_is_quick(tmp_path):
     t0 = time.monotonic()
-    r = run("bench", "--quick", "--no-progress", "--chart", tmp_path / "bench.png",
-            code=NO_MATPLOTLIB)
+    r = run(
+        "bench", "--quick", "--no-progress", "--chart", tmp_path / "bench.png", code=NO_MATPLOTLIB
+    )
     elapsed = time.monotonic() - t0
     assert r.returncode == 1 and "--chart needs matplotlib" in r.stderr
     assert r.stdout == ""  # no results table: nothing was measured
     assert elapsed < 30, f"{elapsed:.1f} s: the benchmark ran first"
 
 
-def test_bench_chart_into_missing_directory_fails_before_benchmarking(tmp_path, capsys,
-                                                                      monkeypatch):
+def test_bench_chart_into_missing_directory_fails_before_benchmarking(
+    tmp_path, capsys, monkeypatch
+):
     pytest.importorskip("matplotlib")
     from fastpe import _bench
 

@@ -67,8 +67,7 @@ def test_vaswani_vs_pytorch_tutorial_formula(d):
 @pytest.mark.parametrize("start_index", [0, 3, 1000])
 def test_tensor2tensor(channels, start_index):
     ref, angle = t2t_ref(50, channels, start_index=start_index)
-    P = fastpe.sinusoidal(50, channels, offset=start_index, convention="tensor2tensor",
-                          dtype=F64)
+    P = fastpe.sinusoidal(50, channels, offset=start_index, convention="tensor2tensor", dtype=F64)
     close(P, ref, angle)
     if channels % 2:
         assert np.all(P[:, -1] == 0)
@@ -88,8 +87,7 @@ def test_tensor2tensor_timescales(min_ts, max_ts):
 @pytest.mark.parametrize("padding_idx", [None, 0, 1, 3])
 def test_fairseq_table(d, padding_idx):
     ref, angle = fairseq_ref(60, d, padding_idx)
-    P = fastpe.sinusoidal(60, d, convention=Convention.fairseq(padding_idx=padding_idx),
-                          dtype=F64)
+    P = fastpe.sinusoidal(60, d, convention=Convention.fairseq(padding_idx=padding_idx), dtype=F64)
     close(P, ref, angle)
     if padding_idx is not None:
         assert np.all(P[padding_idx] == 0)
@@ -105,8 +103,8 @@ def test_fairseq_tokens_end_to_end(padding_idx):
     """tokens -> make_positions -> table lookup, as SinusoidalPositionalEmbedding.forward."""
     rng = np.random.default_rng(6)
     tokens = rng.integers(0, 6, size=(3, 17))
-    tokens[0, :4] = padding_idx            # left padding
-    tokens[1, -5:] = padding_idx           # right padding
+    tokens[0, :4] = padding_idx  # left padding
+    tokens[1, -5:] = padding_idx  # right padding
     pos = make_positions_ref(tokens, padding_idx)
     np.testing.assert_array_equal(fastpe.fairseq_positions(tokens, padding_idx), pos)
     table, angle = fairseq_ref(pos.max() + 1, 10, padding_idx)
@@ -130,16 +128,20 @@ def test_fairseq_width_2_and_3_are_defined():
 
 # ---------------------------------------------------------------- diffusers
 
+
 @pytest.mark.parametrize("d", [1, 3, 4, 7, 32, 320, 321])
 @pytest.mark.parametrize("flip", [False, True])
-@pytest.mark.parametrize("shift, scale, period", [(1.0, 1.0, 10000), (0.0, 1.0, 10000),
-                                                  (0.5, 1000.0, 10000), (1.0, 1.0, 100)])
+@pytest.mark.parametrize(
+    "shift, scale, period",
+    [(1.0, 1.0, 10000), (0.0, 1.0, 10000), (0.5, 1000.0, 10000), (1.0, 1.0, 100)],
+)
 def test_diffusers(d, flip, shift, scale, period):
     if d // 2 - shift <= 0 and d // 2 > 1:
         pytest.skip("diffusers divides by zero here")
-    conv = Convention.diffusers(max_period=period, downscale_freq_shift=shift, scale=scale,
-                                flip_sin_to_cos=flip)
-    t = TIMESTEPS if scale == 1.0 else TIMESTEPS / 1000.0   # scale=1000: t in [0, 1]
+    conv = Convention.diffusers(
+        max_period=period, downscale_freq_shift=shift, scale=scale, flip_sin_to_cos=flip
+    )
+    t = TIMESTEPS if scale == 1.0 else TIMESTEPS / 1000.0  # scale=1000: t in [0, 1]
     got = fastpe.sinusoidal_at(t, d, convention=conv, dtype=F64)
     if d // 2 <= 1:
         # one frequency: diffusers computes 0/0 for shift=1 (NaN); fastpe uses w_0 = scale
@@ -152,8 +154,10 @@ def test_diffusers(d, flip, shift, scale, period):
 def test_diffusers_integer_and_float_timesteps_agree():
     t = np.array([0, 1, 2, 999])
     conv = "diffusers"
-    np.testing.assert_array_equal(fastpe.sinusoidal_at(t, 64, convention=conv),
-                                  fastpe.sinusoidal_at(t.astype(F64), 64, convention=conv))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal_at(t, 64, convention=conv),
+        fastpe.sinusoidal_at(t.astype(F64), 64, convention=conv),
+    )
 
 
 # ---------------------------------------------------------------- gptj / rotary
@@ -163,8 +167,9 @@ def test_diffusers_integer_and_float_timesteps_agree():
 @pytest.mark.parametrize("base", [10000.0, 500000.0])
 def test_gptj_table(dim, base):
     ref, angle = gptj_ref(300, dim, base)
-    close(fastpe.sinusoidal(300, dim, convention=Convention.gptj(base=base), dtype=F64), ref,
-          angle)
+    close(
+        fastpe.sinusoidal(300, dim, convention=Convention.gptj(base=base), dtype=F64), ref, angle
+    )
 
 
 def test_gptj_refuses_odd_width():
@@ -176,9 +181,10 @@ def test_gptj_refuses_odd_width():
 def test_llama_freqs_cis_from_the_gptj_table(start_pos):
     dim, end, theta = 64, 200, 500000.0
     ref, angle = llama_freqs_cis_ref(dim, end, theta, start_pos)
-    T = fastpe.sinusoidal(end - start_pos, dim, offset=start_pos,
-                          convention=Convention.gptj(base=theta), dtype=F64)
-    sin, cos = T[:, : dim // 2], T[:, dim // 2:]
+    T = fastpe.sinusoidal(
+        end - start_pos, dim, offset=start_pos, convention=Convention.gptj(base=theta), dtype=F64
+    )
+    sin, cos = T[:, : dim // 2], T[:, dim // 2 :]
     close(cos, ref.real, angle)
     close(sin, ref.imag, angle)
 
@@ -199,8 +205,14 @@ def test_mae(d, grid, cls_token):
 @pytest.mark.parametrize("interleave", [False, True])
 def test_timm(shape, reverse_coord, interleave):
     ref, angle = timm_ref(shape, 32, reverse_coord=reverse_coord, interleave_sin_cos=interleave)
-    got = fastpe.sinusoidal_2d(*shape, 32, convention="timm", reverse_coord=reverse_coord,
-                               interleave_sin_cos=interleave, dtype=F64)
+    got = fastpe.sinusoidal_2d(
+        *shape,
+        32,
+        convention="timm",
+        reverse_coord=reverse_coord,
+        interleave_sin_cos=interleave,
+        dtype=F64,
+    )
     close(got, ref, angle)
 
 
@@ -228,13 +240,21 @@ def _mp_row(k, d, conv: Convention):
     with the column placement spelled out independently of the kernel's spec."""
     h = d // 2
     nf = (d + 1) // 2 if conv.odd == "sin" else h
-    denom = {"d/2": mpmath.mpf(d) / 2, "h": h, "h-1": h - 1, "max(h-1,1)": max(h - 1, 1),
-             "h-shift": h - mpmath.mpf(conv.shift)}[conv.denominator]
+    denom = {
+        "d/2": mpmath.mpf(d) / 2,
+        "h": h,
+        "h-1": h - 1,
+        "max(h-1,1)": max(h - 1, 1),
+        "h-shift": h - mpmath.mpf(conv.shift),
+    }[conv.denominator]
     if nf <= 1:
         denom = 1
     kk = mpmath.mpf(float(k))
-    w = [mpmath.mpf(conv.position_scale) * mpmath.power(mpmath.mpf(conv.base), -mpmath.mpf(i) / denom)
-         for i in range(nf)]
+    w = [
+        mpmath.mpf(conv.position_scale)
+        * mpmath.power(mpmath.mpf(conv.base), -mpmath.mpf(i) / denom)
+        for i in range(nf)
+    ]
     s = [mpmath.sin(kk * wi) for wi in w]
     c = [mpmath.cos(kk * wi) for wi in w[:h]]
     if conv.padding_idx is not None and k == conv.padding_idx:
@@ -253,13 +273,20 @@ def _mp_row(k, d, conv: Convention):
     return row
 
 
-@pytest.mark.parametrize("conv", [
-    Convention.vaswani(), Convention.vaswani(base=300.0, layout="split"),
-    Convention.tensor2tensor(), Convention.tensor2tensor(2.0, 5.0e3), Convention.fairseq(),
-    Convention.diffusers(), Convention.diffusers(downscale_freq_shift=0.0, scale=1000.0,
-                                                 flip_sin_to_cos=True),
-    Convention.gptj(base=500000.0),
-], ids=lambda c: f"{c.name}-{c.base:g}-{c.layout}")
+@pytest.mark.parametrize(
+    "conv",
+    [
+        Convention.vaswani(),
+        Convention.vaswani(base=300.0, layout="split"),
+        Convention.tensor2tensor(),
+        Convention.tensor2tensor(2.0, 5.0e3),
+        Convention.fairseq(),
+        Convention.diffusers(),
+        Convention.diffusers(downscale_freq_shift=0.0, scale=1000.0, flip_sin_to_cos=True),
+        Convention.gptj(base=500000.0),
+    ],
+    ids=lambda c: f"{c.name}-{c.base:g}-{c.layout}",
+)
 @pytest.mark.parametrize("d", [6, 7, 66])
 def test_fastpe_vs_mpmath(conv, d):
     if conv.odd == "error" and d % 2:
@@ -278,12 +305,20 @@ def test_fastpe_vs_mpmath(conv, d):
 
 RAW = {
     "vaswani": Convention(base=10000.0, denominator="d/2", layout="interleaved", odd="sin"),
-    "tensor2tensor": Convention(base=1.0e4, denominator="max(h-1,1)", position_scale=1.0,
-                                layout="split", odd="zero"),
-    "fairseq": Convention(base=10000.0, denominator="h-1", layout="split", odd="zero",
-                          padding_idx=1),
-    "diffusers": Convention(base=10000.0, denominator="h-shift", shift=1.0, position_scale=1.0,
-                            layout="split", odd="zero"),
+    "tensor2tensor": Convention(
+        base=1.0e4, denominator="max(h-1,1)", position_scale=1.0, layout="split", odd="zero"
+    ),
+    "fairseq": Convention(
+        base=10000.0, denominator="h-1", layout="split", odd="zero", padding_idx=1
+    ),
+    "diffusers": Convention(
+        base=10000.0,
+        denominator="h-shift",
+        shift=1.0,
+        position_scale=1.0,
+        layout="split",
+        odd="zero",
+    ),
     "gptj": Convention(base=10000.0, denominator="d/2", layout="split", odd="error"),
 }
 
@@ -305,8 +340,10 @@ def test_raw_knobs_give_bitwise_the_named_table(name, d):
         b = fastpe.sinusoidal(70, d, offset=-3, convention=raw, dtype=dtype)
         np.testing.assert_array_equal(a, b)
         t = np.array([0.5, 3.0, 77.25])
-        np.testing.assert_array_equal(fastpe.sinusoidal_at(t, d, convention=name, dtype=dtype),
-                                      fastpe.sinusoidal_at(t, d, convention=raw, dtype=dtype))
+        np.testing.assert_array_equal(
+            fastpe.sinusoidal_at(t, d, convention=name, dtype=dtype),
+            fastpe.sinusoidal_at(t, d, convention=raw, dtype=dtype),
+        )
         x1 = np.ones((2, 9, d), dtype)
         x2 = x1.copy()
         fastpe.add_to(x1, offset=[4, 100], convention=name)
@@ -314,26 +351,39 @@ def test_raw_knobs_give_bitwise_the_named_table(name, d):
         np.testing.assert_array_equal(x1, x2)
 
 
-@pytest.mark.parametrize("kw", [dict(max_period=100.0), dict(downscale_freq_shift=0.0),
-                                dict(scale=1000.0), dict(flip_sin_to_cos=True)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(max_period=100.0),
+        dict(downscale_freq_shift=0.0),
+        dict(scale=1000.0),
+        dict(flip_sin_to_cos=True),
+    ],
+)
 def test_diffusers_knobs_through_raw_convention(kw):
     named = Convention.diffusers(**kw)
-    raw = Convention(base=kw.get("max_period", 10000.0), denominator="h-shift",
-                     shift=kw.get("downscale_freq_shift", 1.0),
-                     position_scale=kw.get("scale", 1.0),
-                     layout="split_cos_first" if kw.get("flip_sin_to_cos") else "split",
-                     odd="zero")
+    raw = Convention(
+        base=kw.get("max_period", 10000.0),
+        denominator="h-shift",
+        shift=kw.get("downscale_freq_shift", 1.0),
+        position_scale=kw.get("scale", 1.0),
+        layout="split_cos_first" if kw.get("flip_sin_to_cos") else "split",
+        odd="zero",
+    )
     t = np.array([0.0, 0.3, 10.0, 999.0])
-    np.testing.assert_array_equal(fastpe.sinusoidal_at(t, 33, convention=named),
-                                  fastpe.sinusoidal_at(t, 33, convention=raw))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal_at(t, 33, convention=named), fastpe.sinusoidal_at(t, 33, convention=raw)
+    )
 
 
 def test_denominator_h_equals_d_over_2_for_even_widths_only():
     raw = Convention(denominator="h")
-    np.testing.assert_array_equal(fastpe.sinusoidal(20, 16, convention=raw),
-                                  fastpe.sinusoidal(20, 16))
-    assert not np.array_equal(fastpe.sinusoidal(20, 17, convention=raw, dtype=F64),
-                              fastpe.sinusoidal(20, 17, dtype=F64))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal(20, 16, convention=raw), fastpe.sinusoidal(20, 16)
+    )
+    assert not np.array_equal(
+        fastpe.sinusoidal(20, 17, convention=raw, dtype=F64), fastpe.sinusoidal(20, 17, dtype=F64)
+    )
 
 
 def test_with_changes_one_knob():
@@ -343,72 +393,107 @@ def test_with_changes_one_knob():
 
 
 def test_knobs_are_normalised():
-    c = Convention(base=100, position_scale=np.float32(2), shift=np.int8(1), padding_idx=np.int64(3))
-    assert (type(c.base), type(c.position_scale), type(c.shift), type(c.padding_idx)) == \
-        (float, float, float, int)
+    c = Convention(
+        base=100, position_scale=np.float32(2), shift=np.int8(1), padding_idx=np.int64(3)
+    )
+    assert (type(c.base), type(c.position_scale), type(c.shift), type(c.padding_idx)) == (
+        float,
+        float,
+        float,
+        int,
+    )
 
 
 # ---------------------------------------------------------------- bad knobs
 
 
-@pytest.mark.parametrize("kw, exc, match", [
-    (dict(base=0.0), ValueError, "base"),
-    (dict(base=-1.0), ValueError, "base"),
-    (dict(base=math.nan), ValueError, "base"),
-    (dict(base=math.inf), ValueError, "base"),
-    (dict(base="10000"), TypeError, "base"),
-    (dict(base=True), TypeError, "base"),
-    (dict(denominator="d"), ValueError, "denominator"),
-    (dict(denominator=2), TypeError, "denominator"),
-    (dict(layout="SPLIT"), ValueError, "layout"),
-    (dict(layout=None), TypeError, "layout"),
-    (dict(odd="pad"), ValueError, "odd"),
-    (dict(position_scale=0.0), ValueError, "position_scale"),
-    (dict(position_scale=math.inf), ValueError, "position_scale"),
-    (dict(position_scale=True), TypeError, "position_scale"),
-    (dict(shift=math.nan), ValueError, "shift"),
-    (dict(shift="1"), TypeError, "shift"),
-    (dict(shift=True), TypeError, "shift"),
-    (dict(padding_idx=1.0), TypeError, "padding_idx"),
-    (dict(padding_idx=True), TypeError, "padding_idx"),
-    (dict(padding_idx=2**70), ValueError, "padding_idx"),  # OverflowError in the kernel before
-    (dict(name=3), TypeError, "name"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, match",
+    [
+        (dict(base=0.0), ValueError, "base"),
+        (dict(base=-1.0), ValueError, "base"),
+        (dict(base=math.nan), ValueError, "base"),
+        (dict(base=math.inf), ValueError, "base"),
+        (dict(base="10000"), TypeError, "base"),
+        (dict(base=True), TypeError, "base"),
+        (dict(denominator="d"), ValueError, "denominator"),
+        (dict(denominator=2), TypeError, "denominator"),
+        (dict(layout="SPLIT"), ValueError, "layout"),
+        (dict(layout=None), TypeError, "layout"),
+        (dict(odd="pad"), ValueError, "odd"),
+        (dict(position_scale=0.0), ValueError, "position_scale"),
+        (dict(position_scale=math.inf), ValueError, "position_scale"),
+        (dict(position_scale=True), TypeError, "position_scale"),
+        (dict(shift=math.nan), ValueError, "shift"),
+        (dict(shift="1"), TypeError, "shift"),
+        (dict(shift=True), TypeError, "shift"),
+        (dict(padding_idx=1.0), TypeError, "padding_idx"),
+        (dict(padding_idx=True), TypeError, "padding_idx"),
+        (dict(padding_idx=2**70), ValueError, "padding_idx"),  # OverflowError in the kernel before
+        (dict(name=3), TypeError, "name"),
+    ],
+)
 def test_bad_knobs(kw, exc, match):
     with pytest.raises(exc, match=match):
         Convention(**kw)
 
 
-@pytest.mark.parametrize("make, exc, match", [
-    (lambda: Convention.tensor2tensor(min_timescale=0.0), ValueError, "min_timescale"),
-    (lambda: Convention.tensor2tensor(max_timescale="1e4"), TypeError, "max_timescale"),
-    (lambda: Convention.tensor2tensor(1e-300, 1e300), ValueError, "max_timescale / min"),
-    (lambda: Convention.diffusers(max_period=-1.0), ValueError, "max_period"),
-    (lambda: Convention.diffusers(scale=10**400), ValueError, "position_scale"),  # OverflowError
-    (lambda: Convention.diffusers(downscale_freq_shift="1"), TypeError, "shift"),
-    (lambda: Convention.diffusers(flip_sin_to_cos="no"), TypeError, "flip_sin_to_cos"),
-    (lambda: Convention.gptj(base=0), ValueError, "base"),
-    (lambda: Convention.fairseq(padding_idx="1"), TypeError, "padding_idx"),
-])
+@pytest.mark.parametrize(
+    "make, exc, match",
+    [
+        (lambda: Convention.tensor2tensor(min_timescale=0.0), ValueError, "min_timescale"),
+        (lambda: Convention.tensor2tensor(max_timescale="1e4"), TypeError, "max_timescale"),
+        (lambda: Convention.tensor2tensor(1e-300, 1e300), ValueError, "max_timescale / min"),
+        (lambda: Convention.diffusers(max_period=-1.0), ValueError, "max_period"),
+        (
+            lambda: Convention.diffusers(scale=10**400),
+            ValueError,
+            "position_scale",
+        ),  # OverflowError
+        (lambda: Convention.diffusers(downscale_freq_shift="1"), TypeError, "shift"),
+        (lambda: Convention.diffusers(flip_sin_to_cos="no"), TypeError, "flip_sin_to_cos"),
+        (lambda: Convention.gptj(base=0), ValueError, "base"),
+        (lambda: Convention.fairseq(padding_idx="1"), TypeError, "padding_idx"),
+    ],
+)
 def test_bad_named_knobs(make, exc, match):
     with pytest.raises(exc, match=match):
         make()
 
 
-@pytest.mark.parametrize("call, exc, match", [
-    (lambda: fastpe.sinusoidal(3, 8, convention="Vaswani"), ValueError, "convention"),
-    (lambda: fastpe.sinusoidal(3, 8, convention=None), TypeError, "convention"),
-    (lambda: fastpe.sinusoidal(3, 8, convention="fairseq", base=100), ValueError, "base"),
-    (lambda: fastpe.sinusoidal(3, 8, convention="gptj", layout="interleaved "), ValueError,
-     "layout"),
-    (lambda: fastpe.sinusoidal(3, 8, convention=Convention(), layout="split"), ValueError,
-     "layout"),
-    (lambda: fastpe.sinusoidal(3, 4, convention="fairseq"), None, None),
-    (lambda: fastpe.sinusoidal(3, 8, convention=Convention.diffusers(downscale_freq_shift=4)),
-     ValueError, "h-shift"),
-    (lambda: fastpe.sinusoidal(3, 8, convention=Convention(denominator="h-1", shift=0.0),
-                               dtype=F64), None, None),
-])
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: fastpe.sinusoidal(3, 8, convention="Vaswani"), ValueError, "convention"),
+        (lambda: fastpe.sinusoidal(3, 8, convention=None), TypeError, "convention"),
+        (lambda: fastpe.sinusoidal(3, 8, convention="fairseq", base=100), ValueError, "base"),
+        (
+            lambda: fastpe.sinusoidal(3, 8, convention="gptj", layout="interleaved "),
+            ValueError,
+            "layout",
+        ),
+        (
+            lambda: fastpe.sinusoidal(3, 8, convention=Convention(), layout="split"),
+            ValueError,
+            "layout",
+        ),
+        (lambda: fastpe.sinusoidal(3, 4, convention="fairseq"), None, None),
+        (
+            lambda: fastpe.sinusoidal(
+                3, 8, convention=Convention.diffusers(downscale_freq_shift=4)
+            ),
+            ValueError,
+            "h-shift",
+        ),
+        (
+            lambda: fastpe.sinusoidal(
+                3, 8, convention=Convention(denominator="h-1", shift=0.0), dtype=F64
+            ),
+            None,
+            None,
+        ),
+    ],
+)
 def test_convention_arguments(call, exc, match):
     if exc is None:
         assert np.isfinite(call()).all()
@@ -430,8 +515,12 @@ def test_knob_ref_agrees_with_the_framework_refs(name, d):
     conv = getattr(Convention, name)()
     got, angle = knob_ref(k, d, conv)
     if d // 2 <= 1 and name in ("fairseq", "diffusers"):
-        return               # the frameworks divide by zero there (see test_fairseq_width_2_and_3)
-    ref = {"vaswani": lambda: vaswani_ref(k, d)[0], "tensor2tensor": lambda: t2t_ref(40, d)[0],
-           "fairseq": lambda: fairseq_ref(40, d, 1)[0],
-           "diffusers": lambda: diffusers_ref(k, d)[0], "gptj": lambda: gptj_ref(40, d)[0]}[name]()
+        return  # the frameworks divide by zero there (see test_fairseq_width_2_and_3)
+    ref = {
+        "vaswani": lambda: vaswani_ref(k, d)[0],
+        "tensor2tensor": lambda: t2t_ref(40, d)[0],
+        "fairseq": lambda: fairseq_ref(40, d, 1)[0],
+        "diffusers": lambda: diffusers_ref(k, d)[0],
+        "gptj": lambda: gptj_ref(40, d)[0],
+    }[name]()
     close(got, ref, angle)

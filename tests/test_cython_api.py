@@ -27,11 +27,17 @@ def cy_probe(tmp_path_factory):
     work = tmp_path_factory.mktemp("cython_api")
     shutil.copy(EXT_DIR / "fastpe_cython_probe.pyx", work)
     omp = ["/openmp"] if sys.platform == "win32" else ["-fopenmp"]
-    ext = dict(name="fastpe_cython_probe", sources=["fastpe_cython_probe.pyx"],
-               extra_compile_args=quick_cflags())
+    ext = dict(
+        name="fastpe_cython_probe",
+        sources=["fastpe_cython_probe.pyx"],
+        extra_compile_args=quick_cflags(),
+    )
     try:
-        build(work, [dict(ext, extra_compile_args=ext["extra_compile_args"] + omp,
-                          extra_link_args=omp)], cythonize=True)
+        build(
+            work,
+            [dict(ext, extra_compile_args=ext["extra_compile_args"] + omp, extra_link_args=omp)],
+            cythonize=True,
+        )
         openmp = True
     except RuntimeError:  # no OpenMP in this compiler: the prange runs serially
         build(work, [ext], cythonize=True)
@@ -48,12 +54,14 @@ def test_fill_inside_a_prange(cy_probe, dtype, layout, inner_threads):
     mod, _ = cy_probe
     n, S, W, D, first, step = 7, 61, 40, 33, -100, 1009
     out = np.full((n, S, W), SENTINEL, dtype)
-    codes, _tids = mod.fill_tables(out, D, first, step, 1000.0, mod.LAYOUTS[layout], 4,
-                                   inner_threads)
+    codes, _tids = mod.fill_tables(
+        out, D, first, step, 1000.0, mod.LAYOUTS[layout], 4, inner_threads
+    )
     assert codes == [CODES["FASTPE_OK"]] * n
     for t in range(n):
-        expected = fastpe.sinusoidal(S, D, base=1000.0, offset=first + t * step,
-                                     layout=layout, dtype=dtype)
+        expected = fastpe.sinusoidal(
+            S, D, base=1000.0, offset=first + t * step, layout=layout, dtype=dtype
+        )
         np.testing.assert_array_equal(out[t, :, :D], expected, err_msg=f"table {t}")
     assert np.all(out[:, :, D:] == SENTINEL)
 
@@ -87,8 +95,18 @@ def test_codes_through_cimport(cy_probe, args, code):
     mod, _ = cy_probe
     out = np.full((4, 4), SENTINEL)
     kw = {**dict(seq_len=4, d_model=4, row_stride=4, base=10000.0, offset=0, layout=0), **args}
-    assert mod.fill_raw_f64(out, kw["seq_len"], kw["d_model"], kw["row_stride"], kw["base"],
-                            kw["offset"], kw["layout"]) == CODES[code]
+    assert (
+        mod.fill_raw_f64(
+            out,
+            kw["seq_len"],
+            kw["d_model"],
+            kw["row_stride"],
+            kw["base"],
+            kw["offset"],
+            kw["layout"],
+        )
+        == CODES[code]
+    )
     if code == "FASTPE_OK":
         np.testing.assert_array_equal(out, fastpe.sinusoidal(4, 4, dtype=np.float64))
     else:
@@ -111,7 +129,8 @@ def test_compiled_encoding_through_cimport(cy_probe, dtype, convention):
     np.testing.assert_array_equal(table, fastpe.sinusoidal(6, d, offset=offset, **kw))
     np.testing.assert_array_equal(at, fastpe.sinusoidal_at(positions, d, **kw))
     np.testing.assert_array_equal(
-        x, fastpe.add_to(x0, offset=offset, scale=scale, convention=convention))
+        x, fastpe.add_to(x0, offset=offset, scale=scale, convention=convention)
+    )
 
 
 def test_compiled_encoding_from_knobs_through_cimport(cy_probe):

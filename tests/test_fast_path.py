@@ -37,28 +37,39 @@ TABLES = [
 
 @pytest.mark.parametrize("kw", TABLES)
 def test_table_fast_equals_general(kw):
-    fastpe.sinusoidal(**kw)                                  # caches the encoding
+    fastpe.sinusoidal(**kw)  # caches the encoding
     args = dict(kw)
     S, D = args.pop("seq_len"), args.pop("d_model")
-    fast = kernel.table(S, D, args.get("base", 10000.0), args.get("offset", 0),
-                        args.get("dtype"), args.get("layout", "interleaved"), None,
-                        args.get("num_threads"), args.get("convention", "vaswani"))
+    fast = kernel.table(
+        S,
+        D,
+        args.get("base", 10000.0),
+        args.get("offset", 0),
+        args.get("dtype"),
+        args.get("layout", "interleaved"),
+        None,
+        args.get("num_threads"),
+        args.get("convention", "vaswani"),
+    )
     assert fast is not None, "the fast path declined a common call"
     general = fastpe.sinusoidal(slow(S), slow(D), **{k: slow(v) for k, v in args.items()})
     assert fast.dtype == general.dtype and fast.shape == general.shape
     np.testing.assert_array_equal(fast, general)
     # into out=: a column window of a wider matrix, and a plain array
     wide = np.full((S, D + 9), 5.0, fast.dtype)
-    assert fastpe.sinusoidal(S, D, out=wide[:, 4:4 + D], **args) is not None
-    np.testing.assert_array_equal(wide[:, 4:4 + D], general)
-    assert (wide[:, :4] == 5).all() and (wide[:, 4 + D:] == 5).all()
+    assert fastpe.sinusoidal(S, D, out=wide[:, 4 : 4 + D], **args) is not None
+    np.testing.assert_array_equal(wide[:, 4 : 4 + D], general)
+    assert (wide[:, :4] == 5).all() and (wide[:, 4 + D :] == 5).all()
 
 
-@pytest.mark.parametrize("positions", [
-    np.array([999.5, 800.25, 600.0, 1.0, 0.0, 2.5, 3.75, 100.125]),
-    np.arange(24, dtype=np.int64).reshape(2, 3, 4) * 7 - 30,
-    np.array(12.5),
-])
+@pytest.mark.parametrize(
+    "positions",
+    [
+        np.array([999.5, 800.25, 600.0, 1.0, 0.0, 2.5, 3.75, 100.125]),
+        np.arange(24, dtype=np.int64).reshape(2, 3, 4) * 7 - 30,
+        np.array(12.5),
+    ],
+)
 @pytest.mark.parametrize("convention", ["vaswani", "diffusers"])
 def test_at_fast_equals_general(positions, convention):
     fastpe.sinusoidal_at(positions, 320, convention=convention)
@@ -68,9 +79,9 @@ def test_at_fast_equals_general(positions, convention):
     np.testing.assert_array_equal(fast, general)
     out = np.zeros((*positions.shape, 320), np.float64)
     assert fastpe.sinusoidal_at(positions, 320, convention=convention, out=out) is out
-    np.testing.assert_array_equal(out, fastpe.sinusoidal_at(positions.tolist(), 320,
-                                                            convention=convention,
-                                                            dtype=np.float64))
+    np.testing.assert_array_equal(
+        out, fastpe.sinusoidal_at(positions.tolist(), 320, convention=convention, dtype=np.float64)
+    )
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 4096), (2, 5, 8), (3, 4, 2, 16), (4, 64)])
@@ -79,7 +90,7 @@ def test_add_fast_equals_general(shape, dtype):
     rng = np.random.default_rng(7)
     x0 = rng.standard_normal(shape).astype(dtype)
     a = x0.copy()
-    fastpe.add_to(a, offset=1000, scale=2.0)                 # caches; then the fast path
+    fastpe.add_to(a, offset=1000, scale=2.0)  # caches; then the fast path
     b = x0.copy()
     assert kernel.add(b, 1000, None, 2.0, 10000.0, "interleaved", None, "vaswani") is b
     c = x0.copy()
@@ -99,22 +110,31 @@ def test_add_fast_path_on_a_column_window():
     assert not x[:, :, :8].any() and not x[:, :, 24:].any()
 
 
-@pytest.mark.parametrize("call, exc, match", [
-    (lambda: fastpe.sinusoidal(-1, 512), ValueError, "seq_len must be a non-negative"),
-    (lambda: fastpe.sinusoidal(True, 512), TypeError, "seq_len must be an integer, got bool"),
-    (lambda: fastpe.sinusoidal(3, 512, offset=2**70), ValueError, "every position within"),
-    (lambda: fastpe.sinusoidal(3, 512, num_threads=0), ValueError, "num_threads"),
-    (lambda: fastpe.sinusoidal(3, 512, dtype=np.float16), TypeError, "dtype"),
-    (lambda: fastpe.sinusoidal(3, 512, out=np.zeros((3, 512), np.float32)[:, ::-1]),
-     ValueError, "last axis"),
-    (lambda: fastpe.sinusoidal(3, 512, out=np.zeros((3, 512)), dtype=np.float32),
-     TypeError, "dtype"),
-    (lambda: fastpe.sinusoidal_at([np.nan], 512), ValueError, "finite"),
-    (lambda: fastpe.add_to(np.zeros((1, 1, 512), np.float16)), TypeError, "dtype"),
-    (lambda: fastpe.add_to(np.zeros((1, 1, 512)), scale=float("inf")), ValueError, "scale"),
-])
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: fastpe.sinusoidal(-1, 512), ValueError, "seq_len must be a non-negative"),
+        (lambda: fastpe.sinusoidal(True, 512), TypeError, "seq_len must be an integer, got bool"),
+        (lambda: fastpe.sinusoidal(3, 512, offset=2**70), ValueError, "every position within"),
+        (lambda: fastpe.sinusoidal(3, 512, num_threads=0), ValueError, "num_threads"),
+        (lambda: fastpe.sinusoidal(3, 512, dtype=np.float16), TypeError, "dtype"),
+        (
+            lambda: fastpe.sinusoidal(3, 512, out=np.zeros((3, 512), np.float32)[:, ::-1]),
+            ValueError,
+            "last axis",
+        ),
+        (
+            lambda: fastpe.sinusoidal(3, 512, out=np.zeros((3, 512)), dtype=np.float32),
+            TypeError,
+            "dtype",
+        ),
+        (lambda: fastpe.sinusoidal_at([np.nan], 512), ValueError, "finite"),
+        (lambda: fastpe.add_to(np.zeros((1, 1, 512), np.float16)), TypeError, "dtype"),
+        (lambda: fastpe.add_to(np.zeros((1, 1, 512)), scale=float("inf")), ValueError, "scale"),
+    ],
+)
 def test_declined_calls_raise_the_documented_errors(call, exc, match):
-    fastpe.sinusoidal(1, 512)                                # the encoding is cached
+    fastpe.sinusoidal(1, 512)  # the encoding is cached
     with pytest.raises(exc, match=match):
         call()
 

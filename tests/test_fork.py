@@ -138,9 +138,10 @@ SCENARIOS = {
                 check(pool.map(work, range(4)), forked=False)
     """,
     # The forkserver is a fresh interpreter, but newer CPython releases (3.13.15,
-    # not 3.13.0 or 3.11) preload __main__ into it: a script that imports fastpe at the top then has
-    # its workers forked from a process that imported fastpe, and they are marked
-    # (serial, never a hang); older versions give fresh, parallel workers.
+    # not 3.13.0 or 3.11) preload __main__ into it: a script that imports fastpe at
+    # the top then has its workers forked from a process that imported fastpe, and
+    # they are marked (serial, never a hang); older versions give fresh, parallel
+    # workers.
     "mp_forkserver_pool": """
         def main():
             parent_runs_parallel()
@@ -155,7 +156,9 @@ SCENARIOS = {
 def run_scenario(tmp_path, name, body):
     script = tmp_path / f"fork_{name}.py"
     script.write_text(
-        PRELUDE + textwrap.dedent(body) + '\nif __name__ == "__main__":\n    main()\n    print("PASS")\n'
+        PRELUDE
+        + textwrap.dedent(body)
+        + '\nif __name__ == "__main__":\n    main()\n    print("PASS")\n'
     )
     # A new session, so that on a timeout the hung grandchildren die too.
     proc = subprocess.Popen(

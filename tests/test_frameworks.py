@@ -40,7 +40,7 @@ from conventions_ref import (
 import fastpe
 from fastpe import Convention
 
-F32_ULP = 2.0**-24   # one float32 ulp of a value in [0.5, 1)
+F32_ULP = 2.0**-24  # one float32 ulp of a value in [0.5, 1)
 
 
 _FAILED: dict[str, str] = {}
@@ -67,7 +67,7 @@ def _import_alone(name):
     try:
         return importlib.import_module(name)
     finally:
-        for pkg in stubs:        # the module keeps what it needs; others get the real ones
+        for pkg in stubs:  # the module keeps what it needs; others get the real ones
             del sys.modules[pkg]
 
 
@@ -128,10 +128,11 @@ def test_torch_tensor_as_out_and_add_to_through_numpy_view():
     assert fastpe.sinusoidal(7, 32, out=t) is t
     np.testing.assert_array_equal(t.numpy(), fastpe.sinusoidal(7, 32))
     x = torch.ones(2, 7, 32)
-    fastpe.add_to(x.numpy(), offset=[0, 5])       # zero-copy: x changes in place
+    fastpe.add_to(x.numpy(), offset=[0, 5])  # zero-copy: x changes in place
     # add_to forms x*scale + PE in float64 and rounds once
-    expect = 1 + np.stack([fastpe.sinusoidal(7, 32, dtype=F64),
-                           fastpe.sinusoidal(7, 32, offset=5, dtype=F64)])
+    expect = 1 + np.stack(
+        [fastpe.sinusoidal(7, 32, dtype=F64), fastpe.sinusoidal(7, 32, offset=5, dtype=F64)]
+    )
     np.testing.assert_array_equal(x.numpy(), expect.astype(np.float32))
 
 
@@ -139,14 +140,17 @@ def test_torch_tensor_as_out_and_add_to_through_numpy_view():
 
 
 @pytest.mark.parametrize("d", [4, 7, 32, 320])
-@pytest.mark.parametrize("flip, shift, scale", [(False, 1.0, 1.0), (True, 0.0, 1.0),
-                                                (True, 1.0, 1.0), (False, 0.5, 1000.0)])
+@pytest.mark.parametrize(
+    "flip, shift, scale",
+    [(False, 1.0, 1.0), (True, 0.0, 1.0), (True, 1.0, 1.0), (False, 0.5, 1000.0)],
+)
 def test_diffusers_get_timestep_embedding(d, flip, shift, scale):
     torch = _import("torch")
     emb = _import("diffusers.models.embeddings")
     t = TIMESTEPS if scale == 1.0 else TIMESTEPS / 1000.0
-    theirs = emb.get_timestep_embedding(torch.tensor(t), d, flip_sin_to_cos=flip,
-                                        downscale_freq_shift=shift, scale=scale).numpy()
+    theirs = emb.get_timestep_embedding(
+        torch.tensor(t), d, flip_sin_to_cos=flip, downscale_freq_shift=shift, scale=scale
+    ).numpy()
     conv = Convention.diffusers(downscale_freq_shift=shift, scale=scale, flip_sin_to_cos=flip)
     ours = fastpe.sinusoidal_at(t, d, convention=conv)
     _, angle = diffusers_ref(t, d, flip, shift, scale)
@@ -170,10 +174,13 @@ def test_distilbert_create_sinusoidal_embeddings(d):
     torch = _import("torch")
     m = _import("transformers.models.distilbert.modeling_distilbert")
     out = torch.empty(512, d)
-    m.create_sinusoidal_embeddings(512, d, out)       # float64 NumPy, rounded once to f32
+    m.create_sinusoidal_embeddings(512, d, out)  # float64 NumPy, rounded once to f32
     np.testing.assert_allclose(fastpe.sinusoidal(512, d), out.numpy(), atol=F32_ULP, rtol=0)
-    close(fastpe.sinusoidal(512, d, dtype=F64), vaswani_ref(np.arange(512), d)[0],
-          vaswani_ref(np.arange(512), d)[1])
+    close(
+        fastpe.sinusoidal(512, d, dtype=F64),
+        vaswani_ref(np.arange(512), d)[0],
+        vaswani_ref(np.arange(512), d)[1],
+    )
 
 
 @pytest.mark.parametrize("d", [7, 16, 512])
@@ -181,9 +188,10 @@ def test_marian_sinusoidal_positional_embedding(d):
     _import("torch")
     m = _import("transformers.models.marian.modeling_marian")
     layer = m.MarianSinusoidalPositionalEmbedding(256, d)
-    theirs = layer.create_weight().numpy()            # float64 NumPy, rounded once to f32
-    np.testing.assert_allclose(fastpe.sinusoidal(256, d, layout="split"), theirs,
-                               atol=F32_ULP, rtol=0)
+    theirs = layer.create_weight().numpy()  # float64 NumPy, rounded once to f32
+    np.testing.assert_allclose(
+        fastpe.sinusoidal(256, d, layout="split"), theirs, atol=F32_ULP, rtol=0
+    )
 
 
 @pytest.mark.parametrize("dim", [4, 64, 256])
@@ -233,9 +241,11 @@ def test_fsmt_fairseq_embedding_and_make_positions(d, padding_idx):
 def test_timm_build_sincos2d_pos_embed(shape, reverse_coord, interleave):
     _import("torch")
     m = _import("timm.layers.pos_embed_sincos", alone=True)
-    theirs = m.build_sincos2d_pos_embed(list(shape), dim=64, reverse_coord=reverse_coord,
-                                        interleave_sin_cos=interleave).numpy()
-    ours = fastpe.sinusoidal_2d(*shape, 64, convention="timm", reverse_coord=reverse_coord,
-                                interleave_sin_cos=interleave)
+    theirs = m.build_sincos2d_pos_embed(
+        list(shape), dim=64, reverse_coord=reverse_coord, interleave_sin_cos=interleave
+    ).numpy()
+    ours = fastpe.sinusoidal_2d(
+        *shape, 64, convention="timm", reverse_coord=reverse_coord, interleave_sin_cos=interleave
+    )
     _, angle = timm_ref(shape, 64, reverse_coord=reverse_coord, interleave_sin_cos=interleave)
     assert_f32_close(ours, theirs, angle)

@@ -35,7 +35,6 @@ from fastpe import Convention
 ACCEPTED_ERRORS = (ValueError, TypeError, MemoryError)
 
 
-
 RAM = fastpe._validate.physical_memory() or 2**36
 CANARY = 0xA5
 PAD = 64
@@ -43,8 +42,25 @@ PAD = 64
 # ------------------------------------------------------------------ values
 
 NUMPY_SCALAR_DTYPES = [
-    "?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8",
-    "f2", "f4", "f8", "g", "c8", "c16", "M8[s]", "m8[s]", "U3", "S3",
+    "?",
+    "i1",
+    "i2",
+    "i4",
+    "i8",
+    "u1",
+    "u2",
+    "u4",
+    "u8",
+    "f2",
+    "f4",
+    "f8",
+    "g",
+    "c8",
+    "c16",
+    "M8[s]",
+    "m8[s]",
+    "U3",
+    "S3",
 ]
 
 
@@ -57,12 +73,35 @@ def numpy_scalars():
 
 def odd_objects():
     """Things that are not scalars at all."""
-    return st.sampled_from([
-        None, "3", b"3", "", [], [3], (3,), {3: 3}, object(), np.int64, float,
-        np.array(5), np.array(5.0), np.array([5]), np.array([]), np.array(7, dtype=object),
-        np.array([3, 4], dtype=object), np.zeros((2, 2)), slice(3), 1 + 2j, math.nan,
-        math.inf, -math.inf, -0.0, fractions.Fraction(10**400, 3),
-    ])
+    return st.sampled_from(
+        [
+            None,
+            "3",
+            b"3",
+            "",
+            [],
+            [3],
+            (3,),
+            {3: 3},
+            object(),
+            np.int64,
+            float,
+            np.array(5),
+            np.array(5.0),
+            np.array([5]),
+            np.array([]),
+            np.array(7, dtype=object),
+            np.array([3, 4], dtype=object),
+            np.zeros((2, 2)),
+            slice(3),
+            1 + 2j,
+            math.nan,
+            math.inf,
+            -math.inf,
+            -0.0,
+            fractions.Fraction(10**400, 3),
+        ]
+    )
 
 
 HUGE_INTS = [2**31, 2**40, 2**53 + 1, 2**62, 2**63 - 1, 2**63, 2**64, 10**30, 10**400]
@@ -84,8 +123,9 @@ def hostile_floats():
 
 
 def anything():
-    return st.one_of(hostile_ints(), hostile_floats(), numpy_scalars(), odd_objects(),
-                     st.text(max_size=4))
+    return st.one_of(
+        hostile_ints(), hostile_floats(), numpy_scalars(), odd_objects(), st.text(max_size=4)
+    )
 
 
 SIZES = st.integers(0, 40)
@@ -95,39 +135,83 @@ VALID = {
     "seq_len": st.one_of(SIZES, SIZES.map(np.int32), SIZES.map(np.uint64), SIZES.map(np.array)),
     "d_model": st.one_of(WIDTHS, WIDTHS.map(np.int16), WIDTHS.map(np.int64)),
     "base": st.one_of(
-        st.floats(1.5, 1e6), st.integers(2, 10**6), st.floats(1.5, 1e6).map(np.float32),
-        st.floats(1e-3, 1e300), st.sampled_from(
-            [fractions.Fraction(10001, 1), np.float16(100), np.longdouble(1e4), 1e300, 1.0])),
+        st.floats(1.5, 1e6),
+        st.integers(2, 10**6),
+        st.floats(1.5, 1e6).map(np.float32),
+        st.floats(1e-3, 1e300),
+        st.sampled_from(
+            [fractions.Fraction(10001, 1), np.float16(100), np.longdouble(1e4), 1e300, 1.0]
+        ),
+    ),
     "offset": st.one_of(st.integers(-(10**6), 10**6), st.integers(-50, 50).map(np.int8)),
-    "dtype": st.sampled_from([None, np.float32, np.float64, "f4", "float64", np.dtype("f8"),
-                              "=f8", np.dtype("float32").newbyteorder("=")]),
+    "dtype": st.sampled_from(
+        [
+            None,
+            np.float32,
+            np.float64,
+            "f4",
+            "float64",
+            np.dtype("f8"),
+            "=f8",
+            np.dtype("float32").newbyteorder("="),
+        ]
+    ),
     "layout": st.sampled_from(["interleaved", "split"]),
     "num_threads": st.one_of(st.none(), st.integers(1, 5), st.just(2**40)),
     "convention": st.sampled_from(
-        ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj",
-         Convention(base=500.0, layout="split"), Convention.fairseq(padding_idx=None),
-         Convention.tensor2tensor(2.0, 5000.0),
-         Convention.diffusers(downscale_freq_shift=0.0, scale=1000.0, flip_sin_to_cos=True),
-         Convention(denominator="h", position_scale=0.25, odd="zero", padding_idx=3)]),
+        [
+            "vaswani",
+            "tensor2tensor",
+            "fairseq",
+            "diffusers",
+            "gptj",
+            Convention(base=500.0, layout="split"),
+            Convention.fairseq(padding_idx=None),
+            Convention.tensor2tensor(2.0, 5000.0),
+            Convention.diffusers(downscale_freq_shift=0.0, scale=1000.0, flip_sin_to_cos=True),
+            Convention(denominator="h", position_scale=0.25, odd="zero", padding_idx=3),
+        ]
+    ),
     "positions": st.one_of(
         st.integers(-1000, 1000),
         st.lists(st.integers(-1000, 1000), max_size=6),
-        hnp.arrays(st.sampled_from(["i8", "i4", "u2", "f8", "f4"]), hnp.array_shapes(
-            min_dims=0, max_dims=3, max_side=4), elements=st.integers(0, 1000))),
-    "x": hnp.arrays(st.sampled_from([np.float32, np.float64]),
-                    hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=6),
-                    elements=st.floats(-10, 10, width=32)),
+        hnp.arrays(
+            st.sampled_from(["i8", "i4", "u2", "f8", "f4"]),
+            hnp.array_shapes(min_dims=0, max_dims=3, max_side=4),
+            elements=st.integers(0, 1000),
+        ),
+    ),
+    "x": hnp.arrays(
+        st.sampled_from([np.float32, np.float64]),
+        hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=6),
+        elements=st.floats(-10, 10, width=32),
+    ),
     "scale": st.one_of(st.floats(-100, 100), st.integers(-5, 5), st.just(np.float32(0.5))),
-    "tokens": hnp.arrays(st.sampled_from(["i8", "i4", "u1"]), hnp.array_shapes(
-        min_dims=1, max_dims=3, min_side=0, max_side=7), elements=st.integers(0, 4)),
+    "tokens": hnp.arrays(
+        st.sampled_from(["i8", "i4", "u1"]),
+        hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=7),
+        elements=st.integers(0, 4),
+    ),
     "padding_idx": st.one_of(st.integers(-2, 5), st.integers(0, 3).map(np.int32)),
     "head_dim": st.one_of(st.integers(1, 128).map(lambda n: 2 * n), st.just(np.int64(64))),
-    "rope_parameters": st.sampled_from([
-        None, {}, {"rope_theta": 500000.0}, {"rope_type": "linear", "factor": 4.0},
-        {"type": "dynamic", "factor": 2.0, "partial_rotary_factor": 0.5},
-        {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 2048},
-        {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-         "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}]),
+    "rope_parameters": st.sampled_from(
+        [
+            None,
+            {},
+            {"rope_theta": 500000.0},
+            {"rope_type": "linear", "factor": 4.0},
+            {"type": "dynamic", "factor": 2.0, "partial_rotary_factor": 0.5},
+            {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 2048},
+            {
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ]
+    ),
     "max_position_embeddings": st.one_of(st.integers(1, 10**6), st.just(np.int32(4096))),
     "precision": st.sampled_from(["float32", "float64"]),
     "inv_freq": st.lists(st.floats(0.0, 10.0), min_size=1, max_size=40),
@@ -143,46 +227,110 @@ VALID_FOR = {
     ("add_to", "offset"): st.one_of(
         st.integers(-1000, 1000),
         st.lists(st.integers(-1000, 1000), min_size=1, max_size=3),
-        hnp.arrays(np.int64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
-                   elements=st.integers(-1000, 1000))),
+        hnp.arrays(
+            np.int64,
+            hnp.array_shapes(min_dims=0, max_dims=2, max_side=3),
+            elements=st.integers(-1000, 1000),
+        ),
+    ),
     ("add_to", "positions"): st.one_of(
         st.lists(st.integers(0, 1000), min_size=1, max_size=6),
-        hnp.arrays(st.sampled_from(["i8", "f8"]), hnp.array_shapes(min_dims=1, max_dims=2,
-                                                                   max_side=6),
-                   elements=st.integers(0, 1000))),
+        hnp.arrays(
+            st.sampled_from(["i8", "f8"]),
+            hnp.array_shapes(min_dims=1, max_dims=2, max_side=6),
+            elements=st.integers(0, 1000),
+        ),
+    ),
     ("sinusoidal_2d", "convention"): st.sampled_from(["mae", "timm"]),
     ("sinusoidal_2d", "d_model"): st.integers(1, 12).map(lambda n: 4 * n),
     ("rope_cache", "layout"): st.sampled_from(["half", "interleaved"]),
     ("rope_cache", "positions"): hnp.arrays(
-        st.sampled_from(["i8", "i4", "u2"]), hnp.array_shapes(min_dims=0, max_dims=3,
-                                                              max_side=4),
-        elements=st.integers(0, 1000)),
+        st.sampled_from(["i8", "i4", "u2"]),
+        hnp.array_shapes(min_dims=0, max_dims=3, max_side=4),
+        elements=st.integers(0, 1000),
+    ),
 }
 # ... and, per argument, values aimed at it in particular (besides anything()).
 AIMED = {
-    "dtype": st.sampled_from([
-        ">f8", "<f4" if sys.byteorder == "big" else ">f4", np.float16, np.longdouble, np.int32,
-        np.complex128, object, "f4,", "not-a-dtype", np.dtype("V8"), "M8[s]",
-        np.dtype([("a", "f8")]), "(2,)f8", np.ndarray, "O"]),
+    "dtype": st.sampled_from(
+        [
+            ">f8",
+            "<f4" if sys.byteorder == "big" else ">f4",
+            np.float16,
+            np.longdouble,
+            np.int32,
+            np.complex128,
+            object,
+            "f4,",
+            "not-a-dtype",
+            np.dtype("V8"),
+            "M8[s]",
+            np.dtype([("a", "f8")]),
+            "(2,)f8",
+            np.ndarray,
+            "O",
+        ]
+    ),
     "layout": st.sampled_from(["SPLIT", "", "zigzag", b"split", "interleaved "]),
     "convention": st.sampled_from(["Vaswani", "", "mae", Convention, fastpe.CONVENTIONS]),
-    "positions": st.sampled_from([
-        [np.nan], [np.inf, 1.0], [True], np.array([1], dtype=object), [1j], [[1], [1, 2]],
-        np.array([2**64 - 1], np.uint64), [1e300], np.arange(6.0)[::-2], np.array([-0.0, 0.5]),
-        np.array(["2020"], "M8[s]")]),
-    "x": st.sampled_from([
-        np.zeros((3, 8))[:, ::2], np.zeros((8, 3, 4)).transpose(1, 0, 2), np.zeros((4, 8), "f2"),
-        np.zeros((4, 8), "i4"), np.zeros((4, 8), ">f8"), np.zeros(8), np.zeros((4, 0)),
-        np.zeros((2, 4, 8))[::-1], np.broadcast_to(np.zeros(8), (3, 8)), np.zeros((4, 8), "c16"),
-        np.zeros((1, 2, 3, 1, 5, 4), np.float32)]),
-    "rope_parameters": st.sampled_from([
-        {"rope_type": "yarn"}, {"rope_type": "longrope", "short_factor": [1.0],
-                                "long_factor": [1.0], "original_max_position_embeddings": 4},
-        {"rope_type": "linear", "factor": float("nan")}, {"factor": 2.0}, {"rope_type": None},
-        {"rope_theta": -1.0}, {"partial_rotary_factor": 2.0}, {"rope_type": "LINEAR"}, {1: 2}]),
+    "positions": st.sampled_from(
+        [
+            [np.nan],
+            [np.inf, 1.0],
+            [True],
+            np.array([1], dtype=object),
+            [1j],
+            [[1], [1, 2]],
+            np.array([2**64 - 1], np.uint64),
+            [1e300],
+            np.arange(6.0)[::-2],
+            np.array([-0.0, 0.5]),
+            np.array(["2020"], "M8[s]"),
+        ]
+    ),
+    "x": st.sampled_from(
+        [
+            np.zeros((3, 8))[:, ::2],
+            np.zeros((8, 3, 4)).transpose(1, 0, 2),
+            np.zeros((4, 8), "f2"),
+            np.zeros((4, 8), "i4"),
+            np.zeros((4, 8), ">f8"),
+            np.zeros(8),
+            np.zeros((4, 0)),
+            np.zeros((2, 4, 8))[::-1],
+            np.broadcast_to(np.zeros(8), (3, 8)),
+            np.zeros((4, 8), "c16"),
+            np.zeros((1, 2, 3, 1, 5, 4), np.float32),
+        ]
+    ),
+    "rope_parameters": st.sampled_from(
+        [
+            {"rope_type": "yarn"},
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0],
+                "long_factor": [1.0],
+                "original_max_position_embeddings": 4,
+            },
+            {"rope_type": "linear", "factor": float("nan")},
+            {"factor": 2.0},
+            {"rope_type": None},
+            {"rope_theta": -1.0},
+            {"partial_rotary_factor": 2.0},
+            {"rope_type": "LINEAR"},
+            {1: 2},
+        ]
+    ),
     "precision": st.sampled_from(["float16", "exact", "", None, np.float32]),
-    "tokens": st.sampled_from([np.zeros(()), np.array([1.5]), np.array([[1], [2]], "u8") * 2**63,
-                               [[1, 2], [3]], np.array([True])]),
+    "tokens": st.sampled_from(
+        [
+            np.zeros(()),
+            np.array([1.5]),
+            np.array([[1], [2]], "u8") * 2**63,
+            [[1, 2], [3]],
+            np.array([True]),
+        ]
+    ),
 }
 
 
@@ -192,10 +340,30 @@ def hostile_value(name):
 
 # ------------------------------------------------------------------ out= arrays
 OUT_KINDS = [
-    "none", "c", "rows_strided", "fortran", "misaligned", "readonly", "broadcast",
-    "overlapping", "zero_stride", "reversed", "nonnative", "wrong_shape", "transposed_shape",
-    "three_d", "zero_d", "sub", "matrix", "masked", "object", "int32", "float16", "list",
-    "bytearray", "memoryview",
+    "none",
+    "c",
+    "rows_strided",
+    "fortran",
+    "misaligned",
+    "readonly",
+    "broadcast",
+    "overlapping",
+    "zero_stride",
+    "reversed",
+    "nonnative",
+    "wrong_shape",
+    "transposed_shape",
+    "three_d",
+    "zero_d",
+    "sub",
+    "matrix",
+    "masked",
+    "object",
+    "int32",
+    "float16",
+    "list",
+    "bytearray",
+    "memoryview",
 ]
 
 
@@ -211,7 +379,9 @@ def _guarded(shape, dtype, strides=None, extra=0, shift=0):
     itemsize = dtype.itemsize
     if strides is None:
         strides = ((D + extra) * itemsize, itemsize)
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=False)) * (0 not in shape)
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides, strict=False)) * (
+        0 not in shape
+    )
     nbytes = span + itemsize + 2 * PAD
     buf = np.full(nbytes, CANARY, dtype=np.uint8)
     start = PAD + shift + (0 if strides[0] >= 0 else max(S - 1, 0) * -strides[0])
@@ -312,7 +482,7 @@ def check_table(result, kwargs, default_dtype):
     expected_dtype = _expected_dtype(kwargs, default_dtype)
     assert expected_dtype in (np.float32, np.float64) and expected_dtype.isnative
     if out is not None:
-        assert result is out   # the caller's object back (a memoryview stays one)
+        assert result is out  # the caller's object back (a memoryview stays one)
         result = np.asarray(result)
     assert isinstance(result, np.ndarray)
     assert result.shape == (S, D) and result.dtype == expected_dtype
@@ -332,8 +502,9 @@ def _conv_of(kwargs):
     if isinstance(c, Convention):
         return c
     if c == "vaswani":
-        return Convention.vaswani(base=float(kwargs.get("base", 10000.0)),
-                                  layout=kwargs.get("layout", "interleaved"))
+        return Convention.vaswani(
+            base=float(kwargs.get("base", 10000.0)), layout=kwargs.get("layout", "interleaved")
+        )
     return getattr(Convention, c)()
 
 
@@ -384,7 +555,7 @@ def check_at(result, kwargs, default_dtype):
         result = np.asarray(result)
     assert isinstance(result, np.ndarray)
     assert result.shape == (*pos.shape, D) and result.dtype == dt
-    if pos.size == 0:   # d_model may be huge: no oracle table for no rows
+    if pos.size == 0:  # d_model may be huge: no oracle table for no rows
         return
     ref, ang = knob_ref(pos, D, conv)
     assert np.max(np.abs(result.astype(np.float64) - ref), initial=0) <= _knob_tol(ang, dt)
@@ -411,12 +582,13 @@ def check_add_to(result, kwargs, default_dtype, before):
     scale = float(kwargs.get("scale", 1.0))
     with np.errstate(over="ignore", invalid="ignore"):
         expect = x0.astype(np.float64) * scale + ref
-        rounded = expect.astype(x.dtype)            # a huge scale overflows to inf, as it should
+        rounded = expect.astype(x.dtype)  # a huge scale overflows to inf, as it should
     big = ~np.isfinite(rounded)
     np.testing.assert_array_equal(x[big], rounded[big])
     expect, got = expect[~big], x[~big].astype(np.float64)
     tol = _knob_tol(ang, np.float64) + float(np.max(np.abs(expect), initial=1)) * (
-        2.0**-23 if x.dtype == np.float32 else 2.0**-51)
+        2.0**-23 if x.dtype == np.float32 else 2.0**-51
+    )
     assert np.max(np.abs(got - expect), initial=0) <= tol
 
 
@@ -441,13 +613,17 @@ def check_2d(result, kwargs, default_dtype):
     assert D % 4 == 0 and result.shape == (cls + H * W, D) and result.dtype == dt
     if cls:
         assert not result[0].any()
-    if H * W == 0:   # an empty grid; the other side may be huge
+    if H * W == 0:  # an empty grid; the other side may be huge
         return
     grid = result[cls:].astype(np.float64)
     if conv == "timm":
-        ref, ang = timm_ref((H, W), D, temperature=base,
-                            reverse_coord=bool(kwargs.get("reverse_coord", False)),
-                            interleave_sin_cos=bool(kwargs.get("interleave_sin_cos", False)))
+        ref, ang = timm_ref(
+            (H, W),
+            D,
+            temperature=base,
+            reverse_coord=bool(kwargs.get("reverse_coord", False)),
+            interleave_sin_cos=bool(kwargs.get("interleave_sin_cos", False)),
+        )
     else:
         half = Convention.vaswani(base=base, layout="split")
         hh, w = np.meshgrid(np.arange(H), np.arange(W), indexing="ij")
@@ -472,7 +648,7 @@ def check_rope_frequencies(result, kwargs, default_dtype):
     assert np.all(np.isfinite(inv)) and np.all(inv >= 0) and inv[0] > 0
     assert isinstance(attention, float) and math.isfinite(attention) and attention > 0
     rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type in ("default", "linear"):   # the published rule, theta^(-2i/d) / factor
+    if rope_type in ("default", "linear"):  # the published rule, theta^(-2i/d) / factor
         theta = params.get("rope_theta", 10000.0)
         want = theta ** (-np.arange(0, dim, 2) / dim) / params.get("factor", 1.0)
         np.testing.assert_allclose(inv, want, rtol=2.0**-20)
@@ -483,8 +659,9 @@ def check_rope_cache(result, kwargs, default_dtype):
     if kwargs.get("inv_freq") is not None:
         w = np.asarray(kwargs["inv_freq"], dtype=np.float64)
     else:
-        w, _ = fastpe.rope_frequencies(kwargs["head_dim"], kwargs.get("rope_parameters"),
-                                       max_position_embeddings=10**9)  # (only its size here)
+        w, _ = fastpe.rope_frequencies(
+            kwargs["head_dim"], kwargs.get("rope_parameters"), max_position_embeddings=10**9
+        )  # (only its size here)
     if kwargs.get("positions") is not None:
         shape = np.shape(kwargs["positions"])
     else:
@@ -505,41 +682,95 @@ def check_build_info(result, kwargs, default_dtype):
 
 # name -> (function, argument names it takes, positional names, oracle, default dtype)
 SPECS = {
-    "sinusoidal": (fastpe.sinusoidal,
-                   ["base", "offset", "dtype", "layout", "out", "num_threads", "convention"],
-                   ["seq_len", "d_model"], check_sinusoidal, np.float32),
-    "reference": (fastpe.reference, ["base", "offset", "dtype", "layout"],
-                  ["seq_len", "d_model"], check_table, np.float64),
+    "sinusoidal": (
+        fastpe.sinusoidal,
+        ["base", "offset", "dtype", "layout", "out", "num_threads", "convention"],
+        ["seq_len", "d_model"],
+        check_sinusoidal,
+        np.float32,
+    ),
+    "reference": (
+        fastpe.reference,
+        ["base", "offset", "dtype", "layout"],
+        ["seq_len", "d_model"],
+        check_table,
+        np.float64,
+    ),
     "build_info": (fastpe.build_info, [], [], check_build_info, None),
     "get_include": (fastpe.get_include, [], [], check_get_include, None),
-    "sinusoidal_at": (fastpe.sinusoidal_at,
-                      ["base", "dtype", "layout", "out", "num_threads", "convention"],
-                      ["positions", "d_model"], check_at, np.float32),
-    "add_to": (fastpe.add_to,
-               ["offset", "positions", "scale", "base", "layout", "num_threads", "convention"],
-               ["x"], check_add_to, None),
-    "fairseq_positions": (fastpe.fairseq_positions, ["padding_idx"], ["tokens"],
-                          check_fairseq_positions, None),
-    "sinusoidal_2d": (fastpe.sinusoidal_2d,
-                      ["base", "convention", "cls_token", "interleave_sin_cos", "reverse_coord",
-                       "dtype", "num_threads"],
-                      ["grid_h", "grid_w", "d_model"], check_2d, np.float32),
-    "rope_frequencies": (fastpe.rope_frequencies,
-                         ["rope_parameters", "max_position_embeddings", "seq_len", "precision"],
-                         ["head_dim"], check_rope_frequencies, None),
-    "rope_cache": (fastpe.rope_cache,
-                   ["rope_parameters", "seq_len", "offset", "positions", "layout", "dtype",
-                    "max_position_embeddings", "precision", "inv_freq", "attention_factor",
-                    "num_threads"],
-                   ["head_dim"], check_rope_cache, np.float32),
+    "sinusoidal_at": (
+        fastpe.sinusoidal_at,
+        ["base", "dtype", "layout", "out", "num_threads", "convention"],
+        ["positions", "d_model"],
+        check_at,
+        np.float32,
+    ),
+    "add_to": (
+        fastpe.add_to,
+        ["offset", "positions", "scale", "base", "layout", "num_threads", "convention"],
+        ["x"],
+        check_add_to,
+        None,
+    ),
+    "fairseq_positions": (
+        fastpe.fairseq_positions,
+        ["padding_idx"],
+        ["tokens"],
+        check_fairseq_positions,
+        None,
+    ),
+    "sinusoidal_2d": (
+        fastpe.sinusoidal_2d,
+        [
+            "base",
+            "convention",
+            "cls_token",
+            "interleave_sin_cos",
+            "reverse_coord",
+            "dtype",
+            "num_threads",
+        ],
+        ["grid_h", "grid_w", "d_model"],
+        check_2d,
+        np.float32,
+    ),
+    "rope_frequencies": (
+        fastpe.rope_frequencies,
+        ["rope_parameters", "max_position_embeddings", "seq_len", "precision"],
+        ["head_dim"],
+        check_rope_frequencies,
+        None,
+    ),
+    "rope_cache": (
+        fastpe.rope_cache,
+        [
+            "rope_parameters",
+            "seq_len",
+            "offset",
+            "positions",
+            "layout",
+            "dtype",
+            "max_position_embeddings",
+            "precision",
+            "inv_freq",
+            "attention_factor",
+            "num_threads",
+        ],
+        ["head_dim"],
+        check_rope_cache,
+        np.float32,
+    ),
 }
 
 
 def test_every_public_function_has_a_spec():
     # classes are not functions: Convention is exercised through `convention=`
     # arguments and test_convention_hostile
-    public = {n for n in fastpe.__all__
-              if callable(getattr(fastpe, n)) and not isinstance(getattr(fastpe, n), type)}
+    public = {
+        n
+        for n in fastpe.__all__
+        if callable(getattr(fastpe, n)) and not isinstance(getattr(fastpe, n), type)
+    }
     assert public == set(SPECS)
     assert {n for n in fastpe.__all__ if isinstance(getattr(fastpe, n), type)} == {"Convention"}
 
@@ -554,8 +785,10 @@ def calls(draw, name):
     n_hostile = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))
     present = pos_names + [k for k in kw_names if k != "out" and draw(st.booleans())]
     bad = set(draw(st.lists(st.sampled_from(present), max_size=n_hostile))) if present else set()
-    kwargs = {k: draw(hostile_value(k) if k in bad else VALID_FOR.get((name, k), VALID[k]))
-              for k in present}
+    kwargs = {
+        k: draw(hostile_value(k) if k in bad else VALID_FOR.get((name, k), VALID[k]))
+        for k in present
+    }
     valid = not bad
     if draw(st.integers(0, 9)) == 0:  # a keyword the function does not take
         foreign = draw(st.sampled_from(sorted(set(VALID) | {"out", "bogus"})))
@@ -599,8 +832,13 @@ def calls(draw, name):
                 out_dtype = np.dtype(kwargs["dtype"])
             out, buf, mask = make_out(kind, shape, out_dtype)
             kwargs["out"] = out
-            valid = valid and "out" in kw_names and kind in valid_kinds and kind != "masked" \
+            valid = (
+                valid
+                and "out" in kw_names
+                and kind in valid_kinds
+                and kind != "masked"
                 and np.shape(out) == _out_shape(name, kwargs)
+            )
             if buf is not None:
                 guard = (buf, mask, buf.copy())
             note(f"out kind={kind} shape={shape} dtype={np.dtype(out_dtype)}")
@@ -620,16 +858,16 @@ def _out_shape(name, kwargs):
 # Calls made only of plausible values must succeed, except where the values do
 # not fit together (the messages of those refusals, which must name the problem).
 COMBINATION_ERRORS = (
-    r"exact angle reduction",             # positions too far for this width and base
-    r"cannot be combined with",           # base with a convention's own knob; offset with floats
-    r"do(es)? not broadcast to",          # offset/positions against x's batch shape
+    r"exact angle reduction",  # positions too far for this width and base
+    r"cannot be combined with",  # base with a convention's own knob; offset with floats
+    r"do(es)? not broadcast to",  # offset/positions against x's batch shape
     r"last axis \(d_model\) must not be empty",
-    r"are timm's options",                # 2-D options of another convention
-    r"needs an even d_model",             # gptj's pairs
+    r"are timm's options",  # 2-D options of another convention
+    r"needs an even d_model",  # gptj's pairs
     r"needs (max_position_embeddings|original_max_position_embeddings)",  # a RoPE rule's length
     r"rotary dimension .* must be even",  # head_dim times partial_rotary_factor
-    r"rotary dimension of at least 4",    # dynamic's exponent d/(d-2)
-    r"give either seq_len|not both|offset applies to seq_len",   # rope_cache's alternatives
+    r"rotary dimension of at least 4",  # dynamic's exponent d/(d-2)
+    r"give either seq_len|not both|offset applies to seq_len",  # rope_cache's alternatives
 )
 
 
@@ -645,14 +883,16 @@ def _run(name, kwargs, guard, valid=False):
         event(f"raised {type(exc).__name__}")
         assert str(exc), "error without a message"
         if valid:
-            assert re.search("|".join(COMBINATION_ERRORS), str(exc)), \
+            assert re.search("|".join(COMBINATION_ERRORS), str(exc)), (
                 f"a call made of valid arguments raised {exc!r}"
+            )
         if guard is not None:  # nothing the caller passed is corrupted on error
             buf, _, snapshot = guard
             assert np.array_equal(buf, snapshot), "out was written although the call failed"
-        for k, v in before.items():   # nor any array argument (add_to's x included)
-            assert np.array_equal(kwargs[k], v, equal_nan=v.dtype.kind in "fc"), \
+        for k, v in before.items():  # nor any array argument (add_to's x included)
+            assert np.array_equal(kwargs[k], v, equal_nan=v.dtype.kind in "fc"), (
                 f"{k} was changed although the call failed"
+            )
         return
     event("returned" + (" into out=" if kwargs.get("out") is not None else ""))
     if getattr(oracle, "needs_before", False):
@@ -667,8 +907,11 @@ def _run(name, kwargs, guard, valid=False):
 hostile = settings(
     max_examples=4 * settings.default.max_examples,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                           HealthCheck.data_too_large],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+    ],
 )
 
 
@@ -719,9 +962,11 @@ def test_sinusoidal_2d_hostile(data):
 
 
 CONVENTION_KNOBS = {
-    "name": st.text(max_size=3), "base": VALID["base"], "position_scale": st.floats(0.01, 100),
-    "shift": st.floats(-3, 3), "denominator": st.sampled_from(["d/2", "h", "h-1", "max(h-1,1)",
-                                                               "h-shift"]),
+    "name": st.text(max_size=3),
+    "base": VALID["base"],
+    "position_scale": st.floats(0.01, 100),
+    "shift": st.floats(-3, 3),
+    "denominator": st.sampled_from(["d/2", "h", "h-1", "max(h-1,1)", "h-shift"]),
     "layout": st.sampled_from(["interleaved", "split", "split_cos_first"]),
     "odd": st.sampled_from(["sin", "zero", "error"]),
     "padding_idx": st.one_of(st.none(), st.integers(-3, 5)),
@@ -754,8 +999,10 @@ def test_convention_hostile(data):
     assert np.max(np.abs(P - ref), initial=0) <= _knob_tol(ang, np.float64)
 
 
-@given(args=st.lists(anything(), max_size=2),
-       kw=st.dictionaries(st.sampled_from(sorted(VALID)), anything(), max_size=2))
+@given(
+    args=st.lists(anything(), max_size=2),
+    kw=st.dictionaries(st.sampled_from(sorted(VALID)), anything(), max_size=2),
+)
 def test_get_include_hostile(args, kw):
     if not args and not kw:
         return
@@ -763,8 +1010,10 @@ def test_get_include_hostile(args, kw):
         fastpe.get_include(*args, **kw)
 
 
-@given(args=st.lists(anything(), max_size=2),
-       kw=st.dictionaries(st.sampled_from(sorted(VALID)), anything(), max_size=2))
+@given(
+    args=st.lists(anything(), max_size=2),
+    kw=st.dictionaries(st.sampled_from(sorted(VALID)), anything(), max_size=2),
+)
 def test_build_info_hostile(args, kw):
     if not args and not kw:
         return
@@ -786,8 +1035,21 @@ def test_guard_bands_valid_out(kind, dtype, shape):
     np.testing.assert_array_equal(out, fastpe.sinusoidal(*shape, offset=11, dtype=dtype))
 
 
-@pytest.mark.parametrize("kind", ["fortran", "misaligned", "readonly", "overlapping", "zero_stride",
-                                  "reversed", "nonnative", "wrong_shape", "int32", "float16"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "fortran",
+        "misaligned",
+        "readonly",
+        "overlapping",
+        "zero_stride",
+        "reversed",
+        "nonnative",
+        "wrong_shape",
+        "int32",
+        "float16",
+    ],
+)
 def test_guard_bands_refused_out_untouched(kind):
     out, buf, _mask = make_out(kind, (6, 5), np.float64)
     before = buf.copy()
@@ -823,8 +1085,11 @@ def test_guard_bands_refused_out_untouched(kind):
         (lambda: Convention(position_scale=1e305), ValueError, "position_scale"),
         (lambda: Convention.tensor2tensor(1e-300, 1e300), ValueError, "max_timescale"),
         # OverflowError from the kernel / float() before
-        (lambda: fastpe.sinusoidal(3, 8, convention=Convention(padding_idx=2**70)), ValueError,
-         "padding_idx"),
+        (
+            lambda: fastpe.sinusoidal(3, 8, convention=Convention(padding_idx=2**70)),
+            ValueError,
+            "padding_idx",
+        ),
         (lambda: fastpe.add_to(np.zeros((2, 4)), scale=10**400), ValueError, "scale"),
         (lambda: Convention.diffusers(scale=10**400), ValueError, "scale"),
         # accepted silently before
@@ -845,8 +1110,9 @@ def test_any_finite_base_is_accurate(base, d_model):
     P = fastpe.sinusoidal(5, d_model, offset=-2, base=base, dtype=np.float64)
     R = fastpe.reference(5, d_model, offset=-2, base=base)
     np.testing.assert_allclose(P, R, atol=1e-15, rtol=0)
-    C = fastpe.sinusoidal(5, d_model, offset=-2, convention=Convention(base=base),
-                          dtype=np.float64)
+    C = fastpe.sinusoidal(
+        5, d_model, offset=-2, convention=Convention(base=base), dtype=np.float64
+    )
     np.testing.assert_array_equal(C, P)
 
 
@@ -863,8 +1129,9 @@ def test_tiny_base_position_zero_is_exact_not_nan(base, d_model):
 
 def test_huge_num_threads_is_capped_not_an_error():
     # was OverflowError (Python int -> C int); the kernel caps at the thread limit anyway
-    np.testing.assert_array_equal(fastpe.sinusoidal(300, 64, num_threads=2**40),
-                                  fastpe.sinusoidal(300, 64, num_threads=1))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal(300, 64, num_threads=2**40), fastpe.sinusoidal(300, 64, num_threads=1)
+    )
 
 
 def test_explicit_float32_dtype_must_match_out():
@@ -888,6 +1155,7 @@ def test_unaligned_positions_and_offsets_are_accepted(dtype):
     """Unaligned int64/float64 arrays (np.frombuffer at an odd offset, or what
     Dask's network layer rebuilds from a message frame) export the buffer format
     "=q"/"=d": they are copied to aligned memory, not refused."""
+
     def unaligned(values):
         buf = np.zeros(values.nbytes + 1, np.uint8)
         a = buf[1:].view(values.dtype).reshape(values.shape)

@@ -27,10 +27,16 @@ from fastpe import kernel
 
 AVX512 = kernel._avx512_writers_built and "avx512f" in fastpe.build_info()["cpu_features"]
 
-CONVENTIONS = st.sampled_from([
-    "vaswani", "fairseq", "diffusers", "tensor2tensor", "gptj",
-    fastpe.Convention(layout="split_cos_first", odd="zero", position_scale=0.25),
-])
+CONVENTIONS = st.sampled_from(
+    [
+        "vaswani",
+        "fairseq",
+        "diffusers",
+        "tensor2tensor",
+        "gptj",
+        fastpe.Convention(layout="split_cos_first", odd="zero", position_scale=0.25),
+    ]
+)
 DTYPES = st.sampled_from([np.float32, np.float64])
 
 
@@ -56,23 +62,46 @@ def split(*, chunk=None, serial_below=None, avx512=None, stream=None):
 
 # (threads, settings) under which every call must give the one-thread bits
 SPLITS = [
-    (2, {}), (3, {}), (7, {}), (None, {}),
-    (2, dict(serial_below=0)),                 # a team even for a one-row fill
-    (3, dict(serial_below=2**62)),             # one thread whatever was asked
-    (1, dict(chunk=1)), (3, dict(chunk=1, serial_below=0)), (2, dict(chunk=1000)),
-    (1, dict(stream=0.0)), (3, dict(stream=0.0, serial_below=0)),   # non-temporal stores
-    (1, dict(avx512=False)), (2, dict(avx512=False, serial_below=0)),
+    (2, {}),
+    (3, {}),
+    (7, {}),
+    (None, {}),
+    (2, dict(serial_below=0)),  # a team even for a one-row fill
+    (3, dict(serial_below=2**62)),  # one thread whatever was asked
+    (1, dict(chunk=1)),
+    (3, dict(chunk=1, serial_below=0)),
+    (2, dict(chunk=1000)),
+    (1, dict(stream=0.0)),
+    (3, dict(stream=0.0, serial_below=0)),  # non-temporal stores
+    (1, dict(avx512=False)),
+    (2, dict(avx512=False, serial_below=0)),
     (2, dict(avx512=False, stream=0.0, chunk=1000)),
-] + ([(1, dict(avx512=True)), (3, dict(avx512=True, chunk=777, serial_below=0)),
-      (2, dict(avx512=True, stream=0.0))]
-     if AVX512 else [])
+] + (
+    [
+        (1, dict(avx512=True)),
+        (3, dict(avx512=True, chunk=777, serial_below=0)),
+        (2, dict(avx512=True, stream=0.0)),
+    ]
+    if AVX512
+    else []
+)
 
 
 @st.composite
 def calls(draw):
     """(name, fn(num_threads) -> result array): one call of a public function."""
-    kind = draw(st.sampled_from(["sinusoidal", "sinusoidal_at", "add_to", "add_to_positions",
-                                 "sinusoidal_2d", "rope_cache"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "sinusoidal",
+                "sinusoidal_at",
+                "add_to",
+                "add_to_positions",
+                "sinusoidal_2d",
+                "rope_cache",
+            ]
+        )
+    )
     d = draw(st.sampled_from([1, 2, 7, 16, 33, 64, 130, 1000]))
     conv = draw(CONVENTIONS)
     if conv == "gptj" and d % 2:
@@ -83,38 +112,64 @@ def calls(draw):
         kw["layout"] = draw(st.sampled_from(["interleaved", "split"]))
     if kind == "sinusoidal":
         n, off = draw(st.integers(0, 600)), draw(st.integers(-700, 10**6))
-        return kind, lambda nt: fastpe.sinusoidal(n, d, offset=off, dtype=dtype,
-                                                  num_threads=nt, **kw)
+        return kind, lambda nt: fastpe.sinusoidal(
+            n, d, offset=off, dtype=dtype, num_threads=nt, **kw
+        )
     if kind == "sinusoidal_at":
-        pos = np.array(draw(st.lists(
-            st.one_of(st.integers(-5000, 5000), st.floats(-5000, 5000).map(lambda v: v / 7)),
-            max_size=300)), dtype=np.float64)
+        pos = np.array(
+            draw(
+                st.lists(
+                    st.one_of(
+                        st.integers(-5000, 5000), st.floats(-5000, 5000).map(lambda v: v / 7)
+                    ),
+                    max_size=300,
+                )
+            ),
+            dtype=np.float64,
+        )
         return kind, lambda nt: fastpe.sinusoidal_at(pos, d, dtype=dtype, num_threads=nt, **kw)
     if kind == "rope_cache":
         ids = np.array(draw(st.lists(st.integers(0, 10**6), max_size=300)), dtype=np.int64)
-        params = draw(st.sampled_from([None, {"rope_type": "yarn", "factor": 4.0,
-                                              "original_max_position_embeddings": 4096}]))
+        params = draw(
+            st.sampled_from(
+                [
+                    None,
+                    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096},
+                ]
+            )
+        )
         hd = 2 * max(d // 2, 1)
-        return kind, lambda nt: np.stack(fastpe.rope_cache(hd, params, positions=ids,
-                                                           dtype=dtype, num_threads=nt))
+        return kind, lambda nt: np.stack(
+            fastpe.rope_cache(hd, params, positions=ids, dtype=dtype, num_threads=nt)
+        )
     if kind == "sinusoidal_2d":
         h, w = draw(st.integers(0, 40)), draw(st.integers(0, 40))
         conv2 = draw(st.sampled_from(["mae", "timm"]))
-        return kind, lambda nt: fastpe.sinusoidal_2d(h, w, 4 * max(d // 4, 1), convention=conv2,
-                                                     dtype=dtype, num_threads=nt)
+        return kind, lambda nt: fastpe.sinusoidal_2d(
+            h, w, 4 * max(d // 4, 1), convention=conv2, dtype=dtype, num_threads=nt
+        )
     batch, seq = draw(st.integers(1, 4)), draw(st.integers(0, 200))
     x0 = np.random.default_rng(seq).standard_normal((batch, seq, d)).astype(dtype)
     scale = draw(st.sampled_from([1.0, 0.5, -3.0]))
     if kind == "add_to":
-        off = draw(st.one_of(st.integers(-1000, 10**5),
-                             st.lists(st.integers(0, 10**5), min_size=batch, max_size=batch)))
-        return kind, lambda nt: fastpe.add_to(x0.copy(), offset=off, scale=scale,
-                                              num_threads=nt, **kw)
-    pos = draw(st.one_of(
-        st.lists(st.integers(0, 10**4), min_size=seq, max_size=seq),
-        st.lists(st.floats(0, 10**4), min_size=seq, max_size=seq).map(np.array)))
-    return kind, lambda nt: fastpe.add_to(x0.copy(), positions=pos, scale=scale,
-                                          num_threads=nt, **kw)
+        off = draw(
+            st.one_of(
+                st.integers(-1000, 10**5),
+                st.lists(st.integers(0, 10**5), min_size=batch, max_size=batch),
+            )
+        )
+        return kind, lambda nt: fastpe.add_to(
+            x0.copy(), offset=off, scale=scale, num_threads=nt, **kw
+        )
+    pos = draw(
+        st.one_of(
+            st.lists(st.integers(0, 10**4), min_size=seq, max_size=seq),
+            st.lists(st.floats(0, 10**4), min_size=seq, max_size=seq).map(np.array),
+        )
+    )
+    return kind, lambda nt: fastpe.add_to(
+        x0.copy(), positions=pos, scale=scale, num_threads=nt, **kw
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -130,8 +185,13 @@ def test_every_split_gives_the_one_thread_bits(call):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(-600, 10**6), st.integers(1, 300), DTYPES, CONVENTIONS,
-       st.sampled_from([8, 30, 96, 1024, 4096]))
+@given(
+    st.integers(-600, 10**6),
+    st.integers(1, 300),
+    DTYPES,
+    CONVENTIONS,
+    st.sampled_from([8, 30, 96, 1024, 4096]),
+)
 def test_rows_alone_are_the_table_rows(offset, n, dtype, conv, d):
     # A long fill writes rows centre+a and centre-a together; one-row calls write
     # each alone (other writers, other code): the same bits.
@@ -143,10 +203,15 @@ def test_rows_alone_are_the_table_rows(offset, n, dtype, conv, d):
         assert np.array_equal(at[0], table[r]), r
 
 
-@pytest.mark.parametrize("name,d_model,layout", [("vaswani", 37, "interleaved"),
-                                                 ("vaswani", 20, "split"),
-                                                 ("tensor2tensor", 9, "interleaved"),
-                                                 ("fairseq", 16, "interleaved")])
+@pytest.mark.parametrize(
+    "name,d_model,layout",
+    [
+        ("vaswani", 37, "interleaved"),
+        ("vaswani", 20, "split"),
+        ("tensor2tensor", 9, "interleaved"),
+        ("fairseq", 16, "interleaved"),
+    ],
+)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_every_row_of_a_block_alone_equals_the_table(name, d_model, layout, dtype):
     # a long fill writes rows centre+a and centre-a together; a one-row fill
@@ -180,7 +245,9 @@ def test_the_splits_really_differ():
         kernel._set_chunk_entries(old)
 
 
-@pytest.mark.skipif(not AVX512, reason="the CPU or the build has no AVX-512 writers: "
-                    "the harness runs the portable ones only")
+@pytest.mark.skipif(
+    not AVX512,
+    reason="the CPU or the build has no AVX-512 writers: the harness runs the portable ones only",
+)
 def test_harness_includes_the_avx512_writers():
     assert any(how.get("avx512") for _, how in SPLITS)

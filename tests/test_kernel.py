@@ -15,16 +15,28 @@ CONVENTIONS = ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj"]
 
 
 def _conv_spec(name, d_model):
-    conv = resolve(name, base=10000.0, layout="interleaved", base_default=True,
-                   layout_default=True)
+    conv = resolve(
+        name, base=10000.0, layout="interleaved", base_default=True, layout_default=True
+    )
     return conv, conv.spec(d_model)
 
 
-def _fill(spec, n, plan, *, dtype=np.float64, offset=0, positions=None, add=False, x=None,
-          num_threads=0):
+def _fill(
+    spec, n, plan, *, dtype=np.float64, offset=0, positions=None, add=False, x=None, num_threads=0
+):
     out = np.zeros((n, spec["d"]), dtype) if x is None else x.copy()
-    kernel.fill_rows(out, spec, nseq=1, seq_len=n, offset=offset, positions=positions,
-                     add=add, scale=0.5, num_threads=num_threads, plan=plan)
+    kernel.fill_rows(
+        out,
+        spec,
+        nseq=1,
+        seq_len=n,
+        offset=offset,
+        positions=positions,
+        add=add,
+        scale=0.5,
+        num_threads=num_threads,
+        plan=plan,
+    )
     return out
 
 
@@ -44,8 +56,11 @@ def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
             assert np.array_equal(a, b), (dtype, offset, n)
 
 
-@given(st.lists(st.integers(-10**6, 10**6), min_size=1, max_size=40),
-       st.sampled_from([np.float32, np.float64]), st.booleans())
+@given(
+    st.lists(st.integers(-(10**6), 10**6), min_size=1, max_size=40),
+    st.sampled_from([np.float32, np.float64]),
+    st.booleans(),
+)
 def test_plan_gives_the_same_bits_for_explicit_positions(pos, dtype, add):
     _conv, spec = _conv_spec("vaswani", 96)
     plan = _api._encoder("vaswani", 10000.0, "interleaved", 96).plan
@@ -72,7 +87,7 @@ def test_plan_for_another_spec_is_refused():
     for wrong in (kernel.Plan(other), kernel.Plan(t2t)):
         with pytest.raises(ValueError, match="plan"):
             kernel.fill_rows(out, spec, nseq=1, seq_len=4, plan=wrong)
-    assert not out.any()          # refused before anything was written
+    assert not out.any()  # refused before anything was written
     with pytest.raises(TypeError):
         kernel.fill_rows(out, spec, nseq=1, seq_len=4, plan="not a plan")
 
@@ -80,7 +95,7 @@ def test_plan_for_another_spec_is_refused():
 def test_plan_refuses_a_bad_spec():
     _, spec = _conv_spec("vaswani", 64)
     with pytest.raises(ValueError):
-        kernel.Plan(dict(spec, nf=100))       # frequencies beyond the row
+        kernel.Plan(dict(spec, nf=100))  # frequencies beyond the row
     with pytest.raises(ValueError, match="overflow"):
         kernel.Plan(dict(spec, base=5e-324))
 
@@ -89,11 +104,11 @@ def test_encoder_cache_is_bounded_and_skips_huge_plans():
     for d in range(2, kernel.ENCODERS_MAX + 40):
         fastpe.sinusoidal(1, d)
     assert len(kernel.encoders) <= kernel.ENCODERS_MAX
-    for d in range(8000, 8000 + 60):             # ~1 MiB plans: the byte budget binds
+    for d in range(8000, 8000 + 60):  # ~1 MiB plans: the byte budget binds
         fastpe.sinusoidal(1, d)
     held = sum(e.nbytes for e in kernel.encoders.values())
     assert held <= kernel.ENCODERS_MAX_BYTES and len(kernel.encoders) < 60
-    wide = 1 << 20                    # a plan of ~80 MiB: prepared per call, not kept
+    wide = 1 << 20  # a plan of ~80 MiB: prepared per call, not kept
     _conv, spec = _conv_spec("vaswani", wide)
     assert kernel.plan_nbytes(spec) > kernel.PLAN_MAX_BYTES
     assert _api._encoder("vaswani", 10000.0, "interleaved", wide).plan is None
@@ -104,15 +119,20 @@ def test_encoder_cache_is_bounded_and_skips_huge_plans():
 
 def test_encoders_are_keyed_by_value_and_failed_calls_cache_nothing():
     kernel.encoders.clear()
-    fastpe.sinusoidal(2, 48, base=500)                     # an int base: the float's key
+    fastpe.sinusoidal(2, 48, base=500)  # an int base: the float's key
     assert list(kernel.encoders) == [("vaswani", 500.0, "interleaved", 48)]
     conv = fastpe.Convention(base=77.0, layout="split")
     fastpe.sinusoidal(2, 48, convention=conv)
     (key,) = [k for k in kernel.encoders if k[0] != "vaswani"]
-    assert conv not in key and key[0] == conv._key         # values, not the object
+    assert conv not in key and key[0] == conv._key  # values, not the object
     before = dict(kernel.encoders)
-    for bad in (dict(base=-1.0), dict(layout="diagonal"), dict(convention="nope"),
-                dict(convention="fairseq", base=3.0), dict(base=True)):
+    for bad in (
+        dict(base=-1.0),
+        dict(layout="diagonal"),
+        dict(convention="nope"),
+        dict(convention="fairseq", base=3.0),
+        dict(base=True),
+    ):
         with pytest.raises((ValueError, TypeError)):
             fastpe.sinusoidal(2, 48, **bad)
     assert kernel.encoders == before
@@ -128,8 +148,9 @@ def force_streaming():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name,d_model", [("vaswani", 64), ("vaswani", 37), ("fairseq", 33),
-                                          ("tensor2tensor", 130)])
+@pytest.mark.parametrize(
+    "name,d_model", [("vaswani", 64), ("vaswani", 37), ("fairseq", 33), ("tensor2tensor", 130)]
+)
 def test_streaming_stores_give_the_same_bits(force_streaming, dtype, name, d_model):
     # out= (memory the caller already has) takes the streaming path when the
     # threshold is 0; compare with the plain path, in a window of a wider array
@@ -137,15 +158,19 @@ def test_streaming_stores_give_the_same_bits(force_streaming, dtype, name, d_mod
     ref = fastpe.sinusoidal(300, d_model, offset=-5, dtype=dtype, convention=name)
     for col in (0, 1, 3):
         big = np.full((300, d_model + 7), 7.0, dtype)
-        got = fastpe.sinusoidal(300, d_model, offset=-5, out=big[:, col:col + d_model],
-                                convention=name)
+        got = fastpe.sinusoidal(
+            300, d_model, offset=-5, out=big[:, col : col + d_model], convention=name
+        )
         assert np.array_equal(got, ref)
         # nothing outside the window was written
-        assert (big[:, :col] == 7).all() and (big[:, col + d_model:] == 7).all()
+        assert (big[:, :col] == 7).all() and (big[:, col + d_model :] == 7).all()
     t = np.array([0.5, 3.0, 1e4 + 0.25])
-    assert np.array_equal(fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name,
-                                               out=np.empty((3, d_model), dtype)),
-                          fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name))
+    assert np.array_equal(
+        fastpe.sinusoidal_at(
+            t, d_model, dtype=dtype, convention=name, out=np.empty((3, d_model), dtype)
+        ),
+        fastpe.sinusoidal_at(t, d_model, dtype=dtype, convention=name),
+    )
 
 
 @contextlib.contextmanager
@@ -163,8 +188,9 @@ def _require_avx512_writers():
     """Skip where the AVX-512 writers cannot be on: there both settings run the
     portable loops, and comparing them would prove nothing."""
     if not kernel._avx512_writers_built:
-        pytest.skip("no AVX-512 writers in this build (not x86-64 GCC/Clang, "
-                    "or FASTPE_NO_AVX512_WRITERS)")
+        pytest.skip(
+            "no AVX-512 writers in this build (not x86-64 GCC/Clang, or FASTPE_NO_AVX512_WRITERS)"
+        )
     if "avx512f" not in fastpe.build_info()["cpu_features"]:
         pytest.skip("the CPU has no AVX-512F: only the portable writers run here")
 
@@ -190,38 +216,45 @@ def test_pair_writers_at_every_alignment(writers, stream, dtype, layout, d_model
     # pair aligned alike (row stride a multiple of 64 bytes, as here), else the
     # row buffer path.  Every start, every column offset, both writers, both
     # store kinds: the bits of the portable plain path, nothing outside touched.
-    n, width = 300, 1088                      # 1088 * 4 and 1088 * 8 are multiples of 64
+    n, width = 300, 1088  # 1088 * 4 and 1088 * 8 are multiples of 64
     with _kernel_settings(stream_bytes=float("inf"), avx512=False):
         ref = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout)
     item = np.dtype(dtype).itemsize
     with _kernel_settings(stream_bytes=0.0 if stream else float("inf"), avx512=writers):
-        for shift in range(0, 64 // item, 3):     # the array's first byte, mod 64
+        for shift in range(0, 64 // item, 3):  # the array's first byte, mod 64
             flat = np.full(n * width + 64, 7.0, dtype)
             base = (-flat.ctypes.data // item) % (64 // item) + shift
-            big = flat[base:base + n * width].reshape(n, width)
+            big = flat[base : base + n * width].reshape(n, width)
             for col in (0, 1, 2, 6, 16, width - d_model):
                 big[...] = 7.0
-                window = big[:, col:col + d_model]
-                got = fastpe.sinusoidal(n, d_model, offset=-70, dtype=dtype, layout=layout,
-                                        out=window)
+                window = big[:, col : col + d_model]
+                got = fastpe.sinusoidal(
+                    n, d_model, offset=-70, dtype=dtype, layout=layout, out=window
+                )
                 assert got is window
                 assert np.array_equal(got, ref), (shift, col)
-                assert (big[:, :col] == 7).all() and (big[:, col + d_model:] == 7).all()
-            assert (flat[:base] == 7).all() and (flat[base + n * width:] == 7).all()
+                assert (big[:, :col] == 7).all() and (big[:, col + d_model :] == 7).all()
+            assert (flat[:base] == 7).all() and (flat[base + n * width :] == 7).all()
 
 
 # rows alone on both sides of their block's centre (B is 128 up to 1024 columns,
 # 32 at 4096), position 0 (evaluated directly) and a far one
-SINGLE_POSITIONS = np.array([0, 1, 2, 63, 64, 65, 100, 127, 128, -1, -64, -65, -200, 950,
-                             1000, 10**6 + 3])
+SINGLE_POSITIONS = np.array(
+    [0, 1, 2, 63, 64, 65, 100, 127, 128, -1, -64, -65, -200, 950, 1000, 10**6 + 3]
+)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("enc", [dict(layout="interleaved"), dict(layout="split"),
-                                 dict(convention=fastpe.Convention(layout="split_cos_first",
-                                                                   odd="zero")),
-                                 dict(convention=fastpe.Convention(odd="zero"))],
-                         ids=["interleaved", "split", "split_cos_first", "interleaved_zero"])
+@pytest.mark.parametrize(
+    "enc",
+    [
+        dict(layout="interleaved"),
+        dict(layout="split"),
+        dict(convention=fastpe.Convention(layout="split_cos_first", odd="zero")),
+        dict(convention=fastpe.Convention(odd="zero")),
+    ],
+    ids=["interleaved", "split", "split_cos_first", "interleaved_zero"],
+)
 def test_single_row_writers_at_every_alignment(dtype, enc):
     # Rows written one at a time -- a one-row fill, the first half-block of a table
     # from position 0, explicit positions, add_to's float64 row buffer -- by the
@@ -245,10 +278,10 @@ def test_single_row_writers_at_every_alignment(dtype, enc):
         (1, -2.5, lambda w, d: fastpe.add_to(w[None], offset=1000, **enc)),
     ]
     for d in [*list(range(1, 71)), 127, 257, 1000, 4096]:
-        width = d + 16 + 1                   # odd: consecutive rows at every alignment
+        width = d + 16 + 1  # odd: consecutive rows at every alignment
         flat = np.full(n * width + 64, 7.0, dtype)
         base = (-flat.ctypes.data // item) % (64 // item)
-        big = flat[base:base + n * width].reshape(n, width)
+        big = flat[base : base + n * width].reshape(n, width)
         refs = []
         with _kernel_settings(stream_bytes=float("inf"), avx512=False):
             for rows, x, fill in calls:
@@ -260,7 +293,7 @@ def test_single_row_writers_at_every_alignment(dtype, enc):
                 for col in range(16):
                     for (rows, x, fill), ref in zip(calls, refs, strict=False):
                         big[...] = 7.0
-                        w = big[:rows, col:col + d]
+                        w = big[:rows, col : col + d]
                         if x is not None:
                             w[...] = x
                         fill(w, d)
@@ -275,8 +308,7 @@ def test_avx512_writer_switch():
     try:
         assert kernel._set_avx512_writers(True) is False
         # on only where the CPU has AVX-512F and the build has the writers
-        has = ("avx512f" in fastpe.build_info()["cpu_features"]
-               and kernel._avx512_writers_built)
+        has = "avx512f" in fastpe.build_info()["cpu_features"] and kernel._avx512_writers_built
         assert kernel._set_avx512_writers(True) == has
         assert fastpe.build_info()["streaming_stores"] in ("avx512", "sse2", "plain")
         assert (fastpe.build_info()["streaming_stores"] == "avx512") == has

@@ -72,8 +72,8 @@ def _round():
 @linux_only
 @pytest.mark.skipif(asan, reason="RSS is meaningless under ASan's quarantine")
 def test_ten_thousand_calls_do_not_grow_rss():
-    n_rounds = 10_000 // len(CALLS) + 1     # >= 10,000 calls in all
-    for _ in range(50):                     # warm up caches, allocator pools, OpenMP threads
+    n_rounds = 10_000 // len(CALLS) + 1  # >= 10,000 calls in all
+    for _ in range(50):  # warm up caches, allocator pools, OpenMP threads
         _round()
     gc.collect()
     before = rss_bytes()
@@ -81,12 +81,14 @@ def test_ten_thousand_calls_do_not_grow_rss():
         _round()
     gc.collect()
     growth = rss_bytes() - before
-    assert growth < 2**20, f"RSS grew by {growth / 1024:.0f} KiB over {n_rounds * len(CALLS)} calls"
+    assert growth < 2**20, (
+        f"RSS grew by {growth / 1024:.0f} KiB over {n_rounds * len(CALLS)} calls"
+    )
 
 
 def test_argument_refcounts_unchanged():
     out = np.empty((16, 24), np.float32)
-    base = float(BASE * 3)          # a fresh float object, not an interned constant
+    base = float(BASE * 3)  # a fresh float object, not an interned constant
     # a descriptor of our own: np.dtype("f8") is a NumPy-wide singleton whose
     # count moves with every float64 array anywhere
     dtype = np.dtype(np.float64, metadata={"fastpe-test": 1})
@@ -97,7 +99,11 @@ def test_argument_refcounts_unchanged():
         fastpe.sinusoidal(16, 24, out=out, base=base, layout=layout, num_threads=2)
         fastpe.sinusoidal(16, 24, base=base, dtype=dtype, layout=layout)
         fastpe.reference(4, 6, base=base, dtype=dtype, layout=layout)
-        for bad in (dict(out=out, dtype=dtype), dict(out=out, offset=2**62), dict(base=-base, out=out)):
+        for bad in (
+            dict(out=out, dtype=dtype),
+            dict(out=out, offset=2**62),
+            dict(base=-base, out=out),
+        ):
             # try/except, not pytest.raises: its ExceptionInfo keeps the traceback
             # (and so `out`) alive, which would look like a leak
             try:
@@ -114,12 +120,12 @@ def test_argument_refcounts_unchanged():
 # ------------------------------------------------------------------ huge requests
 
 HUGE = [
-    (2**40, 2**40),          # product overflows int64
-    (2**62, 4),              # bytes overflow int64
+    (2**40, 2**40),  # product overflows int64
+    (2**62, 4),  # bytes overflow int64
     (2**63 - 1, 2),
-    (10**6, 10**6),          # 4-8 TB: larger than any machine's RAM here
-    (2**33, 64),             # 2 TiB
-    (1, 2**45),              # one absurdly wide row
+    (10**6, 10**6),  # 4-8 TB: larger than any machine's RAM here
+    (2**33, 64),  # 2 TiB
+    (1, 2**45),  # one absurdly wide row
 ]
 
 
@@ -132,7 +138,7 @@ def test_huge_requests_fail_before_allocating(fn, shape):
         fn(*shape)
     elapsed = time.perf_counter() - t0
     assert "table" in str(info.value) or "seq_len" in str(info.value), info.value
-    assert elapsed < 1.0, elapsed       # refused up front, nothing was filled
+    assert elapsed < 1.0, elapsed  # refused up front, nothing was filled
     if sys.platform.startswith("linux") and not asan:
         assert rss_bytes() - rss0 < 2**20
 
@@ -141,7 +147,7 @@ def test_larger_than_ram_is_a_memoryerror_naming_the_size():
     ram = fastpe._validate.physical_memory()
     if ram is None:
         pytest.skip("the OS does not report its RAM")
-    rows = ram // (4 * 64) + 1       # one row more than fits, float32, 64 columns
+    rows = ram // (4 * 64) + 1  # one row more than fits, float32, 64 columns
     with pytest.raises(MemoryError, match=r"\(\d+, 64\) table .* GiB"):
         fastpe.sinusoidal(rows, 64)
 

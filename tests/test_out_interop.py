@@ -55,11 +55,20 @@ def test_ctypes_array_is_filled_in_place():
         (lambda: memoryview(bytes(4 * 4 * 4)).cast("f", (4, 4)), ValueError, "writable"),
         # wrong shape / dtype seen through the buffer
         (lambda: array.array("f", [0.0] * 16), ValueError, "shape"),
-        (lambda: memoryview(array.array("i", [0] * 16)).cast("B").cast("i", (4, 4)), TypeError, "dtype"),
+        (
+            lambda: memoryview(array.array("i", [0] * 16)).cast("B").cast("i", (4, 4)),
+            TypeError,
+            "dtype",
+        ),
         (lambda: bytearray(64), ValueError, "shape"),
         # only __array__: cannot be verified to alias, so it is refused
-        (lambda: type("A", (), {"__array__": lambda self, *a, **k: np.zeros((4, 4), np.float32)})(),
-         TypeError, "without a copy"),
+        (
+            lambda: type(
+                "A", (), {"__array__": lambda self, *a, **k: np.zeros((4, 4), np.float32)}
+            )(),
+            TypeError,
+            "without a copy",
+        ),
         (lambda: (1.0, 2.0), TypeError, "ndarray"),
     ],
 )
@@ -113,7 +122,7 @@ def test_dlpack_producer_is_filled_in_place():
 
 def test_legacy_dlpack_producer_is_refused_as_read_only():
     backing = np.zeros((6, 10), np.float32)
-    with pytest.raises(ValueError, match="read-only once viewed through DLPack.*legacy"):
+    with pytest.raises(ValueError, match=r"read-only once viewed through DLPack.*legacy"):
         fastpe.sinusoidal(6, 10, out=_DLPackOnly(backing, legacy=True))
     assert not backing.any()
 

@@ -33,8 +33,12 @@ def png_size(path):
 
 def test_cli_plot_writes_a_valid_png(tmp_path):
     path = tmp_path / "pe.png"
-    r = subprocess.run([sys.executable, "-m", "fastpe", "plot", "100", "512", "-o", str(path)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "fastpe", "plot", "100", "512", "-o", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert str(path) in r.stdout
     width, height = png_size(path)
@@ -50,8 +54,21 @@ def test_cli_plot_writes_a_valid_png(tmp_path):
 
 def test_cli_plot_options(tmp_path, capsys):
     path = tmp_path / "pe.png"
-    argv = ["plot", "40", "31", "--base", "100", "--positions", "0, 5,39",
-            "--wave-positions", "1,2", "--dpi", "60", "-o", str(path)]
+    argv = [
+        "plot",
+        "40",
+        "31",
+        "--base",
+        "100",
+        "--positions",
+        "0, 5,39",
+        "--wave-positions",
+        "1,2",
+        "--dpi",
+        "60",
+        "-o",
+        str(path),
+    ]
     assert main(argv) == 0
     assert png_size(path) == (840, 600)
 
@@ -119,8 +136,10 @@ def test_similarity_panel_is_capped():
 
 
 def test_plot_does_not_change_the_pyplot_backend():
-    code = ("import matplotlib; matplotlib.use('svg'); from fastpe import _plot; "
-            "_plot.encoding_figure(10, 8); assert matplotlib.get_backend() == 'svg'; "
-            "import sys; sys.exit('matplotlib.pyplot' in sys.modules)")
+    code = (
+        "import matplotlib; matplotlib.use('svg'); from fastpe import _plot; "
+        "_plot.encoding_figure(10, 8); assert matplotlib.get_backend() == 'svg'; "
+        "import sys; sys.exit('matplotlib.pyplot' in sys.modules)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

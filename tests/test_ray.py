@@ -18,8 +18,13 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "dask_ray.md"
 @pytest.fixture(scope="module")
 def local_ray():
     """A local Ray instance: 2 CPUs, loopback, no dashboard; always shut down."""
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False, configure_logging=False)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
     try:
         yield
     finally:

@@ -18,7 +18,7 @@ OWN = (
 _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 _CODE_SPAN = re.compile(r"(`+).+?\1", re.S)
 _TARGETS = [
-    re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]*)"),         # [text](url), ![alt](url)
+    re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]*)"),  # [text](url), ![alt](url)
     re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s|$)", re.M),  # [ref]: url
     re.compile(r"""\b(?:src|href)\s*=\s*["']([^"']*)["']""", re.I),  # HTML
 ]
@@ -33,17 +33,27 @@ def link_targets(markdown: str) -> list[str]:
 
 def relative_targets(markdown: str) -> list[str]:
     """The targets that would break on PyPI: neither a URL with a scheme nor an anchor."""
-    return [t for t in link_targets(markdown)
-            if not (t.startswith("#") or re.match(r"[a-z][a-z0-9+.-]*:", t, re.I))]
+    return [
+        t
+        for t in link_targets(markdown)
+        if not (t.startswith("#") or re.match(r"[a-z][a-z0-9+.-]*:", t, re.I))
+    ]
 
 
 def test_the_checker_finds_relative_links_and_images():
-    md = ("See [api](docs/api.md), ![plot](docs/images/p.png), [up](../x.md),\n"
-          "[ref]: docs/ref.md\n"
-          '<img src="docs/a.png"> [ok](https://example.org/a) [anchor](#benchmark)\n'
-          "`code [i](j)` and\n```python\nP[k](x)\n```\n")
-    assert relative_targets(md) == ["docs/api.md", "docs/images/p.png", "../x.md",
-                                    "docs/ref.md", "docs/a.png"]
+    md = (
+        "See [api](docs/api.md), ![plot](docs/images/p.png), [up](../x.md),\n"
+        "[ref]: docs/ref.md\n"
+        '<img src="docs/a.png"> [ok](https://example.org/a) [anchor](#benchmark)\n'
+        "`code [i](j)` and\n```python\nP[k](x)\n```\n"
+    )
+    assert relative_targets(md) == [
+        "docs/api.md",
+        "docs/images/p.png",
+        "../x.md",
+        "docs/ref.md",
+        "docs/a.png",
+    ]
 
 
 @pytest.mark.skipif(not README.is_file(), reason="README.md is not next to the tests")
@@ -58,7 +68,7 @@ def test_readme_links_into_the_repository_name_existing_files():
     for target in link_targets(README.read_text(encoding="utf-8")):
         for prefix in OWN:
             if target.startswith(prefix):
-                path = target[len(prefix):].partition("#")[0]
+                path = target[len(prefix) :].partition("#")[0]
                 if not (ROOT / path).exists():
                     missing.append(target)
     assert not missing, f"README.md links to files this repository does not have: {missing}"

@@ -33,6 +33,7 @@ def yarn_ref(d, theta, factor, old_len, beta_fast=32, beta_slow=1, truncate=True
     # a linear ramp over the pair index between
     def index_of(rotations):
         return d * math.log(old_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+
     lo, hi = index_of(beta_fast), index_of(beta_slow)
     if truncate:
         lo, hi = math.floor(lo), math.ceil(hi)
@@ -41,7 +42,7 @@ def yarn_ref(d, theta, factor, old_len, beta_fast=32, beta_slow=1, truncate=True
         hi += 0.001
     out = []
     for i, w in enumerate(default_ref(d, theta)):
-        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)     # 0: keep w, 1: interpolate
+        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)  # 0: keep w, 1: interpolate
         out.append(w / factor * ramp + w * (1 - ramp))
     return out, 0.1 * math.log(factor) + 1.0
 
@@ -63,8 +64,10 @@ def llama3_ref(d, theta, factor, low, high, old_len):
 
 
 def longrope_ref(d, theta, ext, factor, old_len):
-    return ([1.0 / (e * theta ** (2 * i / d)) for i, e in enumerate(ext)],
-            math.sqrt(1 + math.log(factor) / math.log(old_len)) if factor > 1 else 1.0)
+    return (
+        [1.0 / (e * theta ** (2 * i / d)) for i, e in enumerate(ext)],
+        math.sqrt(1 + math.log(factor) / math.log(old_len)) if factor > 1 else 1.0,
+    )
 
 
 def f64(head_dim, params, **kw):
@@ -89,7 +92,7 @@ def test_default(head_dim, theta):
 def test_no_parameters_is_the_default_rule():
     w, _a = fastpe.rope_frequencies(64)
     np.testing.assert_array_equal(w, fastpe.rope_frequencies(64, {"rope_type": "default"})[0])
-    close(w, default_ref(64, 10000.0), ulps=2**29)      # float32 frequencies: 2^-23 relative
+    close(w, default_ref(64, 10000.0), ulps=2**29)  # float32 frequencies: 2^-23 relative
 
 
 def test_linear():
@@ -99,16 +102,22 @@ def test_linear():
 
 @pytest.mark.parametrize("seq_len", [None, 100, 4096, 10000, 123457])
 def test_dynamic(seq_len):
-    w, _ = f64(128, {"rope_type": "dynamic", "factor": 2.5}, max_position_embeddings=4096,
-               seq_len=seq_len)
+    w, _ = f64(
+        128, {"rope_type": "dynamic", "factor": 2.5}, max_position_embeddings=4096, seq_len=seq_len
+    )
     close(w, dynamic_ref(128, 10000.0, 2.5, seq_len or 0, 4096), ulps=64)
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(beta_fast=16, beta_slow=2), dict(truncate=False)])
 @pytest.mark.parametrize("head_dim, theta, factor", [(128, 10000.0, 4.0), (64, 1e6, 40.0)])
 def test_yarn(kw, head_dim, theta, factor):
-    params = {"rope_type": "yarn", "rope_theta": theta, "factor": factor,
-              "original_max_position_embeddings": 4096, **kw}
+    params = {
+        "rope_type": "yarn",
+        "rope_theta": theta,
+        "factor": factor,
+        "original_max_position_embeddings": 4096,
+        **kw,
+    }
     w, a = f64(head_dim, params)
     want, attention = yarn_ref(head_dim, theta, factor, 4096, **kw)
     close(w, want)
@@ -119,21 +128,29 @@ def test_yarn(kw, head_dim, theta, factor):
 def test_yarn_attention_factor_variants():
     base = {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096}
     _, a = f64(64, {**base, "mscale": 1.0, "mscale_all_dim": 0.5})
-    m = lambda k: 0.1 * k * math.log(40.0) + 1.0                              # noqa: E731
+    m = lambda k: 0.1 * k * math.log(40.0) + 1.0  # noqa: E731
     assert a == pytest.approx(m(1.0) / m(0.5), rel=1e-15)
     assert f64(64, {**base, "attention_factor": 0.75})[1] == 0.75
     # factor from the context lengths when absent
-    w, a = f64(64, {"rope_type": "yarn", "original_max_position_embeddings": 4096},
-               max_position_embeddings=32768)
+    w, a = f64(
+        64,
+        {"rope_type": "yarn", "original_max_position_embeddings": 4096},
+        max_position_embeddings=32768,
+    )
     close(w, yarn_ref(64, 10000.0, 8.0, 4096)[0])
     assert a == pytest.approx(0.1 * math.log(8.0) + 1.0, rel=1e-15)
 
 
 @pytest.mark.parametrize("head_dim, theta, factor", [(128, 500000.0, 8.0), (64, 10000.0, 32.0)])
 def test_llama3(head_dim, theta, factor):
-    params = {"rope_type": "llama3", "rope_theta": theta, "factor": factor,
-              "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-              "original_max_position_embeddings": 8192}
+    params = {
+        "rope_type": "llama3",
+        "rope_theta": theta,
+        "factor": factor,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    }
     w, a = f64(head_dim, params)
     close(w, llama3_ref(head_dim, theta, factor, 1.0, 4.0, 8192))
     assert a == 1.0
@@ -143,8 +160,12 @@ def test_llama3(head_dim, theta, factor):
 def test_longrope(seq_len, which):
     short = list(np.linspace(1.0, 2.0, 48))
     long = list(np.linspace(1.0, 30.0, 48))
-    params = {"rope_type": "longrope", "short_factor": short, "long_factor": long,
-              "original_max_position_embeddings": 4096}
+    params = {
+        "rope_type": "longrope",
+        "short_factor": short,
+        "long_factor": long,
+        "original_max_position_embeddings": 4096,
+    }
     w, a = f64(96, params, max_position_embeddings=131072, seq_len=seq_len)
     want, attention = longrope_ref(96, 10000.0, short if which == "short" else long, 32.0, 4096)
     close(w, want)
@@ -152,16 +173,19 @@ def test_longrope(seq_len, which):
 
 
 def test_partial_rotary():
-    w, _ = f64(80, {"partial_rotary_factor": 0.25})          # NeoX rotary_pct: 20 dims rotate
+    w, _ = f64(80, {"partial_rotary_factor": 0.25})  # NeoX rotary_pct: 20 dims rotate
     close(w, default_ref(20, 10000.0))
     w, _ = f64(96, {"partial_rotary_factor": 0.5, "rope_type": "linear", "factor": 2.0})
     close(w, np.array(default_ref(48, 10000.0)) / 2.0)
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.sampled_from(["default", "linear", "dynamic", "yarn", "llama3"]),
-       st.integers(2, 256).map(lambda n: 2 * n), st.floats(100.0, 1e7),
-       st.floats(1.0, 64.0))
+@given(
+    st.sampled_from(["default", "linear", "dynamic", "yarn", "llama3"]),
+    st.integers(2, 256).map(lambda n: 2 * n),
+    st.floats(100.0, 1e7),
+    st.floats(1.0, 64.0),
+)
 def test_float32_is_the_float64_formula_rounded_through_float32_steps(rt, head_dim, theta, f):
     params = {"rope_type": rt, "rope_theta": theta}
     if rt != "default":
@@ -172,7 +196,7 @@ def test_float32_is_the_float64_formula_rounded_through_float32_steps(rt, head_d
     w32, a32 = fastpe.rope_frequencies(head_dim, params, **kw)
     w64, a64 = fastpe.rope_frequencies(head_dim, params, precision="float64", **kw)
     assert a32 == a64
-    assert np.all(w32.astype(np.float32) == w32)               # float32 values
+    assert np.all(w32.astype(np.float32) == w32)  # float32 values
     # a handful of float32 roundings; llama3's blend weight comes from a difference
     # (old_len / wavelength - low_freq_factor) whose float32 rounding the factor magnifies
     rtol = 32 * 2.0**-24 * (f if rt == "llama3" else 1.0)
@@ -182,30 +206,70 @@ def test_float32_is_the_float64_formula_rounded_through_float32_steps(rt, head_d
 # ---------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize("head_dim, params, kw, exc, match", [
-    (7, {"partial_rotary_factor": 1.0}, {}, ValueError, "even"),
-    (64, {"partial_rotary_factor": 0.01}, {}, ValueError, "even"),
-    (64, {"partial_rotary_factor": 1.5}, {}, ValueError, "partial_rotary_factor"),
-    (64, {"rope_type": "linear", "factor": 0.0}, {}, ValueError, "factor"),
-    (64, {"rope_type": "linear", "factor": -2.0}, {}, ValueError, "factor"),
-    (64, {"rope_type": "linear"}, {}, ValueError, "factor"),
-    (64, {"rope_type": "ntk"}, {}, ValueError, "rope_type"),
-    (64, {"rope_type": "linear", "factor": 2.0, "facter": 3.0}, {}, ValueError, "facter"),
-    (64, {"rope_type": "default", "factor": 2.0}, {}, ValueError, "factor"),
-    (64, {"rope_type": "dynamic", "factor": 2.0}, {}, ValueError, "max_position_embeddings"),
-    (2, {"rope_type": "dynamic", "factor": 2.0}, {"max_position_embeddings": 8}, ValueError,
-     "at least 4"),
-    (64, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-          "high_freq_factor": 4.0}, {}, ValueError, "original_max_position_embeddings"),
-    (64, {"rope_type": "longrope", "short_factor": [1.0] * 31, "long_factor": [1.0] * 32,
-          "original_max_position_embeddings": 4096, "factor": 2.0}, {}, ValueError, "short_factor"),
-    (64, {"rope_type": "longrope", "short_factor": "1,2", "long_factor": [1.0] * 32,
-          "original_max_position_embeddings": 4096, "factor": 2.0}, {}, TypeError, "short_factor"),
-    (64, {"rope_theta": float("nan")}, {}, ValueError, "rope_theta"),
-    (64, [("rope_theta", 10.0)], {}, TypeError, "rope_parameters"),
-    (64, None, {"precision": "float16"}, ValueError, "precision"),
-    (64.0, None, {}, TypeError, "head_dim"),
-])
+@pytest.mark.parametrize(
+    "head_dim, params, kw, exc, match",
+    [
+        (7, {"partial_rotary_factor": 1.0}, {}, ValueError, "even"),
+        (64, {"partial_rotary_factor": 0.01}, {}, ValueError, "even"),
+        (64, {"partial_rotary_factor": 1.5}, {}, ValueError, "partial_rotary_factor"),
+        (64, {"rope_type": "linear", "factor": 0.0}, {}, ValueError, "factor"),
+        (64, {"rope_type": "linear", "factor": -2.0}, {}, ValueError, "factor"),
+        (64, {"rope_type": "linear"}, {}, ValueError, "factor"),
+        (64, {"rope_type": "ntk"}, {}, ValueError, "rope_type"),
+        (64, {"rope_type": "linear", "factor": 2.0, "facter": 3.0}, {}, ValueError, "facter"),
+        (64, {"rope_type": "default", "factor": 2.0}, {}, ValueError, "factor"),
+        (64, {"rope_type": "dynamic", "factor": 2.0}, {}, ValueError, "max_position_embeddings"),
+        (
+            2,
+            {"rope_type": "dynamic", "factor": 2.0},
+            {"max_position_embeddings": 8},
+            ValueError,
+            "at least 4",
+        ),
+        (
+            64,
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+            },
+            {},
+            ValueError,
+            "original_max_position_embeddings",
+        ),
+        (
+            64,
+            {
+                "rope_type": "longrope",
+                "short_factor": [1.0] * 31,
+                "long_factor": [1.0] * 32,
+                "original_max_position_embeddings": 4096,
+                "factor": 2.0,
+            },
+            {},
+            ValueError,
+            "short_factor",
+        ),
+        (
+            64,
+            {
+                "rope_type": "longrope",
+                "short_factor": "1,2",
+                "long_factor": [1.0] * 32,
+                "original_max_position_embeddings": 4096,
+                "factor": 2.0,
+            },
+            {},
+            TypeError,
+            "short_factor",
+        ),
+        (64, {"rope_theta": float("nan")}, {}, ValueError, "rope_theta"),
+        (64, [("rope_theta", 10.0)], {}, TypeError, "rope_parameters"),
+        (64, None, {"precision": "float16"}, ValueError, "precision"),
+        (64.0, None, {}, TypeError, "head_dim"),
+    ],
+)
 def test_bad_parameters(head_dim, params, kw, exc, match):
     with pytest.raises(exc, match=match):
         fastpe.rope_frequencies(head_dim, params, **kw)
@@ -226,18 +290,46 @@ CASES = [
     ("dynamic", {"factor": 2.0}, 128, 10000),
     ("dynamic", {"factor": 2.0}, 128, 100),
     ("yarn", {"factor": 4.0, "original_max_position_embeddings": 4096}, 128, None),
-    ("yarn", {"rope_theta": 1e6, "factor": 40.0, "original_max_position_embeddings": 4096,
-              "mscale": 1.0, "mscale_all_dim": 1.0}, 64, None),
-    ("llama3", {"rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, 128, None),
-    ("longrope", {"short_factor": list(np.linspace(1, 2, 48)),
-                  "long_factor": list(np.linspace(1, 30, 48)),
-                  "original_max_position_embeddings": 4096}, 96, 8000),
+    (
+        "yarn",
+        {
+            "rope_theta": 1e6,
+            "factor": 40.0,
+            "original_max_position_embeddings": 4096,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
+        64,
+        None,
+    ),
+    (
+        "llama3",
+        {
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        128,
+        None,
+    ),
+    (
+        "longrope",
+        {
+            "short_factor": list(np.linspace(1, 2, 48)),
+            "long_factor": list(np.linspace(1, 30, 48)),
+            "original_max_position_embeddings": 4096,
+        },
+        96,
+        8000,
+    ),
 ]
 
 
-@pytest.mark.parametrize("rope_type, extra, head_dim, seq_len", CASES,
-                         ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in CASES])
+@pytest.mark.parametrize(
+    "rope_type, extra, head_dim, seq_len", CASES, ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in CASES]
+)
 def test_against_transformers(rope_type, extra, head_dim, seq_len):
     pytest.importorskip("torch")
     tr = pytest.importorskip("transformers")
@@ -246,8 +338,13 @@ def test_against_transformers(rope_type, extra, head_dim, seq_len):
 
     params = {"rope_type": rope_type, "rope_theta": 10000.0, **extra}
     mpe = 4096 if rope_type == "dynamic" else 32768
-    config = tr.LlamaConfig(hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim,
-                            max_position_embeddings=mpe, rope_parameters=dict(params))
+    config = tr.LlamaConfig(
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        head_dim=head_dim,
+        max_position_embeddings=mpe,
+        rope_parameters=dict(params),
+    )
     if rope_type == "default":
         inv, attention = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
     else:
@@ -259,15 +356,22 @@ def test_against_transformers(rope_type, extra, head_dim, seq_len):
     # fastpe uses: at most one float32 ulp apart, most entries bitwise
     np.testing.assert_allclose(w, inv, rtol=2.0**-23, atol=0)
     assert np.mean(w == inv) >= 0.9
-    w64, _ = fastpe.rope_frequencies(head_dim, params, max_position_embeddings=mpe,
-                                     seq_len=seq_len, precision="float64")
+    w64, _ = fastpe.rope_frequencies(
+        head_dim, params, max_position_embeddings=mpe, seq_len=seq_len, precision="float64"
+    )
     np.testing.assert_allclose(w64, inv, rtol=16 * 2.0**-24, atol=0)
 
 
 # ---------------------------------------------------------------- the cos/sin cache
 
-LLAMA31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
-           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+LLAMA31 = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
 
 
@@ -282,8 +386,10 @@ def test_cache_vs_mpmath_far_positions(params):
     for r, k in enumerate(pos):
         for i in range(0, 32, 3):
             ang = mpmath.mpf(int(k)) * mpmath.mpf(w[i])
-            for got, got32, want in ((cos[r, i], c32[r, i], a * mpmath.cos(ang)),
-                                     (sin[r, i], s32[r, i], a * mpmath.sin(ang))):
+            for got, got32, want in (
+                (cos[r, i], c32[r, i], a * mpmath.cos(ang)),
+                (sin[r, i], s32[r, i], a * mpmath.sin(ang)),
+            ):
                 assert abs(float(got - want)) <= 1e-15 * max(a, 1.0)
                 assert abs(float(got32 - want)) <= 2.0**-24 * 1.5 * max(a, 1.0)
 
@@ -316,9 +422,8 @@ def test_cache_attention_factor_and_inv_freq():
     assert a > 1
     c, _s = fastpe.rope_cache(64, YARN, seq_len=40, dtype=np.float64)
     c1, _s1 = fastpe.rope_cache(64, inv_freq=w, seq_len=40, dtype=np.float64)
-    np.testing.assert_array_equal(c, c1 * a)          # float64: the same one rounding
-    c2, _ = fastpe.rope_cache(64, inv_freq=w, attention_factor=a, seq_len=40,
-                              dtype=np.float64)
+    np.testing.assert_array_equal(c, c1 * a)  # float64: the same one rounding
+    c2, _ = fastpe.rope_cache(64, inv_freq=w, attention_factor=a, seq_len=40, dtype=np.float64)
     np.testing.assert_array_equal(c2, c)
     assert np.max(np.abs(c)) == pytest.approx(a)
 
@@ -334,30 +439,41 @@ def test_cache_out_is_filled_and_returned():
 
 def test_cache_dynamic_uses_the_longest_position():
     params = {"rope_type": "dynamic", "factor": 2.0}
-    c, _ = fastpe.rope_cache(64, params, seq_len=10, offset=8000, max_position_embeddings=4096,
-                             dtype=np.float64)
+    c, _ = fastpe.rope_cache(
+        64, params, seq_len=10, offset=8000, max_position_embeddings=4096, dtype=np.float64
+    )
     w, _ = fastpe.rope_frequencies(64, params, max_position_embeddings=4096, seq_len=8010)
     k = np.arange(8000, 8010)[:, None]
     np.testing.assert_allclose(c[:, :32], np.cos(k * w), rtol=0, atol=1e-11)
 
 
-@pytest.mark.parametrize("kw, exc, match", [
-    (dict(), ValueError, "seq_len"),
-    (dict(seq_len=4, positions=[1]), ValueError, "seq_len"),
-    (dict(positions=[1.5]), TypeError, "integers"),
-    (dict(positions=[0], offset=3), ValueError, "offset"),
-    (dict(seq_len=-1), ValueError, "seq_len"),
-    (dict(seq_len=4, layout="neox"), ValueError, "layout"),
-    (dict(seq_len=4, dtype=np.int32), TypeError, "dtype"),
-    (dict(seq_len=4, inv_freq=[1.0, -1.0]), ValueError, "inv_freq"),
-    (dict(seq_len=4, inv_freq=[[1.0]]), TypeError, "inv_freq"),
-    (dict(seq_len=4, rope_parameters={"rope_theta": 10.0}, inv_freq=[1.0]), ValueError,
-     "inv_freq"),
-    (dict(seq_len=4, out=np.zeros((4, 8))), TypeError, "pair"),
-    (dict(seq_len=4, out=(np.zeros((4, 8)), np.zeros((4, 7)))), ValueError, "shape"),
-    (dict(seq_len=4, out=(np.zeros((4, 8)), np.zeros((4, 8), np.float32))), TypeError, "dtype"),
-    (dict(seq_len=2**50), ValueError, "positions"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, match",
+    [
+        (dict(), ValueError, "seq_len"),
+        (dict(seq_len=4, positions=[1]), ValueError, "seq_len"),
+        (dict(positions=[1.5]), TypeError, "integers"),
+        (dict(positions=[0], offset=3), ValueError, "offset"),
+        (dict(seq_len=-1), ValueError, "seq_len"),
+        (dict(seq_len=4, layout="neox"), ValueError, "layout"),
+        (dict(seq_len=4, dtype=np.int32), TypeError, "dtype"),
+        (dict(seq_len=4, inv_freq=[1.0, -1.0]), ValueError, "inv_freq"),
+        (dict(seq_len=4, inv_freq=[[1.0]]), TypeError, "inv_freq"),
+        (
+            dict(seq_len=4, rope_parameters={"rope_theta": 10.0}, inv_freq=[1.0]),
+            ValueError,
+            "inv_freq",
+        ),
+        (dict(seq_len=4, out=np.zeros((4, 8))), TypeError, "pair"),
+        (dict(seq_len=4, out=(np.zeros((4, 8)), np.zeros((4, 7)))), ValueError, "shape"),
+        (
+            dict(seq_len=4, out=(np.zeros((4, 8)), np.zeros((4, 8), np.float32))),
+            TypeError,
+            "dtype",
+        ),
+        (dict(seq_len=2**50), ValueError, "positions"),
+    ],
+)
 def test_cache_bad_arguments(kw, exc, match):
     kw = {"rope_parameters": None, **kw}
     with pytest.raises(exc, match=match):
@@ -376,8 +492,13 @@ def test_against_transformers_llama_rotary_embedding():
     tr = pytest.importorskip("transformers")
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 
-    config = tr.LlamaConfig(hidden_size=512, num_attention_heads=4, head_dim=128,
-                            max_position_embeddings=131072, rope_parameters=dict(LLAMA31))
+    config = tr.LlamaConfig(
+        hidden_size=512,
+        num_attention_heads=4,
+        head_dim=128,
+        max_position_embeddings=131072,
+        rope_parameters=dict(LLAMA31),
+    )
     rot = LlamaRotaryEmbedding(config)
     ids = torch.tensor([[0, 1, 5, 4095, 100000]])
     tc, ts = rot(torch.zeros(1, 5, 128), ids)

@@ -25,34 +25,39 @@ def test_2d_shapes_and_cls_row(conv, cls_token):
 
 
 def test_2d_float32_is_the_float64_table_rounded_once():
-    np.testing.assert_array_equal(fastpe.sinusoidal_2d(7, 7, 64),
-                                  fastpe.sinusoidal_2d(7, 7, 64, dtype=F64).astype(np.float32))
+    np.testing.assert_array_equal(
+        fastpe.sinusoidal_2d(7, 7, 64),
+        fastpe.sinusoidal_2d(7, 7, 64, dtype=F64).astype(np.float32),
+    )
 
 
 def test_2d_empty_grid():
     assert fastpe.sinusoidal_2d(0, 4, 8).shape == (0, 8)
-    assert fastpe.sinusoidal_2d(0, 10**12, 8).shape == (0, 8)      # allocated a table before
+    assert fastpe.sinusoidal_2d(0, 10**12, 8).shape == (0, 8)  # allocated a table before
     P = fastpe.sinusoidal_2d(4, 0, 8, cls_token=True)
     assert P.shape == (1, 8) and not P.any()
 
 
-@pytest.mark.parametrize("kw, exc, match", [
-    (dict(d_model=6), ValueError, "multiple of 4"),
-    (dict(d_model=2), ValueError, "multiple of 4"),
-    (dict(d_model=0), ValueError, "d_model"),
-    (dict(d_model=8.0), TypeError, "d_model"),
-    (dict(grid_h=-1), ValueError, "grid_h"),
-    (dict(grid_w=2.5), TypeError, "grid_w"),
-    (dict(convention="vaswani"), ValueError, "convention"),
-    (dict(convention=None), TypeError, "convention"),
-    (dict(cls_token="yes"), TypeError, "cls_token"),
-    (dict(interleave_sin_cos=True), ValueError, "timm"),        # ignored before
-    (dict(reverse_coord=True), ValueError, "timm"),
-    (dict(base=0.0), ValueError, "base"),
-    (dict(dtype=np.float16), TypeError, "dtype"),
-    (dict(num_threads=0), ValueError, "num_threads"),
-    (dict(grid_h=10**6, grid_w=10**6, d_model=2**20), MemoryError, "memory"),
-])
+@pytest.mark.parametrize(
+    "kw, exc, match",
+    [
+        (dict(d_model=6), ValueError, "multiple of 4"),
+        (dict(d_model=2), ValueError, "multiple of 4"),
+        (dict(d_model=0), ValueError, "d_model"),
+        (dict(d_model=8.0), TypeError, "d_model"),
+        (dict(grid_h=-1), ValueError, "grid_h"),
+        (dict(grid_w=2.5), TypeError, "grid_w"),
+        (dict(convention="vaswani"), ValueError, "convention"),
+        (dict(convention=None), TypeError, "convention"),
+        (dict(cls_token="yes"), TypeError, "cls_token"),
+        (dict(interleave_sin_cos=True), ValueError, "timm"),  # ignored before
+        (dict(reverse_coord=True), ValueError, "timm"),
+        (dict(base=0.0), ValueError, "base"),
+        (dict(dtype=np.float16), TypeError, "dtype"),
+        (dict(num_threads=0), ValueError, "num_threads"),
+        (dict(grid_h=10**6, grid_w=10**6, d_model=2**20), MemoryError, "memory"),
+    ],
+)
 def test_2d_bad_arguments(kw, exc, match):
     args = dict(grid_h=3, grid_w=4, d_model=8)
     args.update(kw)

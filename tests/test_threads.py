@@ -44,7 +44,9 @@ def _call(case, out=None):
 
 def _serial(case):
     S, D, dt, base, offset, layout, _ = case
-    return fastpe.sinusoidal(S, D, dtype=dt, base=base, offset=offset, layout=layout, num_threads=1)
+    return fastpe.sinusoidal(
+        S, D, dtype=dt, base=base, offset=offset, layout=layout, num_threads=1
+    )
 
 
 def test_cases_agree_with_reference():
@@ -196,8 +198,11 @@ def test_num_threads_does_not_change_what_threadpoolctl_sees():
     runtime = _linked_openmp_runtime()
 
     def ours():
-        return [r["num_threads"] for r in _openmp_records()
-                if os.path.realpath(r["filepath"]) == runtime]
+        return [
+            r["num_threads"]
+            for r in _openmp_records()
+            if os.path.realpath(r["filepath"]) == runtime
+        ]
 
     before = ours()
     assert before, "fastpe's runtime not found by threadpoolctl"

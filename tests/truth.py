@@ -64,6 +64,6 @@ def exact_values(positions, columns, d_model, base=10000.0, layout="interleaved"
 
 def abs_errors(values, exact):
     """|value - exact| computed in mpmath (no float64 rounding of the difference)."""
-    return np.array([float(abs(mpmath.mpf(float(v)) - e)) for v, e in zip(values, exact, strict=False)])
-
-
+    return np.array(
+        [float(abs(mpmath.mpf(float(v)) - e)) for v, e in zip(values, exact, strict=False)]
+    )

@@ -11,7 +11,8 @@
  * Against a base, timed interleaved with it ("bench") or compared bit for bit
  * ("check [scale [seed]]": every output of ~12M*scale (K, i) pairs; exit status
  * 1 on any difference):
- *   mkdir -p /tmp/base && git archive REV src/fastpe/csrc | tar -x -C /tmp/base --strip-components=2
+ *   mkdir -p /tmp/base && git archive REV src/fastpe/csrc | tar -x -C /tmp/base
+ * --strip-components=2
  *   gcc -O2 -march=x86-64 -ffp-contract=off -DFASTPE_NO_CLONES -I/tmp/base \
  *       -DPE_BENCH_ROW_ONLY -c tools/bench_sincos.c -o /tmp/base.o
  *   gcc $F -Isrc/fastpe -DPE_BENCH_BASE tools/bench_sincos.c /tmp/base.o -lm -o /tmp/bs
@@ -66,7 +67,8 @@ static int bench(int samples) {
             int nf = nfs[a];
             double K = Ks[b];
             double *mem = alloc_doubles(4 * (size_t)nf), *out = alloc_doubles(3 * (size_t)nf);
-            double *t_cur = alloc_doubles((size_t)samples), *t_base = alloc_doubles((size_t)samples);
+            double *t_cur = alloc_doubles((size_t)samples),
+                   *t_base = alloc_doubles((size_t)samples);
             pe_freq fr = pe_freq_view(mem, nf);
             pe_freqs(fr, nf, 1.0, 10000.0, (double)nf);
             int reps = 20000 / nf;
@@ -76,7 +78,7 @@ static int bench(int samples) {
 #endif
             for (int s = 0; s < samples; s++) {
                 for (int h = 0; h < 2; h++) {
-                    int which = (s & 1) ^ h;   /* alternate which goes first */
+                    int which = (s & 1) ^ h; /* alternate which goes first */
                     double t0 = now_ns();
                     for (int r = 0; r < reps; r++)
                         fns[which](K, fr, nf, out, out + nf, out + 2 * nf);
@@ -88,11 +90,15 @@ static int bench(int samples) {
             qsort(t_base, (size_t)samples, sizeof(double), cmp_double);
 #ifdef PE_BENCH_BASE
             printf("nf=%4d K=%7.1f  base %.3f ns/el  current %.3f ns/el  (x%.2f)\n", nf, K,
-                   t_base[samples / 2], t_cur[samples / 2], t_base[samples / 2] / t_cur[samples / 2]);
+                   t_base[samples / 2], t_cur[samples / 2],
+                   t_base[samples / 2] / t_cur[samples / 2]);
 #else
             printf("nf=%4d K=%7.1f  %.3f ns/el\n", nf, K, t_cur[samples / 2]);
 #endif
-            free(mem); free(out); free(t_cur); free(t_base);
+            free(mem);
+            free(out);
+            free(t_cur);
+            free(t_base);
         }
     }
     return 0;
@@ -100,7 +106,7 @@ static int bench(int samples) {
 
 #ifdef PE_BENCH_BASE
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) {   /* splitmix64 */
+static uint64_t rnd(void) { /* splitmix64 */
     uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -137,9 +143,9 @@ static void check_row(double K, pe_freq fr, int64_t nf, double *bo, double *co, 
 }
 
 static int check(long scale) {
-    static const int nfs[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127,
-                              160, 255, 256, 257, 320, 384, 511, 512, 513, 640, 1000, 1024,
-                              2048, 4096, 8191, 8192};
+    static const int nfs[] = {1,   2,   3,   5,   7,   8,    9,    15,   16,   17,   31,
+                              33,  63,  64,  65,  100, 127,  160,  255,  256,  257,  320,
+                              384, 511, 512, 513, 640, 1000, 1024, 2048, 4096, 8191, 8192};
     const int nnf = (int)(sizeof nfs / sizeof nfs[0]);
     double *mem = alloc_doubles(4 * 8192), *bo = alloc_doubles(3 * 8192 + 8),
            *co = alloc_doubles(3 * 8192 + 8);
@@ -147,10 +153,16 @@ static int check(long scale) {
         int64_t nf = nfs[cfg % nnf];
         double w0 = 1.0, base = 1e4, denom;
         switch (cfg / nnf) {
-        case 0: denom = (double)nf; break;                             /* d/2 */
-        case 1: denom = (double)(nf > 1 ? nf - 1 : 1); break;          /* h-1 */
-        case 2: denom = (double)nf - 0.75 + 0.5 * uni(); break;        /* h-shift */
-        default:                                                        /* random ladder */
+        case 0:
+            denom = (double)nf;
+            break; /* d/2 */
+        case 1:
+            denom = (double)(nf > 1 ? nf - 1 : 1);
+            break; /* h-1 */
+        case 2:
+            denom = (double)nf - 0.75 + 0.5 * uni();
+            break; /* h-shift */
+        default:   /* random ladder */
             w0 = exp(uni() * 8 - 4);
             base = exp(uni() * 20 + 0.1);
             denom = (double)nf * (0.5 + uni());
@@ -160,12 +172,12 @@ static int check(long scale) {
         double fmax = 0;
         for (int64_t i = 0; i < nf; i++)
             fmax = fabs(fr.fh[i]) > fmax ? fabs(fr.fh[i]) : fmax;
-        double kmax = PE_MAX_TURNS / fmax;   /* |K| * fmax < 2^45 turns */
+        double kmax = PE_MAX_TURNS / fmax; /* |K| * fmax < 2^45 turns */
         long reps = scale * (nf >= 1024 ? 6 : 40);
         for (long r = 0; r < reps; r++) {
             double sg = (rnd() & 1) ? -1.0 : 1.0;
-            double Ki = sg * floor(exp2(uni() * 40));                  /* |K| in [1, 2^40] */
-            double Kf = sg * exp2(uni() * 40 - 10) * (1 + uni());      /* fractional */
+            double Ki = sg * floor(exp2(uni() * 40));             /* |K| in [1, 2^40] */
+            double Kf = sg * exp2(uni() * 40 - 10) * (1 + uni()); /* fractional */
             check_row(Ki, fr, nf, bo, co, "integer");
             check_row(Kf, fr, nf, bo, co, "fraction");
             check_row(floor(Kf) + 0.5, fr, nf, bo, co, "half");
@@ -186,7 +198,9 @@ static int check(long scale) {
     }
     printf("%lld rows, %lld (K, i) pairs (x3 outputs) compared: %lld rows differ\n", n_rows,
            n_pairs, n_bad);
-    free(mem); free(bo); free(co);
+    free(mem);
+    free(bo);
+    free(co);
     return n_bad != 0;
 }
 #endif

@@ -32,12 +32,52 @@ ACCEPTED = (ValueError, TypeError, MemoryError)
 RAM = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 CANARY = 0xA5
 HOSTILE = [
-    None, True, False, 0, -1, 1, 2**31, 2**40, 2**62, 2**63, -(2**63), 10**400, -(10**30),
-    0.0, -0.0, 1.5, math.nan, math.inf, -math.inf, 1e300, 1e305, 5e-324, "3", b"3", "split",
-    "interleaved", [], (3,), 1 + 2j, np.int8(-3), np.uint64(2**64 - 1), np.float16(3),
-    np.float32("nan"), np.longdouble(1e4), np.bool_(True), np.array(4), np.array([4]),
-    np.array(4, dtype=object), np.datetime64(3, "s"), np.float32, np.float64, "f8", ">f8",
-    np.int32, object, "f4,",
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    2**31,
+    2**40,
+    2**62,
+    2**63,
+    -(2**63),
+    10**400,
+    -(10**30),
+    0.0,
+    -0.0,
+    1.5,
+    math.nan,
+    math.inf,
+    -math.inf,
+    1e300,
+    1e305,
+    5e-324,
+    "3",
+    b"3",
+    "split",
+    "interleaved",
+    [],
+    (3,),
+    1 + 2j,
+    np.int8(-3),
+    np.uint64(2**64 - 1),
+    np.float16(3),
+    np.float32("nan"),
+    np.longdouble(1e4),
+    np.bool_(True),
+    np.array(4),
+    np.array([4]),
+    np.array(4, dtype=object),
+    np.datetime64(3, "s"),
+    np.float32,
+    np.float64,
+    "f8",
+    ">f8",
+    np.int32,
+    object,
+    "f4,",
 ]
 DTYPES = [None, np.float32, np.float64, "f4", "f8", ">f8", np.float16, np.int64, object, "f4,"]
 LAYOUTS = ["interleaved", "split", "SPLIT", "", 1, None]
@@ -67,8 +107,9 @@ def make_out(fdp, shape):
     start = 64 + shift + (max(S - 1, 0) * -strides[0] if strides[0] < 0 else 0)
     out = np.ndarray(shape, dt, buffer=buf, offset=start, strides=strides)
     marker = np.zeros_like(buf)
-    np.ndarray(shape, dt, buffer=marker, offset=start, strides=strides)[...] = (
-        np.frombuffer(b"\xff" * isz, dt)[0])
+    np.ndarray(shape, dt, buffer=marker, offset=start, strides=strides)[...] = np.frombuffer(
+        b"\xff" * isz, dt
+    )[0]
     if fdp.ConsumeIntInRange(0, 7) == 0:
         out.flags.writeable = False
     return out, buf, marker == 0xFF
@@ -92,7 +133,7 @@ def TestOneInput(data):
         kw["num_threads"] = value(fdp, lambda: fdp.ConsumeIntInRange(1, 4))
     # Valid-but-big tables would really be allocated and filled: not the point here.
     try:
-        s, d = operator.index(S), operator.index(D)   # NumPy integers, 0-d arrays too
+        s, d = operator.index(S), operator.index(D)  # NumPy integers, 0-d arrays too
     except TypeError:
         pass
     else:
@@ -115,7 +156,8 @@ def TestOneInput(data):
     except ACCEPTED:
         if guard is not None and not np.array_equal(guard[0], guard[2]):
             raise AssertionError(
-                f"out written by a failed call: {fn.__name__}({S!r}, {D!r}, **{kw!r})") from None
+                f"out written by a failed call: {fn.__name__}({S!r}, {D!r}, **{kw!r})"
+            ) from None
         return
     # Accepted: check the documented result.
     S, D = int(S), int(D)
@@ -127,12 +169,17 @@ def TestOneInput(data):
         assert np.array_equal(buf[~mask], before[~mask]), "write outside out="
     if S:
         base = float(kw.get("base", 10000.0))
-        ref = fastpe.reference(S, D, base=base, offset=int(kw.get("offset", 0)),
-                               layout=kw.get("layout", "interleaved"))
+        ref = fastpe.reference(
+            S,
+            D,
+            base=base,
+            offset=int(kw.get("offset", 0)),
+            layout=kw.get("layout", "interleaved"),
+        )
         nf = (D + 1) // 2
         try:
             w = 1.0 if base >= 1 else base ** (-2.0 * (nf - 1) / D)
-        except OverflowError:   # a tiny base: the reference is meaningless, only NaN is checked
+        except OverflowError:  # a tiny base: the reference is meaningless, only NaN is checked
             w = math.inf
         off = int(kw.get("offset", 0))
         tol = 1e-12 + 16 * max(abs(off), abs(off + S)) * w * 2.0**-53 + 2.0**-23

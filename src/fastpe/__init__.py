@@ -9,7 +9,8 @@ Tables: :func:`sinusoidal` (a range of positions), :func:`sinusoidal_at` (any
 positions, fractional too), :func:`sinusoidal_2d` (image grids); in place:
 :func:`add_to` (``x * scale + PE``); :func:`fairseq_positions` (positions from
 token ids); other frameworks' tables: :class:`Convention`, :data:`CONVENTIONS`;
-rotary embeddings: :func:`rope_frequencies`, :func:`rope_cache`; the pure-NumPy twin: :func:`reference`; the build: :func:`build_info`,
+rotary embeddings: :func:`rope_frequencies`, :func:`rope_cache`; the pure-NumPy
+twin: :func:`reference`; the build: :func:`build_info`,
 :func:`get_include` (the C header, for extensions), ``__version__``.
 """
 

@@ -36,8 +36,13 @@ def _convention(convention: Any, base: Any, layout: Any) -> Convention:
     """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
     base = as_base(base)
     layout = LAYOUTS[as_layout(layout)]
-    return resolve(convention, base=base, layout=layout, base_default=(base == 10000.0),
-                   layout_default=(layout == "interleaved"))
+    return resolve(
+        convention,
+        base=base,
+        layout=layout,
+        base_default=(base == 10000.0),
+        layout_default=(layout == "interleaved"),
+    )
 
 
 def _encoder(convention: Any, base: Any, layout: Any, d_model: int) -> _kernel.Encoder:
@@ -114,7 +119,8 @@ def sinusoidal(
     Row ``r`` encodes position ``k = offset + r``; with ``w_i = base**(-2*i/d_model)``::
 
         layout="interleaved":  P[r, 2i] = sin(k*w_i),  P[r, 2i+1] = cos(k*w_i)
-        layout="split":        P[r, i]  = sin(k*w_i),  P[r, ns+i]  = cos(k*w_i),  ns = ceil(d_model/2)
+        layout="split":        P[r, i]  = sin(k*w_i),  P[r, ns+i]  = cos(k*w_i),
+                                ns = ceil(d_model/2)
 
     For odd ``d_model`` the extra column is the sine of the next frequency (the
     formula applied per column, as in DistilBERT/XLM and keras_hub); in the split
@@ -189,9 +195,10 @@ def sinusoidal(
     >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
     True
     """
-    done = _kernel.table(seq_len, d_model, base, offset, dtype, layout, out, num_threads,
-                         convention)
-    if done is not None:        # the common argument types, already cached: filled
+    done = _kernel.table(
+        seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention
+    )
+    if done is not None:  # the common argument types, already cached: filled
         return done
     seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
@@ -201,15 +208,16 @@ def sinusoidal(
     explicit = None if dtype is None else as_float_dtype(dtype)
     _check_range(enc, _table_extent(offset, seq_len), "seq_len and offset")
     fresh = out is None
-    out, view = _output(out, (seq_len, d_model), explicit,
-                        enc.scratch_nbytes(seq_len, nthreads, False))
-    enc.fill_rows(view, nseq=1, seq_len=seq_len, offset=offset, num_threads=nthreads,
-                  fresh=fresh)
+    out, view = _output(
+        out, (seq_len, d_model), explicit, enc.scratch_nbytes(seq_len, nthreads, False)
+    )
+    enc.fill_rows(view, nseq=1, seq_len=seq_len, offset=offset, num_threads=nthreads, fresh=fresh)
     return out
 
 
-def _output(out: Any, shape: tuple[int, ...], explicit: np.dtype | None, scratch: int
-            ) -> tuple[Any, np.ndarray]:
+def _output(
+    out: Any, shape: tuple[int, ...], explicit: np.dtype | None, scratch: int
+) -> tuple[Any, np.ndarray]:
     """(what to return, an ndarray view to fill): a new array (float32 unless
     ``explicit``), or the caller's ``out`` and a validated zero-copy view of it
     (the caller gets back the object it passed: a tensor stays a tensor).
@@ -235,15 +243,18 @@ def _rows(a: np.ndarray) -> np.ndarray:
     if view.size and not np.may_share_memory(view, a):
         raise ValueError(
             "the array's rows must be laid out at one stride (C-contiguous rows, e.g. a "
-            f"contiguous array or a column slice of one); got strides {a.strides}")
+            f"contiguous array or a column slice of one); got strides {a.strides}"
+        )
     return view
 
 
 def _as_positions(positions: Any, name: str) -> np.ndarray:
     """Integer positions as int64, real ones as float64 (exact conversions only)."""
     if isinstance(positions, np.ma.MaskedArray):
-        raise TypeError(f"{name} must not be a masked array (its mask would be ignored); "
-                        f"pass {name}.compressed() or {name}.filled(value)")
+        raise TypeError(
+            f"{name} must not be a masked array (its mask would be ignored); "
+            f"pass {name}.compressed() or {name}.filled(value)"
+        )
     try:
         arr = np.asarray(positions)
     except Exception as exc:  # e.g. ragged nested lists
@@ -252,8 +263,9 @@ def _as_positions(positions: Any, name: str) -> np.ndarray:
     if kind in "iu":
         if arr.size and kind == "u" and arr.max() > np.iinfo(np.int64).max:
             raise ValueError(f"{name} must fit in int64, got a maximum of {arr.max()}")
-        arr = arr.astype(np.int64, copy=False).astype(np.dtype(np.int64).newbyteorder("="),
-                                                      copy=False)
+        arr = arr.astype(np.int64, copy=False).astype(
+            np.dtype(np.int64).newbyteorder("="), copy=False
+        )
         # Aligned: the kernel reads int64/float64 buffers (NumPy exports an unaligned
         # one as "=q", e.g. an array Dask's network layer rebuilt from a message frame).
         return np.require(arr, requirements="A")
@@ -266,7 +278,8 @@ def _as_positions(positions: Any, name: str) -> np.ndarray:
                 raise ValueError(
                     f"{name} of dtype {wide.dtype} must hold values that float64 represents "
                     "exactly (positions are computed from their float64 value); round them "
-                    "to float64 first")
+                    "to float64 first"
+                )
         arr = arr.astype(np.float64, copy=False)
         arr = arr.astype(np.dtype(np.float64).newbyteorder("="), copy=False)
         if arr.size and not np.all(np.isfinite(arr)):
@@ -341,9 +354,8 @@ def sinusoidal_at(
     >>> bool(np.array_equal(fastpe.sinusoidal_at([3, 7], 16), P[[3, 7]]))
     True
     """
-    done = _kernel.table_at(positions, d_model, base, dtype, layout, out, num_threads,
-                            convention)
-    if done is not None:        # the common argument types, already cached: filled
+    done = _kernel.table_at(positions, d_model, base, dtype, layout, out, num_threads, convention)
+    if done is not None:  # the common argument types, already cached: filled
         return done
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     enc = _encoder(convention, base, layout, d_model)
@@ -355,8 +367,14 @@ def sinusoidal_at(
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(pos.size, nthreads, False))
     flat = np.ascontiguousarray(pos).reshape(1, -1)
-    enc.fill_rows(_rows(view), nseq=1, seq_len=flat.shape[1], positions=flat,
-                  num_threads=nthreads, fresh=fresh)
+    enc.fill_rows(
+        _rows(view),
+        nseq=1,
+        seq_len=flat.shape[1],
+        positions=flat,
+        num_threads=nthreads,
+        fresh=fresh,
+    )
     return out
 
 
@@ -406,13 +424,15 @@ def add_to(
     True
     """
     done = _kernel.add(x, offset, positions, scale, base, layout, num_threads, convention)
-    if done is not None:        # the common argument types, already cached: added
+    if done is not None:  # the common argument types, already cached: added
         return done
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     if isinstance(x, np.ma.MaskedArray):
-        raise TypeError("x must not be a masked array: the encoding would be added under "
-                        "the mask too; pass x.data (or x.filled(...)) explicitly")
+        raise TypeError(
+            "x must not be a masked array: the encoding would be added under "
+            "the mask too; pass x.data (or x.filled(...)) explicitly"
+        )
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
     seq_len, d_model = x.shape[-2], x.shape[-1]
@@ -421,7 +441,7 @@ def add_to(
     check_out(x, x.shape, None)
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
-    scale = as_finite(scale, "scale")   # (a Python int beyond float raised OverflowError)
+    scale = as_finite(scale, "scale")  # (a Python int beyond float raised OverflowError)
     batch = x.shape[:-2]
     nseq = int(np.prod(batch, dtype=np.int64))
     rows = _rows(x)
@@ -434,15 +454,16 @@ def add_to(
         largest_off: float = abs(off_scalar)
     else:
         off = _as_positions(offset, "offset")
-        if off.size == 0:   # offset=[] for an empty batch: NumPy makes it float64
+        if off.size == 0:  # offset=[] for an empty batch: NumPy makes it float64
             off = off.astype(np.int64)
         if off.dtype.kind != "i":
             raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
         try:
             offsets = np.ascontiguousarray(np.broadcast_to(off, batch)).reshape(-1)
         except ValueError:
-            raise ValueError(f"offset of shape {off.shape} does not broadcast to the "
-                             f"sequences' shape {batch}") from None
+            raise ValueError(
+                f"offset of shape {off.shape} does not broadcast to the sequences' shape {batch}"
+            ) from None
         largest_off = _largest(offsets)
 
     pos2 = None
@@ -451,20 +472,32 @@ def add_to(
     else:
         pos = _as_positions(positions, "positions")
         if pos.dtype.kind == "f" and (offsets is not None or off_scalar != 0):
-            raise ValueError("float positions cannot be combined with offset; add the offset "
-                             "to the positions")
+            raise ValueError(
+                "float positions cannot be combined with offset; add the offset to the positions"
+            )
         try:
             full = np.broadcast_to(pos, x.shape[:-1])
         except ValueError:
-            raise ValueError(f"positions of shape {pos.shape} do not broadcast to "
-                             f"x.shape[:-1] = {x.shape[:-1]}") from None
+            raise ValueError(
+                f"positions of shape {pos.shape} do not broadcast to x.shape[:-1] = {x.shape[:-1]}"
+            ) from None
         pos2 = full.reshape(nseq, seq_len)  # a view when the broadcast allows, else a copy
         largest = largest_off + _largest(pos)
     _check_range(enc, largest, "offset + positions")
-    check_table_size(0, d_model, x.dtype.itemsize,
-                     scratch=enc.scratch_nbytes(rows.shape[0], nthreads, True))
-    enc.fill_rows(rows, nseq=nseq, seq_len=seq_len, offset=off_scalar, offsets=offsets,
-                  positions=pos2, add=True, scale=scale, num_threads=nthreads)
+    check_table_size(
+        0, d_model, x.dtype.itemsize, scratch=enc.scratch_nbytes(rows.shape[0], nthreads, True)
+    )
+    enc.fill_rows(
+        rows,
+        nseq=nseq,
+        seq_len=seq_len,
+        offset=off_scalar,
+        offsets=offsets,
+        positions=pos2,
+        add=True,
+        scale=scale,
+        num_threads=nthreads,
+    )
     return x
 
 
@@ -482,7 +515,7 @@ def fairseq_positions(tokens: Any, padding_idx: int = 1) -> np.ndarray:
         raise TypeError(f"tokens must be integers, got dtype {tok.dtype}")
     if tok.ndim < 1:
         raise ValueError("tokens must have at least one axis (..., seq_len), got a scalar")
-    if padding_idx + tok.shape[-1] > INT64_MAX:   # the positions would wrap around
+    if padding_idx + tok.shape[-1] > INT64_MAX:  # the positions would wrap around
         raise ValueError(f"padding_idx + seq_len must fit in int64, got padding_idx={padding_idx}")
     mask = (tok != padding_idx).astype(np.int64)
     return np.cumsum(mask, axis=-1) * mask + padding_idx
@@ -527,8 +560,9 @@ def sinusoidal_2d(
     interleave_sin_cos = as_bool(interleave_sin_cos, "interleave_sin_cos")
     reverse_coord = as_bool(reverse_coord, "reverse_coord")
     if convention == "mae" and (interleave_sin_cos or reverse_coord):
-        raise ValueError("interleave_sin_cos and reverse_coord are timm's options; "
-                         "use convention='timm'")
+        raise ValueError(
+            "interleave_sin_cos and reverse_coord are timm's options; use convention='timm'"
+        )
     dt = np.dtype(_DEFAULT_DTYPE) if dtype is None else as_float_dtype(dtype)
     base = as_base(base)
     as_num_threads(num_threads)
@@ -538,7 +572,7 @@ def sinusoidal_2d(
         n1, n2 = grid_w, grid_h
     extra = 1 if cls_token else 0
     check_table_size(n1 * n2 + extra, d_model, dt.itemsize)
-    if n1 * n2 == 0:   # no per-axis tables for an empty grid (one axis may be huge)
+    if n1 * n2 == 0:  # no per-axis tables for an empty grid (one axis may be huge)
         return np.zeros((extra, d_model), dtype=dt)
     # per-axis [sin | cos] tables of width d/2: frequencies base^(-2k/(d/2))
     t1 = sinusoidal(n1, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
@@ -546,16 +580,16 @@ def sinusoidal_2d(
     out = np.zeros((extra + n1 * n2, d_model), dtype=dt)
     grid = out[extra:].reshape(n1, n2, d_model)
     if convention == "mae":
-        grid[:, :, :half] = t2[np.newaxis, :, :]          # first half: the w coordinate
+        grid[:, :, :half] = t2[np.newaxis, :, :]  # first half: the w coordinate
         grid[:, :, half:] = t1[:, np.newaxis, :]
     elif interleave_sin_cos:
         grid[:, :, :half] = t1[:, np.newaxis, :]
         grid[:, :, half:] = t2[np.newaxis, :, :]
     else:
         grid[:, :, 0:q] = t1[:, np.newaxis, :q]
-        grid[:, :, q:2 * q] = t2[np.newaxis, :, :q]
-        grid[:, :, 2 * q:3 * q] = t1[:, np.newaxis, q:]
-        grid[:, :, 3 * q:] = t2[np.newaxis, :, q:]
+        grid[:, :, q : 2 * q] = t2[np.newaxis, :, :q]
+        grid[:, :, 2 * q : 3 * q] = t1[:, np.newaxis, q:]
+        grid[:, :, 3 * q :] = t2[np.newaxis, :, q:]
     return out
 
 
@@ -563,7 +597,15 @@ def sinusoidal_2d(
 # architecture; the names are the kernel's /proc/cpuinfo spellings (x86 "flags",
 # Arm "Features").
 _X86_FEATURES = (
-    "sse2", "sse4_1", "sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl",
+    "sse2",
+    "sse4_1",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512dq",
+    "avx512vl",
 )
 _ARM_FEATURES = ("neon", "asimd", "sve", "sve2")
 _CPU_FEATURES = _X86_FEATURES + _ARM_FEATURES

@@ -39,8 +39,9 @@ def numpy_f32(seq_len: int, d_model: int) -> np.ndarray:
     """The same formula computed in float32 end to end (what float32 pipelines write)."""
     pos_encoding = np.zeros((seq_len, d_model), dtype=np.float32)
     position = np.arange(seq_len, dtype=np.float32)[:, np.newaxis]
-    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float32)
-                      * np.float32(-(np.log(10000.0) / d_model)))
+    div_term = np.exp(
+        np.arange(0, d_model, 2, dtype=np.float32) * np.float32(-(np.log(10000.0) / d_model))
+    )
     angle = position * div_term
     pos_encoding[:, 0::2] = np.sin(angle)
     pos_encoding[:, 1::2] = np.cos(angle)
@@ -106,8 +107,9 @@ def _max_error(table: np.ndarray, rows, cols, exact) -> float:
 # --------------------------------------------------------------------------- timing
 
 
-def _median_times(fns: dict[str, Callable[[], object]], min_repeats: int,
-                  budget: float) -> dict[str, float]:
+def _median_times(
+    fns: dict[str, Callable[[], object]], min_repeats: int, budget: float
+) -> dict[str, float]:
     """Median time of each function: one unrecorded warm-up call (imports, page
     faults of cached buffers, thread-pool start), then back-to-back calls for
     ``budget`` seconds (at least ``min_repeats``, at most 200), one function
@@ -120,8 +122,9 @@ def _median_times(fns: dict[str, Callable[[], object]], min_repeats: int,
         fn()
         times: list[float] = []
         t_start = time.perf_counter()
-        while len(times) < min_repeats or (time.perf_counter() - t_start < budget
-                                           and len(times) < 200):
+        while len(times) < min_repeats or (
+            time.perf_counter() - t_start < budget and len(times) < 200
+        ):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
@@ -138,8 +141,10 @@ class _Progress:
         if self.enabled:
             width = 30
             filled = int(width * self.done / self.total)
-            sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] "
-                             f"{self.done}/{self.total} {label[:40]:<40}")
+            sys.stderr.write(
+                f"\r[{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done}/{self.total} {label[:40]:<40}"
+            )
             sys.stderr.flush()
 
     def close(self) -> None:
@@ -163,28 +168,32 @@ def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: boo
     torch_methods = _torch_methods()
     min_repeats, budget = (3, 0.3) if quick else (7, 1.0)
     plan = []
-    for (S, D) in sizes:
+    for S, D in sizes:
         for dt in ("float32", "float64"):
             plan.append((S, D, dt))
     prog = _Progress(len(plan), progress)
     rows_out = []
-    for (S, D, dt) in plan:
+    for S, D, dt in plan:
         dtype = np.dtype(dt)
         rows, cols = _sample(S, D, 24 if quick else 64)
         exact = _exact(rows, cols, D) if accuracy else None
         out = np.empty((S, D), dtype=dtype)
         _api.sinusoidal(S, D, out=out)
         methods: dict[str, tuple[Callable[[], object], Callable[[], object] | None]] = {
-            FASTPE: (lambda: _api.sinusoidal(S, D, dtype=dtype),
-                     lambda: _api.sinusoidal(S, D, dtype=dtype)),
+            FASTPE: (
+                lambda: _api.sinusoidal(S, D, dtype=dtype),
+                lambda: _api.sinusoidal(S, D, dtype=dtype),
+            ),
             FASTPE_OUT: (lambda: _api.sinusoidal(S, D, out=out), None),
             FASTPE_1: (lambda: _api.sinusoidal(S, D, dtype=dtype, num_threads=1), None),
             "out.fill() [memory limit]": (lambda: out.fill(0.5), None),
             "np.empty().fill()": (lambda: np.empty((S, D), dtype=dtype).fill(0.5), None),
         }
         if dt == "float64":
-            methods["NumPy seed formula f64"] = (lambda: seed_numpy_f64(S, D),
-                                                 lambda: seed_numpy_f64(S, D))
+            methods["NumPy seed formula f64"] = (
+                lambda: seed_numpy_f64(S, D),
+                lambda: seed_numpy_f64(S, D),
+            )
         else:
             methods["NumPy formula f32"] = (lambda: numpy_f32(S, D), lambda: numpy_f32(S, D))
             for name, fn in torch_methods.items():
@@ -197,8 +206,11 @@ def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: boo
             if accuracy and table_fn is not None:
                 err = _max_error(np.asarray(table_fn()), rows, cols, exact)
             t = medians[name]
-            entries[name] = {"median_s": t, "ns_per_element": t / (S * D) * 1e9,
-                             "max_abs_error": err}
+            entries[name] = {
+                "median_s": t,
+                "ns_per_element": t / (S * D) * 1e9,
+                "max_abs_error": err,
+            }
         prog.step(f"{S}x{D} {dt}")
         rows_out.append({"seq_len": S, "d_model": D, "dtype": dt, "methods": entries})
     prog.close()
@@ -224,7 +236,7 @@ def measure_add_to(shape, *, quick: bool = False) -> dict:
     x = rng.standard_normal(shape, dtype=np.float32)
     table = _api.sinusoidal(S, D)
     positions = np.broadcast_to(np.arange(S), (B, S))
-    scale = np.float32(0.5)   # keeps repeated in-place updates bounded (no inf/denormals)
+    scale = np.float32(0.5)  # keeps repeated in-place updates bounded (no inf/denormals)
 
     def numpy_broadcast():
         np.multiply(x, scale, out=x)
@@ -234,12 +246,16 @@ def measure_add_to(shape, *, quick: bool = False) -> dict:
         np.multiply(x, scale, out=x)
         np.add(x, table[positions], out=x)
 
-    res = _median_times({
-        "fastpe.add_to": lambda: _api.add_to(x, scale=0.5),
-        "fastpe.add_to positions=": lambda: _api.add_to(x, positions=positions, scale=0.5),
-        "NumPy x*=s; x+=table": numpy_broadcast,
-        "NumPy x*=s; x+=table[positions]": numpy_gather,
-    }, min_repeats, budget)
+    res = _median_times(
+        {
+            "fastpe.add_to": lambda: _api.add_to(x, scale=0.5),
+            "fastpe.add_to positions=": lambda: _api.add_to(x, positions=positions, scale=0.5),
+            "NumPy x*=s; x+=table": numpy_broadcast,
+            "NumPy x*=s; x+=table[positions]": numpy_gather,
+        },
+        min_repeats,
+        budget,
+    )
     return {"shape": list(shape), "dtype": "float32", "median_s": res}
 
 
@@ -249,8 +265,9 @@ def measure_add_to(shape, *, quick: bool = False) -> dict:
 def numpy_rows_f32(positions: np.ndarray, d_model: int) -> np.ndarray:
     """The NumPy float32 formula for a few rows at explicit positions."""
     pos = np.asarray(positions, dtype=np.float32)[:, np.newaxis]
-    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float32)
-                      * np.float32(-(np.log(10000.0) / d_model)))
+    div_term = np.exp(
+        np.arange(0, d_model, 2, dtype=np.float32) * np.float32(-(np.log(10000.0) / d_model))
+    )
     out = np.empty((pos.shape[0], d_model), dtype=np.float32)
     angle = pos * div_term
     out[:, 0::2] = np.sin(angle)
@@ -258,8 +275,9 @@ def numpy_rows_f32(positions: np.ndarray, d_model: int) -> np.ndarray:
     return out
 
 
-def diffusers_numpy_f32(timesteps: np.ndarray, dim: int, max_period: float = 10000.0,
-                        downscale_freq_shift: float = 1.0) -> np.ndarray:
+def diffusers_numpy_f32(
+    timesteps: np.ndarray, dim: int, max_period: float = 10000.0, downscale_freq_shift: float = 1.0
+) -> np.ndarray:
     """diffusers' ``get_timestep_embedding`` (defaults), transcribed to NumPy float32."""
     half = dim // 2
     exponent = -math.log(max_period) * np.arange(half, dtype=np.float32)
@@ -291,7 +309,7 @@ def _interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int) -> d
     side: every round times a batch of calls of each function in turn (so slow
     phases of a shared machine hit all of them), the median over rounds."""
     batch = {}
-    for name, fn in fns.items():           # warm up, and size a batch to ~0.2 ms
+    for name, fn in fns.items():  # warm up, and size a batch to ~0.2 ms
         fn()
         t0 = time.perf_counter()
         fn()
@@ -320,11 +338,12 @@ def measure_small(*, quick: bool = False) -> dict:
         def call():
             step[0] = step[0] + delta if step[0] < 5000 else 1000
             _api.sinusoidal(1, 512, offset=step[0], out=row)
+
         return call
 
     far = [1000]
 
-    def new_block_row():            # every call in another block: no anchor to reuse
+    def new_block_row():  # every call in another block: no anchor to reuse
         far[0] = far[0] + 128 if far[0] < 10**6 else 1000
         _api.sinusoidal(1, 512, offset=far[0], out=row)
 
@@ -337,7 +356,7 @@ def measure_small(*, quick: bool = False) -> dict:
 
     tok = [1000]
 
-    def add_token_steps():          # one token per step at offsets k, k+1, ...
+    def add_token_steps():  # one token per step at offsets k, k+1, ...
         tok[0] = tok[0] + 1 if tok[0] < 5000 else 1000
         _api.add_to(x, offset=tok[0])
 
@@ -346,8 +365,9 @@ def measure_small(*, quick: bool = False) -> dict:
         _api.add_to(x, offset=tok[0])
 
     fns: dict[str, Callable[[], object]] = {
-        "fastpe sinusoidal(1, 512, offset=1000, out=row)":
-            lambda: _api.sinusoidal(1, 512, offset=1000, out=row),
+        "fastpe sinusoidal(1, 512, offset=1000, out=row)": lambda: _api.sinusoidal(
+            1, 512, offset=1000, out=row
+        ),
         "fastpe sinusoidal(1, 512, offset=1000)": lambda: _api.sinusoidal(1, 512, offset=1000),
         "fastpe decoding steps (offset k, k+1, ...)": steps(1),
         "fastpe same offset, through the same code": steps(0),
@@ -355,8 +375,9 @@ def measure_small(*, quick: bool = False) -> dict:
         "NumPy f32 formula, one row": lambda: numpy_rows_f32(pe_pos, 512),
         "fastpe sinusoidal(64, 512)": lambda: _api.sinusoidal(64, 512),
         "NumPy f32 formula, 64x512": lambda: numpy_f32(64, 512),
-        "fastpe sinusoidal_at(8 timesteps, 320, diffusers)":
-            lambda: _api.sinusoidal_at(timesteps, 320, convention="diffusers"),
+        "fastpe sinusoidal_at(8 timesteps, 320, diffusers)": lambda: _api.sinusoidal_at(
+            timesteps, 320, convention="diffusers"
+        ),
         "NumPy f32 diffusers get_timestep_embedding": lambda: diffusers_numpy_f32(timesteps, 320),
         "fastpe add_to((1, 1, 4096), offset=1000)": lambda: _api.add_to(x, offset=1000),
         "fastpe add_to one token, offsets k, k+1, ...": add_token_steps,
@@ -373,24 +394,64 @@ def measure_small(*, quick: bool = False) -> dict:
 SMALL_TARGETS = [
     # (what, numerator, denominator or None, bound, kind): value = num [/ den]
     ("one row out= (us)", "fastpe sinusoidal(1, 512, offset=1000, out=row)", None, 2.0, "max"),
-    ("one row out= vs NumPy row formula", "NumPy f32 formula, one row",
-     "fastpe sinusoidal(1, 512, offset=1000, out=row)", 3.0, "min"),
+    (
+        "one row out= vs NumPy row formula",
+        "NumPy f32 formula, one row",
+        "fastpe sinusoidal(1, 512, offset=1000, out=row)",
+        3.0,
+        "min",
+    ),
     ("one row, new array (us)", "fastpe sinusoidal(1, 512, offset=1000)", None, 2.5, "max"),
-    ("decoding steps / same-offset row", "fastpe decoding steps (offset k, k+1, ...)",
-     "fastpe same offset, through the same code", 1.1, "max"),
+    (
+        "decoding steps / same-offset row",
+        "fastpe decoding steps (offset k, k+1, ...)",
+        "fastpe same offset, through the same code",
+        1.1,
+        "max",
+    ),
     ("64x512 new array (us)", "fastpe sinusoidal(64, 512)", None, 6.0, "max"),
-    ("8 diffusers timesteps at 320 (us)", "fastpe sinusoidal_at(8 timesteps, 320, diffusers)",
-     None, 8.0, "max"),
-    ("8 diffusers timesteps vs NumPy f32", "NumPy f32 diffusers get_timestep_embedding",
-     "fastpe sinusoidal_at(8 timesteps, 320, diffusers)", 5.0, "min"),
-    ("add_to one token (1, 1, 4096) (us)", "fastpe add_to((1, 1, 4096), offset=1000)", None,
-     3.0, "max"),
-    ("add_to one token, offsets k, k+1, ... (us)", "fastpe add_to one token, offsets k, k+1, ...",
-     None, 3.0, "max"),
-    ("add_to one token, another block each call (us)",
-     "fastpe add_to one token, another block each call", None, 3.0, "info-max"),
-    ("one row, another block each call (us)", "fastpe one row, another block each call", None,
-     2.0, "info-max"),
+    (
+        "8 diffusers timesteps at 320 (us)",
+        "fastpe sinusoidal_at(8 timesteps, 320, diffusers)",
+        None,
+        8.0,
+        "max",
+    ),
+    (
+        "8 diffusers timesteps vs NumPy f32",
+        "NumPy f32 diffusers get_timestep_embedding",
+        "fastpe sinusoidal_at(8 timesteps, 320, diffusers)",
+        5.0,
+        "min",
+    ),
+    (
+        "add_to one token (1, 1, 4096) (us)",
+        "fastpe add_to((1, 1, 4096), offset=1000)",
+        None,
+        3.0,
+        "max",
+    ),
+    (
+        "add_to one token, offsets k, k+1, ... (us)",
+        "fastpe add_to one token, offsets k, k+1, ...",
+        None,
+        3.0,
+        "max",
+    ),
+    (
+        "add_to one token, another block each call (us)",
+        "fastpe add_to one token, another block each call",
+        None,
+        3.0,
+        "info-max",
+    ),
+    (
+        "one row, another block each call (us)",
+        "fastpe one row, another block each call",
+        None,
+        2.0,
+        "info-max",
+    ),
 ]
 
 
@@ -414,10 +475,17 @@ def targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
             continue
         t, t_out = m[FASTPE]["median_s"], m[FASTPE_OUT]["median_s"]
         tag = f"{S}x{D} {dt}"
-        checks.append((f"{tag}: out= / out.fill()", t_out / m["out.fill() [memory limit]"]["median_s"],
-                       2.0, "max"))
-        checks.append((f"{tag}: new / np.empty().fill()", t / m["np.empty().fill()"]["median_s"],
-                       2.0, "max"))
+        checks.append(
+            (
+                f"{tag}: out= / out.fill()",
+                t_out / m["out.fill() [memory limit]"]["median_s"],
+                2.0,
+                "max",
+            )
+        )
+        checks.append(
+            (f"{tag}: new / np.empty().fill()", t / m["np.empty().fill()"]["median_s"], 2.0, "max")
+        )
         # The speed-up targets are read on a buffer already touched (out=): a new
         # array pays the OS's page zeroing too, which np.empty().fill() shows is
         # itself several times the write time for tables beyond the caches; the
@@ -426,32 +494,44 @@ def targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
         short = "NumPy seed f64" if dt == "float64" else "NumPy f32"
         bound = 10.0 if (S, D) == (512, 512) else (50.0 if dt == "float64" else 15.0)
         if (S, D) != (512, 512) or dt == "float32":
-            checks.append((f"{tag}: speed-up vs {short} (out=)", m[peer]["median_s"] / t_out,
-                           bound, "min"))
-            checks.append((f"{tag}: speed-up vs {short} (new array)", m[peer]["median_s"] / t,
-                           bound, "info"))
+            checks.append(
+                (f"{tag}: speed-up vs {short} (out=)", m[peer]["median_s"] / t_out, bound, "min")
+            )
+            checks.append(
+                (f"{tag}: speed-up vs {short} (new array)", m[peer]["median_s"] / t, bound, "info")
+            )
     if result.get("add_to") and result["add_to"]["shape"] == [32, 2048, 1024]:
         a = result["add_to"]["median_s"]
         tag = "x".join(str(v) for v in result["add_to"]["shape"])
         best_np = min(a["NumPy x*=s; x+=table"], a["NumPy x*=s; x+=table[positions]"])
         checks.append((f"add_to {tag}: vs best NumPy", best_np / a["fastpe.add_to"], 2.0, "min"))
-        checks.append((f"add_to {tag}: positions= vs NumPy gather",
-                       a["NumPy x*=s; x+=table[positions]"] / a["fastpe.add_to positions="],
-                       2.0, "min"))
-    return [(what, v, bound, kind,
-             (v >= bound) if kind in ("min", "info") else (v <= bound))
-            for what, v, bound, kind in checks]
+        checks.append(
+            (
+                f"add_to {tag}: positions= vs NumPy gather",
+                a["NumPy x*=s; x+=table[positions]"] / a["fastpe.add_to positions="],
+                2.0,
+                "min",
+            )
+        )
+    return [
+        (what, v, bound, kind, (v >= bound) if kind in ("min", "info") else (v <= bound))
+        for what, v, bound, kind in checks
+    ]
 
 
 def format_table(result: dict) -> str:
     lines = []
     mach = result["machine"]
     info = result["build_info"]
-    lines.append(f"fastpe {info['version']}  OpenMP={info['openmp']}  threads={info['max_threads']}  "
-                 f"{mach['cpu_count']} CPUs  {mach['platform']}  Python {mach['python']}")
+    lines.append(
+        f"fastpe {info['version']}  OpenMP={info['openmp']}  threads={info['max_threads']}  "
+        f"{mach['cpu_count']} CPUs  {mach['platform']}  Python {mach['python']}"
+    )
     lines.append("")
-    hdr = f"{'size':<11} {'dtype':<7} {'method':<28} {'median ms':>10} {'ns/elem':>8} " \
-          f"{'fastpe x':>9} {'max |err|':>10}"
+    hdr = (
+        f"{'size':<11} {'dtype':<7} {'method':<28} {'median ms':>10} {'ns/elem':>8} "
+        f"{'fastpe x':>9} {'max |err|':>10}"
+    )
     lines.append(hdr)
     lines.append("-" * len(hdr))
     for r in result["results"]:
@@ -460,12 +540,16 @@ def format_table(result: dict) -> str:
         for name, e in m.items():
             ratio = e["median_s"] / tf
             err = "" if e["max_abs_error"] is None else f"{e['max_abs_error']:.1e}"
-            lines.append(f"{r['seq_len']}x{r['d_model']:<{11 - len(str(r['seq_len'])) - 1}} "
-                         f"{r['dtype']:<7} {name:<28} {e['median_s'] * 1e3:>10.3f} "
-                         f"{e['ns_per_element']:>8.3f} {ratio:>8.1f}x {err:>10}")
+            lines.append(
+                f"{r['seq_len']}x{r['d_model']:<{11 - len(str(r['seq_len'])) - 1}} "
+                f"{r['dtype']:<7} {name:<28} {e['median_s'] * 1e3:>10.3f} "
+                f"{e['ns_per_element']:>8.3f} {ratio:>8.1f}x {err:>10}"
+            )
         lines.append("")
-    lines.append("'fastpe x' = method's median time / fastpe's (new array, all threads): "
-                 "how many times slower than fastpe.")
+    lines.append(
+        "'fastpe x' = method's median time / fastpe's (new array, all threads): "
+        "how many times slower than fastpe."
+    )
     if result.get("add_to"):
         a = result["add_to"]
         lines.append("")
@@ -484,8 +568,10 @@ def format_table(result: dict) -> str:
     checks = targets(result) + (small_targets(result["small"]) if result.get("small") else [])
     for what, v, bound, kind, ok in checks:
         verdict = "info" if kind.startswith("info") else ("PASS" if ok else "FAIL")
-        lines.append(f"  {verdict:<4}  {what:<52} {v:8.2f}  (target "
-                     f"{'<=' if kind.endswith('max') else '>='} {bound:g})")
+        lines.append(
+            f"  {verdict:<4}  {what:<52} {v:8.2f}  (target "
+            f"{'<=' if kind.endswith('max') else '>='} {bound:g})"
+        )
     if not checks:
         lines.append("  (none: the targets are stated for the standard sizes only)")
     return "\n".join(lines)
@@ -525,11 +611,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--no-accuracy", action="store_true", help="skip the mpmath error column")
     parser.add_argument("--no-add-to", action="store_true", help="skip the fused-add comparison")
-    parser.add_argument("--no-small", action="store_true",
-                        help="skip the small calls (one row, a few timesteps, one token)")
-    parser.add_argument("--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)")
-    parser.add_argument("--size", metavar="SxD", action="append",
-                        help="table size, e.g. 4096x1024 (repeatable; default: the standard set)")
+    parser.add_argument(
+        "--no-small",
+        action="store_true",
+        help="skip the small calls (one row, a few timesteps, one token)",
+    )
+    parser.add_argument(
+        "--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)"
+    )
+    parser.add_argument(
+        "--size",
+        metavar="SxD",
+        action="append",
+        help="table size, e.g. 4096x1024 (repeatable; default: the standard set)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -540,7 +635,9 @@ def run(args: argparse.Namespace) -> int:
                 raise ValueError
             sizes = [(s[0], s[1]) for s in parsed]
         except ValueError:
-            print(f"fastpe bench: --size must look like 4096x1024, got {args.size}", file=sys.stderr)
+            print(
+                f"fastpe bench: --size must look like 4096x1024, got {args.size}", file=sys.stderr
+            )
             return 2
     else:
         sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -553,27 +650,34 @@ def run(args: argparse.Namespace) -> int:
             return 1
         chart_dir = os.path.dirname(os.path.realpath(args.chart))
         if not (os.path.isdir(chart_dir) and os.access(chart_dir, os.W_OK)):
-            print(f"fastpe bench: --chart: cannot write {args.chart!r}: the directory "
-                  f"{chart_dir!r} does not exist or is not writable", file=sys.stderr)
+            print(
+                f"fastpe bench: --chart: cannot write {args.chart!r}: the directory "
+                f"{chart_dir!r} does not exist or is not writable",
+                file=sys.stderr,
+            )
             return 1
     accuracy = not args.no_accuracy
     if accuracy:
         try:
             import mpmath  # noqa: F401
         except ImportError:
-            print("fastpe bench: mpmath not installed; skipping the accuracy column", file=sys.stderr)
+            print(
+                "fastpe bench: mpmath not installed; skipping the accuracy column", file=sys.stderr
+            )
             accuracy = False
     show_progress = not args.no_progress and sys.stderr.isatty()
     result = measure(sizes, quick=args.quick, progress=show_progress, accuracy=accuracy)
     if not args.no_add_to:
-        result["add_to"] = measure_add_to((8, 2048, 1024) if args.quick else (32, 2048, 1024),
-                                          quick=args.quick)
+        result["add_to"] = measure_add_to(
+            (8, 2048, 1024) if args.quick else (32, 2048, 1024), quick=args.quick
+        )
     if not args.no_small:
         result["small"] = measure_small(quick=args.quick)
     if args.json:
         checks = targets(result) + (small_targets(result["small"]) if result.get("small") else [])
-        result["targets"] = [dict(what=w, value=v, bound=b, kind=k, ok=ok)
-                             for w, v, b, k, ok in checks]
+        result["targets"] = [
+            dict(what=w, value=v, bound=b, kind=k, ok=ok) for w, v, b, k, ok in checks
+        ]
         print(json.dumps(result, indent=2))
     else:
         print(format_table(result))

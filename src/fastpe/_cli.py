@@ -71,8 +71,16 @@ BENCH_MISSING = "benchmark module not available in this build"
 
 # OpenMP's _OPENMP macro is the release date of the specification it implements.
 _OPENMP_SPECS = {
-    199810: "1.0", 200203: "2.0", 200505: "2.5", 200805: "3.0", 201107: "3.1",
-    201307: "4.0", 201511: "4.5", 201811: "5.0", 202011: "5.1", 202111: "5.2",
+    199810: "1.0",
+    200203: "2.0",
+    200505: "2.5",
+    200805: "3.0",
+    201107: "3.1",
+    201307: "4.0",
+    201511: "4.5",
+    201811: "5.0",
+    202011: "5.1",
+    202111: "5.2",
     202411: "6.0",
 }
 
@@ -152,6 +160,7 @@ def _raise_on_sigterm() -> Callable[[], None] | None:
 
     def restore() -> None:
         signal.signal(sigterm, signal.SIG_DFL)
+
     return restore
 
 
@@ -192,8 +201,10 @@ class _AtomicOutput:
         try:
             self._fd, self.tmp = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=".tmp")
         except OSError as exc:
-            raise type(exc)(exc.errno, f"{exc.strerror or exc}: cannot create a file in "
-                                       f"{directory!r} for {self._name()}") from None
+            raise type(exc)(
+                exc.errno,
+                f"{exc.strerror or exc}: cannot create a file in {directory!r} for {self._name()}",
+            ) from None
 
     def _name(self) -> str:
         if os.path.islink(self.path):
@@ -206,23 +217,30 @@ class _AtomicOutput:
         except FileNotFoundError:
             return None  # a new file (or a missing directory, which mkstemp reports)
         if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"Is a directory: {self._name()}; "
-                                                  "the output must be a file name")
+            raise IsADirectoryError(
+                errno.EISDIR, f"Is a directory: {self._name()}; the output must be a file name"
+            )
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{self._name()} exists and is not a regular file; it is not replaced")
         if not os.access(self.target, os.W_OK):
-            raise PermissionError(errno.EACCES, f"Permission denied: {self._name()} exists "
-                                                "and is not writable by this user; it was left "
-                                                "unchanged")
+            raise PermissionError(
+                errno.EACCES,
+                f"Permission denied: {self._name()} exists "
+                "and is not writable by this user; it was left "
+                "unchanged",
+            )
         if hasattr(os, "geteuid") and os.geteuid() not in (0, st.st_uid):
             # In a sticky directory such as /tmp only the owner may rename over a
             # file: the final os.replace would fail, after all the computing.
             parent = os.stat(os.path.dirname(self.target))
             if parent.st_mode & stat.S_ISVTX and parent.st_uid != os.geteuid():
-                raise PermissionError(errno.EPERM, f"Operation not permitted: {self._name()} "
-                                                   "belongs to another user in a sticky directory "
-                                                   "(like /tmp), where only its owner may replace "
-                                                   "it; it was left unchanged")
+                raise PermissionError(
+                    errno.EPERM,
+                    f"Operation not permitted: {self._name()} "
+                    "belongs to another user in a sticky directory "
+                    "(like /tmp), where only its owner may replace "
+                    "it; it was left unchanged",
+                )
         return st
 
     @property
@@ -248,8 +266,10 @@ class _AtomicOutput:
         try:
             os.replace(self.tmp, self.target)
         except OSError as exc:  # named after the output, not the temporary file
-            raise type(exc)(exc.errno, f"{exc.strerror or exc}: cannot replace "
-                                       f"{self._name()}; it was left unchanged") from None
+            raise type(exc)(
+                exc.errno,
+                f"{exc.strerror or exc}: cannot replace {self._name()}; it was left unchanged",
+            ) from None
         self.tmp = None
 
     def _copy_metadata(self) -> None:
@@ -298,8 +318,12 @@ def _cmd_table(args: argparse.Namespace) -> int:
     # Only the options given on the command line are passed on, so the library's
     # defaults (and a convention's own defaults) apply to the others.
     kwargs: dict[str, Any] = {"dtype": args.dtype}
-    for name, value in (("base", args.base), ("offset", args.offset),
-                        ("layout", args.layout), ("num_threads", args.threads)):
+    for name, value in (
+        ("base", args.base),
+        ("offset", args.offset),
+        ("layout", args.layout),
+        ("num_threads", args.threads),
+    ):
         if value is not None:
             kwargs[name] = value
     if args.convention != "vaswani":
@@ -320,13 +344,16 @@ def _cmd_table(args: argparse.Namespace) -> int:
 
     if not args.quiet:
         size = os.path.getsize(args.output)
-        print(f"wrote {args.output}: shape {table.shape}, dtype {table.dtype}, {_human_bytes(size)}")
+        print(
+            f"wrote {args.output}: shape {table.shape}, dtype {table.dtype}, {_human_bytes(size)}"
+        )
         print(f"time: computed in {_ms(t_compute)}, written in {_ms(t_write)}")
     return EXIT_OK
 
 
-def _write_table(f: Any, args: argparse.Namespace, fmt: str, table: Any,
-                 kwargs: dict[str, Any]) -> None:
+def _write_table(
+    f: Any, args: argparse.Namespace, fmt: str, table: Any, kwargs: dict[str, Any]
+) -> None:
     import numpy as np
 
     if fmt == ".npy":
@@ -334,12 +361,16 @@ def _write_table(f: Any, args: argparse.Namespace, fmt: str, table: Any,
     elif fmt == ".npz":
         # The table under "table", and the parameters that made it beside it
         # (0-d arrays: loadable without allow_pickle).
-        meta: dict[str, Any] = {k: np.asarray(v) for k, v in kwargs.items()
-                                if k != "num_threads"}
+        meta: dict[str, Any] = {k: np.asarray(v) for k, v in kwargs.items() if k != "num_threads"}
         meta["dtype"] = np.asarray(str(table.dtype))
-        np.savez(f, table=table, seq_len=np.asarray(args.seq_len),
-                 d_model=np.asarray(args.d_model), convention=np.asarray(args.convention),
-                 **meta)
+        np.savez(
+            f,
+            table=table,
+            seq_len=np.asarray(args.seq_len),
+            d_model=np.asarray(args.d_model),
+            convention=np.asarray(args.convention),
+            **meta,
+        )
     else:
         # Enough digits to round-trip: 9 for float32, 17 for float64.
         digits = 9 if table.dtype == np.float32 else 17
@@ -366,9 +397,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         with _AtomicOutput(args.output) as out:
             # The temporary name ends in .tmp, so the format is given explicitly.
             _plot.plot_encoding(
-                args.seq_len, args.d_model, positions=args.positions,
-                wave_positions=args.wave_positions, dpi=args.dpi, path=out.tmp_path,
-                format=fmt[1:], **kwargs,
+                args.seq_len,
+                args.d_model,
+                positions=args.positions,
+                wave_positions=args.wave_positions,
+                dpi=args.dpi,
+                path=out.tmp_path,
+                format=fmt[1:],
+                **kwargs,
             )
             out.commit()
     except ImportError as exc:
@@ -428,9 +464,21 @@ def _cmd_info(args: argparse.Namespace) -> int:
         ("NumPy", info["numpy"]),
         ("Python", sys.version.split()[0]),
     ]
-    rows += [(k, str(v)) for k, v in info.items()
-             if k not in {"version", "openmp", "openmp_version", "max_threads", "machine",
-                          "cpu_features", "streaming_stores", "numpy"}]
+    rows += [
+        (k, str(v))
+        for k, v in info.items()
+        if k
+        not in {
+            "version",
+            "openmp",
+            "openmp_version",
+            "max_threads",
+            "machine",
+            "cpu_features",
+            "streaming_stores",
+            "numpy",
+        }
+    ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key + ':':<{width + 1}}  {value}")
@@ -443,18 +491,25 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _add_table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("seq_len", metavar="SEQ_LEN", type=int, help="number of positions (rows)")
     p.add_argument("d_model", metavar="D_MODEL", type=int, help="encoding width (columns)")
-    p.add_argument("--base", type=float, default=None, metavar="N",
-                   help="wavelength base n (default: 10000, as in the paper)")
+    p.add_argument(
+        "--base",
+        type=float,
+        default=None,
+        metavar="N",
+        help="wavelength base n (default: 10000, as in the paper)",
+    )
 
 
-def build_parser(prog: str | None = None, *, with_bench_options: bool = True) -> argparse.ArgumentParser:
+def build_parser(
+    prog: str | None = None, *, with_bench_options: bool = True
+) -> argparse.ArgumentParser:
     """The ``fastpe`` argument parser.  ``with_bench_options`` imports
     ``fastpe._bench`` to add the ``bench`` subcommand's options."""
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
         prog=prog or "fastpe",
         description="Fast, accurate sinusoidal positional encodings "
-                    "(P[k,2i] = sin(k/n^(2i/d)), P[k,2i+1] = cos(k/n^(2i/d))).",
+        "(P[k,2i] = sin(k/n^(2i/d)), P[k,2i+1] = cos(k/n^(2i/d))).",
         epilog=EXIT_CODES_EPILOG + "\nRun 'fastpe COMMAND --help' for a command's options.",
         formatter_class=fmt,
     )
@@ -462,63 +517,110 @@ def build_parser(prog: str | None = None, *, with_bench_options: bool = True) ->
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     p = sub.add_parser(
-        "table", help="write the encoding table to .npy, .npz or .csv",
+        "table",
+        help="write the encoding table to .npy, .npz or .csv",
         description="Compute the (SEQ_LEN, D_MODEL) table with fastpe.sinusoidal and write it; "
-                    "the format comes from the file name: .npy (np.load), .npz (key 'table', "
-                    "plus the parameters) or .csv (comma-separated, round-trip precision).",
+        "the format comes from the file name: .npy (np.load), .npz (key 'table', "
+        "plus the parameters) or .csv (comma-separated, round-trip precision).",
         epilog="example:\n  fastpe table 2048 512 -o pe.npy\n\n"
-               + OUTPUT_EPILOG.format(what="table") + "\n" + EXIT_CODES_EPILOG,
+        + OUTPUT_EPILOG.format(what="table")
+        + "\n"
+        + EXIT_CODES_EPILOG,
         formatter_class=fmt,
     )
     _add_table_options(p)
     p.add_argument("--offset", type=int, default=None, help="first position (default: 0)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32",
-                   help="element type (default: float32)")
-    p.add_argument("--layout", choices=("interleaved", "split"), default=None,
-                   help="interleaved: sin, cos in columns 2i, 2i+1; split: all sines, then all "
-                        "cosines (default: interleaved)")
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "float64"),
+        default="float32",
+        help="element type (default: float32)",
+    )
+    p.add_argument(
+        "--layout",
+        choices=("interleaved", "split"),
+        default=None,
+        help="interleaved: sin, cos in columns 2i, 2i+1; split: all sines, then all "
+        "cosines (default: interleaved)",
+    )
     conventions = _conventions()
-    p.add_argument("--convention", choices=conventions, default="vaswani",
-                   help="which framework's formula (default: vaswani, the paper's)")
-    p.add_argument("--threads", type=int, default=None, metavar="N",
-                   help="OpenMP threads (default: OMP_NUM_THREADS or all cores)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="output file: .npy, .npz or .csv (replaced only when complete; "
-                        "see 'output file' below)")
+    p.add_argument(
+        "--convention",
+        choices=conventions,
+        default="vaswani",
+        help="which framework's formula (default: vaswani, the paper's)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="OpenMP threads (default: OMP_NUM_THREADS or all cores)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="output file: .npy, .npz or .csv (replaced only when complete; "
+        "see 'output file' below)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(handler=_cmd_table)
 
     p = sub.add_parser(
-        "plot", help="draw the heatmap, sinusoids, vectors and similarity of a table",
+        "plot",
+        help="draw the heatmap, sinusoids, vectors and similarity of a table",
         description="One figure with four panels: (a) heatmap of the table with a colour bar, "
-                    "(b) the sine wave of a few positions across dimensions (the seeds' "
-                    "plotSinusoid), (c) the encoding vectors of a few positions as lines, "
-                    "(d) the position-by-position dot-product matrix (near positions are "
-                    "alike). Needs matplotlib: pip install 'fastpe[plot]'.",
+        "(b) the sine wave of a few positions across dimensions (the seeds' "
+        "plotSinusoid), (c) the encoding vectors of a few positions as lines, "
+        "(d) the position-by-position dot-product matrix (near positions are "
+        "alike). Needs matplotlib: pip install 'fastpe[plot]'.",
         epilog="example:\n  fastpe plot 100 512 -o pe.png\n\n"
-               + OUTPUT_EPILOG.format(what="image") + "\n" + EXIT_CODES_EPILOG,
+        + OUTPUT_EPILOG.format(what="image")
+        + "\n"
+        + EXIT_CODES_EPILOG,
         formatter_class=fmt,
     )
     _add_table_options(p)
-    p.add_argument("--positions", type=_positions_arg, default=None, metavar="K,K,...",
-                   help="positions drawn as lines in panel (c) (default: 0,10,25, "
-                        "those below SEQ_LEN)")
-    p.add_argument("--wave-positions", type=_positions_arg, default=None, metavar="K,K,...",
-                   help="positions whose sinusoids panel (b) draws (default: 0,4,8,12, "
-                        "those below SEQ_LEN)")
-    p.add_argument("--dpi", type=float, default=100.0,
-                   help="resolution; the figure is 14 x 10 inches (default: 100)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="image file: .png (or .svg, .pdf) (replaced only when complete; "
-                        "see 'output file' below)")
+    p.add_argument(
+        "--positions",
+        type=_positions_arg,
+        default=None,
+        metavar="K,K,...",
+        help="positions drawn as lines in panel (c) (default: 0,10,25, those below SEQ_LEN)",
+    )
+    p.add_argument(
+        "--wave-positions",
+        type=_positions_arg,
+        default=None,
+        metavar="K,K,...",
+        help="positions whose sinusoids panel (b) draws (default: 0,4,8,12, those below SEQ_LEN)",
+    )
+    p.add_argument(
+        "--dpi",
+        type=float,
+        default=100.0,
+        help="resolution; the figure is 14 x 10 inches (default: 100)",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="image file: .png (or .svg, .pdf) (replaced only when complete; "
+        "see 'output file' below)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(handler=_cmd_plot)
 
     p = sub.add_parser(
-        "bench", help="time fastpe against NumPy and PyTorch and print the table",
+        "bench",
+        help="time fastpe against NumPy and PyTorch and print the table",
         description="The benchmark comparison: fastpe against the NumPy and PyTorch "
-                    "formulas, with a progress bar; --quick for a short run, --json for machines.",
-        epilog=EXIT_CODES_EPILOG, formatter_class=fmt,
+        "formulas, with a progress bar; --quick for a short run, --json for machines.",
+        epilog=EXIT_CODES_EPILOG,
+        formatter_class=fmt,
     )
     bench = _load_bench() if with_bench_options else None
     if bench is not None:
@@ -526,10 +628,12 @@ def build_parser(prog: str | None = None, *, with_bench_options: bool = True) ->
     p.set_defaults(handler=_cmd_bench)
 
     p = sub.add_parser(
-        "info", help="version, OpenMP runtime, thread count and CPU features",
+        "info",
+        help="version, OpenMP runtime, thread count and CPU features",
         description="What fastpe.build_info() reports: version, OpenMP, the thread count "
-                    "num_threads=None uses, machine and CPU features.",
-        epilog=EXIT_CODES_EPILOG, formatter_class=fmt,
+        "num_threads=None uses, machine and CPU features.",
+        epilog=EXIT_CODES_EPILOG,
+        formatter_class=fmt,
     )
     p.add_argument("--json", action="store_true", help="print build_info() as JSON")
     p.set_defaults(handler=_cmd_info)

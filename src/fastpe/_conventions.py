@@ -94,15 +94,28 @@ class Convention:
             "shift": as_finite(self.shift, "shift"),
         }
         if self.padding_idx is not None:
-            norm["padding_idx"] = as_int(self.padding_idx, "padding_idx", minimum=INT64_MIN,
-                                         maximum=INT64_MAX)
+            norm["padding_idx"] = as_int(
+                self.padding_idx, "padding_idx", minimum=INT64_MIN, maximum=INT64_MAX
+            )
         for key, value in norm.items():
-            object.__setattr__(self, key, value)   # frozen dataclass
+            object.__setattr__(self, key, value)  # frozen dataclass
         # the values that define the encoding: what fastpe's caches key on (never
         # the object itself, which belongs to the caller)
-        object.__setattr__(self, "_key", (
-            "Convention", self.name, self.base, self.denominator, self.shift,
-            self.position_scale, self.layout, self.odd, self.padding_idx))
+        object.__setattr__(
+            self,
+            "_key",
+            (
+                "Convention",
+                self.name,
+                self.base,
+                self.denominator,
+                self.shift,
+                self.position_scale,
+                self.layout,
+                self.odd,
+                self.padding_idx,
+            ),
+        )
 
     # ----------------------------------------------------------- named conventions
     @classmethod
@@ -118,27 +131,47 @@ class Convention:
         max_timescale = as_base(max_timescale, "max_timescale")
         ratio = max_timescale / min_timescale
         if not (ratio > 0 and math.isfinite(ratio)):
-            raise ValueError(f"max_timescale / min_timescale must be a finite ratio > 0, got "
-                             f"{max_timescale!r} / {min_timescale!r}")
-        return cls("tensor2tensor", base=ratio, denominator="max(h-1,1)",
-                   position_scale=min_timescale, layout="split", odd="zero")
+            raise ValueError(
+                f"max_timescale / min_timescale must be a finite ratio > 0, got "
+                f"{max_timescale!r} / {min_timescale!r}"
+            )
+        return cls(
+            "tensor2tensor",
+            base=ratio,
+            denominator="max(h-1,1)",
+            position_scale=min_timescale,
+            layout="split",
+            odd="zero",
+        )
 
     @classmethod
     def fairseq(cls, padding_idx: int | None = 1) -> Convention:
         """fairseq ``SinusoidalPositionalEmbedding``: exp(-i ln(10000)/(h-1)),
         [sin | cos], zero column for odd width, row ``padding_idx`` all zeros."""
-        return cls("fairseq", denominator="h-1", layout="split", odd="zero",
-                   padding_idx=padding_idx)
+        return cls(
+            "fairseq", denominator="h-1", layout="split", odd="zero", padding_idx=padding_idx
+        )
 
     @classmethod
-    def diffusers(cls, max_period: float = 10000.0, downscale_freq_shift: float = 1.0,
-                  scale: float = 1.0, flip_sin_to_cos: bool = False) -> Convention:
+    def diffusers(
+        cls,
+        max_period: float = 10000.0,
+        downscale_freq_shift: float = 1.0,
+        scale: float = 1.0,
+        flip_sin_to_cos: bool = False,
+    ) -> Convention:
         """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
         flip = as_bool(flip_sin_to_cos, "flip_sin_to_cos")
         max_period = as_base(max_period, "max_period")
-        return cls("diffusers", base=max_period, denominator="h-shift",
-                   shift=downscale_freq_shift, position_scale=scale,
-                   layout="split_cos_first" if flip else "split", odd="zero")
+        return cls(
+            "diffusers",
+            base=max_period,
+            denominator="h-shift",
+            shift=downscale_freq_shift,
+            position_scale=scale,
+            layout="split_cos_first" if flip else "split",
+            odd="zero",
+        )
 
     @classmethod
     def gptj(cls, base: float = 10000.0) -> Convention:
@@ -169,12 +202,25 @@ class Convention:
             raise ValueError(
                 f"the {self.name} convention divides by {self.denominator}"
                 f"{'' if self.denominator != 'h-shift' else f' (shift={self.shift})'}, "
-                f"which is {denom:g} at d_model={d}; use a larger d_model")
+                f"which is {denom:g} at d_model={d}; use a larger d_model"
+            )
         if nf <= 1 and not denom > 0:
             denom = 1.0  # one frequency: w_0 = position_scale whatever the denominator
-        spec = dict(d=d, nf=nf, w0=float(self.position_scale), base=float(self.base),
-                    denom=float(denom), layout=0, npairs=0, lone_sin=0, s_off=0, ns=0, c_off=0,
-                    nc=0, zero_col=-1)
+        spec = dict(
+            d=d,
+            nf=nf,
+            w0=float(self.position_scale),
+            base=float(self.base),
+            denom=float(denom),
+            layout=0,
+            npairs=0,
+            lone_sin=0,
+            s_off=0,
+            ns=0,
+            c_off=0,
+            nc=0,
+            zero_col=-1,
+        )
         if d % 2 and self.odd == "zero":
             spec["zero_col"] = d - 1
         if self.layout == "interleaved":
@@ -195,8 +241,9 @@ class Convention:
 CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
 
 
-def resolve(convention: Any, *, base: float, layout: str, base_default: bool,
-            layout_default: bool) -> Convention:
+def resolve(
+    convention: Any, *, base: float, layout: str, base_default: bool, layout_default: bool
+) -> Convention:
     """The Convention for a public function's (convention, base, layout) arguments.
 
     ``base`` and ``layout`` are Vaswani's knobs; with another named convention
@@ -206,19 +253,26 @@ def resolve(convention: Any, *, base: float, layout: str, base_default: bool,
         conv = convention
     elif isinstance(convention, str):
         if convention not in CONVENTIONS:
-            raise ValueError(f"convention must be one of {CONVENTIONS} or a fastpe.Convention, "
-                             f"got {convention!r}")
+            raise ValueError(
+                f"convention must be one of {CONVENTIONS} or a fastpe.Convention, "
+                f"got {convention!r}"
+            )
         if convention == "vaswani":
             return Convention.vaswani(base=base, layout=layout)
         conv = getattr(Convention, convention)()
     else:
-        raise TypeError(f"convention must be a string or a fastpe.Convention, got "
-                        f"{type(convention).__name__}")
+        raise TypeError(
+            f"convention must be a string or a fastpe.Convention, got {type(convention).__name__}"
+        )
     if conv.name != "vaswani" or isinstance(convention, Convention):
         if not base_default:
-            raise ValueError(f"base cannot be combined with convention {conv.name!r}: set the "
-                             f"convention's own knob (e.g. fastpe.Convention.{conv.name}(...))")
+            raise ValueError(
+                f"base cannot be combined with convention {conv.name!r}: set the "
+                f"convention's own knob (e.g. fastpe.Convention.{conv.name}(...))"
+            )
         if not layout_default:
-            raise ValueError(f"layout cannot be combined with convention {conv.name!r}: the "
-                             "convention fixes the layout")
+            raise ValueError(
+                f"layout cannot be combined with convention {conv.name!r}: the "
+                "convention fixes the layout"
+            )
     return conv

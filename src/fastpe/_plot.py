@@ -46,8 +46,9 @@ def _require_matplotlib() -> None:
         raise ImportError(MATPLOTLIB_MISSING) from exc
 
 
-def _positions(values: Sequence[int] | None, seq_len: int, name: str,
-               default: Sequence[int] = ()) -> list[int]:
+def _positions(
+    values: Sequence[int] | None, seq_len: int, name: str, default: Sequence[int] = ()
+) -> list[int]:
     if values is None:
         # The seeds' positions that fit in the table, and the last one if only one fits.
         values = [k for k in default if k < seq_len]
@@ -105,8 +106,7 @@ def encoding_figure(
     d_model = as_int(d_model, "d_model", minimum=2)
     base = as_base(base)
     positions = _positions(positions, seq_len, "positions", DEFAULT_POSITIONS)
-    wave_positions = _positions(wave_positions, seq_len, "wave_positions",
-                                DEFAULT_WAVE_POSITIONS)
+    wave_positions = _positions(wave_positions, seq_len, "wave_positions", DEFAULT_WAVE_POSITIONS)
     _require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -125,8 +125,7 @@ def encoding_figure(
     )
 
     # (a) heatmap, the seeds' matshow(P) with its colour bar.
-    im = ax_heat.imshow(P, aspect="auto", cmap="viridis", vmin=-1, vmax=1,
-                        origin="upper")
+    im = ax_heat.imshow(P, aspect="auto", cmap="viridis", vmin=-1, vmax=1, origin="upper")
     fig.colorbar(im, ax=ax_heat, label="P[k, j]")
     ax_heat.set_title("(a) The encoding matrix P")
     ax_heat.set_xlabel("dimension j (column)")
@@ -199,8 +198,9 @@ def plot_encoding(
     """
     if not (isinstance(dpi, (int, float)) and np.isfinite(dpi) and 10 <= dpi <= 1000):
         raise ValueError(f"dpi must be a number in [10, 1000], got {dpi!r}")
-    fig = encoding_figure(seq_len, d_model, base=base, positions=positions,
-                          wave_positions=wave_positions)
+    fig = encoding_figure(
+        seq_len, d_model, base=base, positions=positions, wave_positions=wave_positions
+    )
     path = os.fspath(path)
     fig.savefig(path, dpi=dpi, **savefig_kwargs)
     return path

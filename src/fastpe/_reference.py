@@ -51,17 +51,17 @@ def reference(
             f"seq_len and offset must keep every position within +-2**53, got positions up to {hi}"
         )
 
-    if seq_len == 0:   # no intermediates sized by d_model for an empty table
+    if seq_len == 0:  # no intermediates sized by d_model for an empty table
         return np.empty((0, d_model), dtype=dt)
 
-    nf = (d_model + 1) // 2          # frequencies: odd d_model has one more sine
-    nc = d_model // 2                # cosines
+    nf = (d_model + 1) // 2  # frequencies: odd d_model has one more sine
+    nc = d_model // 2  # cosines
     k = np.arange(offset, offset + seq_len, dtype=np.float64)[:, np.newaxis]
     i = np.arange(nf, dtype=np.float64)
-    denominator = np.power(base, 2.0 * i / d_model)    # the seeds' n^(2i/d)
+    denominator = np.power(base, 2.0 * i / d_model)  # the seeds' n^(2i/d)
     with np.errstate(over="ignore"):
         angle = k / denominator
-    if not np.isfinite(angle).all():   # base so small that k / base**(2i/d) overflows
+    if not np.isfinite(angle).all():  # base so small that k / base**(2i/d) overflows
         raise ValueError(
             f"base={base!r} is too small for d_model={d_model}: the angles overflow float64"
         )

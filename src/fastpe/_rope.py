@@ -28,19 +28,36 @@ from ._validate import (
 )
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
-ROPE_LAYOUTS = ("half", "interleaved")
+ROPE_LAYOUTS: tuple[Literal["half", "interleaved"], ...] = ("half", "interleaved")
 
 # The keys each rule reads (besides rope_type, rope_theta, partial_rotary_factor).
 _KEYS = {
     "default": (),
     "linear": ("factor",),
     "dynamic": ("factor",),
-    "yarn": ("factor", "attention_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
-             "original_max_position_embeddings", "truncate"),
-    "longrope": ("factor", "attention_factor", "short_factor", "long_factor",
-                 "original_max_position_embeddings"),
-    "llama3": ("factor", "low_freq_factor", "high_freq_factor",
-               "original_max_position_embeddings"),
+    "yarn": (
+        "factor",
+        "attention_factor",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "original_max_position_embeddings",
+        "truncate",
+    ),
+    "longrope": (
+        "factor",
+        "attention_factor",
+        "short_factor",
+        "long_factor",
+        "original_max_position_embeddings",
+    ),
+    "llama3": (
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ),
 }
 _COMMON = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
 
@@ -106,31 +123,39 @@ def rope_frequencies(
     """
     head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     if not isinstance(rope_parameters, (Mapping, type(None))):
-        raise TypeError("rope_parameters must be a mapping (a config's rope_parameters), "
-                        f"got {type(rope_parameters).__name__}")
+        raise TypeError(
+            "rope_parameters must be a mapping (a config's rope_parameters), "
+            f"got {type(rope_parameters).__name__}"
+        )
     params = dict(rope_parameters or {})
     rope_type = params.get("rope_type", params.get("type", "default"))
     rope_type = as_choice(rope_type, "rope_type", ROPE_TYPES)
     unknown = sorted(set(params) - set(_COMMON) - set(_KEYS[rope_type]))
     if unknown:
-        raise ValueError(f"rope_parameters has keys that rope_type={rope_type!r} does not take: "
-                         f"{unknown}")
+        raise ValueError(
+            f"rope_parameters has keys that rope_type={rope_type!r} does not take: {unknown}"
+        )
     precision = as_choice(precision, "precision", ("float32", "float64"))
     theta = as_base(params.get("rope_theta", 10000.0), "rope_theta")
     prf = params.get("partial_rotary_factor", 1.0)
     prf = as_base(prf, "partial_rotary_factor", maximum=1.0)
     dim = int(head_dim * prf)
     if dim < 2 or dim % 2:
-        raise ValueError(f"the rotary dimension int(head_dim * partial_rotary_factor) = {dim} "
-                         "must be even and at least 2")
+        raise ValueError(
+            f"the rotary dimension int(head_dim * partial_rotary_factor) = {dim} "
+            "must be even and at least 2"
+        )
     # a handful of float64 arrays of dim/2 entries are alive at once
     check_table_size(1, dim // 2, 8, working_copies=8)
-    mpe = None if max_position_embeddings is None else as_int(
-        max_position_embeddings, "max_position_embeddings", minimum=1)
+    mpe = (
+        None
+        if max_position_embeddings is None
+        else as_int(max_position_embeddings, "max_position_embeddings", minimum=1)
+    )
     if seq_len is not None:
         seq_len = as_int(seq_len, "seq_len", minimum=0)
     f = _Ops(np.float32 if precision == "float32" else np.float64)
-    half = np.arange(0, dim, 2, dtype=np.int64)           # 2i, as the framework's arange
+    half = np.arange(0, dim, 2, dtype=np.int64)  # 2i, as the framework's arange
 
     def positive(name, default=None):
         v = params.get(name, default)
@@ -141,8 +166,10 @@ def rope_frequencies(
     def original():
         v = params.get("original_max_position_embeddings", mpe)
         if v is None:
-            raise ValueError(f"rope_type={rope_type!r} needs original_max_position_embeddings "
-                             "(in rope_parameters) or max_position_embeddings")
+            raise ValueError(
+                f"rope_type={rope_type!r} needs original_max_position_embeddings "
+                "(in rope_parameters) or max_position_embeddings"
+            )
         return as_int(v, "original_max_position_embeddings", minimum=1)
 
     attention = 1.0
@@ -151,13 +178,19 @@ def rope_frequencies(
         if rope_type == "linear":
             inv = f.div(inv, positive("factor"))
         elif rope_type == "llama3":
-            inv = _llama3(f, inv, positive("factor"), positive("low_freq_factor"),
-                          positive("high_freq_factor"), original())
+            inv = _llama3(
+                f,
+                inv,
+                positive("factor"),
+                positive("low_freq_factor"),
+                positive("high_freq_factor"),
+                original(),
+            )
     elif rope_type == "dynamic":
         factor = positive("factor")
         if mpe is None:
             raise ValueError("rope_type='dynamic' needs max_position_embeddings")
-        if dim == 2:     # the base's exponent d/(d-2) is undefined
+        if dim == 2:  # the base's exponent d/(d-2) is undefined
             raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
         L = mpe if seq_len is None else max(seq_len, mpe)
         base = theta * ((factor * L / mpe) - (factor - 1)) ** (dim / (dim - 2))
@@ -212,8 +245,9 @@ def _yarn(f, params, theta, dim, old_len, mpe, positive):
     factor = params.get("factor")
     if factor is None:
         if mpe is None:
-            raise ValueError("rope_type='yarn' needs rope_parameters['factor'] or "
-                             "max_position_embeddings")
+            raise ValueError(
+                "rope_type='yarn' needs rope_parameters['factor'] or max_position_embeddings"
+            )
         factor = mpe / old_len
     factor = as_base(factor, "factor")
     attention = params.get("attention_factor")
@@ -239,7 +273,7 @@ def _yarn(f, params, theta, dim, old_len, mpe, positive):
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
-        high += 0.001                  # the framework's guard against a zero-width ramp
+        high += 0.001  # the framework's guard against a zero-width ramp
     pos_freqs = f.pow(theta, f.div(f.arr(np.arange(0, dim, 2)), dim))
     extrapolation = f.recip(pos_freqs)
     interpolation = f.recip(f.s(factor) * pos_freqs)
@@ -252,8 +286,9 @@ def _longrope(f, params, theta, dim, half, old_len, mpe, seq_len):
     factor = params.get("factor")
     if factor is None:
         if mpe is None:
-            raise ValueError("rope_type='longrope' needs rope_parameters['factor'] or "
-                             "max_position_embeddings")
+            raise ValueError(
+                "rope_type='longrope' needs rope_parameters['factor'] or max_position_embeddings"
+            )
         factor = mpe / old_len
     factor = as_base(factor, "factor")
     attention = params.get("attention_factor")
@@ -264,11 +299,15 @@ def _longrope(f, params, theta, dim, half, old_len, mpe, seq_len):
     for name in ("short_factor", "long_factor"):
         v = params.get(name)
         if not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
-            raise TypeError(f"rope_parameters[{name!r}] must be a list of {dim // 2} numbers, "
-                            f"got {type(v).__name__}")
+            raise TypeError(
+                f"rope_parameters[{name!r}] must be a list of {dim // 2} numbers, "
+                f"got {type(v).__name__}"
+            )
         if len(v) != dim // 2:
-            raise ValueError(f"rope_parameters[{name!r}] must have rotary_dim / 2 = {dim // 2} "
-                             f"entries, got {len(v)}")
+            raise ValueError(
+                f"rope_parameters[{name!r}] must have rotary_dim / 2 = {dim // 2} "
+                f"entries, got {len(v)}"
+            )
         lists[name] = [as_base(x, name) for x in v]
     ext = lists["long_factor" if seq_len and seq_len > old_len else "short_factor"]
     shape = f.div(f.arr(half), dim)
@@ -365,29 +404,36 @@ def rope_cache(
         w = _as_frequencies(inv_freq)
         attention = 1.0
     else:
-        w, attention = rope_frequencies(head_dim, rope_parameters,
-                                        max_position_embeddings=max_position_embeddings,
-                                        seq_len=longest, precision=precision)
+        w, attention = rope_frequencies(
+            head_dim,
+            rope_parameters,
+            max_position_embeddings=max_position_embeddings,
+            seq_len=longest,
+            precision=precision,
+        )
     if attention_factor is not None:
         attention = as_base(attention_factor, "attention_factor")
     nf = w.size
     enc = _encoder(w)
     largest = max(abs(lo), abs(hi)) if hi >= lo else 0
     if largest > enc.max_position:
-        raise ValueError(f"positions must stay within +-{int(enc.max_position)} for these "
-                         f"frequencies (exact angle reduction); got up to {largest}")
+        raise ValueError(
+            f"positions must stay within +-{int(enc.max_position)} for these "
+            f"frequencies (exact angle reduction); got up to {largest}"
+        )
     full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
-        check_table_size(math.prod(shape), 2 * nf, 8, working_copies=3)   # + the [sin | cos] table
+        check_table_size(math.prod(shape), 2 * nf, 8, working_copies=3)  # + the [sin | cos] table
         cos, sin = np.empty(full, dt), np.empty(full, dt)
     else:
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError("out must be a (cos, sin) pair of arrays")
         cos, sin = (check_out(o, full, explicit) for o in out)
         if cos.dtype != sin.dtype:
-            raise TypeError(f"out's cos and sin must have one dtype, got {cos.dtype} and "
-                            f"{sin.dtype}")
+            raise TypeError(
+                f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
+            )
         if np.may_share_memory(cos, sin):
             raise ValueError("out's cos and sin must not share memory")
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
@@ -397,11 +443,23 @@ def rope_cache(
     table = np.empty((max(math.prod(shape), 0), 2 * nf), dt)
     if table.shape[0]:
         if pos is None:
-            enc.fill_rows(table, nseq=1, seq_len=table.shape[0], offset=offset,
-                          num_threads=nthreads, fresh=True)
+            enc.fill_rows(
+                table,
+                nseq=1,
+                seq_len=table.shape[0],
+                offset=offset,
+                num_threads=nthreads,
+                fresh=True,
+            )
         else:
-            enc.fill_rows(table, nseq=1, seq_len=table.shape[0], positions=pos.reshape(1, -1),
-                          num_threads=nthreads, fresh=True)
+            enc.fill_rows(
+                table,
+                nseq=1,
+                seq_len=table.shape[0],
+                positions=pos.reshape(1, -1),
+                num_threads=nthreads,
+                fresh=True,
+            )
     if attention != 1.0:
         table *= attention
     s, c = table[:, :nf].reshape((*shape, nf)), table[:, nf:].reshape((*shape, nf))
@@ -428,7 +486,7 @@ def _as_position_ids(positions: Any) -> np.ndarray:
         raise TypeError(f"positions must be integers, got dtype {arr.dtype}")
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**62:
         raise ValueError(f"positions must stay below 2**62, got {int(arr.max())}")
-    return arr.astype(np.int64, order="C", copy=False)    # (0-d stays 0-d)
+    return arr.astype(np.int64, order="C", copy=False)  # (0-d stays 0-d)
 
 
 def _as_frequencies(inv_freq: Any) -> np.ndarray:
@@ -437,8 +495,10 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
     except Exception as exc:
         raise TypeError(f"inv_freq must be a 1-D array of frequencies ({exc})") from None
     if w.dtype.kind not in "fiu" or w.ndim != 1 or w.size < 1:
-        raise TypeError(f"inv_freq must be a 1-D array of real frequencies, got dtype "
-                        f"{w.dtype} and shape {w.shape}")
+        raise TypeError(
+            f"inv_freq must be a 1-D array of real frequencies, got dtype "
+            f"{w.dtype} and shape {w.shape}"
+        )
     w = w.astype(np.float64)
     if not np.all(np.isfinite(w)) or np.any(w < 0):
         raise ValueError("inv_freq must be finite and >= 0")
@@ -453,7 +513,21 @@ def _encoder(w: np.ndarray) -> _kernel.Encoder:
     enc = _kernel.encoders.get(key)
     if enc is None:
         nf = int(w.size)
-        spec = dict(d=2 * nf, nf=nf, w0=1.0, base=1.0, denom=1.0, layout=1, npairs=0,
-                    lone_sin=0, s_off=0, ns=nf, c_off=nf, nc=nf, zero_col=-1, frequencies=w)
+        spec = dict(
+            d=2 * nf,
+            nf=nf,
+            w0=1.0,
+            base=1.0,
+            denom=1.0,
+            layout=1,
+            npairs=0,
+            lone_sin=0,
+            s_off=0,
+            ns=nf,
+            c_off=nf,
+            nc=nf,
+            zero_col=-1,
+            frequencies=w,
+        )
         enc = _kernel.remember(key, _kernel.Encoder(spec))
     return enc

@@ -31,9 +31,9 @@ def _cgroup_dirs(controller: str) -> list[str]:
     dirs = []
     for line in lines:
         names, _, path = line.partition(":")[2].partition(":")
-        if names == "":                                   # v2 unified hierarchy
+        if names == "":  # v2 unified hierarchy
             base = _CGROUP_ROOT
-        elif controller in names.split(","):              # v1: one mount per controller set
+        elif controller in names.split(","):  # v1: one mount per controller set
             base = os.path.join(_CGROUP_ROOT, names)
             if not os.path.isdir(base):
                 base = os.path.join(_CGROUP_ROOT, controller)
@@ -60,12 +60,12 @@ def cgroup_cpu_quota() -> int:
     for d in _cgroup_dirs("cpu"):
         quota: str | None = None
         period: str | None = None
-        text = _read(os.path.join(d, "cpu.max"))               # v2: "max 100000" or "Q P"
+        text = _read(os.path.join(d, "cpu.max"))  # v2: "max 100000" or "Q P"
         if text:
             head, _, tail = text.partition(" ")
             if head != "max":
                 quota, period = head, tail or "100000"
-        else:                                                   # v1
+        else:  # v1
             quota = _read(os.path.join(d, "cpu.cfs_quota_us"))
             period = _read(os.path.join(d, "cpu.cfs_period_us"))
         if quota is None or period is None:
@@ -94,12 +94,14 @@ def cgroup_memory_limit() -> int | None:
     """The tightest cgroup memory limit of this process in bytes, or None."""
     best = None
     for d in _cgroup_dirs("memory"):
-        text = _read(os.path.join(d, "memory.max")) or _read(os.path.join(d, "memory.limit_in_bytes"))
+        text = _read(os.path.join(d, "memory.max")) or _read(
+            os.path.join(d, "memory.limit_in_bytes")
+        )
         try:
             n = int(text or "")
         except ValueError:
-            continue                                            # "max", or unreadable
-        if 0 < n < 2**62:                                       # v1 says "no limit" as ~2^63
+            continue  # "max", or unreadable
+        if 0 < n < 2**62:  # v1 says "no limit" as ~2^63
             best = n if best is None else min(best, n)
     return best
 
@@ -117,6 +119,7 @@ def memory_limit() -> tuple[int, str] | None:
         limits.append((cg, "this process's cgroup memory limit"))
     try:
         import resource
+
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         if soft != resource.RLIM_INFINITY and soft > 0:
             limits.append((soft, "this process's address-space limit (ulimit -v)"))

@@ -117,7 +117,7 @@ def as_layout(value: Any) -> int:
 def as_float_dtype(value: Any) -> np.dtype:
     try:
         dt = np.dtype(value)
-    except Exception:   # np.dtype's parser also raises SyntaxError, KeyError, ...
+    except Exception:  # np.dtype's parser also raises SyntaxError, KeyError, ...
         raise TypeError(f"dtype must be float32 or float64, got {value!r}") from None
     if dt not in FLOAT_DTYPES or not dt.isnative:
         raise TypeError(f"dtype must be float32 or float64 (native byte order), got {dt}")
@@ -133,8 +133,9 @@ def as_num_threads(value: Any) -> int:
     return min(as_int(value, "num_threads", minimum=1), 2**31 - 1)
 
 
-def check_table_size(seq_len: int, d_model: int, itemsize: int, *, working_copies: int = 1,
-                     scratch: int = 0) -> None:
+def check_table_size(
+    seq_len: int, d_model: int, itemsize: int, *, working_copies: int = 1, scratch: int = 0
+) -> None:
     """Refuse tables that cannot exist *before* anything is allocated: byte sizes
     beyond the address space (ValueError; NumPy's message is less useful) and
     requests larger than the memory this process may use -- the machine's RAM, a
@@ -171,8 +172,10 @@ def as_out_array(out: Any) -> np.ndarray:
     """
     if isinstance(out, np.ndarray):
         if isinstance(out, np.ma.MaskedArray):
-            raise TypeError("out must not be a masked array (the mask would be ignored and "
-                            "overwritten entries stay masked); pass out.data")
+            raise TypeError(
+                "out must not be a masked array (the mask would be ignored and "
+                "overwritten entries stay masked); pass out.data"
+            )
         return out
     arr = None
     if hasattr(out, "__array_interface__") or hasattr(out, "__array_struct__"):
@@ -209,7 +212,9 @@ def as_out_array(out: Any) -> np.ndarray:
     # A view of foreign memory never owns its data; an array that does is a copy
     # (e.g. made by a conversion method), and filling it would not fill `out`.
     if arr.flags.owndata:
-        raise TypeError(f"out ({type(out).__name__}) could only be converted to an array by copying")
+        raise TypeError(
+            f"out ({type(out).__name__}) could only be converted to an array by copying"
+        )
     return arr
 
 
@@ -223,7 +228,9 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.nd
     if out.shape != shape:
         raise ValueError(f"out must have shape {shape}, got {out.shape}")
     if out.dtype not in FLOAT_DTYPES or not out.dtype.isnative:
-        raise TypeError(f"out must have dtype float32 or float64 (native byte order), got {out.dtype}")
+        raise TypeError(
+            f"out must have dtype float32 or float64 (native byte order), got {out.dtype}"
+        )
     if dtype is not None and out.dtype != dtype:
         raise TypeError(f"out has dtype {out.dtype} but dtype={dtype} was requested")
     if not out.flags.writeable:
@@ -234,7 +241,8 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.nd
     if out.size:
         if shape[-1] > 1 and out.strides[-1] != itemsize:
             raise ValueError(
-                f"out's last axis must be contiguous (stride {itemsize}), got strides {out.strides}"
+                f"out's last axis must be contiguous (stride {itemsize}), "
+                f"got strides {out.strides}"
             )
         if len(shape) >= 2 and shape[-2] > 1:
             row = out.strides[-2]

@@ -40,8 +40,7 @@ from ._validate import (
 __all__ = ["add_to", "sinusoidal"]
 
 _MISSING = (
-    "fastpe.dask needs Dask: pip install 'fastpe[dask]' "
-    "(or pip install 'dask[array,distributed]')"
+    "fastpe.dask needs Dask: pip install 'fastpe[dask]' (or pip install 'dask[array,distributed]')"
 )
 
 
@@ -58,16 +57,24 @@ def _dask_array() -> Any:
 # Module-level functions (not closures): Dask pickles them by reference, so a
 # worker imports fastpe.dask instead of receiving code.
 
-def _table_block(*, offset: int, d_model: int, kwargs: dict, block_info: Any = None
-                 ) -> np.ndarray:
+
+def _table_block(*, offset: int, d_model: int, kwargs: dict, block_info: Any = None) -> np.ndarray:
     """Rows [r0, r1) of the table: one kernel call at offset + r0, full width."""
     (r0, r1), (c0, c1) = block_info[None]["array-location"]
     assert (c0, c1) == (0, d_model)
     return _api.sinusoidal(r1 - r0, d_model, offset=offset + r0, **kwargs)
 
 
-def _add_block(x: np.ndarray, offs: np.ndarray | None, pos: np.ndarray | None, *,
-               offset: int, d_model: int, kwargs: dict, block_info: Any = None) -> np.ndarray:
+def _add_block(
+    x: np.ndarray,
+    offs: np.ndarray | None,
+    pos: np.ndarray | None,
+    *,
+    offset: int,
+    d_model: int,
+    kwargs: dict,
+    block_info: Any = None,
+) -> np.ndarray:
     """``x * scale + PE`` for one block of x, on a copy (Dask blocks are shared,
     never written to).  ``offs``: the block's offsets, shape (*batch, 1, 1);
     ``pos``: its positions, shape (*batch, rows, 1)."""
@@ -95,6 +102,7 @@ def _add_block(x: np.ndarray, offs: np.ndarray | None, pos: np.ndarray | None, *
 
 
 # ----------------------------------------------------------------- public functions
+
 
 def sinusoidal(
     seq_len: int,
@@ -176,13 +184,22 @@ def sinusoidal(
     # Each task holds one full-width row chunk: it must fit a machine.
     check_table_size(max(want[0], default=0), d_model, dt.itemsize)
 
-    kwargs = dict(base=base, dtype=dt, layout=layout, num_threads=num_threads,
-                  convention=convention)
-    name = "fastpe-sinusoidal-" + tokenize(seq_len, d_model, offset, conv, dt, want[0],
-                                           num_threads)
-    rows = da.map_blocks(_table_block, chunks=(want[0], (d_model,)), dtype=dt,
-                         meta=np.empty((0, 0), dtype=dt), name=name,
-                         offset=offset, d_model=d_model, kwargs=kwargs)
+    kwargs = dict(
+        base=base, dtype=dt, layout=layout, num_threads=num_threads, convention=convention
+    )
+    name = "fastpe-sinusoidal-" + tokenize(
+        seq_len, d_model, offset, conv, dt, want[0], num_threads
+    )
+    rows = da.map_blocks(
+        _table_block,
+        chunks=(want[0], (d_model,)),
+        dtype=dt,
+        meta=np.empty((0, 0), dtype=dt),
+        name=name,
+        offset=offset,
+        d_model=d_model,
+        kwargs=kwargs,
+    )
     return rows if want[1] == (d_model,) else rows.rechunk(want)
 
 
@@ -201,8 +218,10 @@ def _lazy_like(values: Any, target_shape: tuple[int, ...], target_chunks: tuple,
     arr = values if isinstance(values, da.Array) else da.from_array(values, chunks=-1)
     arr = arr.reshape((1,) * (len(target_shape) - arr.ndim) + arr.shape)
     # (the caller checked that the shapes broadcast)
-    chunks = tuple(want if have == size else (1,)
-                   for have, size, want in zip(arr.shape, target_shape, target_chunks, strict=False))
+    chunks = tuple(
+        want if have == size else (1,)
+        for have, size, want in zip(arr.shape, target_shape, target_chunks, strict=False)
+    )
     return arr.rechunk(chunks)
 
 
@@ -268,13 +287,17 @@ def add_to(
     from dask.base import tokenize
 
     if not isinstance(x, da.Array):
-        raise TypeError(f"x must be a dask.array.Array, got {type(x).__name__} "
-                        "(use fastpe.add_to for NumPy arrays, or wrap with dask.array.from_array)")
+        raise TypeError(
+            f"x must be a dask.array.Array, got {type(x).__name__} "
+            "(use fastpe.add_to for NumPy arrays, or wrap with dask.array.from_array)"
+        )
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
     if any(np.isnan(n) for n in x.shape):
-        raise ValueError(f"x must have known chunk sizes, got shape {x.shape} "
-                         "(call x.compute_chunk_sizes() first)")
+        raise ValueError(
+            f"x must have known chunk sizes, got shape {x.shape} "
+            "(call x.compute_chunk_sizes() first)"
+        )
     seq_len, d_model = x.shape[-2], x.shape[-1]
     if d_model < 1:
         raise ValueError("x's last axis (d_model) must not be empty")
@@ -290,7 +313,7 @@ def add_to(
     # offset: a scalar stays a keyword; an array travels as a (*batch, 1, 1) Dask array.
     offs = None
     off_scalar = 0
-    largest: float | None = 0.0          # None: only known in the tasks
+    largest: float | None = 0.0  # None: only known in the tasks
     if np.ndim(offset) == 0 and not isinstance(offset, (np.ndarray, da.Array)):
         off_scalar = as_int(offset, "offset")
         largest = abs(off_scalar)
@@ -306,8 +329,9 @@ def add_to(
                 raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
             largest = _api._largest(off)
         if not _broadcasts(off.shape, batch):
-            raise ValueError(f"offset of shape {off.shape} does not broadcast to the "
-                             f"sequences' shape {batch}")
+            raise ValueError(
+                f"offset of shape {off.shape} does not broadcast to the sequences' shape {batch}"
+            )
         offs = _lazy_like(off[..., None, None], (*batch, 1, 1), (*x.chunks[:-2], (1,), (1,)), da)
 
     pos = None
@@ -317,8 +341,9 @@ def add_to(
     else:
         if isinstance(positions, da.Array):
             if positions.dtype.kind not in "iuf":
-                raise TypeError(f"positions must be integers or real numbers, got dtype "
-                                f"{positions.dtype}")
+                raise TypeError(
+                    f"positions must be integers or real numbers, got dtype {positions.dtype}"
+                )
             p = positions.astype(np.int64 if positions.dtype.kind in "iu" else np.float64)
             largest = None
         else:
@@ -326,18 +351,29 @@ def add_to(
             if largest is not None:
                 largest += _api._largest(p)
         if p.dtype.kind == "f" and (offs is not None or off_scalar != 0):
-            raise ValueError("float positions cannot be combined with offset; add the offset "
-                             "to the positions")
+            raise ValueError(
+                "float positions cannot be combined with offset; add the offset to the positions"
+            )
         if not _broadcasts(p.shape, x.shape[:-1]):
-            raise ValueError(f"positions of shape {p.shape} do not broadcast to "
-                             f"x.shape[:-1] = {x.shape[:-1]}")
+            raise ValueError(
+                f"positions of shape {p.shape} do not broadcast to x.shape[:-1] = {x.shape[:-1]}"
+            )
         pos = _lazy_like(p[..., None], (*x.shape[:-1], 1), (*x.chunks[:-1], (1,)), da)
     if largest is not None:
         _api._check_range(enc, largest, "offset + positions")
 
-    kwargs = dict(scale=scale, base=base, layout=layout, num_threads=num_threads,
-                  convention=convention)
+    kwargs = dict(
+        scale=scale, base=base, layout=layout, num_threads=num_threads, convention=convention
+    )
     name = "fastpe-add-" + tokenize(x, offs, pos, off_scalar, scale, conv, num_threads)
     args = [x, offs, pos]
-    return da.map_blocks(_add_block, *args, dtype=x.dtype, meta=np.empty((0,) * x.ndim, xdt),
-                         name=name, offset=off_scalar, d_model=d_model, kwargs=kwargs)
+    return da.map_blocks(
+        _add_block,
+        *args,
+        dtype=x.dtype,
+        meta=np.empty((0,) * x.ndim, xdt),
+        name=name,
+        offset=off_scalar,
+        d_model=d_model,
+        kwargs=kwargs,
+    )

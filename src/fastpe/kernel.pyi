@@ -7,18 +7,20 @@ calls these.  C and Cython users reach the kernel through fastpe.h / kernel.pxd.
 from typing import Any
 
 import numpy as np
+from typing_extensions import Self, disjoint_base
 
 ERROR_MESSAGES: dict[int, str]
 C_API_VERSION: tuple[int, int]
 _C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
 _C_CONSTANTS: dict[str, int]
 
+@disjoint_base
 class Plan:
     """Frequencies and rotation table for one spec, reusable across fills."""
 
     nf: int
     block_rows: int
-    def __init__(self, spec: dict[str, Any]) -> None: ...
+    def __new__(cls, spec: dict[str, Any]) -> Self: ...
     @property
     def nbytes(self) -> int: ...
 
@@ -39,6 +41,8 @@ def fill_rows(
     plan: Plan | None = ...,
     fresh: bool = ...,
 ) -> Any: ...
+
+@disjoint_base
 class Encoder:
     """One encoding compiled for the kernel: spec, plan, zero position, limits."""
 
@@ -46,7 +50,7 @@ class Encoder:
     zero_pos: int | None
     max_position: float
     d_model: int
-    def __init__(self, spec: dict[str, Any], zero_pos: int | None = ...) -> None: ...
+    def __new__(cls, spec: dict[str, Any], zero_pos: int | None = ...) -> Self: ...
     @property
     def nbytes(self) -> int: ...
     def fill_rows(
@@ -70,14 +74,41 @@ ENCODERS_MAX: int
 ENCODERS_MAX_BYTES: int
 encoders: dict[tuple[Any, ...], Encoder]
 
-def encoder_key(convention: Any, base: float, layout: Any, d_model: int) -> tuple[Any, ...] | None: ...
+def encoder_key(
+    convention: Any, base: float, layout: Any, d_model: int
+) -> tuple[Any, ...] | None: ...
 def remember(key: tuple[Any, ...] | None, enc: Encoder) -> Encoder: ...
-def table(seq_len: Any, d_model: Any, base: Any, offset: Any, dtype: Any, layout: Any, out: Any,
-          num_threads: Any, convention: Any) -> Any | None: ...
-def table_at(positions: Any, d_model: Any, base: Any, dtype: Any, layout: Any, out: Any,
-             num_threads: Any, convention: Any) -> Any | None: ...
-def add(x: Any, offset: Any, positions: Any, scale: Any, base: Any, layout: Any,
-        num_threads: Any, convention: Any) -> Any | None: ...
+def table(
+    seq_len: Any,
+    d_model: Any,
+    base: Any,
+    offset: Any,
+    dtype: Any,
+    layout: Any,
+    out: Any,
+    num_threads: Any,
+    convention: Any,
+) -> Any | None: ...
+def table_at(
+    positions: Any,
+    d_model: Any,
+    base: Any,
+    dtype: Any,
+    layout: Any,
+    out: Any,
+    num_threads: Any,
+    convention: Any,
+) -> Any | None: ...
+def add(
+    x: Any,
+    offset: Any,
+    positions: Any,
+    scale: Any,
+    base: Any,
+    layout: Any,
+    num_threads: Any,
+    convention: Any,
+) -> Any | None: ...
 def usable_cpus() -> int: ...
 def _set_chunk_entries(n: int) -> int: ...
 def _set_serial_below(work: int) -> int: ...

@@ -18,9 +18,9 @@
 #define PROBE_NAME fastpe_capi_probe
 #endif
 #define PROBE_CAT2(a, b) a##b
-#define PROBE_CAT(a, b) PROBE_CAT2(a, b)
-#define PROBE_STR2(a) #a
-#define PROBE_STR(a) PROBE_STR2(a)
+#define PROBE_CAT(a, b)  PROBE_CAT2(a, b)
+#define PROBE_STR2(a)    #a
+#define PROBE_STR(a)     PROBE_STR2(a)
 
 typedef struct {
     Py_buffer view;
@@ -38,8 +38,8 @@ static int call_fill(job_t *j) {
         return fastpe_fill_f32((float *)out, j->seq_len, j->d_model, j->row_stride, j->base,
                                j->offset, j->layout, j->num_threads);
     }
-    return fastpe_fill_f64((double *)out, j->seq_len, j->d_model, j->row_stride, j->base,
-                           j->offset, j->layout, j->num_threads);
+    return fastpe_fill_f64((double *)out, j->seq_len, j->d_model, j->row_stride, j->base, j->offset,
+                           j->layout, j->num_threads);
 }
 
 /* Parse (out, kind, seq_len, d_model, row_stride, base, offset, layout, num_threads).
@@ -66,7 +66,8 @@ static int parse_job(PyObject *args, job_t *j) {
        accepts, the buffer must hold the whole table. */
     if (j->seq_len > 0 && j->d_model > 0 && j->row_stride >= j->d_model) {
         Py_ssize_t item = j->kind == 'f' ? (Py_ssize_t)sizeof(float) : (Py_ssize_t)sizeof(double);
-        double need = ((double)(j->seq_len - 1) * (double)j->row_stride + (double)j->d_model) * item;
+        double need =
+            ((double)(j->seq_len - 1) * (double)j->row_stride + (double)j->d_model) * item;
         if (need > (double)j->view.len) {
             PyBuffer_Release(&j->view);
             j->have_view = 0;
@@ -83,12 +84,8 @@ static PyObject *probe_fill(PyObject *self, PyObject *args) {
     if (parse_job(args, &j) < 0) {
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    j.result = call_fill(&j);
-    Py_END_ALLOW_THREADS
-    if (j.have_view) {
-        PyBuffer_Release(&j.view);
-    }
+    Py_BEGIN_ALLOW_THREADS j.result = call_fill(&j);
+    Py_END_ALLOW_THREADS if (j.have_view) { PyBuffer_Release(&j.view); }
     return PyLong_FromLong(j.result);
 }
 
@@ -155,8 +152,7 @@ static PyObject *probe_fill_concurrently(PyObject *self, PyObject *jobs_list) {
     pthread_mutex_init(&gate.mu, NULL);
     pthread_cond_init(&gate.cv, NULL);
     gate.open = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (i = 0; i < n; i++) {
+    Py_BEGIN_ALLOW_THREADS for (i = 0; i < n; i++) {
         targs[i].job = &jobs[i];
         targs[i].gate = &gate;
         if (pthread_create(&tids[i], NULL, thread_main, &targs[i]) != 0) {
@@ -172,8 +168,7 @@ static PyObject *probe_fill_concurrently(PyObject *self, PyObject *jobs_list) {
     for (i = 0; i < started; i++) {
         pthread_join(tids[i], NULL);
     }
-    Py_END_ALLOW_THREADS
-    pthread_cond_destroy(&gate.cv);
+    Py_END_ALLOW_THREADS pthread_cond_destroy(&gate.cv);
     pthread_mutex_destroy(&gate.mu);
     if (create_err) {
         PyErr_SetString(PyExc_RuntimeError, "pthread_create failed");
@@ -204,15 +199,13 @@ static PyObject *probe_constants(PyObject *self, PyObject *unused) {
     (void)unused;
     return Py_BuildValue(
         "{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}",
-        "FASTPE_LAYOUT_INTERLEAVED", FASTPE_LAYOUT_INTERLEAVED,
-        "FASTPE_LAYOUT_SPLIT", FASTPE_LAYOUT_SPLIT,
-        "FASTPE_OK", FASTPE_OK, "FASTPE_ENULL", FASTPE_ENULL, "FASTPE_ESIZE", FASTPE_ESIZE,
-        "FASTPE_ESTRIDE", FASTPE_ESTRIDE, "FASTPE_EBASE", FASTPE_EBASE,
-        "FASTPE_ELAYOUT", FASTPE_ELAYOUT, "FASTPE_ERANGE", FASTPE_ERANGE,
-        "FASTPE_ENOMEM", FASTPE_ENOMEM, "FASTPE_ESCALE", FASTPE_ESCALE,
-        "FASTPE_EOVERLAP", FASTPE_EOVERLAP, "FASTPE_ENOTIMPORTED", FASTPE_ENOTIMPORTED,
-        "FASTPE_ABI_MAJOR", FASTPE_ABI_MAJOR, "FASTPE_ABI_MINOR", FASTPE_ABI_MINOR,
-        "FASTPE_CAPSULE_NAME", FASTPE_CAPSULE_NAME);
+        "FASTPE_LAYOUT_INTERLEAVED", FASTPE_LAYOUT_INTERLEAVED, "FASTPE_LAYOUT_SPLIT",
+        FASTPE_LAYOUT_SPLIT, "FASTPE_OK", FASTPE_OK, "FASTPE_ENULL", FASTPE_ENULL, "FASTPE_ESIZE",
+        FASTPE_ESIZE, "FASTPE_ESTRIDE", FASTPE_ESTRIDE, "FASTPE_EBASE", FASTPE_EBASE,
+        "FASTPE_ELAYOUT", FASTPE_ELAYOUT, "FASTPE_ERANGE", FASTPE_ERANGE, "FASTPE_ENOMEM",
+        FASTPE_ENOMEM, "FASTPE_ESCALE", FASTPE_ESCALE, "FASTPE_EOVERLAP", FASTPE_EOVERLAP,
+        "FASTPE_ENOTIMPORTED", FASTPE_ENOTIMPORTED, "FASTPE_ABI_MAJOR", FASTPE_ABI_MAJOR,
+        "FASTPE_ABI_MINOR", FASTPE_ABI_MINOR, "FASTPE_CAPSULE_NAME", FASTPE_CAPSULE_NAME);
 }
 
 /* (abi_major, abi_minor, size) of the table import_fastpe() accepted, and this
@@ -220,9 +213,8 @@ static PyObject *probe_constants(PyObject *self, PyObject *unused) {
 static PyObject *probe_table(PyObject *self, PyObject *unused) {
     (void)self;
     (void)unused;
-    return Py_BuildValue("(IInn)", (unsigned)fastpe_api->abi_major,
-                         (unsigned)fastpe_api->abi_minor, (Py_ssize_t)fastpe_api->size,
-                         (Py_ssize_t)sizeof(fastpe_api_t));
+    return Py_BuildValue("(IInn)", (unsigned)fastpe_api->abi_major, (unsigned)fastpe_api->abi_minor,
+                         (Py_ssize_t)fastpe_api->size, (Py_ssize_t)sizeof(fastpe_api_t));
 }
 
 static PyObject *probe_reimport(PyObject *self, PyObject *unused) {
@@ -258,9 +250,11 @@ static PyObject *probe_spec_table(PyObject *self, PyObject *args) {
     PyObject *out;
     int err;
     (void)self;
-    if (!PyArg_ParseTuple(args, "sLLL", &name, &d_model, &seq_len, &offset)) return NULL;
+    if (!PyArg_ParseTuple(args, "sLLL", &name, &d_model, &seq_len, &offset))
+        return NULL;
     spec = fastpe_spec_from_name(name, d_model);
-    if (spec == NULL) return NULL;
+    if (spec == NULL)
+        return NULL;
     if (fastpe_spec_d_model(spec) != d_model || seq_len < 0) {
         fastpe_spec_free(spec);
         PyErr_SetString(PyExc_ValueError, "bad d_model or seq_len");
@@ -271,11 +265,9 @@ static PyObject *probe_spec_table(PyObject *self, PyObject *args) {
         fastpe_spec_free(spec);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS
-    err = fastpe_spec_fill_f64(spec, (double *)PyBytes_AS_STRING(out), seq_len, d_model,
-                               offset, 0);
-    Py_END_ALLOW_THREADS
-    fastpe_spec_free(spec);
+    Py_BEGIN_ALLOW_THREADS err =
+        fastpe_spec_fill_f64(spec, (double *)PyBytes_AS_STRING(out), seq_len, d_model, offset, 0);
+    Py_END_ALLOW_THREADS fastpe_spec_free(spec);
     if (err != FASTPE_OK) {
         Py_DECREF(out);
         return PyErr_Format(PyExc_ValueError, "fastpe_spec_fill_f64 returned %d", err);
@@ -295,8 +287,7 @@ static PyMethodDef probe_methods[] = {
 };
 
 static struct PyModuleDef probe_module = {
-    PyModuleDef_HEAD_INIT, PROBE_STR(PROBE_NAME), NULL, -1, probe_methods,
-    NULL, NULL, NULL, NULL,
+    PyModuleDef_HEAD_INIT, PROBE_STR(PROBE_NAME), NULL, -1, probe_methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PROBE_CAT(PyInit_, PROBE_NAME)(void) {

@@ -13,12 +13,12 @@
 #include "pe_platform.h"
 
 /* Constants in double-double (hi + lo), from mpmath at 300 bits. */
-#define PE_INV2PI_HI 0.15915494309189535       /* 0x1.45f306dc9c883p-3 */
-#define PE_INV2PI_LO (-9.839338337591243e-18)  /* -0x1.6b01ec5417056p-57 */
-#define PE_PIO2_HI 1.5707963267948966          /* 0x1.921fb54442d18p+0 */
-#define PE_PIO2_LO 6.123233995736766e-17       /* 0x1.1a62633145c07p-54 */
-#define PE_LN2_HI 0.6931471805599453           /* 0x1.62e42fefa39efp-1 */
-#define PE_LN2_LO 2.3190468138462996e-17       /* 0x1.abc9e3b39803fp-56 */
+#define PE_INV2PI_HI 0.15915494309189535      /* 0x1.45f306dc9c883p-3 */
+#define PE_INV2PI_LO (-9.839338337591243e-18) /* -0x1.6b01ec5417056p-57 */
+#define PE_PIO2_HI   1.5707963267948966       /* 0x1.921fb54442d18p+0 */
+#define PE_PIO2_LO   6.123233995736766e-17    /* 0x1.1a62633145c07p-54 */
+#define PE_LN2_HI    0.6931471805599453       /* 0x1.62e42fefa39efp-1 */
+#define PE_LN2_LO    2.3190468138462996e-17   /* 0x1.abc9e3b39803fp-56 */
 /* Veltkamp splitter 2^27+1: splits a double into two 26-bit halves. */
 #define PE_SPLITTER 134217729.0
 /* 2^52: from here on the spacing of doubles is 1, so x + 1.5*2^52 rounds x to
@@ -26,7 +26,9 @@
 #define PE_TWO52 4503599627370496.0
 #define PE_MAGIC (1.5 * PE_TWO52)
 
-typedef struct { double hi, lo; } pe_dd;
+typedef struct {
+    double hi, lo;
+} pe_dd;
 
 PE_INLINE pe_dd pe_two_sum(double a, double b) {
     pe_dd r;

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #if defined(_MSC_VER)
-#define PE_INLINE static __inline
+#define PE_INLINE   static __inline
 #define PE_RESTRICT __restrict
 #else
-#define PE_INLINE static inline
+#define PE_INLINE   static inline
 #define PE_RESTRICT __restrict__
 #endif
 
@@ -32,9 +32,10 @@
  * Every clone performs the same IEEE operations in the same order (no FMA
  * contraction), so all of them produce bitwise identical results.
  */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
-    && defined(__GLIBC__) && !defined(FASTPE_NO_CLONES) && !defined(__SANITIZE_ADDRESS__)
-#define PE_TARGET_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&       \
+    defined(__GLIBC__) && !defined(FASTPE_NO_CLONES) && !defined(__SANITIZE_ADDRESS__)
+#define PE_TARGET_CLONES                                                                           \
+    __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define PE_TARGET_CLONES
 #endif

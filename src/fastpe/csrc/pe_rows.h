@@ -40,14 +40,14 @@
 
 /* pe_rows.inc.h names its functions NAME_SUFFIX (pe_row_f32, pe_row_f64). */
 #define PE_CAT_(a, b) a##_##b
-#define PE_CAT(a, b) PE_CAT_(a, b)
-#define PE_FN(name) PE_CAT(name, PE_SUFFIX)
+#define PE_CAT(a, b)  PE_CAT_(a, b)
+#define PE_FN(name)   PE_CAT(name, PE_SUFFIX)
 
-#define PE_T float
+#define PE_T      float
 #define PE_SUFFIX f32
 #include "pe_rows.inc.h"
 
-#define PE_T double
+#define PE_T      double
 #define PE_SUFFIX f64
 #include "pe_rows.inc.h"
 

@@ -6,10 +6,9 @@
 
 /* One row of interleaved pairs, rotated by a table angle of sign sg. */
 PE_TARGET_CLONES
-static void PE_FN(pe_pairs)(PE_T *PE_RESTRICT row, int64_t np,
-                            const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,
-                            const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts,
-                            double sg) {
+static void PE_FN(pe_pairs)(PE_T *PE_RESTRICT row, int64_t np, const double *PE_RESTRICT As,
+                            const double *PE_RESTRICT Ac, const double *PE_RESTRICT Tm,
+                            const double *PE_RESTRICT Ts, double sg) {
     int64_t h = pe_head(row, 2 * sizeof(PE_T), np), i;
     for (i = 0; i < h; i++) {
         row[2 * i] = (PE_T)PE_SIN(i);
@@ -48,8 +47,7 @@ static void PE_FN(pe_pairs2)(PE_T *PE_RESTRICT rp, PE_T *PE_RESTRICT rm, int64_t
 PE_TARGET_CLONES
 static void PE_FN(pe_split)(PE_T *PE_RESTRICT rs, PE_T *PE_RESTRICT rc, int64_t n,
                             const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,
-                            const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts,
-                            double sg) {
+                            const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts, double sg) {
     int64_t h = pe_head(rs, sizeof(PE_T), n), i;
     for (i = 0; i < h; i++) {
         rs[i] = (PE_T)PE_SIN(i);
@@ -75,10 +73,10 @@ PE_INLINE void PE_FN(pe_split2_at)(PE_T *PE_RESTRICT rsp, PE_T *PE_RESTRICT rcp,
 }
 
 PE_TARGET_CLONES
-static void PE_FN(pe_split2)(PE_T *PE_RESTRICT rsp, PE_T *PE_RESTRICT rcp,
-                             PE_T *PE_RESTRICT rsm, PE_T *PE_RESTRICT rcm, int64_t n,
-                             const double *PE_RESTRICT As, const double *PE_RESTRICT Ac,
-                             const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {
+static void PE_FN(pe_split2)(PE_T *PE_RESTRICT rsp, PE_T *PE_RESTRICT rcp, PE_T *PE_RESTRICT rsm,
+                             PE_T *PE_RESTRICT rcm, int64_t n, const double *PE_RESTRICT As,
+                             const double *PE_RESTRICT Ac, const double *PE_RESTRICT Tm,
+                             const double *PE_RESTRICT Ts) {
     int64_t h = pe_head(rsp, sizeof(PE_T), n), i;
     for (i = 0; i < h; i++)
         PE_FN(pe_split2_at)(rsp, rcp, rsm, rcm, i, As, Ac, Tm, Ts);
@@ -90,9 +88,8 @@ static void PE_FN(pe_split2)(PE_T *PE_RESTRICT rsp, PE_T *PE_RESTRICT rcp,
  * block of a split layout, the no-encoding column.  `zero` is what that column
  * gets: 0.0, or -0.0 in a row that will be added (x + -0.0 == x for every x,
  * including x = -0.0). */
-PE_INLINE void PE_FN(pe_row_rest)(PE_T *row, const pe_spec *sp, double zero,
-                                  const double *As, const double *Ac, const double *Tm,
-                                  const double *Ts, double sg) {
+PE_INLINE void PE_FN(pe_row_rest)(PE_T *row, const pe_spec *sp, double zero, const double *As,
+                                  const double *Ac, const double *Tm, const double *Ts, double sg) {
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
         if (sp->lone_sin)
             row[sp->d - 1] = (PE_T)PE_SIN(sp->npairs);
@@ -109,18 +106,23 @@ PE_INLINE void PE_FN(pe_row_rest)(PE_T *row, const pe_spec *sp, double zero,
 
 /* One row by the AVX-512 writers, all but the columns pe_row_rest writes: 1 if
  * done, 0 if the caller must write it another way. */
-PE_INLINE int PE_FN(pe_row1_v512)(PE_T *row, const pe_spec *sp, const double *As,
-                                  const double *Ac, const double *Tm, const double *Ts,
-                                  double sg) {
+PE_INLINE int PE_FN(pe_row1_v512)(PE_T *row, const pe_spec *sp, const double *As, const double *Ac,
+                                  const double *Tm, const double *Ts, double sg) {
 #if PE_HAVE_V512
     if (!pe_v512)
         return 0;
     if (sp->layout == PE_LAYOUT_INTERLEAVED)
         return PE_FN(pe_v512_row_interleaved)(row, row, sp->npairs, As, Ac, Tm, Ts, sg);
-    return PE_FN(pe_v512_row_split)(row + sp->s_off, row + sp->c_off, pe_split_pairs(sp), As,
-                                    Ac, Tm, Ts, sg);
+    return PE_FN(pe_v512_row_split)(row + sp->s_off, row + sp->c_off, pe_split_pairs(sp), As, Ac,
+                                    Tm, Ts, sg);
 #else
-    (void)row; (void)sp; (void)As; (void)Ac; (void)Tm; (void)Ts; (void)sg;
+    (void)row;
+    (void)sp;
+    (void)As;
+    (void)Ac;
+    (void)Tm;
+    (void)Ts;
+    (void)sg;
     return 0;
 #endif
 }
@@ -135,12 +137,10 @@ PE_INLINE int PE_FN(pe_row2_v512)(PE_T *rp, PE_T *rm, const pe_spec *sp, const d
     if (!pe_v512)
         return 0;
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
-        ok = PE_FN(pe_v512_pair_interleaved)(rp, rp, rm, rm, sp->npairs, As, Ac, Tm, Ts,
-                                             stream);
+        ok = PE_FN(pe_v512_pair_interleaved)(rp, rp, rm, rm, sp->npairs, As, Ac, Tm, Ts, stream);
     } else {
         ok = PE_FN(pe_v512_pair_split)(rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,
-                                       rm + sp->c_off, pe_split_pairs(sp), As, Ac, Tm, Ts,
-                                       stream);
+                                       rm + sp->c_off, pe_split_pairs(sp), As, Ac, Tm, Ts, stream);
     }
     if (!ok)
         return 0;
@@ -148,7 +148,14 @@ PE_INLINE int PE_FN(pe_row2_v512)(PE_T *rp, PE_T *rm, const pe_spec *sp, const d
     PE_FN(pe_row_rest)(rm, sp, 0.0, As, Ac, Tm, Ts, -1.0);
     return 1;
 #else
-    (void)rp; (void)rm; (void)sp; (void)As; (void)Ac; (void)Tm; (void)Ts; (void)stream;
+    (void)rp;
+    (void)rm;
+    (void)sp;
+    (void)As;
+    (void)Ac;
+    (void)Tm;
+    (void)Ts;
+    (void)stream;
     return 0;
 #endif
 }
@@ -161,17 +168,16 @@ PE_INLINE void PE_FN(pe_row)(PE_T *row, const pe_spec *sp, double zero, const do
         if (sp->layout == PE_LAYOUT_INTERLEAVED) {
             PE_FN(pe_pairs)(row, sp->npairs, As, Ac, Tm, Ts, sg);
         } else {
-            PE_FN(pe_split)(row + sp->s_off, row + sp->c_off, pe_split_pairs(sp), As, Ac, Tm,
-                            Ts, sg);
+            PE_FN(pe_split)(row + sp->s_off, row + sp->c_off, pe_split_pairs(sp), As, Ac, Tm, Ts,
+                            sg);
         }
     }
     PE_FN(pe_row_rest)(row, sp, zero, As, Ac, Tm, Ts, sg);
 }
 
 /* Two rows: rp rotated by +t, rm by -t (bitwise what pe_row gives each). */
-PE_INLINE void PE_FN(pe_row2)(PE_T *rp, PE_T *rm, const pe_spec *sp, double zero,
-                              const double *As, const double *Ac, const double *Tm,
-                              const double *Ts) {
+PE_INLINE void PE_FN(pe_row2)(PE_T *rp, PE_T *rm, const pe_spec *sp, double zero, const double *As,
+                              const double *Ac, const double *Tm, const double *Ts) {
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
         PE_FN(pe_pairs2)(rp, rm, sp->npairs, As, Ac, Tm, Ts);
     } else {

@@ -18,7 +18,7 @@
 
 /* |K * f| (in turns) must stay below this for the quarter-turn reduction to be
  * exact; the Python layer and the C API check positions against it. */
-#define PE_MAX_TURNS 35184372088832.0          /* 2^45 */
+#define PE_MAX_TURNS 35184372088832.0 /* 2^45 */
 
 /* ------------------------------------------------------------------------- */
 /* Frequencies                                                               */
@@ -34,10 +34,10 @@
 /* Structure of arrays (not an array of structs) so the evaluator's loop over i
  * reads each field with unit stride and vectorises without shuffles. */
 typedef struct {
-    double *fh;   /* high part of f_i (turns) */
-    double *fhh;  /* Veltkamp split of fh: fh = fhh + fhl, each half 26 bits */
+    double *fh;  /* high part of f_i (turns) */
+    double *fhh; /* Veltkamp split of fh: fh = fhh + fhl, each half 26 bits */
     double *fhl;
-    double *fl;   /* low part of f_i */
+    double *fl; /* low part of f_i */
 } pe_freq;
 
 /* Lay out a pe_freq over nf*4 doubles of caller memory. */
@@ -53,7 +53,7 @@ PE_INLINE pe_freq pe_freq_view(double *mem, int64_t nf) {
 PE_INLINE void pe_freqs(pe_freq fr, int64_t nf, double w0, double base, double denom) {
     const pe_dd inv2pi = {PE_INV2PI_HI, PE_INV2PI_LO};
     pe_dd lb = pe_dd_log(base);
-    pe_dd step = pe_dd_div_d(lb, -denom);         /* ln q = -ln(base)/denom */
+    pe_dd step = pe_dd_div_d(lb, -denom); /* ln q = -ln(base)/denom */
     pe_dd q = pe_dd_exp(step);
     pe_dd f0 = pe_dd_mul_d(inv2pi, w0);
     pe_dd f = f0;
@@ -94,18 +94,18 @@ PE_INLINE void pe_freqs_list(pe_freq fr, int64_t nf, const double *w) {
  * omitted term x^19/19! < 2e-19, far below 2^-53).  Plain Taylor instead of a
  * minimax fit: a few more terms, but coefficients anyone can check.
  */
-#define PE_S3 (-1.0 / 6.0)
-#define PE_S5 (1.0 / 120.0)
-#define PE_S7 (-1.0 / 5040.0)
-#define PE_S9 (1.0 / 362880.0)
+#define PE_S3  (-1.0 / 6.0)
+#define PE_S5  (1.0 / 120.0)
+#define PE_S7  (-1.0 / 5040.0)
+#define PE_S9  (1.0 / 362880.0)
 #define PE_S11 (-1.0 / 39916800.0)
 #define PE_S13 (1.0 / 6227020800.0)
 #define PE_S15 (-1.0 / 1307674368000.0)
 #define PE_S17 (1.0 / 355687428096000.0)
-#define PE_C2 (-1.0 / 2.0)
-#define PE_C4 (1.0 / 24.0)
-#define PE_C6 (-1.0 / 720.0)
-#define PE_C8 (1.0 / 40320.0)
+#define PE_C2  (-1.0 / 2.0)
+#define PE_C4  (1.0 / 24.0)
+#define PE_C6  (-1.0 / 720.0)
+#define PE_C8  (1.0 / 40320.0)
 #define PE_C10 (-1.0 / 3628800.0)
 #define PE_C12 (1.0 / 479001600.0)
 #define PE_C14 (-1.0 / 87178291200.0)
@@ -124,9 +124,8 @@ PE_INLINE void pe_freqs_list(pe_freq fr, int64_t nf, const double *w) {
  * for the out-of-order window to overlap enough iterations to keep the FP
  * units busy; each stage's chain is short enough.
  */
-PE_INLINE void pe_sincos_reduce(double K, double Kh, double Kl,
-                                double fh, double fhh, double fhl, double fl,
-                                double *x_out, double *xl_out, uint64_t *q_out) {
+PE_INLINE void pe_sincos_reduce(double K, double Kh, double Kl, double fh, double fhh, double fhl,
+                                double fl, double *x_out, double *xl_out, uint64_t *q_out) {
     /* t = K * f exactly enough: Dekker product with pre-split halves. */
     double ph = K * fh;
     double pl = ((Kh * fhh - ph) + Kh * fhl + Kl * fhh) + Kl * fhl;
@@ -135,7 +134,7 @@ PE_INLINE void pe_sincos_reduce(double K, double Kh, double Kl,
     double u = 4.0 * ph;
     double un = u + PE_MAGIC;
     double n = un - PE_MAGIC;
-    pe_dd v = pe_two_sum(u - n, 4.0 * pl);   /* u - n is exact */
+    pe_dd v = pe_two_sum(u - n, 4.0 * pl); /* u - n is exact */
     /* a second rounding keeps |v| <= 1/2 even when pl is as large as ulp(ph) */
     double vn = v.hi + PE_MAGIC;
     double n2 = vn - PE_MAGIC;
@@ -159,10 +158,18 @@ PE_INLINE void pe_sincos_reduce(double K, double Kh, double Kl,
 /* The polynomials: sq = sin(x) - x and cm = cos(x) - 1. */
 PE_INLINE void pe_sincos_poly(double x, double *sq_out, double *cm_out) {
     double z = x * x;
-    *sq_out = x * z * (PE_S3 + z * (PE_S5 + z * (PE_S7 + z * (PE_S9 + z * (PE_S11 +
-              z * (PE_S13 + z * (PE_S15 + z * PE_S17)))))));
-    *cm_out = z * (PE_C2 + z * (PE_C4 + z * (PE_C6 + z * (PE_C8 + z * (PE_C10 +
-              z * (PE_C12 + z * (PE_C14 + z * (PE_C16 + z * PE_C18))))))));
+    *sq_out =
+        x * z *
+        (PE_S3 +
+         z * (PE_S5 +
+              z * (PE_S7 + z * (PE_S9 + z * (PE_S11 + z * (PE_S13 + z * (PE_S15 + z * PE_S17)))))));
+    *cm_out =
+        z *
+        (PE_C2 +
+         z * (PE_C4 +
+              z * (PE_C6 +
+                   z * (PE_C8 +
+                        z * (PE_C10 + z * (PE_C12 + z * (PE_C14 + z * (PE_C16 + z * PE_C18))))))));
 }
 
 /*
@@ -184,8 +191,8 @@ PE_INLINE void pe_sincos_finish(double x, double xl, double sq, double cm, uint6
     uint64_t bs, bc;
     memcpy(&bs, &s, sizeof bs);
     memcpy(&bc, &c, sizeof bc);
-    bs ^= (r & 2) << 62;                /* negate sin for r = 2, 3 */
-    bc ^= ((r ^ (r << 1)) & 2) << 62;   /* negate cos for r = 1, 2 */
+    bs ^= (r & 2) << 62;              /* negate sin for r = 2, 3 */
+    bc ^= ((r ^ (r << 1)) & 2) << 62; /* negate cos for r = 1, 2 */
     memcpy(&s, &bs, sizeof s);
     memcpy(&c, &bc, sizeof c);
     *s_out = s;
@@ -194,9 +201,8 @@ PE_INLINE void pe_sincos_finish(double x, double xl, double sq, double cm, uint6
     *cm1_out = (r == 0) ? cm0 : c - 1.0;
 }
 
-PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl,
-                               double fh, double fhh, double fhl, double fl,
-                               double *s_out, double *c_out, double *cm1_out) {
+PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl, double fh, double fhh, double fhl,
+                               double fl, double *s_out, double *c_out, double *cm1_out) {
     double x, xl, sq, cm;
     uint64_t q;
     pe_sincos_reduce(K, Kh, Kl, fh, fhh, fhl, fl, &x, &xl, &q);
@@ -212,9 +218,8 @@ PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl,
  * row, stage by stage per chunk.  The reduction's x, xl, q are parked in s, c,
  * cm1 (overwritten in place by the last stage), the polynomials on the stack. */
 PE_TARGET_CLONES
-static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
-                          double *PE_RESTRICT s, double *PE_RESTRICT c,
-                          double *PE_RESTRICT cm1) {
+static void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *PE_RESTRICT s,
+                          double *PE_RESTRICT c, double *PE_RESTRICT cm1) {
     const double *PE_RESTRICT fh = fr.fh;
     const double *PE_RESTRICT fhh = fr.fhh;
     const double *PE_RESTRICT fhl = fr.fhl;
@@ -252,8 +257,8 @@ static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
  * (cos t - 1, sin t) (pe_rows.h says why). */
 PE_TARGET_CLONES
 static void pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double *PE_RESTRICT s1,
-                          const double *PE_RESTRICT m0, const double *PE_RESTRICT s0,
-                          double *PE_RESTRICT m, double *PE_RESTRICT s) {
+                       const double *PE_RESTRICT m0, const double *PE_RESTRICT s0,
+                       double *PE_RESTRICT m, double *PE_RESTRICT s) {
     for (int64_t i = 0; i < nf; i++) {
         double c1 = 1.0 + m1[i];
         m[i] = m1[i] + (c1 * m0[i] - s1[i] * s0[i]);

@@ -14,7 +14,7 @@
 #include "pe_sincos.h"
 
 #define PE_LAYOUT_INTERLEAVED 0
-#define PE_LAYOUT_SPLIT 1
+#define PE_LAYOUT_SPLIT       1
 
 /* The largest |position| whatever the frequencies: integer positions and the
  * block centres they are encoded around must be exact in a double, with room
@@ -22,15 +22,15 @@
 #define PE_MAX_POSITION PE_TWO52
 
 typedef struct {
-    int64_t d;        /* output width */
-    int64_t nf;       /* number of frequencies */
-    double w0, base, denom;   /* w_i = w0 * base^(-i/denom) */
-    const double *wlist;      /* or, when not NULL: w_i = wlist[i] (radians per position) */
+    int64_t d;              /* output width */
+    int64_t nf;             /* number of frequencies */
+    double w0, base, denom; /* w_i = w0 * base^(-i/denom) */
+    const double *wlist;    /* or, when not NULL: w_i = wlist[i] (radians per position) */
     int layout;
-    int64_t npairs;   /* interleaved */
-    int lone_sin;     /* interleaved: sin_{npairs} at col d-1 */
-    int64_t s_off, ns, c_off, nc;   /* split */
-    int64_t zero_col; /* -1: none */
+    int64_t npairs;               /* interleaved */
+    int lone_sin;                 /* interleaved: sin_{npairs} at col d-1 */
+    int64_t s_off, ns, c_off, nc; /* split */
+    int64_t zero_col;             /* -1: none */
 } pe_spec;
 
 /* The Vaswani spec: w_i = base^(-2i/d); odd d -> a lone sine of the next
@@ -62,15 +62,13 @@ PE_INLINE double pe_spec_max_turns(const pe_spec *sp) {
             m = fabs(sp->wlist[i]) > m ? fabs(sp->wlist[i]) : m;
         return m * PE_INV2PI_HI * (1.0 + 1e-12);
     }
-    double lb = log(sp->base) / sp->denom;     /* w_i = w0 exp(-i lb) */
+    double lb = log(sp->base) / sp->denom; /* w_i = w0 exp(-i lb) */
     double e = lb < 0.0 ? -lb * (double)(sp->nf - 1) : 0.0;
     return fabs(sp->w0) * exp(e) * PE_INV2PI_HI * (1.0 + 1e-12);
 }
 
 /* The number of frequencies whose sine and cosine both have a column in a
  * split row (the vector writers' share; pe_row_rest writes the others). */
-PE_INLINE int64_t pe_split_pairs(const pe_spec *sp) {
-    return sp->ns < sp->nc ? sp->ns : sp->nc;
-}
+PE_INLINE int64_t pe_split_pairs(const pe_spec *sp) { return sp->ns < sp->nc ? sp->ns : sp->nc; }
 
 #endif /* FASTPE_PE_SPEC_H */

@@ -21,7 +21,7 @@
 #if PE_HAVE_V512
 #include <immintrin.h>
 
-static int pe_v512_cpu = 0;   /* the CPU has AVX-512F */
+static int pe_v512_cpu = 0; /* the CPU has AVX-512F */
 int pe_v512 = 0;
 
 void pe_v512_init(void) {
@@ -36,15 +36,15 @@ int pe_v512_set(int on) {
 }
 
 /* Inlined into the writers: they are the only callers. */
-#define PE_V512_INLINE static inline __attribute__((always_inline, target("avx512f")))
+#define PE_V512_INLINE         static inline __attribute__((always_inline, target("avx512f")))
 #define PE_V512_CAT3_(a, b, c) a##_##b##_##c
-#define PE_V512_CAT3(a, b, c) PE_V512_CAT3_(a, b, c)
+#define PE_V512_CAT3(a, b, c)  PE_V512_CAT3_(a, b, c)
 
 /* The rotation of 8 frequencies from i: the sines and cosines of the rows at +t
  * (sp, cp) and -t (sm, cm), the operations of pe_pairs2_at / pe_split2_at in
  * their order. */
-PE_V512_INLINE void pe_v512_rotate(int64_t i, PE_V512_ARGS, __m512d *sp, __m512d *cp,
-                                   __m512d *sm, __m512d *cm) {
+PE_V512_INLINE void pe_v512_rotate(int64_t i, PE_V512_ARGS, __m512d *sp, __m512d *cp, __m512d *sm,
+                                   __m512d *cm) {
     __m512d as = _mm512_loadu_pd(As + i), ac = _mm512_loadu_pd(Ac + i);
     __m512d tm = _mm512_loadu_pd(Tm + i), ts = _mm512_loadu_pd(Ts + i);
     __m512d p1 = _mm512_mul_pd(as, tm), p2 = _mm512_mul_pd(ac, ts);
@@ -68,22 +68,22 @@ PE_INLINE int pe_aligned64(const void *a, const void *b, const void *c, const vo
  * that follow. */
 PE_V512_INLINE void pe_v512_head_line_f32(float *p, int64_t cnt, __m512 v) {
     int off = (int)(16 - cnt);
-    __m512i idx = _mm512_sub_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32(off));
+    __m512i idx =
+        _mm512_sub_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(off));
     _mm512_mask_storeu_ps(p - off, (__mmask16)(((1u << cnt) - 1u) << off),
                           _mm512_permutexvar_ps(idx, v));
 }
 PE_V512_INLINE void pe_v512_tail_line_f32(float *p, int64_t L, __m512 v) {
-    __m512i idx = _mm512_add_epi32(
-        _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-        _mm512_set1_epi32((int)L));
+    __m512i idx =
+        _mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32((int)L));
     _mm512_mask_storeu_ps(p, (__mmask16)((1u << (16 - L)) - 1u), _mm512_permutexvar_ps(idx, v));
 }
 PE_V512_INLINE void pe_v512_head_line_f64(double *p, int64_t cnt, __m512d v) {
     int off = (int)(8 - cnt);
-    __m512i idx = _mm512_sub_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
-                                   _mm512_set1_epi64(off));
+    __m512i idx =
+        _mm512_sub_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(off));
     _mm512_mask_storeu_pd(p - off, (__mmask8)(((1u << cnt) - 1u) << off),
                           _mm512_permutexvar_pd(idx, v));
 }
@@ -99,8 +99,7 @@ PE_V512_INLINE void pe_v512_tail2_line_f64(double *p, int64_t L, __m512d a, __m5
     }
 }
 PE_V512_INLINE void pe_v512_tail_line_f64(double *p, int64_t L, __m512d v) {
-    __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0),
-                                   _mm512_set1_epi64(L));
+    __m512i idx = _mm512_add_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), _mm512_set1_epi64(L));
     _mm512_mask_storeu_pd(p, (__mmask8)((1u << (8 - L)) - 1u), _mm512_permutexvar_pd(idx, v));
 }
 
@@ -113,8 +112,8 @@ PE_V512_INLINE void pe_v512_tail_line_f64(double *p, int64_t L, __m512d v) {
  */
 /* interleaved float32: 8 frequencies = 16 floats of each row */
 PE_V512_INLINE
-void pe_v512_vectors_interleaved_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1,
-                                     __m512 *v2, __m512 *v3) {
+void pe_v512_vectors_interleaved_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1, __m512 *v2,
+                                     __m512 *v3) {
     const __m512i ix = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     __m512d sp, cp, sm, cm;
     pe_v512_rotate(i, As, Ac, Tm, Ts, &sp, &cp, &sm, &cm);
@@ -127,8 +126,8 @@ void pe_v512_vectors_interleaved_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512
 
 /* interleaved float64: 8 frequencies = 16 doubles (two vectors) of each row */
 PE_V512_INLINE
-void pe_v512_vectors_interleaved_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1,
-                                     __m512d *v2, __m512d *v3) {
+void pe_v512_vectors_interleaved_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1, __m512d *v2,
+                                     __m512d *v3) {
     const __m512i lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     const __m512i hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
     __m512d sp, cp, sm, cm;
@@ -141,15 +140,15 @@ void pe_v512_vectors_interleaved_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m51
 
 /* float32 lanes [a | b] of two float64 vectors */
 PE_V512_INLINE __m512 pe_v512_cat(__m512d a, __m512d b) {
-    return _mm512_castpd_ps(_mm512_insertf64x4(
-        _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(a))),
-        _mm256_castps_pd(_mm512_cvtpd_ps(b)), 1));
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(a))),
+                           _mm256_castps_pd(_mm512_cvtpd_ps(b)), 1));
 }
 
 /* split float32: 16 frequencies = 16 floats of each destination */
 PE_V512_INLINE
-void pe_v512_vectors_split_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1,
-                               __m512 *v2, __m512 *v3) {
+void pe_v512_vectors_split_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1, __m512 *v2,
+                               __m512 *v3) {
     __m512d sp0, cp0, sm0, cm0, sp1, cp1, sm1, cm1;
     pe_v512_rotate(i, As, Ac, Tm, Ts, &sp0, &cp0, &sm0, &cm0);
     pe_v512_rotate(i + 8, As, Ac, Tm, Ts, &sp1, &cp1, &sm1, &cm1);
@@ -161,28 +160,28 @@ void pe_v512_vectors_split_f32(int64_t i, PE_V512_ARGS, __m512 *v0, __m512 *v1,
 
 /* split float64: 8 frequencies = 8 doubles of each destination */
 PE_V512_INLINE
-void pe_v512_vectors_split_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1,
-                               __m512d *v2, __m512d *v3) {
+void pe_v512_vectors_split_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1, __m512d *v2,
+                               __m512d *v3) {
     pe_v512_rotate(i, As, Ac, Tm, Ts, v0, v1, v2, v3);
 }
 
 /* What a call of the skeleton writes (see pe_v512_rows.inc.c). */
-#define PE_V512_PAIR 0
-#define PE_V512_PLUS 1
+#define PE_V512_PAIR  0
+#define PE_V512_PLUS  1
 #define PE_V512_MINUS 2
 
 /* The writers: one skeleton, pe_v512_rows.inc.c, per layout and type. */
 #define PE_V512_SPLIT 0
-#define PE_V512_F64 0
+#define PE_V512_F64   0
 #include "pe_v512_rows.inc.c"
 #define PE_V512_SPLIT 0
-#define PE_V512_F64 1
+#define PE_V512_F64   1
 #include "pe_v512_rows.inc.c"
 #define PE_V512_SPLIT 1
-#define PE_V512_F64 0
+#define PE_V512_F64   0
 #include "pe_v512_rows.inc.c"
 #define PE_V512_SPLIT 1
-#define PE_V512_F64 1
+#define PE_V512_F64   1
 #include "pe_v512_rows.inc.c"
 
 #else /* no AVX-512 writers in this build: the switch stays off */

@@ -35,10 +35,9 @@ PE_HIDDEN int pe_v512_set(int on);
  * destination per row (pass it twice: p1 = p0, m1 = m0, r1 = r0); split rows:
  * n frequencies, sines to p0, m0, r0 and cosines to p1, m1, r1.  One prototype
  * per layout and type, all made by the one skeleton in pe_v512_rows.inc.c. */
-PE_HIDDEN int pe_v512_pair_interleaved_f32(float *p0, float *p1, float *m0, float *m1,
-                                           int64_t n, PE_V512_ARGS, int stream);
-PE_HIDDEN int pe_v512_row_interleaved_f32(float *r0, float *r1, int64_t n, PE_V512_ARGS,
-                                          double sg);
+PE_HIDDEN int pe_v512_pair_interleaved_f32(float *p0, float *p1, float *m0, float *m1, int64_t n,
+                                           PE_V512_ARGS, int stream);
+PE_HIDDEN int pe_v512_row_interleaved_f32(float *r0, float *r1, int64_t n, PE_V512_ARGS, double sg);
 PE_HIDDEN int pe_v512_pair_split_f32(float *p0, float *p1, float *m0, float *m1, int64_t n,
                                      PE_V512_ARGS, int stream);
 PE_HIDDEN int pe_v512_row_split_f32(float *r0, float *r1, int64_t n, PE_V512_ARGS, double sg);
@@ -46,10 +45,9 @@ PE_HIDDEN int pe_v512_pair_interleaved_f64(double *p0, double *p1, double *m0, d
                                            int64_t n, PE_V512_ARGS, int stream);
 PE_HIDDEN int pe_v512_row_interleaved_f64(double *r0, double *r1, int64_t n, PE_V512_ARGS,
                                           double sg);
-PE_HIDDEN int pe_v512_pair_split_f64(double *p0, double *p1, double *m0, double *m1,
-                                     int64_t n, PE_V512_ARGS, int stream);
-PE_HIDDEN int pe_v512_row_split_f64(double *r0, double *r1, int64_t n, PE_V512_ARGS,
-                                    double sg);
+PE_HIDDEN int pe_v512_pair_split_f64(double *p0, double *p1, double *m0, double *m1, int64_t n,
+                                     PE_V512_ARGS, int stream);
+PE_HIDDEN int pe_v512_row_split_f64(double *r0, double *r1, int64_t n, PE_V512_ARGS, double sg);
 #endif
 
 #endif /* FASTPE_PE_V512_H */

@@ -23,34 +23,34 @@
  * split rows two (sines d0, d2; cosines d1, d3).
  */
 #if PE_V512_F64
-#define PE_T double
-#define PE_V __m512d
+#define PE_T      double
+#define PE_V      __m512d
 #define PE_VX(op) _mm512_##op##_pd
-#define PE_SFX f64
-#define PE_LANES 8
-#define PE_MASK __mmask8
-#define PE_ALL 0xFFu
+#define PE_SFX    f64
+#define PE_LANES  8
+#define PE_MASK   __mmask8
+#define PE_ALL    0xFFu
 #else
-#define PE_T float
-#define PE_V __m512
+#define PE_T      float
+#define PE_V      __m512
 #define PE_VX(op) _mm512_##op##_ps
-#define PE_SFX f32
-#define PE_LANES 16
-#define PE_MASK __mmask16
-#define PE_ALL 0xFFFFu
+#define PE_SFX    f32
+#define PE_LANES  16
+#define PE_MASK   __mmask16
+#define PE_ALL    0xFFFFu
 #endif
 #if PE_V512_SPLIT
 #define PE_KIND split
-#define PE_E 1        /* entries per frequency and destination */
-#define PE_NDST 2     /* destinations per row */
-#define PE_NV 1       /* vectors per destination and block */
+#define PE_E    1 /* entries per frequency and destination */
+#define PE_NDST 2 /* destinations per row */
+#define PE_NV   1 /* vectors per destination and block */
 #else
 #define PE_KIND interleaved
-#define PE_E 2
+#define PE_E    2
 #define PE_NDST 1
-#define PE_NV (PE_V512_F64 ? 2 : 1)
+#define PE_NV   (PE_V512_F64 ? 2 : 1)
 #endif
-#define PE_F (PE_NV * PE_LANES / PE_E)   /* frequencies per block */
+#define PE_F        (PE_NV * PE_LANES / PE_E) /* frequencies per block */
 #define PE_FN(name) PE_V512_CAT3(pe_v512_##name, PE_KIND, PE_SFX)
 
 /* One vector to p: a streaming store, or a plain one. */
@@ -63,8 +63,8 @@ PE_V512_INLINE void PE_FN(put)(PE_T *p, PE_V x, int stream) {
 
 /* The block at frequency i: v0, v1 for +t and v2, v3 for -t (one row: the
  * half of its sign in v0, v1). */
-PE_V512_INLINE void PE_FN(block)(int64_t i, int rows, PE_V512_ARGS, PE_V *v0, PE_V *v1,
-                                 PE_V *v2, PE_V *v3) {
+PE_V512_INLINE void PE_FN(block)(int64_t i, int rows, PE_V512_ARGS, PE_V *v0, PE_V *v1, PE_V *v2,
+                                 PE_V *v3) {
     PE_FN(vectors)(i, As, Ac, Tm, Ts, v0, v1, v2, v3);
     if (rows == PE_V512_MINUS) {
         *v0 = *v2;
@@ -98,8 +98,7 @@ PE_V512_INLINE void PE_FN(whole)(PE_T *a, PE_T *b, int64_t o, PE_V x, PE_V y, in
 
 /* The block at entry o of one row from its lane L on (the lanes before L are
  * already written). */
-PE_V512_INLINE void PE_FN(tail)(PE_T *a, PE_T *b, int64_t o, int64_t L, int al, PE_V x,
-                                PE_V y) {
+PE_V512_INLINE void PE_FN(tail)(PE_T *a, PE_T *b, int64_t o, int64_t L, int al, PE_V x, PE_V y) {
 #if PE_NV == 2
     PE_MASK k0, k1;
     if (al) {
@@ -156,7 +155,7 @@ PE_V512_INLINE int PE_FN(rows)(PE_T *d0, PE_T *d1, PE_T *d2, PE_T *d3, int rows,
     if (v < n) {
         t0 = n - PE_F;
         PE_FN(block)(t0, rows, As, Ac, Tm, Ts, &v0, &v1, &v2, &v3);
-        L = PE_E * (v - t0);             /* the first lane to store */
+        L = PE_E * (v - t0); /* the first lane to store */
         PE_FN(tail)(d0, d1, PE_E * t0, L, al, v0, v1);
         if (two)
             PE_FN(tail)(d2, d3, PE_E * t0, L, al, v2, v3);
@@ -166,14 +165,13 @@ PE_V512_INLINE int PE_FN(rows)(PE_T *d0, PE_T *d1, PE_T *d2, PE_T *d3, int rows,
 
 /* The entry points (pe_v512.h): the mirrored pair, and one row as the +t or -t
  * half of a pair.  Each pins `rows` to a constant. */
-__attribute__((target("avx512f")))
-int PE_FN(pair)(PE_T *p0, PE_T *p1, PE_T *m0, PE_T *m1, int64_t n, PE_V512_ARGS,
-                int stream) {
+__attribute__((target("avx512f"))) int PE_FN(pair)(PE_T *p0, PE_T *p1, PE_T *m0, PE_T *m1,
+                                                   int64_t n, PE_V512_ARGS, int stream) {
     return PE_FN(rows)(p0, p1, m0, m1, PE_V512_PAIR, n, As, Ac, Tm, Ts, stream);
 }
 
-__attribute__((target("avx512f")))
-int PE_FN(row)(PE_T *r0, PE_T *r1, int64_t n, PE_V512_ARGS, double sg) {
+__attribute__((target("avx512f"))) int PE_FN(row)(PE_T *r0, PE_T *r1, int64_t n, PE_V512_ARGS,
+                                                  double sg) {
     if (sg > 0.0)
         return PE_FN(rows)(r0, r1, r0, r1, PE_V512_PLUS, n, As, Ac, Tm, Ts, 0);
     return PE_FN(rows)(r0, r1, r0, r1, PE_V512_MINUS, n, As, Ac, Tm, Ts, 0);

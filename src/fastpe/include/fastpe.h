@@ -87,20 +87,18 @@
 #ifndef FASTPE_H
 #define FASTPE_H
 
-#include <Python.h>   /* PyObject (spec constructors, import_fastpe) */
+#include <Python.h> /* PyObject (spec constructors, import_fastpe) */
 #include <stddef.h>
 #include <stdint.h>
 
-#define FASTPE_ABI_MAJOR 1
-#define FASTPE_ABI_MINOR 2
+#define FASTPE_ABI_MAJOR    1
+#define FASTPE_ABI_MINOR    2
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
-typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model,
-                                  int64_t row_stride, double base, int64_t offset,
-                                  int layout, int num_threads);
-typedef int (*fastpe_fill_f64_fn)(double *out, int64_t seq_len, int64_t d_model,
-                                  int64_t row_stride, double base, int64_t offset,
-                                  int layout, int num_threads);
+typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                                  double base, int64_t offset, int layout, int num_threads);
+typedef int (*fastpe_fill_f64_fn)(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                                  double base, int64_t offset, int layout, int num_threads);
 
 /* ABI 1.1: the fused add into existing rows, and explicit positions. */
 typedef int (*fastpe_add_f32_fn)(float *x, int64_t nseq, int64_t seq_len, int64_t d_model,
@@ -115,14 +113,12 @@ typedef int (*fastpe_fill_positions_f32_fn)(float *out, int64_t n, int64_t d_mod
 typedef int (*fastpe_fill_positions_f64_fn)(double *out, int64_t n, int64_t d_model,
                                             int64_t row_stride, const double *positions,
                                             double base, int layout, int num_threads);
-typedef int (*fastpe_add_positions_f32_fn)(float *x, int64_t n, int64_t d_model,
-                                           int64_t row_stride, const double *positions,
-                                           double base, double scale, int layout,
-                                           int num_threads);
+typedef int (*fastpe_add_positions_f32_fn)(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                                           const double *positions, double base, double scale,
+                                           int layout, int num_threads);
 typedef int (*fastpe_add_positions_f64_fn)(double *x, int64_t n, int64_t d_model,
-                                           int64_t row_stride, const double *positions,
-                                           double base, double scale, int layout,
-                                           int num_threads);
+                                           int64_t row_stride, const double *positions, double base,
+                                           double scale, int layout, int num_threads);
 
 /* ABI 1.2: every convention, through a compiled spec.  A spec is made once, with
    the GIL held (from a convention's name or a fastpe.Convention, or from the raw
@@ -148,9 +144,9 @@ typedef int (*fastpe_spec_fill_f64_fn)(const fastpe_spec *spec, double *out, int
 typedef int (*fastpe_spec_fill_positions_f32_fn)(const fastpe_spec *spec, float *out, int64_t n,
                                                  int64_t row_stride, const double *positions,
                                                  int num_threads);
-typedef int (*fastpe_spec_fill_positions_f64_fn)(const fastpe_spec *spec, double *out,
-                                                 int64_t n, int64_t row_stride,
-                                                 const double *positions, int num_threads);
+typedef int (*fastpe_spec_fill_positions_f64_fn)(const fastpe_spec *spec, double *out, int64_t n,
+                                                 int64_t row_stride, const double *positions,
+                                                 int num_threads);
 typedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *spec, float *x, int64_t nseq,
                                       int64_t seq_len, int64_t row_stride, int64_t offset,
                                       double scale, int num_threads);
@@ -162,7 +158,7 @@ typedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *spec, double *x, int64_
 typedef struct fastpe_api {
     uint32_t abi_major;
     uint32_t abi_minor;
-    size_t size;                 /* sizeof(fastpe_api_t) in the providing fastpe */
+    size_t size; /* sizeof(fastpe_api_t) in the providing fastpe */
     /* ABI 1.0 */
     fastpe_fill_f32_fn fill_f32;
     fastpe_fill_f64_fn fill_f64;
@@ -194,21 +190,23 @@ typedef struct fastpe_api {
 
 /* Layouts (same values as fastpe.kernel's FASTPE_LAYOUT_*). */
 #define FASTPE_LAYOUT_INTERLEAVED 0
-#define FASTPE_LAYOUT_SPLIT 1
+#define FASTPE_LAYOUT_SPLIT       1
 
 /* Return codes (same values as fastpe.kernel's; tests check they agree). */
-#define FASTPE_OK 0
-#define FASTPE_ENULL 1       /* out is NULL while seq_len > 0 */
-#define FASTPE_ESIZE 2       /* seq_len < 0, d_model < 1 or > 2^40, rows beyond int64 */
-#define FASTPE_ESTRIDE 3     /* row_stride < d_model while seq_len > 1 (rows would overlap) */
-#define FASTPE_EBASE 4       /* base not finite and > 0, or its frequencies overflow */
-#define FASTPE_ELAYOUT 5     /* layout is not one of FASTPE_LAYOUT_* */
-#define FASTPE_ERANGE 6      /* positions NaN, infinite or too large for an exact angle reduction
-                                (fastpe.kernel.max_position(base, d_model)) */
-#define FASTPE_ENOMEM 7      /* the kernel's scratch allocation failed */
-#define FASTPE_ESCALE 8      /* scale is not finite (ABI 1.1 add functions) */
-#define FASTPE_EOVERLAP 9    /* positions overlap the rows being written (the
-                                *_positions_* functions; see "Memory" above) */
+#define FASTPE_OK      0
+#define FASTPE_ENULL   1 /* out is NULL while seq_len > 0 */
+#define FASTPE_ESIZE   2 /* seq_len < 0, d_model < 1 or > 2^40, rows beyond int64 */
+#define FASTPE_ESTRIDE 3 /* row_stride < d_model while seq_len > 1 (rows would overlap) */
+#define FASTPE_EBASE   4 /* base not finite and > 0, or its frequencies overflow */
+#define FASTPE_ELAYOUT 5 /* layout is not one of FASTPE_LAYOUT_* */
+#define FASTPE_ERANGE                                                                              \
+    6                   /* positions NaN, infinite or too large for an exact angle reduction       \
+                           (fastpe.kernel.max_position(base, d_model)) */
+#define FASTPE_ENOMEM 7 /* the kernel's scratch allocation failed */
+#define FASTPE_ESCALE 8 /* scale is not finite (ABI 1.1 add functions) */
+#define FASTPE_EOVERLAP                                                                            \
+    9 /* positions overlap the rows being written (the                                             \
+       *_positions_* functions; see "Memory" above) */
 /* Returned by this header's wrappers only (never by the kernel): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100
@@ -267,8 +265,8 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
                      "this module was compiled against the fastpe C API %d.%d, but the "
                      "installed fastpe provides the incompatible C API %u.%u: rebuild the "
                      "module against the installed fastpe (or install a matching fastpe)",
-                     FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR,
-                     (unsigned)api->abi_major, (unsigned)api->abi_minor);
+                     FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR, (unsigned)api->abi_major,
+                     (unsigned)api->abi_minor);
         return -1;
     }
     too_old = api->size < sizeof(fastpe_api_t);
@@ -279,8 +277,8 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
         PyErr_Format(PyExc_ImportError,
                      "this module was compiled against the fastpe C API %d.%d, but the "
                      "installed fastpe provides only C API %u.%u: upgrade fastpe",
-                     FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR,
-                     (unsigned)api->abi_major, (unsigned)api->abi_minor);
+                     FASTPE_ABI_MAJOR, FASTPE_ABI_MINOR, (unsigned)api->abi_major,
+                     (unsigned)api->abi_minor);
         return -1;
     }
     fastpe_api = api;
@@ -291,9 +289,9 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
    One wrapper per table entry, written out in plain C for the readers of this
    header rather than made by macros; tests/test_capi_signatures.py checks each
    against its typedef above. */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                double base, int64_t offset, int layout, int num_threads) {
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model,
+                                                      int64_t row_stride, double base,
+                                                      int64_t offset, int layout, int num_threads) {
     if (fastpe_api == NULL) {
         return FASTPE_ENOTIMPORTED;
     }
@@ -301,9 +299,9 @@ fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride
                                 num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                double base, int64_t offset, int layout, int num_threads) {
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model,
+                                                      int64_t row_stride, double base,
+                                                      int64_t offset, int layout, int num_threads) {
     if (fastpe_api == NULL) {
         return FASTPE_ENOTIMPORTED;
     }
@@ -312,26 +310,31 @@ fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_strid
 }
 
 /* ABI 1.1 (see the top of this file).  GIL-free, thread-safe. */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
-               double base, int64_t offset, double scale, int layout, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
-    return fastpe_api->add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale,
-                               layout, num_threads);
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len,
+                                                     int64_t d_model, int64_t row_stride,
+                                                     double base, int64_t offset, double scale,
+                                                     int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                               num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
-               double base, int64_t offset, double scale, int layout, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
-    return fastpe_api->add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale,
-                               layout, num_threads);
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f64(double *x, int64_t nseq, int64_t seq_len,
+                                                     int64_t d_model, int64_t row_stride,
+                                                     double base, int64_t offset, double scale,
+                                                     int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                               num_threads);
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int
 fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
                           const double *positions, double base, int layout, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
     return fastpe_api->fill_positions_f32(out, n, d_model, row_stride, positions, base, layout,
                                           num_threads);
 }
@@ -339,27 +342,32 @@ fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_st
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int
 fastpe_fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
                           const double *positions, double base, int layout, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
     return fastpe_api->fill_positions_f64(out, n, d_model, row_stride, positions, base, layout,
                                           num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
-                         const double *positions, double base, double scale, int layout,
-                         int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
-    return fastpe_api->add_positions_f32(x, n, d_model, row_stride, positions, base, scale,
-                                         layout, num_threads);
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_positions_f32(float *x, int64_t n, int64_t d_model,
+                                                               int64_t row_stride,
+                                                               const double *positions, double base,
+                                                               double scale, int layout,
+                                                               int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_positions_f32(x, n, d_model, row_stride, positions, base, scale, layout,
+                                         num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
-                         const double *positions, double base, double scale, int layout,
-                         int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
-    return fastpe_api->add_positions_f64(x, n, d_model, row_stride, positions, base, scale,
-                                         layout, num_threads);
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_positions_f64(double *x, int64_t n,
+                                                               int64_t d_model, int64_t row_stride,
+                                                               const double *positions, double base,
+                                                               double scale, int layout,
+                                                               int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_positions_f64(x, n, d_model, row_stride, positions, base, scale, layout,
+                                         num_threads);
 }
 
 /* ABI 1.2 (see the spec typedefs above).  The constructors need the GIL and
@@ -375,8 +383,7 @@ FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_new(PyObject *convention, in
 
 /* A named convention ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
    with its defaults. */
-FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_from_name(const char *name,
-                                                              int64_t d_model) {
+FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model) {
     PyObject *str;
     fastpe_spec *spec;
     if (name == NULL) {
@@ -384,7 +391,8 @@ FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_from_name(const char *name,
         return NULL;
     }
     str = PyUnicode_FromString(name);
-    if (str == NULL) return NULL;
+    if (str == NULL)
+        return NULL;
     spec = fastpe_spec_new(str, d_model);
     Py_DECREF(str);
     return spec;
@@ -400,65 +408,73 @@ fastpe_spec_from_knobs(int64_t d_model, double base, const char *denominator, do
         PyErr_SetString(PyExc_RuntimeError, "fastpe_spec_from_knobs: import_fastpe() has not run");
         return NULL;
     }
-    return fastpe_api->spec_from_knobs(d_model, base, denominator, shift, position_scale,
-                                       layout, odd, has_padding_idx, padding_idx);
+    return fastpe_api->spec_from_knobs(d_model, base, denominator, shift, position_scale, layout,
+                                       odd, has_padding_idx, padding_idx);
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_spec_free(fastpe_spec *spec) {
-    if (fastpe_api != NULL) fastpe_api->spec_free(spec);
+    if (fastpe_api != NULL)
+        fastpe_api->spec_free(spec);
 }
 
 /* The width the spec was made for; -1 for NULL. */
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_spec_d_model(const fastpe_spec *spec) {
-    if (fastpe_api == NULL) return -1;
+    if (fastpe_api == NULL)
+        return -1;
     return fastpe_api->spec_d_model(spec);
 }
 
 /* Rows of positions offset .. offset+seq_len-1, as fastpe_fill_f32 for Vaswani. */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_fill_f32(const fastpe_spec *spec, float *out, int64_t seq_len, int64_t row_stride,
-                     int64_t offset, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f32(const fastpe_spec *spec, float *out,
+                                                           int64_t seq_len, int64_t row_stride,
+                                                           int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
     return fastpe_api->spec_fill_f32(spec, out, seq_len, row_stride, offset, num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_fill_f64(const fastpe_spec *spec, double *out, int64_t seq_len, int64_t row_stride,
-                     int64_t offset, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f64(const fastpe_spec *spec, double *out,
+                                                           int64_t seq_len, int64_t row_stride,
+                                                           int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
     return fastpe_api->spec_fill_f64(spec, out, seq_len, row_stride, offset, num_threads);
 }
 
 /* Row r encodes positions[r] (any finite real; must not overlap the rows). */
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n,
-                               int64_t row_stride, const double *positions, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+fastpe_spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n, int64_t row_stride,
+                               const double *positions, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
     return fastpe_api->spec_fill_positions_f32(spec, out, n, row_stride, positions, num_threads);
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n,
-                               int64_t row_stride, const double *positions, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
+fastpe_spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n, int64_t row_stride,
+                               const double *positions, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
     return fastpe_api->spec_fill_positions_f64(spec, out, n, row_stride, positions, num_threads);
 }
 
 /* x = x*scale + PE for nseq sequences of seq_len rows (positions offset ...). */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_add_f32(const fastpe_spec *spec, float *x, int64_t nseq, int64_t seq_len,
-                    int64_t row_stride, int64_t offset, double scale, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_add_f32(spec, x, nseq, seq_len, row_stride, offset, scale,
-                                    num_threads);
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f32(const fastpe_spec *spec, float *x,
+                                                          int64_t nseq, int64_t seq_len,
+                                                          int64_t row_stride, int64_t offset,
+                                                          double scale, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f32(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_add_f64(const fastpe_spec *spec, double *x, int64_t nseq, int64_t seq_len,
-                    int64_t row_stride, int64_t offset, double scale, int num_threads) {
-    if (fastpe_api == NULL) return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale,
-                                    num_threads);
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f64(const fastpe_spec *spec, double *x,
+                                                          int64_t nseq, int64_t seq_len,
+                                                          int64_t row_stride, int64_t offset,
+                                                          double scale, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */
