@@ -241,15 +241,22 @@ def _llama3(f, inv, factor, low, high, old_len):
     return np.where(medium, smoothed, inv_l)
 
 
-def _yarn(f, params, theta, dim, old_len, mpe, positive):
+def _context_factor(params, rope_type, mpe, old_len):
+    """``factor``, or the ratio of the context lengths when it is absent (models
+    that store max_position_embeddings and the trained length instead)."""
     factor = params.get("factor")
     if factor is None:
         if mpe is None:
             raise ValueError(
-                "rope_type='yarn' needs rope_parameters['factor'] or max_position_embeddings"
+                f"rope_type={rope_type!r} needs rope_parameters['factor'] or "
+                "max_position_embeddings"
             )
         factor = mpe / old_len
-    factor = as_base(factor, "factor")
+    return as_base(factor, "factor")
+
+
+def _yarn(f, params, theta, dim, old_len, mpe, positive):
+    factor = _context_factor(params, "yarn", mpe, old_len)
     attention = params.get("attention_factor")
     mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
 
@@ -283,14 +290,7 @@ def _yarn(f, params, theta, dim, old_len, mpe, positive):
 
 
 def _longrope(f, params, theta, dim, half, old_len, mpe, seq_len):
-    factor = params.get("factor")
-    if factor is None:
-        if mpe is None:
-            raise ValueError(
-                "rope_type='longrope' needs rope_parameters['factor'] or max_position_embeddings"
-            )
-        factor = mpe / old_len
-    factor = as_base(factor, "factor")
+    factor = _context_factor(params, "longrope", mpe, old_len)
     attention = params.get("attention_factor")
     if attention is None:
         attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(old_len))
