@@ -215,6 +215,18 @@ VALID = {
     "max_position_embeddings": st.one_of(st.integers(1, 10**6), st.just(np.int32(4096))),
     "precision": st.sampled_from(["float32", "float64"]),
     "inv_freq": st.lists(st.floats(0.0, 10.0), min_size=1, max_size=40),
+    "q": hnp.arrays(
+        st.sampled_from([np.float32, np.float64]),
+        st.tuples(
+            st.integers(1, 2),
+            st.integers(1, 3),
+            st.integers(0, 5),
+            st.integers(1, 8).map(lambda n: 2 * n),
+        ),
+        elements=st.floats(-10, 10, width=32),
+    ).map(np.array),  # (an array of its own: hypothesis may broadcast a repeated value)
+    "k": st.none(),
+    "seq_axis": st.sampled_from([-2, 2]),
     "attention_factor": st.floats(0.25, 4.0),
     "grid_h": st.one_of(st.integers(0, 9), st.integers(0, 9).map(np.int64)),
     "grid_w": st.integers(0, 9),
@@ -244,6 +256,12 @@ VALID_FOR = {
     ("sinusoidal_2d", "convention"): st.sampled_from(["mae", "timm"]),
     ("sinusoidal_2d", "d_model"): st.integers(1, 12).map(lambda n: 4 * n),
     ("rope_cache", "layout"): st.sampled_from(["half", "interleaved"]),
+    ("apply_rope", "layout"): st.sampled_from(["half", "interleaved"]),
+    ("apply_rope", "offset"): st.one_of(
+        st.integers(-1000, 10**5), st.lists(st.integers(0, 10**5), min_size=1, max_size=2)
+    ),
+    ("apply_rope", "positions"): st.lists(st.integers(0, 10**4), max_size=5),
+    ("apply_rope", "head_dim"): st.integers(1, 8).map(lambda n: 2 * n),
     ("rope_cache", "positions"): hnp.arrays(
         st.sampled_from(["i8", "i4", "u2"]),
         hnp.array_shapes(min_dims=0, max_dims=3, max_side=4),
@@ -672,11 +690,40 @@ def check_rope_cache(result, kwargs, default_dtype):
         shape = (_index(kwargs["seq_len"]),)
     dt = np.dtype(kwargs.get("dtype") or np.float32)
     assert cos.shape == sin.shape == (*shape, 2 * w.size) and cos.dtype == sin.dtype == dt
+    a = kwargs.get("attention_factor")
+    if a is not None and float(a) > float(np.finfo(dt).max) / 2:
+        return  # (cos and sin times a factor beyond the dtype's range: inf)
     assert np.all(np.isfinite(cos)) and np.all(np.isfinite(sin))
     # cos^2 + sin^2 is the attention factor squared, the same for every entry
     r2 = cos.astype(np.float64) ** 2 + sin.astype(np.float64) ** 2
     if r2.size:
         np.testing.assert_allclose(r2, r2.flat[0], rtol=2.0**-20 if dt == np.float32 else 1e-14)
+
+
+def check_apply_rope(result, kwargs, default_dtype, before):
+    # a rotation: each row keeps its length over the rotated dims (times the
+    # attention factor), and the dims past them are untouched
+    q, q0 = kwargs["q"], before["q"]
+    assert result is q
+    if kwargs.get("inv_freq") is not None:
+        w, a = np.asarray(kwargs["inv_freq"], dtype=np.float64), 1.0
+    else:
+        w, a = fastpe.rope_frequencies(
+            kwargs.get("head_dim") or q.shape[-1],
+            kwargs.get("rope_parameters"),
+            max_position_embeddings=10**9,
+        )
+    if kwargs.get("attention_factor") is not None:
+        a = float(kwargs["attention_factor"])
+    r = 2 * w.size
+    np.testing.assert_array_equal(q[..., r:], q0[..., r:])
+    n0 = np.sum(q0[..., :r].astype(np.float64) ** 2, axis=-1) * a * a
+    n1 = np.sum(q[..., :r].astype(np.float64) ** 2, axis=-1)
+    eps = 2.0**-20 if q.dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(n1, n0, rtol=eps, atol=eps)
+
+
+check_apply_rope.needs_before = True
 
 
 def check_build_info(result, kwargs, default_dtype):
@@ -743,6 +790,26 @@ SPECS = {
         ["rope_parameters", "max_position_embeddings", "seq_len", "precision"],
         ["head_dim"],
         check_rope_frequencies,
+        None,
+    ),
+    "apply_rope": (
+        fastpe.apply_rope,
+        [
+            "k",
+            "rope_parameters",
+            "head_dim",
+            "offset",
+            "positions",
+            "seq_axis",
+            "layout",
+            "max_position_embeddings",
+            "precision",
+            "inv_freq",
+            "attention_factor",
+            "num_threads",
+        ],
+        ["q"],
+        check_apply_rope,
         None,
     ),
     "rope_cache": (
@@ -872,6 +939,9 @@ COMBINATION_ERRORS = (
     r"rotary dimension .* must be even",  # head_dim times partial_rotary_factor
     r"rotary dimension of at least 4",  # dynamic's exponent d/(d-2)
     r"give either seq_len|not both|offset applies to seq_len",  # rope_cache's alternatives
+    # apply_rope's positions, offsets and head_dim against q's shape
+    r"offset applies without positions|positions must have shape|offset must be an int or "
+    r"one per batch|shorter than head_dim|more than head_dim",
 )
 
 
@@ -952,6 +1022,12 @@ def test_fairseq_positions_hostile(data):
 @given(data=st.data())
 def test_rope_frequencies_hostile(data):
     _run("rope_frequencies", *data.draw(calls("rope_frequencies")))
+
+
+@hostile
+@given(data=st.data())
+def test_apply_rope_hostile(data):
+    _run("apply_rope", *data.draw(calls("apply_rope")))
 
 
 @hostile

@@ -99,6 +99,7 @@ def calls(draw):
                 "add_to_positions",
                 "sinusoidal_2d",
                 "rope_cache",
+                "apply_rope",
             ]
         )
     )
@@ -141,6 +142,18 @@ def calls(draw):
         hd = 2 * max(d // 2, 1)
         return kind, lambda nt: np.stack(
             fastpe.rope_cache(hd, params, positions=ids, dtype=dtype, num_threads=nt)
+        )
+    if kind == "apply_rope":
+        hd = 2 * max(d // 2, 1)
+        q0 = np.random.default_rng(hd).standard_normal((2, 3, 40, hd)).astype(dtype)
+        off = draw(
+            st.one_of(
+                st.integers(0, 10**6), st.lists(st.integers(0, 10**6), min_size=2, max_size=2)
+            )
+        )
+        lay = draw(st.sampled_from(["half", "interleaved"]))
+        return kind, lambda nt: fastpe.apply_rope(
+            q0.copy(), offset=off, layout=lay, num_threads=nt
         )
     if kind == "sinusoidal_2d":
         h, w = draw(st.integers(0, 40)), draw(st.integers(0, 40))

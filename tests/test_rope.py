@@ -508,3 +508,150 @@ def test_against_transformers_llama_rotary_embedding():
     ang = 100000 * float(inv.max())
     np.testing.assert_allclose(tc.numpy(), c, rtol=0, atol=2.0**-24 * (4 + 2 * ang))
     np.testing.assert_allclose(ts.numpy(), s, rtol=0, atol=2.0**-24 * (4 + 2 * ang))
+
+
+# ---------------------------------------------------------------- applying the rotation
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def rotate_every_two(x):
+    return np.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(x.shape)
+
+
+def rope_ref(x, cos, sin, layout):
+    """transformers' apply_rotary_pos_emb (half) / GPT-J's (interleaved), in float64,
+    on the first cos.shape[-1] dims; cos/sin broadcast against x."""
+    r = cos.shape[-1]
+    x = x.astype(np.float64)
+    rot = rotate_half if layout == "half" else rotate_every_two
+    out = x.copy()
+    out[..., :r] = x[..., :r] * cos + rot(x[..., :r]) * sin
+    return out
+
+
+def one_ulp(dtype):
+    return 2.0**-23 if dtype == np.float32 else 2.0**-52
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("params", [None, LLAMA31, YARN], ids=["default", "llama3", "yarn"])
+def test_apply_bhsd_with_per_batch_offsets(dtype, layout, params):
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 4, 9, 64)).astype(dtype)
+    k = rng.standard_normal((2, 2, 9, 64)).astype(dtype)  # fewer kv heads (GQA)
+    q0, k0 = q.copy(), k.copy()
+    got = fastpe.apply_rope(q, k, rope_parameters=params, offset=[5, 70000], layout=layout)
+    assert got[0] is q and got[1] is k
+    for b, off in enumerate([5, 70000]):
+        cos, sin = fastpe.rope_cache(
+            64,
+            params,
+            seq_len=9,
+            offset=off,
+            layout=layout,
+            dtype=np.float64,
+            max_position_embeddings=131072,
+        )
+        for x, x0 in ((q, q0), (k, k0)):
+            want = rope_ref(x0[b], cos, sin, layout)
+            tol = one_ulp(dtype) * 4 * (np.abs(want) + 1)
+            assert np.all(np.abs(x[b] - want) <= tol)
+
+
+def test_apply_bshd_positions_and_partial_rotary():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 6, 3, 80))  # (batch, seq, heads, dim)
+    x0 = x.copy()
+    ids = np.array([[0, 0, 0, 1, 2, 3], [4, 5, 6, 7, 8, 9]])  # left padding in row 0
+    params = {"partial_rotary_factor": 0.25}  # 20 of 80 dims rotate
+    fastpe.apply_rope(x, rope_parameters=params, positions=ids, seq_axis=1)
+    cos, sin = fastpe.rope_cache(80, params, positions=ids, dtype=np.float64)
+    want = rope_ref(x0, cos[:, :, None, :], sin[:, :, None, :], "half")
+    np.testing.assert_allclose(x, want, rtol=0, atol=4e-16 * 8)
+    np.testing.assert_array_equal(x[..., 20:], x0[..., 20:])
+
+
+def test_apply_strided_view_in_place():
+    base = np.random.default_rng(3).standard_normal((4, 10, 2, 40))
+    x = base[:, ::2, :, 4:36].transpose(0, 2, 1, 3)  # (batch, heads, seq, 32)
+    x0 = np.array(x)
+    before = base.copy()
+    fastpe.apply_rope(x, offset=11)
+    cos, sin = fastpe.rope_cache(32, seq_len=5, offset=11, dtype=np.float64)
+    np.testing.assert_allclose(x, rope_ref(x0, cos, sin, "half"), rtol=0, atol=4e-15)
+    untouched = np.ones(base.shape, bool)
+    untouched[:, ::2, :, 4:36] = False
+    np.testing.assert_array_equal(base[untouched], before[untouched])
+
+
+def test_apply_inv_freq_is_the_rule_bitwise():
+    q = np.random.default_rng(4).standard_normal((1, 2, 5, 32)).astype(np.float32)
+    a, b = q.copy(), q.copy()
+    w, att = fastpe.rope_frequencies(32, YARN)
+    fastpe.apply_rope(a, rope_parameters=YARN, offset=3)
+    fastpe.apply_rope(b, inv_freq=w, attention_factor=att, offset=3)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "make, kw, exc, match",
+    [
+        (lambda: np.zeros((2, 3, 8), np.int32), {}, TypeError, "float32"),
+        (lambda: np.zeros(8), {}, ValueError, "shape"),
+        (
+            lambda: np.broadcast_to(np.zeros((1, 3, 8)), (2, 3, 8)),
+            {},
+            ValueError,
+            "writable|overlap",
+        ),
+        (lambda: np.zeros((2, 3, 16))[..., ::2], {}, ValueError, "contiguous"),
+        (lambda: np.zeros((2, 3, 7)), {}, ValueError, "even"),
+        (lambda: np.zeros((2, 3, 8)), dict(head_dim=16), ValueError, "head_dim"),
+        (lambda: np.zeros((2, 3, 8)), dict(positions=[1, 2]), ValueError, "positions"),
+        (lambda: np.zeros((2, 3, 8)), dict(positions=[1, 2, 3], offset=2), ValueError, "offset"),
+        (lambda: np.zeros((2, 3, 8)), dict(offset=[1, 2, 3]), ValueError, "offset"),
+        (lambda: np.zeros((2, 3, 8)), dict(positions=[1.5, 2, 3]), TypeError, "integers"),
+        (lambda: np.zeros((2, 3, 8)), dict(seq_axis=2), ValueError, "seq_axis"),
+        (lambda: np.zeros((2, 3, 8)), dict(seq_axis=-1), ValueError, "seq_axis"),
+        (lambda: np.zeros((2, 3, 8)), dict(seq_axis=-4), ValueError, "seq_axis"),
+        (lambda: np.zeros((2, 3, 8)), dict(layout="neox"), ValueError, "layout"),
+        (lambda: np.zeros((2, 3, 8)), dict(offset=2**60), ValueError, "positions"),
+        (lambda: np.zeros((2, 3, 8)), dict(inv_freq=[1.0] * 5), ValueError, "head_dim"),
+    ],
+)
+def test_apply_bad_arguments_leave_q_untouched(make, kw, exc, match):
+    q = make()
+    before = np.array(q, copy=True)
+    with pytest.raises(exc, match=match):
+        fastpe.apply_rope(q, **kw)
+    np.testing.assert_array_equal(q, before)
+
+
+def test_apply_q_and_k_must_not_share_memory_or_disagree():
+    x = np.ones((2, 3, 8))
+    with pytest.raises(ValueError, match="share memory"):
+        fastpe.apply_rope(x, x[:1])
+    with pytest.raises(ValueError, match="agree"):
+        fastpe.apply_rope(np.ones((2, 3, 8)), np.ones((2, 4, 8)))
+    assert (x == 1).all()
+
+
+def test_apply_against_transformers_apply_rotary_pos_emb():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    rng = np.random.default_rng(5)
+    q = torch.tensor(rng.standard_normal((1, 4, 6, 64)), dtype=torch.float64)
+    k = torch.tensor(rng.standard_normal((1, 2, 6, 64)), dtype=torch.float64)
+    ids = np.array([[10, 11, 12, 13, 14, 15]])
+    cos, sin = fastpe.rope_cache(64, LLAMA31, positions=ids, dtype=np.float64)
+    tq, tk = apply_rotary_pos_emb(q, k, torch.tensor(cos), torch.tensor(sin))
+    fastpe.apply_rope(q, k, rope_parameters=LLAMA31, positions=ids)  # torch tensors, in place
+    np.testing.assert_allclose(q.numpy(), tq.numpy(), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(k.numpy(), tk.numpy(), rtol=0, atol=1e-15)

@@ -9,8 +9,8 @@ Tables: :func:`sinusoidal` (a range of positions), :func:`sinusoidal_at` (any
 positions, fractional too), :func:`sinusoidal_2d` (image grids); in place:
 :func:`add_to` (``x * scale + PE``); :func:`fairseq_positions` (positions from
 token ids); other frameworks' tables: :class:`Convention`, :data:`CONVENTIONS`;
-rotary embeddings: :func:`rope_frequencies`, :func:`rope_cache`; the pure-NumPy
-twin: :func:`reference`; the build: :func:`build_info`,
+rotary embeddings: :func:`rope_frequencies`, :func:`rope_cache`, :func:`apply_rope`;
+the pure-NumPy twin: :func:`reference`; the build: :func:`build_info`,
 :func:`get_include` (the C header, for extensions), ``__version__``.
 """
 
@@ -37,7 +37,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
 from ._conventions import CONVENTIONS, Convention
 from ._include import get_include
 from ._reference import reference
-from ._rope import ROPE_TYPES, rope_cache, rope_frequencies
+from ._rope import ROPE_TYPES, apply_rope, rope_cache, rope_frequencies
 
 __all__ = [
     "CONVENTIONS",
@@ -45,6 +45,7 @@ __all__ = [
     "Convention",
     "__version__",
     "add_to",
+    "apply_rope",
     "build_info",
     "fairseq_positions",
     "get_include",

@@ -23,6 +23,7 @@ from ._validate import (
     as_float_dtype,
     as_int,
     as_num_threads,
+    as_out_array,
     check_out,
     check_table_size,
 )
@@ -463,13 +464,15 @@ def rope_cache(
     if attention != 1.0:
         table *= attention
     s, c = table[:, :nf].reshape((*shape, nf)), table[:, nf:].reshape((*shape, nf))
-    for dst, src in ((cos, c), (sin, s)):
-        if layout == "half":
-            dst[..., :nf] = src
-            dst[..., nf:] = src
-        else:
-            dst[..., 0::2] = src
-            dst[..., 1::2] = src
+    # (an attention factor beyond float32's range gives inf, the rounding of the value)
+    with np.errstate(over="ignore"):
+        for dst, src in ((cos, c), (sin, s)):
+            if layout == "half":
+                dst[..., :nf] = src
+                dst[..., nf:] = src
+            else:
+                dst[..., 0::2] = src
+                dst[..., 1::2] = src
     return (cos, sin) if out is None else out
 
 
@@ -531,3 +534,223 @@ def _encoder(w: np.ndarray) -> _kernel.Encoder:
         )
         enc = _kernel.remember(key, _kernel.Encoder(spec))
     return enc
+
+
+def apply_rope(
+    q: Any,
+    k: Any = None,
+    *,
+    rope_parameters: Mapping[str, Any] | None = None,
+    head_dim: int | None = None,
+    offset: Any = 0,
+    positions: Any = None,
+    seq_axis: int = -2,
+    layout: Literal["half", "interleaved"] = "half",
+    max_position_embeddings: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+    inv_freq: Any = None,
+    attention_factor: float | None = None,
+    num_threads: int | None = None,
+) -> Any:
+    """Rotate queries (and keys) in place by their positions' RoPE angles.
+
+    ``x[..., j1], x[..., j2] = x1*cos - x2*sin, x2*cos + x1*sin`` for each rotated
+    pair (``j2 = j1 + rotary_dim/2`` in the half-split layout, ``j1 + 1`` in the
+    interleaved one), times the family's attention factor: what transformers'
+    ``apply_rotary_pos_emb`` computes, in one pass over ``q`` and ``k``, in
+    float64 with one rounding per entry, with exact angles. The cos/sin of each
+    distinct position is computed once (a table of positions x rotary_dim/2, not
+    the size of ``q``). Dimensions past ``rotary_dim`` are left as they are.
+
+    Parameters
+    ----------
+    q, k : arrays, float32 or float64, shape (..., head_dim)
+        Writable, rotated in place: NumPy arrays, or anything viewable without a
+        copy (a PyTorch CPU tensor through DLPack). Any strides, the last axis
+        contiguous; ``k`` may have another number of heads (grouped-query
+        attention). Their sequence axis is ``seq_axis``: -2 for
+        ``(batch, heads, seq, head_dim)``, -3 (or 1) for ``(batch, seq, heads, head_dim)``.
+    rope_parameters, max_position_embeddings, precision, inv_freq, attention_factor
+        The frequencies, as in :func:`rope_cache` (keyword-only).
+    head_dim : int, keyword-only
+        Defaults to ``q.shape[-1]``.
+    offset : int or array_like of int, keyword-only
+        Position of the first token: one for all, or one per batch entry (axis 0),
+        e.g. KV-cache lengths.
+    positions : array_like of int, keyword-only
+        Position ids, shape ``(seq,)`` or ``(batch, seq)`` (e.g. left padding);
+        excludes ``offset``.
+    layout : {"half", "interleaved"}, keyword-only
+        As in :func:`rope_cache`.
+    num_threads : int, keyword-only
+        As in :func:`sinusoidal`. The result does not depend on it.
+
+    Returns
+    -------
+    q, or (q, k) when ``k`` is given: the objects passed, rotated.
+
+    Examples
+    --------
+    >>> import fastpe, numpy as np
+    >>> q = np.ones((1, 2, 3, 8), np.float32)  # (batch, heads, seq, head_dim)
+    >>> _ = fastpe.apply_rope(q, offset=5)
+    >>> cos, sin = fastpe.rope_cache(8, seq_len=3, offset=5)
+    >>> def rotate_half(x):
+    ...     return np.concatenate([-x[..., 4:], x[..., :4]], axis=-1)
+    >>> one = np.ones((3, 8), np.float32)
+    >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
+    True
+    """
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
+    nthreads = as_num_threads(num_threads)
+    views = [_rope_target(q, "q")]
+    if k is not None:
+        views.append(_rope_target(k, "k"))
+        if np.may_share_memory(views[0], views[1]):
+            raise ValueError("q and k must not share memory")
+    qv = views[0]
+    if head_dim is None:
+        head_dim = qv.shape[-1]
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    seq_axis = as_int(seq_axis, "seq_axis")
+    for v, name in zip(views, ("q", "k"), strict=False):
+        if v.shape[-1] < head_dim:
+            raise ValueError(
+                f"{name}'s last axis ({v.shape[-1]}) is shorter than head_dim={head_dim}"
+            )
+        if not -v.ndim <= seq_axis < v.ndim or seq_axis % v.ndim == v.ndim - 1:
+            raise ValueError(f"seq_axis={seq_axis} is not an axis of {name} before its last")
+    if qv.ndim < 2 or (k is not None and views[1].ndim != qv.ndim):
+        raise ValueError(
+            "q (and k) must have shape (..., seq, ..., head_dim), the same number of axes"
+        )
+    sa = seq_axis % qv.ndim
+    seq = qv.shape[sa]
+    if k is not None and (views[1].shape[sa] != seq or views[1].shape[0] != qv.shape[0]):
+        raise ValueError(
+            f"q and k must agree on the batch and sequence axes, got {qv.shape} and "
+            f"{views[1].shape}"
+        )
+    batch = qv.shape[0] if sa != 0 else 1
+    # the positions of each (batch entry, token): (1 or batch, seq)
+    if positions is not None:
+        if not (np.ndim(offset) == 0 and offset == 0):
+            raise ValueError("offset applies without positions; add it to positions instead")
+        pos = _as_position_ids(positions)
+        if pos.ndim == 1:
+            pos = pos[None]
+        if pos.ndim != 2 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
+            raise ValueError(
+                f"positions must have shape ({seq},) or ({batch}, {seq}), got "
+                f"{np.shape(positions)}"
+            )
+    else:
+        off = _as_position_ids(offset)
+        if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
+            raise ValueError(
+                f"offset must be an int or one per batch entry ({batch}), got shape {off.shape}"
+            )
+        if off.size and int(np.max(np.abs(off))) > 2**62:
+            raise ValueError("offset must stay within +-2**62")
+        pos = off.reshape(-1, 1) + np.arange(seq, dtype=np.int64)
+    uniq, inv = np.unique(pos, return_inverse=True)
+    inv = inv.reshape(pos.shape)
+    if inv_freq is not None:
+        if rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        w = _as_frequencies(inv_freq)
+        attention = 1.0
+    else:
+        w, attention = rope_frequencies(
+            head_dim,
+            rope_parameters,
+            max_position_embeddings=max_position_embeddings,
+            seq_len=max(int(uniq[-1]) + 1, 0) if uniq.size else None,
+            precision=precision,
+        )
+    if attention_factor is not None:
+        attention = as_base(attention_factor, "attention_factor")
+    if 2 * w.size > head_dim:
+        raise ValueError(
+            f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
+        )
+    enc = _encoder(w)
+    largest = max(abs(int(uniq[0])), abs(int(uniq[-1]))) if uniq.size else 0
+    if largest > enc.max_position:
+        raise ValueError(
+            f"positions must stay within +-{int(enc.max_position)} for these "
+            f"frequencies (exact angle reduction); got up to {largest}"
+        )
+    # (every argument is checked even when there is nothing to rotate)
+    if pos.size == 0 or any(v.size == 0 for v in views):
+        return q if k is None else (q, k)
+    check_table_size(uniq.size, 2 * w.size, 8)
+    table = np.empty((uniq.size, 2 * w.size))
+    enc.fill_rows(
+        table,
+        nseq=1,
+        seq_len=uniq.size,
+        positions=uniq.reshape(1, -1),
+        num_threads=nthreads,
+        fresh=True,
+    )
+    for v in views:
+        lead = v.shape[:-1]
+        # each row's table index: its token's position (per batch entry if given)
+        shape = [1] * len(lead)
+        shape[sa] = seq
+        if sa != 0:
+            shape[0] = len(inv)
+        tidx = np.ascontiguousarray(np.broadcast_to(inv.reshape(shape), lead)).reshape(-1)
+        offs = np.zeros(lead, dtype=np.int64)
+        for ax, (n, st) in enumerate(zip(lead, v.strides[:-1], strict=True)):
+            sh = [1] * len(lead)
+            sh[ax] = n
+            offs += (np.arange(n, dtype=np.int64) * st).reshape(sh)
+        _kernel.rope_rotate(
+            v,
+            offs.reshape(-1),
+            tidx.astype(np.int64, copy=False),
+            table,
+            layout == "half",
+            attention,
+            nthreads,
+        )
+    return q if k is None else (q, k)
+
+
+def _rope_target(x: Any, name: str) -> np.ndarray:
+    """A writable ndarray view of q or k whose rows do not overlap."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name} must not be a masked array")
+    try:
+        v = as_out_array(x)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("out", name, 1)) from None
+    if v.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or not v.dtype.isnative:
+        raise TypeError(
+            f"{name} must have dtype float32 or float64 (native byte order), got {v.dtype}"
+        )
+    if not v.flags.writeable:
+        raise ValueError(f"{name} must be writable (it is rotated in place)")
+    if not v.flags.aligned:
+        raise ValueError(f"{name} must be aligned to its dtype")
+    if v.ndim < 2:
+        raise ValueError(f"{name} must have shape (..., seq, ..., head_dim), got {v.shape}")
+    if v.size and v.shape[-1] > 1 and v.strides[-1] != v.itemsize:
+        raise ValueError(f"{name}'s last axis must be contiguous, got strides {v.strides}")
+    # rotated in place, so no two rows may share memory: sorted by stride, each axis
+    # must step over everything the axes inside it span (no broadcast axes, no overlap)
+    span = v.itemsize * v.shape[-1]
+    if v.size == 0:
+        return v
+    axes = sorted(
+        ((abs(st), n) for n, st in zip(v.shape[:-1], v.strides[:-1], strict=True) if n > 1)
+    )
+    for st, n in axes:
+        if st < span:
+            raise ValueError(
+                f"{name}'s rows overlap (strides {v.strides}): it cannot be rotated in place"
+            )
+        span = st * (n - 1) + span
+    return v

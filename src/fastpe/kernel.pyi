@@ -25,6 +25,15 @@ class Plan:
     def nbytes(self) -> int: ...
 
 def plan_nbytes(spec: dict[str, Any]) -> int: ...
+def rope_rotate(
+    x: Any,
+    row_offsets: np.ndarray,
+    table_rows: np.ndarray,
+    table: np.ndarray,
+    half: bool,
+    attention: float,
+    num_threads: int,
+) -> None: ...
 def fill_rows(
     out: Any,
     spec: dict[str, Any],

@@ -290,3 +290,4 @@ def max_position(double base, int64_t d_model):
 
 include "_fast.pxi"
 include "_capi.pxi"
+include "_rope.pxi"
