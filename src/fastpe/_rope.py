@@ -398,30 +398,17 @@ def rope_cache(
         pos = _as_position_ids(positions)
         shape = pos.shape
         lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
-    longest = max(hi + 1, 0) if (hi >= lo) else None
-    if inv_freq is not None:
-        if rope_parameters is not None:
-            raise ValueError("give rope_parameters or inv_freq, not both")
-        w = _as_frequencies(inv_freq)
-        attention = 1.0
-    else:
-        w, attention = rope_frequencies(
-            head_dim,
-            rope_parameters,
-            max_position_embeddings=max_position_embeddings,
-            seq_len=longest,
-            precision=precision,
-        )
-    if attention_factor is not None:
-        attention = as_base(attention_factor, "attention_factor")
+    w, attention, enc = _angles(
+        head_dim,
+        rope_parameters,
+        inv_freq,
+        attention_factor,
+        max_position_embeddings,
+        precision,
+        lo,
+        hi,
+    )
     nf = w.size
-    enc = _encoder(w)
-    largest = max(abs(lo), abs(hi)) if hi >= lo else 0
-    if largest > enc.max_position:
-        raise ValueError(
-            f"positions must stay within +-{int(enc.max_position)} for these "
-            f"frequencies (exact angle reduction); got up to {largest}"
-        )
     full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
@@ -474,6 +461,44 @@ def rope_cache(
                 dst[..., 0::2] = src
                 dst[..., 1::2] = src
     return (cos, sin) if out is None else out
+
+
+def _angles(
+    head_dim: int,
+    rope_parameters: Mapping[str, Any] | None,
+    inv_freq: Any,
+    attention_factor: float | None,
+    max_position_embeddings: int | None,
+    precision: Any,
+    lo: int,
+    hi: int,
+) -> tuple[np.ndarray, float, _kernel.Encoder]:
+    """(frequencies, attention factor, compiled encoding) for positions lo .. hi
+    (none when hi < lo), every argument checked.  The rule sees the longest
+    sequence hi + 1, as transformers' rotary modules do."""
+    if inv_freq is not None:
+        if rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        w = _as_frequencies(inv_freq)
+        attention = 1.0
+    else:
+        w, attention = rope_frequencies(
+            head_dim,
+            rope_parameters,
+            max_position_embeddings=max_position_embeddings,
+            seq_len=max(hi + 1, 0) if hi >= lo else None,
+            precision=precision,
+        )
+    if attention_factor is not None:
+        attention = as_base(attention_factor, "attention_factor")
+    enc = _encoder(w)
+    largest = max(abs(lo), abs(hi)) if hi >= lo else 0
+    if largest > enc.max_position:
+        raise ValueError(
+            f"positions must stay within +-{int(enc.max_position)} for these "
+            f"frequencies (exact angle reduction); got up to {largest}"
+        )
+    return w, attention, enc
 
 
 def _as_position_ids(positions: Any) -> np.ndarray:
@@ -655,31 +680,20 @@ def apply_rope(
         pos = off.reshape(-1, 1) + np.arange(seq, dtype=np.int64)
     uniq, inv = np.unique(pos, return_inverse=True)
     inv = inv.reshape(pos.shape)
-    if inv_freq is not None:
-        if rope_parameters is not None:
-            raise ValueError("give rope_parameters or inv_freq, not both")
-        w = _as_frequencies(inv_freq)
-        attention = 1.0
-    else:
-        w, attention = rope_frequencies(
-            head_dim,
-            rope_parameters,
-            max_position_embeddings=max_position_embeddings,
-            seq_len=max(int(uniq[-1]) + 1, 0) if uniq.size else None,
-            precision=precision,
-        )
-    if attention_factor is not None:
-        attention = as_base(attention_factor, "attention_factor")
+    lo, hi = (int(uniq[0]), int(uniq[-1])) if uniq.size else (0, -1)
+    w, attention, enc = _angles(
+        head_dim,
+        rope_parameters,
+        inv_freq,
+        attention_factor,
+        max_position_embeddings,
+        precision,
+        lo,
+        hi,
+    )
     if 2 * w.size > head_dim:
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
-        )
-    enc = _encoder(w)
-    largest = max(abs(int(uniq[0])), abs(int(uniq[-1]))) if uniq.size else 0
-    if largest > enc.max_position:
-        raise ValueError(
-            f"positions must stay within +-{int(enc.max_position)} for these "
-            f"frequencies (exact angle reduction); got up to {largest}"
         )
     # (every argument is checked even when there is nothing to rotate)
     if pos.size == 0 or any(v.size == 0 for v in views):
