@@ -691,8 +691,8 @@ def check_rope_cache(result, kwargs, default_dtype):
     dt = np.dtype(kwargs.get("dtype") or np.float32)
     assert cos.shape == sin.shape == (*shape, 2 * w.size) and cos.dtype == sin.dtype == dt
     a = kwargs.get("attention_factor")
-    if a is not None and float(a) > float(np.finfo(dt).max) / 2:
-        return  # (cos and sin times a factor beyond the dtype's range: inf)
+    if a is not None and float(a) > min(float(np.finfo(dt).max) / 2, 1e150):
+        return  # (cos and sin times a factor beyond the dtype's range, or its square's)
     assert np.all(np.isfinite(cos)) and np.all(np.isfinite(sin))
     # cos^2 + sin^2 is the attention factor squared, the same for every entry
     r2 = cos.astype(np.float64) ** 2 + sin.astype(np.float64) ** 2
@@ -717,6 +717,8 @@ def check_apply_rope(result, kwargs, default_dtype, before):
         a = float(kwargs["attention_factor"])
     r = 2 * w.size
     np.testing.assert_array_equal(q[..., r:], q0[..., r:])
+    if a > min(float(np.finfo(q.dtype).max) / 1e3, 1e150):
+        return  # (rotated rows scaled beyond the dtype's range, or their squares': inf)
     n0 = np.sum(q0[..., :r].astype(np.float64) ** 2, axis=-1) * a * a
     n1 = np.sum(q[..., :r].astype(np.float64) ** 2, axis=-1)
     eps = 2.0**-20 if q.dtype == np.float32 else 1e-13
