@@ -57,14 +57,19 @@ def as_int(
     return ivalue
 
 
-def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> float:
-    """A finite, strictly positive real number (at most ``maximum``)."""
+def _as_real(value: Any, name: str) -> float:
+    """A real number (not bool) as a float; inf when it is beyond the float range."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     try:
-        fvalue = float(value)
+        return float(value)
     except OverflowError:  # a Python int or Fraction beyond the float range
-        fvalue = math.inf
+        return math.inf
+
+
+def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> float:
+    """A finite, strictly positive real number (at most ``maximum``)."""
+    fvalue = _as_real(value, name)
     if not math.isfinite(fvalue) or fvalue <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
     if maximum is not None and fvalue > maximum:
@@ -74,12 +79,7 @@ def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> 
 
 def as_finite(value: Any, name: str) -> float:
     """A finite real number of any sign (not bool)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    try:
-        fvalue = float(value)
-    except OverflowError:  # a Python int or Fraction beyond the float range
-        fvalue = math.inf
+    fvalue = _as_real(value, name)
     if not math.isfinite(fvalue):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return fvalue
