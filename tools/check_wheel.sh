@@ -18,8 +18,6 @@
 #      PATH with no C compiler, run from a directory outside the source tree
 #   5. cibuildwheel --print-build-identifiers (linux, macos, windows) lists exactly
 #      the intended builds
-#
-# FASTPE_WHEEL_OUT=DIR copies the repaired wheel there, for tools/test_newest_numpy.sh.
 set -euo pipefail
 
 PYTHON=${1:-python3}
@@ -317,9 +315,6 @@ assert not found, f"C compiler(s) reachable from python: {found}"
 PY
 (cd "$RUN" && "${TEST_ENV[@]}" python -m pytest "$REPO/tests" -q -p no:cacheprovider) ||
     fail "the test suite failed against the installed wheel"
-if [ -n "${FASTPE_WHEEL_OUT:-}" ]; then   # the tested wheel, for the newest-NumPy job
-    mkdir -p "$FASTPE_WHEEL_OUT" && cp "$RWHEEL" "$FASTPE_WHEEL_OUT/"
-fi
 
 # ---------------------------------------------------- 5. cibuildwheel identifiers
 CURRENT="step 5: cibuildwheel --print-build-identifiers"
