@@ -1,7 +1,7 @@
 # Included by kernel.pyx: RoPE's rotation of query/key rows in place, one pass.
 
-cdef inline void _rotate_row_f32(float *x, const double *sn, const double *cs, int64_t nf,
-                                 bint half, double a) noexcept nogil:
+cdef inline void _rotate_row(real *x, const double *sn, const double *cs, int64_t nf,
+                             bint half, double a) noexcept nogil:
     # each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in float64, rounded once
     cdef int64_t i, j1, j2
     cdef double x1, x2, c, s
@@ -12,23 +12,17 @@ cdef inline void _rotate_row_f32(float *x, const double *sn, const double *cs, i
         x2 = x[j2]
         c = cs[i] * a
         s = sn[i] * a
-        x[j1] = <float>(x1 * c - x2 * s)
-        x[j2] = <float>(x2 * c + x1 * s)
+        x[j1] = <real>(x1 * c - x2 * s)
+        x[j2] = <real>(x2 * c + x1 * s)
 
 
-cdef inline void _rotate_row_f64(double *x, const double *sn, const double *cs, int64_t nf,
-                                 bint half, double a) noexcept nogil:
-    cdef int64_t i, j1, j2
-    cdef double x1, x2, c, s
-    for i in range(nf):
-        j1 = i if half else 2 * i
-        j2 = i + nf if half else 2 * i + 1
-        x1 = x[j1]
-        x2 = x[j2]
-        c = cs[i] * a
-        s = sn[i] * a
-        x[j1] = x1 * c - x2 * s
-        x[j2] = x2 * c + x1 * s
+cdef inline void _rotate_at(char *row, bint f32, const double *angles, int64_t nf, bint half,
+                            double a) noexcept nogil:
+    """Row at ``row`` rotated by ``angles`` ([sin | cos] of nf frequencies)."""
+    if f32:
+        _rotate_row(<float *>row, angles, angles + nf, nf, half, a)
+    else:
+        _rotate_row(<double *>row, angles, angles + nf, nf, half, a)
 
 
 def rope_rotate(x, const int64_t[::1] row_offsets, const int64_t[::1] table_rows,
@@ -36,8 +30,8 @@ def rope_rotate(x, const int64_t[::1] row_offsets, const int64_t[::1] table_rows
     """Rotate the rows of ``x`` in place: row r starts ``row_offsets[r]`` bytes after
     ``x``'s first element and is rotated by the angles of ``table[table_rows[r]]``
     ([sin | cos] of nf frequencies; its first 2*nf entries rotate, the rest stay).
-    The caller checked everything: x writable float32/float64 with a contiguous
-    last axis, offsets inside x and rows not overlapping, indices inside table."""
+    Every row and table index is checked against x and table here, before the
+    loop; that rows do not overlap is the caller's to check."""
     cdef Py_buffer view
     cdef int64_t n = row_offsets.shape[0], nf = table.shape[1] // 2, r, t
     cdef char *base
@@ -68,23 +62,13 @@ def rope_rotate(x, const int64_t[::1] row_offsets, const int64_t[::1] table_rows
                 raise ValueError("a row offset or table index is out of range")
         nt = _threads(num_threads, n, 2 * nf)
         with nogil:
-            if nt <= 1:
+            if nt <= 1:     # on the calling thread: no parallel region for small calls
                 for r in range(n):
-                    if f32:
-                        _rotate_row_f32(<float *>(base + row_offsets[r]), &table[table_rows[r], 0],
-                                        &table[table_rows[r], nf], nf, half, attention)
-                    else:
-                        _rotate_row_f64(<double *>(base + row_offsets[r]),
-                                        &table[table_rows[r], 0], &table[table_rows[r], nf], nf,
-                                        half, attention)
+                    _rotate_at(base + row_offsets[r], f32, &table[table_rows[r], 0], nf, half,
+                               attention)
             else:
                 for r in prange(n, num_threads=nt, schedule="static"):
-                    if f32:
-                        _rotate_row_f32(<float *>(base + row_offsets[r]), &table[table_rows[r], 0],
-                                        &table[table_rows[r], nf], nf, half, attention)
-                    else:
-                        _rotate_row_f64(<double *>(base + row_offsets[r]),
-                                        &table[table_rows[r], 0], &table[table_rows[r], nf], nf,
-                                        half, attention)
+                    _rotate_at(base + row_offsets[r], f32, &table[table_rows[r], 0], nf, half,
+                               attention)
     finally:
         PyBuffer_Release(&view)
