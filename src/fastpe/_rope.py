@@ -428,26 +428,12 @@ def rope_cache(
     # [sin | cos] of the nf frequencies, each entry rounded once into the table's
     # dtype (float64 when the attention factor is still to be applied)
     dt = cos.dtype if attention == 1.0 else np.dtype(np.float64)
-    table = np.empty((max(math.prod(shape), 0), 2 * nf), dt)
+    table = np.empty((math.prod(shape), 2 * nf), dt)
     if table.shape[0]:
-        if pos is None:
-            enc.fill_rows(
-                table,
-                nseq=1,
-                seq_len=table.shape[0],
-                offset=offset,
-                num_threads=nthreads,
-                fresh=True,
-            )
-        else:
-            enc.fill_rows(
-                table,
-                nseq=1,
-                seq_len=table.shape[0],
-                positions=pos.reshape(1, -1),
-                num_threads=nthreads,
-                fresh=True,
-            )
+        where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
+        enc.fill_rows(
+            table, nseq=1, seq_len=table.shape[0], num_threads=nthreads, fresh=True, **where
+        )
     if attention != 1.0:
         table *= attention
     s, c = table[:, :nf].reshape((*shape, nf)), table[:, nf:].reshape((*shape, nf))
