@@ -212,6 +212,9 @@ def test_add_float64_2d_and_unchanged_input(rng):
         ((2, 8, 16), dict(scale="2")),
         ((2, 8, 16), dict(convention="fairseq", layout="split")),
         ((2, 8, 16), dict(num_threads=-1)),
+        ((2, 8, 16), dict(positions=np.array([True] * 8))),
+        ((2, 8, 16), dict(offset=np.array(2.0))),  # a 0-d array is an array: integers only
+        ((2, 8, 16), dict(offset=[1, 2], positions=np.zeros(8) + 0.5)),
         ((8,), {}),
     ],
 )
@@ -226,6 +229,23 @@ def test_add_type_errors():
         fd.add_to(np.zeros((4, 4), np.float32))
     with pytest.raises(TypeError, match="float32 or float64"):
         fd.add_to(da.zeros((4, 4), dtype=np.int32))
+    x = da.zeros((2, 4, 4), dtype=np.float32)
+    with pytest.raises(TypeError, match="offset must be integers, got dtype float64"):
+        fd.add_to(x, offset=da.zeros(2))
+    with pytest.raises(TypeError, match="positions must be integers or real numbers"):
+        fd.add_to(x, positions=da.zeros(4, dtype=bool))
+    with pytest.raises(ValueError, match="float positions cannot be combined with offset"):
+        fd.add_to(x, offset=da.ones(2, dtype=int), positions=da.zeros(4))
+    with pytest.raises(ValueError, match=r"offset of shape \(3,\) does not broadcast"):
+        fd.add_to(x, offset=da.ones(3, dtype=int))
+
+
+def test_add_empty_batch_with_empty_offset_list():
+    a = np.zeros((0, 5, 8), np.float32)
+    got = fd.add_to(da.from_array(a), offset=[]).compute()
+    assert got.shape == (0, 5, 8)
+    assert got.dtype == np.float32
+    assert fastpe.add_to(a.copy(), offset=[]).shape == (0, 5, 8)
 
 
 def test_lazy_positions_out_of_range_raise_in_the_task():

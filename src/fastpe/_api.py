@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import platform
-from typing import Any, overload
+from collections.abc import Callable
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -292,6 +293,7 @@ def _largest(a: np.ndarray) -> float:
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
+# As for sinusoidal: the same keywords in both signatures, by design.
 @overload
 def sinusoidal_at(
     positions: Any,
@@ -447,43 +449,14 @@ def add_to(
     rows = _rows(x)
     # no early return for an empty x: offset and positions are checked all the same
 
+    where = _offset_positions(offset, positions, x.shape, enc)
     offsets = None
-    off_scalar = 0
-    if np.ndim(offset) == 0 and not isinstance(offset, np.ndarray):
-        off_scalar = as_int(offset, "offset")
-        largest_off: float = abs(off_scalar)
-    else:
-        off = _as_positions(offset, "offset")
-        if off.size == 0:  # offset=[] for an empty batch: NumPy makes it float64
-            off = off.astype(np.int64)
-        if off.dtype.kind != "i":
-            raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
-        try:
-            offsets = np.ascontiguousarray(np.broadcast_to(off, batch)).reshape(-1)
-        except ValueError:
-            raise ValueError(
-                f"offset of shape {off.shape} does not broadcast to the sequences' shape {batch}"
-            ) from None
-        largest_off = _largest(offsets)
-
+    if where.offset is not None:
+        offsets = np.ascontiguousarray(np.broadcast_to(where.offset, batch)).reshape(-1)
     pos2 = None
-    if positions is None:
-        largest = largest_off + seq_len
-    else:
-        pos = _as_positions(positions, "positions")
-        if pos.dtype.kind == "f" and (offsets is not None or off_scalar != 0):
-            raise ValueError(
-                "float positions cannot be combined with offset; add the offset to the positions"
-            )
-        try:
-            full = np.broadcast_to(pos, x.shape[:-1])
-        except ValueError:
-            raise ValueError(
-                f"positions of shape {pos.shape} do not broadcast to x.shape[:-1] = {x.shape[:-1]}"
-            ) from None
-        pos2 = full.reshape(nseq, seq_len)  # a view when the broadcast allows, else a copy
-        largest = largest_off + _largest(pos)
-    _check_range(enc, largest, "offset + positions")
+    if where.positions is not None:
+        # a view when the broadcast allows, else a copy
+        pos2 = np.broadcast_to(where.positions, x.shape[:-1]).reshape(nseq, seq_len)
     check_table_size(
         0, d_model, x.dtype.itemsize, scratch=enc.scratch_nbytes(rows.shape[0], nthreads, True)
     )
@@ -491,7 +464,7 @@ def add_to(
         rows,
         nseq=nseq,
         seq_len=seq_len,
-        offset=off_scalar,
+        offset=where.off_scalar,
         offsets=offsets,
         positions=pos2,
         add=True,
@@ -499,6 +472,77 @@ def add_to(
         num_threads=nthreads,
     )
     return x
+
+
+class _Where(NamedTuple):
+    """add_to's ``offset`` and ``positions``, checked but not broadcast."""
+
+    off_scalar: int
+    offset: Any  # integer array broadcastable to x.shape[:-2], or None
+    positions: Any  # int64/float64 array broadcastable to x.shape[:-1], or None
+    largest: float | None  # the largest |position|; None when only known later
+
+
+def _numpy_positions(values: Any, name: str, kinds: str) -> tuple[np.ndarray, float | None]:
+    arr = _as_positions(values, name)
+    if name == "offset" and arr.size == 0:  # offset=[] for an empty batch: NumPy makes it float64
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in kinds:  # (_as_positions refused all but integers and reals)
+        raise TypeError(f"{name} must be integers, got dtype {np.asarray(values).dtype}")
+    return arr, _largest(arr)
+
+
+def _offset_positions(
+    offset: Any,
+    positions: Any,
+    shape: tuple[int, ...],
+    enc: _kernel.Encoder,
+    convert: Callable[[Any, str, str], tuple[Any, float | None]] = _numpy_positions,
+    array_types: tuple[type, ...] = (np.ndarray,),
+) -> _Where:
+    """Check add_to's ``offset`` and ``positions`` for an ``x`` of ``shape``.
+
+    ``convert(values, name, kinds)`` turns a non-scalar argument into an array
+    (int64 for kinds "i", int64 or float64 for "if") and its largest |value|,
+    or None where that is not known yet (the Dask front end's lazy arrays); an
+    ``offset`` of one of ``array_types`` goes to ``convert`` even when 0-d.
+    The range is checked here whenever every part of it is known.
+    """
+    batch, seq_len = shape[:-2], shape[-2]
+    off_scalar, off, pos = 0, None, None
+    largest: float | None
+    if np.ndim(offset) == 0 and not isinstance(offset, array_types):
+        off_scalar = as_int(offset, "offset")
+        largest = abs(off_scalar)
+    else:
+        off, largest = convert(offset, "offset", "i")
+        if not _broadcasts(off.shape, batch):
+            raise ValueError(
+                f"offset of shape {off.shape} does not broadcast to the sequences' shape {batch}"
+            )
+    if positions is None:
+        largest = None if largest is None else largest + seq_len
+    else:
+        pos, top = convert(positions, "positions", "if")
+        if pos.dtype.kind == "f" and (off is not None or off_scalar != 0):
+            raise ValueError(
+                "float positions cannot be combined with offset; add the offset to the positions"
+            )
+        if not _broadcasts(pos.shape, shape[:-1]):
+            raise ValueError(
+                f"positions of shape {pos.shape} do not broadcast to x.shape[:-1] = {shape[:-1]}"
+            )
+        largest = None if largest is None or top is None else largest + top
+    if largest is not None:
+        _check_range(enc, largest, "offset + positions")
+    return _Where(off_scalar, off, pos, largest)
+
+
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts *to* ``target`` (np.broadcast_to's rule)."""
+    if len(shape) > len(target):
+        return False
+    return all(h in (1, t) for h, t in zip(shape[::-1], target[::-1], strict=False))
 
 
 def fairseq_positions(tokens: Any, padding_idx: int = 1) -> np.ndarray:

@@ -488,6 +488,19 @@ def _cmd_info(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ parser
 
 
+def _add_output_options(p: argparse.ArgumentParser, what: str, handler: Callable) -> None:
+    """-o/--output and -q/--quiet of the commands that write a file, and the handler."""
+    p.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="FILE",
+        help=f"{what} (replaced only when complete; see 'output file' below)",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    p.set_defaults(handler=handler)
+
+
 def _add_table_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("seq_len", metavar="SEQ_LEN", type=int, help="number of positions (rows)")
     p.add_argument("d_model", metavar="D_MODEL", type=int, help="encoding width (columns)")
@@ -557,16 +570,7 @@ def build_parser(
         metavar="N",
         help="OpenMP threads (default: OMP_NUM_THREADS or all cores)",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="FILE",
-        help="output file: .npy, .npz or .csv (replaced only when complete; "
-        "see 'output file' below)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
-    p.set_defaults(handler=_cmd_table)
+    _add_output_options(p, "output file: .npy, .npz or .csv", _cmd_table)
 
     p = sub.add_parser(
         "plot",
@@ -603,16 +607,7 @@ def build_parser(
         default=100.0,
         help="resolution; the figure is 14 x 10 inches (default: 100)",
     )
-    p.add_argument(
-        "-o",
-        "--output",
-        required=True,
-        metavar="FILE",
-        help="image file: .png (or .svg, .pdf) (replaced only when complete; "
-        "see 'output file' below)",
-    )
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
-    p.set_defaults(handler=_cmd_plot)
+    _add_output_options(p, "image file: .png (or .svg, .pdf)", _cmd_plot)
 
     p = sub.add_parser(
         "bench",

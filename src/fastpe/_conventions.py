@@ -206,20 +206,8 @@ class Convention:
             )
         if nf <= 1 and not denom > 0:
             denom = 1.0  # one frequency: w_0 = position_scale whatever the denominator
-        spec = dict(
-            d=d,
-            nf=nf,
-            w0=float(self.position_scale),
-            base=float(self.base),
-            denom=float(denom),
-            layout=0,
-            npairs=0,
-            lone_sin=0,
-            s_off=0,
-            ns=0,
-            c_off=0,
-            nc=0,
-            zero_col=-1,
+        spec = kernel_spec(
+            d, nf, w0=float(self.position_scale), base=float(self.base), denom=float(denom)
         )
         if d % 2 and self.odd == "zero":
             spec["zero_col"] = d - 1
@@ -236,6 +224,14 @@ class Convention:
     def with_(self, **changes: Any) -> Convention:
         """A copy with some knobs changed."""
         return replace(self, **changes)
+
+
+def kernel_spec(d: int, nf: int, **fields: Any) -> dict[str, Any]:
+    """The dict fastpe.kernel.Encoder compiles, every field not given at its
+    neutral value: frequencies w_i = w0 * base^(-i/denom) unless ``frequencies``
+    lists them, and no column written until the layout fields say where."""
+    neutral = dict(w0=1.0, base=1.0, denom=1.0, layout=0, npairs=0, lone_sin=0, zero_col=-1)
+    return {"d": d, "nf": nf, **neutral, "s_off": 0, "ns": 0, "c_off": 0, "nc": 0, **fields}
 
 
 CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")

@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import kernel as _kernel
+from ._conventions import kernel_spec
 from ._validate import (
     as_base,
     as_choice,
@@ -527,22 +528,7 @@ def _encoder(w: np.ndarray) -> _kernel.Encoder:
     enc = _kernel.encoders.get(key)
     if enc is None:
         nf = int(w.size)
-        spec = dict(
-            d=2 * nf,
-            nf=nf,
-            w0=1.0,
-            base=1.0,
-            denom=1.0,
-            layout=1,
-            npairs=0,
-            lone_sin=0,
-            s_off=0,
-            ns=nf,
-            c_off=nf,
-            nc=nf,
-            zero_col=-1,
-            frequencies=w,
-        )
+        spec = kernel_spec(2 * nf, nf, layout=1, ns=nf, c_off=nf, nc=nf, frequencies=w)
         enc = _kernel.remember(key, _kernel.Encoder(spec))
     return enc
 

@@ -203,13 +203,6 @@ def sinusoidal(
     return rows if want[1] == (d_model,) else rows.rechunk(want)
 
 
-def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    """Whether an array of ``shape`` broadcasts *to* ``target`` (np.broadcast_to's rule)."""
-    if len(shape) > len(target):
-        return False
-    return all(h in (1, t) for h, t in zip(shape[::-1], target[::-1], strict=False))
-
-
 def _lazy_like(values: Any, target_shape: tuple[int, ...], target_chunks: tuple, da: Any) -> Any:
     """``values`` (NumPy or Dask, broadcastable to ``target_shape``) as a Dask
     array of ``len(target_shape)`` dims chunked like the target along its full
@@ -225,6 +218,8 @@ def _lazy_like(values: Any, target_shape: tuple[int, ...], target_chunks: tuple,
     return arr.rechunk(chunks)
 
 
+# The keywords of fastpe.add_to, written out again: this is its public twin,
+# and tests/test_dask.py checks that both raise the same errors.
 def add_to(
     x: Any,
     *,
@@ -298,7 +293,7 @@ def add_to(
             f"x must have known chunk sizes, got shape {x.shape} "
             "(call x.compute_chunk_sizes() first)"
         )
-    seq_len, d_model = x.shape[-2], x.shape[-1]
+    d_model = x.shape[-1]
     if d_model < 1:
         raise ValueError("x's last axis (d_model) must not be empty")
     xdt = np.dtype(x.dtype)
@@ -310,57 +305,29 @@ def add_to(
     scale = as_finite(scale, "scale")
     batch = x.shape[:-2]
 
-    # offset: a scalar stays a keyword; an array travels as a (*batch, 1, 1) Dask array.
-    offs = None
-    off_scalar = 0
-    largest: float | None = 0.0  # None: only known in the tasks
-    if np.ndim(offset) == 0 and not isinstance(offset, (np.ndarray, da.Array)):
-        off_scalar = as_int(offset, "offset")
-        largest = abs(off_scalar)
-    else:
-        if isinstance(offset, da.Array):
-            if offset.dtype.kind not in "iu":
-                raise TypeError(f"offset must be integers, got dtype {offset.dtype}")
-            off = offset.astype(np.int64)
-            largest = None
-        else:
-            off = _api._as_positions(offset, "offset")
-            if off.dtype.kind != "i":
-                raise TypeError(f"offset must be integers, got dtype {np.asarray(offset).dtype}")
-            largest = _api._largest(off)
-        if not _broadcasts(off.shape, batch):
-            raise ValueError(
-                f"offset of shape {off.shape} does not broadcast to the sequences' shape {batch}"
-            )
-        offs = _lazy_like(off[..., None, None], (*batch, 1, 1), (*x.chunks[:-2], (1,), (1,)), da)
+    def convert(values: Any, name: str, kinds: str) -> tuple[Any, float | None]:
+        if not isinstance(values, da.Array):
+            return _api._numpy_positions(values, name, kinds)
+        if values.dtype.kind not in kinds + "u":
+            want = "integers" if kinds == "i" else "integers or real numbers"
+            raise TypeError(f"{name} must be {want}, got dtype {values.dtype}")
+        return values.astype(np.int64 if values.dtype.kind in "iu" else np.float64), None
 
-    pos = None
-    if positions is None:
-        if largest is not None:
-            largest += seq_len
-    else:
-        if isinstance(positions, da.Array):
-            if positions.dtype.kind not in "iuf":
-                raise TypeError(
-                    f"positions must be integers or real numbers, got dtype {positions.dtype}"
-                )
-            p = positions.astype(np.int64 if positions.dtype.kind in "iu" else np.float64)
-            largest = None
-        else:
-            p = _api._as_positions(positions, "positions")
-            if largest is not None:
-                largest += _api._largest(p)
-        if p.dtype.kind == "f" and (offs is not None or off_scalar != 0):
-            raise ValueError(
-                "float positions cannot be combined with offset; add the offset to the positions"
-            )
-        if not _broadcasts(p.shape, x.shape[:-1]):
-            raise ValueError(
-                f"positions of shape {p.shape} do not broadcast to x.shape[:-1] = {x.shape[:-1]}"
-            )
-        pos = _lazy_like(p[..., None], (*x.shape[:-1], 1), (*x.chunks[:-1], (1,)), da)
-    if largest is not None:
-        _api._check_range(enc, largest, "offset + positions")
+    # Checked as fastpe.add_to checks them; the range of values held in Dask
+    # arrays is checked by the tasks.  Arrays travel as Dask arrays of x's ndim.
+    where = _api._offset_positions(
+        offset, positions, x.shape, enc, convert, array_types=(np.ndarray, da.Array)
+    )
+    offs = pos = None
+    if where.offset is not None:
+        offs = _lazy_like(
+            where.offset[..., None, None], (*batch, 1, 1), (*x.chunks[:-2], (1,), (1,)), da
+        )
+    if where.positions is not None:
+        pos = _lazy_like(
+            where.positions[..., None], (*x.shape[:-1], 1), (*x.chunks[:-1], (1,)), da
+        )
+    off_scalar = where.off_scalar
 
     kwargs = dict(
         scale=scale, base=base, layout=layout, num_threads=num_threads, convention=convention

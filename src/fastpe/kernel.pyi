@@ -2,6 +2,8 @@
 
 Private to fastpe: the public API in fastpe._api validates every argument and
 calls these.  C and Cython users reach the kernel through fastpe.h / kernel.pxd.
+The signatures mirror kernel.pyx one for one, so functions that take the same
+arguments repeat them here (stubtest checks both against each other).
 """
 
 from typing import Any

@@ -85,8 +85,8 @@ def _raise_for(int err):
 
 
 cdef pe_spec _spec_from_dict(dict spec) except *:
-    """The kernel's spec from the dict fastpe._conventions builds (field by field:
-    a missing key is a KeyError naming it)."""
+    """The kernel's spec from the dict fastpe._conventions builds (field by field,
+    one line per field of pe_spec on purpose: a missing key is a KeyError naming it)."""
     cdef pe_spec sp
     sp.d = spec["d"]
     sp.nf = spec["nf"]
