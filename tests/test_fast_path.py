@@ -184,3 +184,111 @@ def test_concurrent_steps_on_one_encoding():
     for th in threads:
         th.join()
     assert not errors, errors[:5]
+
+
+ROPES = [
+    dict(shape=(1, 32, 1, 128), offset=100000),  # a decoding step
+    dict(shape=(2, 4, 9, 64), offset=-5, seq_axis=-2, layout="interleaved"),
+    dict(shape=(2, 9, 4, 64), offset=7, seq_axis=1, dtype=np.float64),
+    dict(shape=(3, 5, 32), offset=0, seq_axis=-2, k_heads=None),
+    dict(shape=(5, 2, 3, 16), offset=11, seq_axis=0),  # the sequence axis first
+    dict(shape=(1, 2, 6, 80), head_dim=64, offset=3),  # head_dim shorter than the rows
+    dict(
+        shape=(1, 8, 4, 128),
+        offset=20000,
+        rope_parameters={
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    ),
+    dict(shape=(1, 4, 3, 64), offset=2, rope_parameters={"partial_rotary_factor": 0.5}),
+]
+
+
+@pytest.mark.parametrize("kw", ROPES)
+def test_apply_rope_fast_equals_general(kw, rng):
+    kw = dict(kw)
+    shape, dtype = kw.pop("shape"), kw.pop("dtype", np.float32)
+    k_shape = list(shape)
+    if kw.pop("k_heads", True) and len(shape) == 4 and kw.get("seq_axis", -2) in (-2, 2):
+        k_shape[1] = 2 if shape[1] % 2 == 0 else shape[1]  # grouped-query: fewer heads
+    q0 = rng.standard_normal(shape).astype(dtype)
+    k0 = rng.standard_normal(k_shape).astype(dtype)
+    fastpe.apply_rope(q0.copy(), k0.copy(), **kw)  # plans the frequencies
+    args = [kw.get(n) for n in ("rope_parameters", "head_dim", "offset", "positions")]
+    args += [kw.get("seq_axis", -2), kw.get("layout", "half")]
+    args += [None, "float32", None, None, None]  # max_position_embeddings .. num_threads
+    q, k = q0.copy(), k0.copy()
+    assert kernel.rope_apply(q, k, *args) is not None, "the fast path declined a common call"
+    # the general path: the same call with NumPy-scalar spellings
+    gq, gk = q0.copy(), k0.copy()
+    slow_kw = {n: slow(v) for n, v in kw.items()}
+    slow_kw["offset"] = np.array(kw["offset"])
+    assert kernel.rope_apply(gq, gk, *args[:2], slow_kw["offset"], *args[3:]) is None
+    fastpe.apply_rope(gq, gk, **slow_kw)
+    np.testing.assert_array_equal(q, gq)
+    np.testing.assert_array_equal(k, gk)
+    assert not np.array_equal(q, q0) or kw["offset"] == 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(rope_parameters={"rope_theta": 5000.0}),  # another rule: not planned yet
+        dict(q=np.zeros((1, 2, 3, 8), np.float32)[..., ::-1]),  # not C-contiguous
+        dict(q=np.broadcast_to(np.zeros((1, 1, 3, 8), np.float32), (1, 2, 3, 8))),  # read-only
+        dict(q=np.zeros((1, 2, 3, 8), np.float16)),
+        dict(k=np.zeros((1, 2, 4, 8), np.float32)),  # a sequence length that disagrees
+        dict(offset=2**60),  # beyond the exact reduction
+        dict(seq_axis=-1),
+        dict(head_dim=16),  # wider than q
+        dict(num_threads=0),
+        dict(layout="split"),
+        dict(inv_freq=np.ones(4)),
+        dict(attention_factor=2.0),
+    ],
+)
+def test_apply_rope_fast_path_declines(change):
+    q = np.zeros((1, 2, 3, 8), np.float32)
+    fastpe.apply_rope(q.copy())  # the default rule for head_dim 8, planned
+    args = dict(
+        q=q.copy(),
+        k=None,
+        rope_parameters=None,
+        head_dim=None,
+        offset=0,
+        positions=None,
+        seq_axis=-2,
+        layout="half",
+        max_position_embeddings=None,
+        precision="float32",
+        inv_freq=None,
+        attention_factor=None,
+        num_threads=None,
+    )
+    assert kernel.rope_apply(**args) is not None  # the call it changes is served
+    args.update(change)
+    assert kernel.rope_apply(**args) is None
+
+
+def test_apply_rope_plans_follow_the_callers_dict():
+    """A plan is keyed by the dict's values: changing the dict is another plan."""
+    params = {"rope_type": "linear", "factor": 2.0}
+    q = np.ones((1, 1, 1, 8))
+    fastpe.apply_rope(q, offset=10, rope_parameters=params)
+    params["factor"] = 4.0
+    got = fastpe.apply_rope(np.ones((1, 1, 1, 8)), offset=10, rope_parameters=params)
+    want = fastpe.apply_rope(
+        np.ones((1, 1, 1, 8)), offset=np.int64(10), rope_parameters=dict(params)
+    )
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got, q)
+    # a value of another type is another key (True is not 1 to the rules)
+    assert kernel.rope_plan_key({"truncate": True}, 8, None, "float32") != kernel.rope_plan_key(
+        {"truncate": 1}, 8, None, "float32"
+    )
+    assert kernel.rope_plan_key({"long_factor": [1.0]}, 8, None, "float32") is None

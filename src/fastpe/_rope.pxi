@@ -1,4 +1,30 @@
-# Included by kernel.pyx: RoPE's rotation of query/key rows in place, one pass.
+# Included by kernel.pyx: RoPE, the rotation of query/key rows in place, one pass.
+#
+# A rotation has two steps: the angles of each token (sin | cos of nf frequencies,
+# one row of the table, filled by the kernel like any encoding) and then every row
+# of the tensor rotated by its token's row, the threads splitting the rows.
+
+cdef enum:
+    ROPE_MAX_AXES = 64          # PyBUF_MAX_NDIM
+
+
+cdef struct pe_rope_rows:
+    # The rows to rotate: every index of the leading axes (all but the last), in C
+    # order.  Row (i_0, .., i_{m-1}) starts at base + sum(i_j * strides[j]) bytes and
+    # takes the angles of table row (i_0 * S if per_batch else 0) + i_sa.
+    char *base
+    int m
+    int sa
+    bint per_batch
+    bint f32
+    bint half
+    int64_t S
+    int64_t nf
+    double attention
+    const double *table
+    int64_t shape[ROPE_MAX_AXES]
+    int64_t strides[ROPE_MAX_AXES]
+
 
 cdef inline void _rotate_row(real *x, const double *sn, const double *cs, int64_t nf,
                              bint half, double a) noexcept nogil:
@@ -16,59 +42,275 @@ cdef inline void _rotate_row(real *x, const double *sn, const double *cs, int64_
         x[j2] = <real>(x2 * c + x1 * s)
 
 
-cdef inline void _rotate_at(char *row, bint f32, const double *angles, int64_t nf, bint half,
-                            double a) noexcept nogil:
-    """Row at ``row`` rotated by ``angles`` ([sin | cos] of nf frequencies)."""
-    if f32:
-        _rotate_row(<float *>row, angles, angles + nf, nf, half, a)
-    else:
-        _rotate_row(<double *>row, angles, angles + nf, nf, half, a)
+cdef void _rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) noexcept nogil:
+    """Rows r0 .. r1-1 (C order of the leading axes), walked with an odometer: no
+    division per row."""
+    cdef int64_t idx[ROPE_MAX_AXES]
+    cdef int64_t rem = r0, off = 0, r, t
+    cdef int j
+    cdef const double *angles
+    for j in range(R.m - 1, -1, -1):
+        idx[j] = rem % R.shape[j]
+        rem //= R.shape[j]
+        off += idx[j] * R.strides[j]
+    for r in range(r0, r1):
+        t = (idx[0] * R.S if R.per_batch else 0) + idx[R.sa]
+        angles = R.table + t * 2 * R.nf
+        if R.f32:
+            _rotate_row(<float *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
+                        R.attention)
+        else:
+            _rotate_row(<double *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
+                        R.attention)
+        j = R.m - 1
+        while j >= 0:
+            idx[j] += 1
+            off += R.strides[j]
+            if idx[j] < R.shape[j]:
+                break
+            off -= R.shape[j] * R.strides[j]
+            idx[j] = 0
+            j -= 1
 
 
-def rope_rotate(x, const int64_t[::1] row_offsets, const int64_t[::1] table_rows,
-                const double[:, ::1] table, bint half, double attention, int num_threads):
-    """Rotate the rows of ``x`` in place: row r starts ``row_offsets[r]`` bytes after
-    ``x``'s first element and is rotated by the angles of ``table[table_rows[r]]``
-    ([sin | cos] of nf frequencies; its first 2*nf entries rotate, the rest stay).
-    Every row and table index is checked against x and table here, before the
-    loop; that rows do not overlap is the caller's to check."""
-    cdef Py_buffer view
-    cdef int64_t n = row_offsets.shape[0], nf = table.shape[1] // 2, r, t
-    cdef char *base
-    cdef const char *lo
-    cdef const char *hi
-    cdef bint f32
-    cdef char code
-    cdef int nt
-    if table_rows.shape[0] != n:
-        raise ValueError("one table row per rotated row")
-    PyObject_GetBuffer(x, &view, PyBUF_RECORDS)
+cdef void _rotate_rows(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt) noexcept nogil:
+    cdef int64_t n = r1 - r0
+    cdef int t
+    if nt <= 1:      # on the calling thread: no parallel region for small calls
+        _rotate_range(R, r0, r1)
+        return
+    for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
+        _rotate_range(R, r0 + t * n // nt, r0 + (t + 1) * n // nt)
+
+
+cdef object _rope_run(const Py_buffer *view, Encoder enc, int sa, int64_t offset,
+                      offsets, positions, bint half, double attention, int num_threads):
+    """Rotate the rows of the held buffer ``view`` (checked by the caller: writable,
+    float32/float64, aligned, last axis contiguous holding 2 nf entries or more,
+    rows not overlapping; ``sa`` an axis before the last).  Token (b, s) -- b the
+    index on axis 0 unless the sequence axis is 0, s the index on axis ``sa`` --
+    is at position ``(offsets[b] if offsets is not None else offset) +
+    (positions[b or 0, s] if positions is not None else s)``: ``offsets`` a 1-D
+    int64 array of one entry per batch index, ``positions`` a 2-D int64 array of
+    1 or batch rows; their range is the caller's to check."""
+    cdef pe_rope_rows R
+    cdef pe_rows rq
+    cdef Py_buffer pview, oview
+    cdef bint have_p = False, have_o = False
+    cdef int64_t nf = enc.sp.nf, nrows = 1, ntab, batch, r0, r1, step
+    cdef int j, nt
+    cdef double *table = NULL
+    cdef double small[512]
+    if view.ndim > ROPE_MAX_AXES or view.ndim < 2:
+        raise ValueError("the rotated array must have 2 to 64 axes")
+    R.base = <char *>view.buf
+    R.m = view.ndim - 1
+    R.sa = sa
+    R.f32 = view.itemsize == 4
+    R.half = half
+    R.nf = nf
+    R.attention = attention
+    R.S = view.shape[sa]
+    for j in range(R.m):
+        R.shape[j] = view.shape[j]
+        R.strides[j] = view.strides[j]
+        nrows *= view.shape[j]
+    batch = view.shape[0] if sa != 0 else 1
+    _init_rows(&rq, 1, R.S, False, 0)
+    rq.offset = offset
+    rq.fresh = 1            # the table is new memory: no streaming stores
     try:
-        code = _native_code(view.format)
-        if view.readonly or view.ndim < 1 or (code != c'f' and code != c'd'):
-            raise ValueError("x must be a writable float32/float64 buffer")
-        if n == 0 or nf == 0 or not _span(&view, &lo, &hi):
+        if offsets is not None:
+            PyObject_GetBuffer(offsets, &oview, PyBUF_STRIDES | PyBUF_FORMAT)
+            have_o = True
+            if oview.ndim != 1 or oview.shape[0] != batch or oview.itemsize != 8 \
+                    or _native_code(oview.format) not in (c'l', c'q'):
+                raise ValueError("offsets must be a 1-D int64 array, one per batch index")
+            rq.offs = <const int64_t *>oview.buf
+            rq.offs_stride = oview.strides[0] // 8
+            rq.nseq = batch
+        if positions is not None:
+            PyObject_GetBuffer(positions, &pview, PyBUF_STRIDES | PyBUF_FORMAT)
+            have_p = True
+            if pview.ndim != 2 or pview.shape[1] != R.S or pview.itemsize != 8 \
+                    or pview.shape[0] not in (1, batch) \
+                    or _native_code(pview.format) not in (c'l', c'q'):
+                raise ValueError("positions must be a 2-D int64 array of 1 or batch rows")
+            rq.pos_i = <const int64_t *>pview.buf
+            rq.psb = pview.strides[0] // 8
+            rq.pss = pview.strides[1] // 8
+            if pview.shape[0] > 1:
+                rq.nseq = batch
+        R.per_batch = rq.nseq > 1
+        ntab = rq.nseq * R.S
+        if nrows == 0 or ntab == 0 or nf == 0:
             return
-        if view.shape[view.ndim - 1] < 2 * nf or (nf > 0 and view.shape[view.ndim - 1] > 1
-                                                  and view.strides[view.ndim - 1] != view.itemsize):
-            raise ValueError("x's last axis must be contiguous and hold the rotated pairs")
-        f32 = view.itemsize == 4
-        base = <char *>view.buf
-        # every row inside x, every angle row inside the table: checked here, once
-        for r in range(n):
-            t = table_rows[r]
-            if t < 0 or t >= table.shape[0] or base + row_offsets[r] < lo \
-                    or base + row_offsets[r] + 2 * nf * view.itemsize > hi:
-                raise ValueError("a row offset or table index is out of range")
-        nt = _threads(num_threads, n, 2 * nf)
-        with nogil:
-            if nt <= 1:     # on the calling thread: no parallel region for small calls
-                for r in range(n):
-                    _rotate_at(base + row_offsets[r], f32, &table[table_rows[r], 0], nf, half,
-                               attention)
-            else:
-                for r in prange(n, num_threads=nt, schedule="static"):
-                    _rotate_at(base + row_offsets[r], f32, &table[table_rows[r], 0], nf, half,
-                               attention)
+        if ntab * 2 * nf <= 512:
+            table = small
+        else:
+            table = <double *>malloc(<size_t>(ntab * 2 * nf) * sizeof(double))
+            if table == NULL:
+                raise MemoryError("could not allocate the RoPE angle table")
+        R.table = table
+        _fill_interruptibly(table, False, 2 * nf, &enc.sp, &rq, num_threads, enc.pmem,
+                            &enc.ac)
+        # in chunks, checking for Ctrl-C between them, as a long fill does
+        nt = _threads(num_threads, nrows, 2 * nf)
+        step = _chunk_entries // (2 * nf) if 2 * nf < _chunk_entries else 1
+        r0 = 0
+        while r0 < nrows:
+            r1 = r0 + step if step < nrows - r0 else nrows
+            with nogil:
+                _rotate_rows(&R, r0, r1, nt)
+            r0 = r1
+            if r0 < nrows:
+                PyErr_CheckSignals()
+    finally:
+        if table != small:
+            free(table)
+        if have_o:
+            PyBuffer_Release(&oview)
+        if have_p:
+            PyBuffer_Release(&pview)
+
+
+cdef bint _rope_view(x, Py_buffer *view, int64_t width) except -1:
+    """Hold x's buffer: writable float32/float64, aligned, its last axis contiguous
+    and at least ``width`` wide.  False (nothing held) when it is not."""
+    PyObject_GetBuffer(x, view, PyBUF_STRIDES | PyBUF_FORMAT)   # (read-only: not an error)
+    cdef char code = _native_code(view.format)
+    if view.readonly or view.ndim < 2 or (code != c'f' and code != c'd') \
+            or (<size_t>view.buf) % view.itemsize != 0 \
+            or view.shape[view.ndim - 1] < width \
+            or (view.shape[view.ndim - 1] > 1 and view.strides[view.ndim - 1] != view.itemsize):
+        PyBuffer_Release(view)
+        return False
+    return True
+
+
+def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions, bint half,
+                double attention, int num_threads):
+    """Rotate the rows of ``x`` in place by the angles of ``enc`` (a RoPE encoding:
+    [sin | cos] of nf frequencies) at each token's position (see _rope_run).  The
+    buffer checks are made here; the range of the positions, that rows do not
+    overlap, and the shapes of offsets and positions against q are the caller's."""
+    cdef Py_buffer view
+    if not _rope_view(x, &view, 2 * enc.sp.nf):
+        raise ValueError("x must be a writable, aligned float32/float64 buffer whose last "
+                         "axis is contiguous and holds the rotated pairs")
+    try:
+        if not 0 <= seq_axis < view.ndim - 1:
+            raise ValueError("seq_axis must be an axis of x before its last")
+        _rope_run(&view, enc, seq_axis, offset, offsets, positions, half, attention,
+                  num_threads)
     finally:
         PyBuffer_Release(&view)
+
+
+# ---------------------------------------------------------------------------
+# The small-call path of fastpe.apply_rope
+# ---------------------------------------------------------------------------
+
+#: rope_plan_key(...) -> (Encoder, attention factor): the frequency rules whose
+#: result does not depend on the sequence length, filled by fastpe._rope after a
+#: full validation and read by rope_apply below.  Bounded by ENCODERS_MAX.
+rope_plans = {}
+cdef object _PLAIN = (float, int, str, bool)
+
+
+def rope_plan_key(rope_parameters, head_dim, max_position_embeddings, precision):
+    """The cache key of RoPE frequency arguments, or None when they are not plain
+    values (a rope_parameters dict of str keys and float/int/str/bool values):
+    values only, with their types, so a later change to the caller's dict is a
+    different key."""
+    cdef list items
+    if type(head_dim) is not int or type(precision) is not str \
+            or (max_position_embeddings is not None and type(max_position_embeddings) is not int):
+        return None
+    if rope_parameters is None:
+        return (None, head_dim, max_position_embeddings, precision)
+    if type(rope_parameters) is not dict:
+        return None
+    items = []
+    for name, value in (<dict>rope_parameters).items():
+        if type(name) is not str or type(value) not in _PLAIN:
+            return None
+        items.append((name, type(value), value))
+    return (tuple(items), head_dim, max_position_embeddings, precision)
+
+
+def remember_rope_plan(key, Encoder enc, double attention):
+    with _encoders_lock:
+        rope_plans[key] = (enc, attention)
+        while len(rope_plans) > ENCODERS_MAX:
+            del rope_plans[next(iter(rope_plans))]
+
+
+cdef inline bint _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
+    """_rope_view for a plain C-contiguous ndarray (no two rows can overlap)."""
+    cdef int j
+    cdef Py_ssize_t step
+    if type(x) is not _NDARRAY or not _rope_view(x, view, width):
+        return False
+    step = view.itemsize
+    for j in range(view.ndim - 1, -1, -1):
+        if view.shape[j] == 0 or (view.shape[j] > 1 and view.strides[j] != step):
+            PyBuffer_Release(view)
+            return False
+        step *= view.shape[j]
+    return True
+
+
+def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, layout,
+               max_position_embeddings, precision, inv_freq, attention_factor, num_threads):
+    """fastpe.apply_rope for the common case -- C-contiguous ndarrays, one int
+    offset, frequencies already planned -- or None to decline (the general path
+    then validates and explains)."""
+    cdef Py_buffer qv, kv
+    cdef bint have_k = False
+    cdef int64_t off, sa, hd, nd
+    cdef int nt
+    cdef Encoder enc
+    if positions is not None or inv_freq is not None or attention_factor is not None \
+            or not _as_i64(offset, &off) or not _as_i64(seq_axis, &sa) \
+            or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
+        return None
+    if type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    shape = (<object>q).shape
+    nd = len(shape)
+    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+        return None
+    if sa < 0:
+        sa += nd
+    if sa == nd - 1:
+        return None
+    if head_dim is None:
+        head_dim = shape[nd - 1]
+    elif not _as_i64(head_dim, &hd):
+        return None
+    plan = rope_plans.get(rope_plan_key(rope_parameters, head_dim, max_position_embeddings,
+                                        precision))
+    if plan is None:
+        return None
+    enc = plan[0]
+    hd = head_dim         # (the plan was made for it: 2 nf <= head_dim)
+    if not _rope_fast_view(q, &qv, hd):
+        return None
+    try:
+        if k is not None:
+            have_k = _rope_fast_view(k, &kv, hd)
+            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
+                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+                return None
+        if _extent(off, qv.shape[sa]) > enc.max_position:
+            return None
+        _rope_run(&qv, enc, sa, off, None, None, layout == "half", plan[1], nt)
+        if have_k:
+            _rope_run(&kv, enc, sa, off, None, None, layout == "half", plan[1], nt)
+    finally:
+        PyBuffer_Release(&qv)
+        if have_k:
+            PyBuffer_Release(&kv)
+    return q if k is None else (q, k)

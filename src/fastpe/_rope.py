@@ -130,8 +130,7 @@ def rope_frequencies(
             f"got {type(rope_parameters).__name__}"
         )
     params = dict(rope_parameters or {})
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    rope_type = as_choice(rope_type, "rope_type", ROPE_TYPES)
+    rope_type = as_choice(_rope_type(params), "rope_type", ROPE_TYPES)
     unknown = sorted(set(params) - set(_COMMON) - set(_KEYS[rope_type]))
     if unknown:
         raise ValueError(
@@ -450,6 +449,10 @@ def rope_cache(
     return (cos, sin) if out is None else out
 
 
+def _rope_type(params: Mapping[str, Any]) -> Any:
+    return params.get("rope_type", params.get("type", "default"))
+
+
 def _angles(
     head_dim: int,
     rope_parameters: Mapping[str, Any] | None,
@@ -598,6 +601,23 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
+    done = _kernel.rope_apply(
+        q,
+        k,
+        rope_parameters,
+        head_dim,
+        offset,
+        positions,
+        seq_axis,
+        layout,
+        max_position_embeddings,
+        precision,
+        inv_freq,
+        attention_factor,
+        num_threads,
+    )
+    if done is not None:  # the common arguments, frequencies already planned: rotated
+        return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     views = [_rope_target(q, "q")]
@@ -629,7 +649,8 @@ def apply_rope(
             f"{views[1].shape}"
         )
     batch = qv.shape[0] if sa != 0 else 1
-    # the positions of each (batch entry, token): (1 or batch, seq)
+    # each token's position: off_scalar or offsets[b], plus positions[b or 0, s] or s
+    off_scalar, offsets, pos = 0, None, None
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
             raise ValueError("offset applies without positions; add it to positions instead")
@@ -641,6 +662,7 @@ def apply_rope(
                 f"positions must have shape ({seq},) or ({batch}, {seq}), got "
                 f"{np.shape(positions)}"
             )
+        lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
     else:
         off = _as_position_ids(offset)
         if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
@@ -649,10 +671,11 @@ def apply_rope(
             )
         if off.size and int(np.max(np.abs(off))) > 2**62:
             raise ValueError("offset must stay within +-2**62")
-        pos = off.reshape(-1, 1) + np.arange(seq, dtype=np.int64)
-    uniq, inv = np.unique(pos, return_inverse=True)
-    inv = inv.reshape(pos.shape)
-    lo, hi = (int(uniq[0]), int(uniq[-1])) if uniq.size else (0, -1)
+        if off.size == 1:
+            off_scalar = int(off.reshape(-1)[0])
+        elif off.size:
+            offsets = off
+        lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
     w, attention, enc = _angles(
         head_dim,
         rope_parameters,
@@ -667,40 +690,23 @@ def apply_rope(
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
         )
+    # frequencies that do not depend on the sequence length: planned for later calls
+    if (
+        inv_freq is None
+        and attention_factor is None
+        and _rope_type(rope_parameters or {}) not in ("dynamic", "longrope")
+    ):
+        key = _kernel.rope_plan_key(rope_parameters, head_dim, max_position_embeddings, precision)
+        if key is not None:
+            _kernel.remember_rope_plan(key, enc, attention)
     # (every argument is checked even when there is nothing to rotate)
-    if pos.size == 0 or any(v.size == 0 for v in views):
+    if hi < lo or any(v.size == 0 for v in views):
         return q if k is None else (q, k)
-    check_table_size(uniq.size, 2 * w.size, 8)
-    table = np.empty((uniq.size, 2 * w.size))
-    enc.fill_rows(
-        table,
-        nseq=1,
-        seq_len=uniq.size,
-        positions=uniq.reshape(1, -1),
-        num_threads=nthreads,
-        fresh=True,
-    )
+    rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
+    check_table_size(rows, 2 * w.size, 8)
     for v in views:
-        lead = v.shape[:-1]
-        # each row's table index: its token's position (per batch entry if given)
-        shape = [1] * len(lead)
-        shape[sa] = seq
-        if sa != 0:
-            shape[0] = len(inv)
-        tidx = np.ascontiguousarray(np.broadcast_to(inv.reshape(shape), lead)).reshape(-1)
-        offs = np.zeros(lead, dtype=np.int64)
-        for ax, (n, st) in enumerate(zip(lead, v.strides[:-1], strict=True)):
-            sh = [1] * len(lead)
-            sh[ax] = n
-            offs += (np.arange(n, dtype=np.int64) * st).reshape(sh)
         _kernel.rope_rotate(
-            v,
-            offs.reshape(-1),
-            tidx.astype(np.int64, copy=False),
-            table,
-            layout == "half",
-            attention,
-            nthreads,
+            v, enc, sa, off_scalar, offsets, pos, layout == "half", attention, nthreads
         )
     return q if k is None else (q, k)
 

@@ -29,13 +29,37 @@ class Plan:
 def plan_nbytes(spec: dict[str, Any]) -> int: ...
 def rope_rotate(
     x: Any,
-    row_offsets: np.ndarray,
-    table_rows: np.ndarray,
-    table: np.ndarray,
+    enc: Encoder,
+    seq_axis: int,
+    offset: int,
+    offsets: np.ndarray | None,
+    positions: np.ndarray | None,
     half: bool,
     attention: float,
     num_threads: int,
 ) -> None: ...
+
+rope_plans: dict[Any, tuple[Encoder, float]]
+
+def rope_plan_key(
+    rope_parameters: Any, head_dim: Any, max_position_embeddings: Any, precision: Any
+) -> tuple[Any, ...] | None: ...
+def remember_rope_plan(key: Any, enc: Encoder, attention: float) -> None: ...
+def rope_apply(
+    q: Any,
+    k: Any,
+    rope_parameters: Any,
+    head_dim: Any,
+    offset: Any,
+    positions: Any,
+    seq_axis: Any,
+    layout: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    num_threads: Any,
+) -> Any | None: ...
 def fill_rows(
     out: Any,
     spec: dict[str, Any],
