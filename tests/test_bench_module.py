@@ -18,7 +18,9 @@ def test_competitor_formulas_are_the_sinusoidal_table():
 
 
 def test_quick_run_prints_table(capsys):
-    rc = _bench.main(["--quick", "--size", "16x8", "--no-add-to", "--no-small", "--no-progress"])
+    rc = _bench.main(
+        ["--quick", "--size", "16x8", "--no-add-to", "--no-small", "--no-rope", "--no-progress"]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     assert "fastpe out=" in out and "NumPy formula f32" in out and "NumPy seed formula f64" in out
@@ -29,7 +31,16 @@ def test_quick_run_prints_table(capsys):
 
 def test_json_output(capsys):
     rc = _bench.main(
-        ["--quick", "--size", "8x4", "--no-add-to", "--no-small", "--no-progress", "--json"]
+        [
+            "--quick",
+            "--size",
+            "8x4",
+            "--no-add-to",
+            "--no-small",
+            "--no-rope",
+            "--no-progress",
+            "--json",
+        ]
     )
     data = json.loads(capsys.readouterr().out)
     assert rc == 0
@@ -68,6 +79,33 @@ def test_small_calls_section(monkeypatch, capsys):
     # every target refers to a timed call, and the verdict follows the bound
     for _what, value, bound, kind, ok in checks:
         assert ok == (value <= bound if kind.endswith("max") else value >= bound)
+
+
+def test_rope_competitor_computes_the_same_rotation():
+    q = np.random.default_rng(1).standard_normal((1, 2, 5, 16))
+    cos, sin = fastpe.rope_cache(16, seq_len=5, offset=3, dtype=np.float64)
+    want = _bench.numpy_rotate_half(q, cos, sin)
+    np.testing.assert_allclose(fastpe.apply_rope(q.copy(), offset=3), want, atol=1e-14)
+
+
+def test_rope_section(monkeypatch, capsys):
+    fake = lambda fns, *rest: {n: 1e-3 * (i + 1) for i, n in enumerate(fns)}  # noqa: E731
+    monkeypatch.setattr(_bench, "_median_times", fake)
+    monkeypatch.setattr(_bench, "_interleaved_medians", fake)
+    monkeypatch.setattr(_bench, "_transformers_apply", lambda: None)
+    rope = _bench.measure_rope(quick=True)
+    checks = _bench.rope_targets(rope)
+    # apply_rope 1 ms, copyto 2 ms, NumPy 3 ms, the step 1 ms = 1000 us
+    assert [(c[0], round(c[1], 6), c[4]) for c in checks] == [
+        ("apply_rope q, k / np.copyto q, k", 0.5, True),
+        ("apply_rope decoding step (us)", 1000.0, False),
+        ("apply_rope vs NumPy rotate_half", 3.0, False),
+    ]
+    machine = {"platform": "p", "processor": "x", "cpu_count": 2, "python": "3"}
+    text = _bench.format_table(
+        {"machine": machine, "build_info": fastpe.build_info(), "results": [], "rope": rope}
+    )
+    assert "FAIL  apply_rope decoding step (us)" in text
 
 
 def test_add_to_comparison_small():

@@ -20,7 +20,7 @@ from functools import partial
 
 import numpy as np
 
-from . import _api
+from . import _api, _rope
 
 # --------------------------------------------------------------------------- competitors
 
@@ -257,6 +257,99 @@ def measure_add_to(shape, *, quick: bool = False) -> dict:
         budget,
     )
     return {"shape": list(shape), "dtype": "float32", "median_s": res}
+
+
+# --------------------------------------------------------------------------- RoPE
+
+
+def numpy_rotate_half(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """transformers' LLaMA ``x * cos + rotate_half(x) * sin``, in NumPy."""
+    h = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+    return x * cos + rotated * sin
+
+
+def _transformers_apply() -> Callable | None:
+    try:
+        import torch
+        from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+    except ImportError:
+        return None
+    torch.set_num_threads(_api.build_info()["max_threads"])
+    return apply_rotary_pos_emb
+
+
+def _copy_both(dq: np.ndarray, q: np.ndarray, dk: np.ndarray, k: np.ndarray) -> None:
+    np.copyto(dq, q)
+    np.copyto(dk, k)
+
+
+def measure_rope(*, quick: bool = False) -> dict:
+    """fastpe.apply_rope on q and k in place, next to one np.copyto pass over each,
+    the NumPy rotate_half formula and (torch and transformers installed)
+    transformers' apply_rotary_pos_emb given the cache, on the same thread count;
+    and one decoding step.  One run."""
+    shape = (1, 8, 1024, 128) if quick else (1, 32, 4096, 128)
+    min_repeats, budget = (3, 0.3) if quick else (5, 1.0)
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal(shape, dtype=np.float32)
+    k = rng.standard_normal(shape, dtype=np.float32)
+    dq, dk = np.empty_like(q), np.empty_like(k)
+    cos, sin = _rope.rope_cache(shape[-1], seq_len=shape[-2])
+    fns: dict[str, Callable[[], object]] = {
+        "fastpe.apply_rope(q, k)": lambda: _rope.apply_rope(q, k),
+        "np.copyto q and k [memory pass]": lambda: _copy_both(dq, q, dk, k),
+        "NumPy rotate_half formula": lambda: (
+            numpy_rotate_half(q, cos, sin),
+            numpy_rotate_half(k, cos, sin),
+        ),
+    }
+    apply_rotary_pos_emb = _transformers_apply()
+    if apply_rotary_pos_emb is not None:
+        import torch
+
+        tq, tk = torch.from_numpy(q.copy()), torch.from_numpy(k.copy())
+        tcos, tsin = torch.from_numpy(cos)[None], torch.from_numpy(sin)[None]
+        fns["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(tq, tk, tcos, tsin)
+    med = _median_times(fns, min_repeats, budget)
+    q1 = rng.standard_normal((1, 32, 1, 128), dtype=np.float32)
+    k1 = rng.standard_normal((1, 32, 1, 128), dtype=np.float32)
+    step = _interleaved_medians(
+        {"fastpe decoding step": lambda: _rope.apply_rope(q1, k1, offset=100000)},
+        11 if quick else 41,
+    )
+    med.update(step)
+    return {"shape": list(shape), "dtype": "float32", "median_s": med}
+
+
+def rope_targets(rope: dict) -> list[tuple[str, float, float, str, bool]]:
+    med = rope["median_s"]
+    fp = med["fastpe.apply_rope(q, k)"]
+    # (the copy bound is stated for the standard shape, whose tensors exceed the caches)
+    full = rope["shape"] == [1, 32, 4096, 128]
+    checks = [
+        (
+            "apply_rope q, k / np.copyto q, k",
+            fp / med["np.copyto q and k [memory pass]"],
+            1.5,
+            "max" if full else "info-max",
+        ),
+        ("apply_rope decoding step (us)", med["fastpe decoding step"] * 1e6, 5.0, "max"),
+        ("apply_rope vs NumPy rotate_half", med["NumPy rotate_half formula"] / fp, 5.0, "info"),
+    ]
+    if "transformers apply_rotary_pos_emb" in med:
+        checks.append(
+            (
+                "apply_rope vs transformers apply_rotary_pos_emb",
+                med["transformers apply_rotary_pos_emb"] / fp,
+                5.0,
+                "min",
+            )
+        )
+    return [
+        (what, v, bound, kind, v <= bound if kind.endswith("max") else v >= bound)
+        for what, v, bound, kind in checks
+    ]
 
 
 # --------------------------------------------------------------------------- small calls
@@ -519,6 +612,14 @@ def targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
     ]
 
 
+def all_targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
+    return (
+        targets(result)
+        + (small_targets(result["small"]) if result.get("small") else [])
+        + (rope_targets(result["rope"]) if result.get("rope") else [])
+    )
+
+
 def format_table(result: dict) -> str:
     lines = []
     mach = result["machine"]
@@ -563,9 +664,16 @@ def format_table(result: dict) -> str:
         lines.append("Small calls (medians of interleaved batches, microseconds per call):")
         for name, t in med.items():
             lines.append(f"  {name:<52} {t * 1e6:>9.2f} us")
+    if result.get("rope"):
+        r = result["rope"]
+        lines.append("")
+        lines.append(f"RoPE, q and k of shape {tuple(r['shape'])} {r['dtype']}, rotated in place:")
+        for name, t in r["median_s"].items():
+            unit = (t * 1e6, "us") if name == "fastpe decoding step" else (t * 1e3, "ms")
+            lines.append(f"  {name:<52} {unit[0]:>9.2f} {unit[1]}")
     lines.append("")
     lines.append("Targets, from this run:")
-    checks = targets(result) + (small_targets(result["small"]) if result.get("small") else [])
+    checks = all_targets(result)
     for what, v, bound, kind, ok in checks:
         verdict = "info" if kind.startswith("info") else ("PASS" if ok else "FAIL")
         lines.append(
@@ -615,6 +723,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-small",
         action="store_true",
         help="skip the small calls (one row, a few timesteps, one token)",
+    )
+    parser.add_argument(
+        "--no-rope", action="store_true", help="skip RoPE (apply_rope on q and k, one step)"
     )
     parser.add_argument(
         "--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)"
@@ -673,8 +784,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.no_small:
         result["small"] = measure_small(quick=args.quick)
+    if not args.no_rope:
+        result["rope"] = measure_rope(quick=args.quick)
     if args.json:
-        checks = targets(result) + (small_targets(result["small"]) if result.get("small") else [])
+        checks = all_targets(result)
         result["targets"] = [
             dict(what=w, value=v, bound=b, kind=k, ok=ok) for w, v, b, k, ok in checks
         ]
