@@ -140,3 +140,22 @@ def test_compiled_encoding_from_knobs_through_cimport(cy_probe):
         mod.spec_knobs(12, -1.0, b"h", 0.0)
     with pytest.raises(ValueError, match="denominator"):
         mod.spec_knobs(12, 500.0, b"sideways", 0.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rope_inside_a_prange(cy_probe, dtype, rng):
+    """Eight decoding steps rotated by four threads of the probe's prange through one
+    cimported RoPE handle, and its cache: bitwise fastpe.apply_rope / rope_cache."""
+    mod, _ = cy_probe
+    params = {"rope_type": "linear", "factor": 4.0}
+    q0 = rng.standard_normal((8, 4, 1, 64)).astype(dtype)
+    q = q0.copy()
+    cos, sin = np.empty((8, 64), dtype), np.empty((8, 64), dtype)
+    codes, c, dim = mod.rope_steps(params, q, 5000, cos, sin, 4)
+    assert codes == [CODES["FASTPE_OK"]] * 8 and c == CODES["FASTPE_OK"] and dim == 64
+    for t in range(8):
+        want = fastpe.apply_rope(q0[t : t + 1].copy(), rope_parameters=params, offset=5000 + t)
+        np.testing.assert_array_equal(q[t : t + 1], want)
+    want_cos, want_sin = fastpe.rope_cache(64, params, seq_len=8, offset=5000, dtype=dtype)
+    np.testing.assert_array_equal(cos, want_cos)
+    np.testing.assert_array_equal(sin, want_sin)

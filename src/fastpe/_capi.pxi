@@ -448,6 +448,294 @@ cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq
 
 
 # ---------------------------------------------------------------------------
+# ABI 1.3: RoPE, the cos/sin cache and the rotation in place
+# ---------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    /* The opaque fastpe_rope of fastpe.h: a RoPE encoding ([sin | cos] of nf
+       frequencies) with its own copies of the frequencies and of the plan the
+       Python side's encoding cache prepared for them. */
+    struct fastpe_rope {
+        pe_spec sp;          /* sp.wlist == w */
+        double *w;
+        double *plan;        /* NULL: prepared per call (plans beyond PLAN_MAX_BYTES) */
+        double attention;
+        double max_position;
+    };
+    """
+    ctypedef struct pe_rope_handle "struct fastpe_rope":
+        pe_spec sp
+        double *w
+        double *plan
+        double attention
+        double max_position
+
+
+cdef fastpe_rope *_rope_handle(Encoder enc, double attention) except NULL:
+    """A C handle of a RoPE encoding: its spec, frequencies and plan, copied."""
+    cdef int64_t nf = enc.sp.nf
+    cdef size_t nplan = _plan_doubles(nf, _block_rows(nf))
+    cdef pe_rope_handle *h = <pe_rope_handle *>calloc(1, sizeof(pe_rope_handle))
+    if h == NULL:
+        raise MemoryError("could not allocate a fastpe RoPE handle")
+    h.sp = enc.sp
+    h.w = <double *>malloc(nf * sizeof(double))
+    if enc.pmem != NULL:
+        h.plan = <double *>malloc(nplan * sizeof(double))
+    if h.w == NULL or (enc.pmem != NULL and h.plan == NULL):
+        rope_free(<fastpe_rope *>h)
+        raise MemoryError("could not allocate a fastpe RoPE handle")
+    memcpy(h.w, enc.sp.wlist, nf * sizeof(double))
+    h.sp.wlist = h.w
+    if enc.pmem != NULL:
+        memcpy(h.plan, enc.pmem, nplan * sizeof(double))
+    h.attention = attention
+    h.max_position = enc.max_position
+    return <fastpe_rope *>h
+
+
+cdef fastpe_rope *rope_new(object rope_parameters, int64_t head_dim,
+                           int64_t max_position_embeddings, int64_t seq_len,
+                           const char *precision) except NULL:
+    """fastpe.rope_frequencies' rule as a handle (with the GIL); 0 / -1 / NULL for
+    max_position_embeddings / seq_len / precision: not given."""
+    from fastpe import _rope
+    w, attention = _rope.rope_frequencies(
+        head_dim, rope_parameters,
+        max_position_embeddings=max_position_embeddings if max_position_embeddings > 0 else None,
+        seq_len=seq_len if seq_len >= 0 else None,
+        precision="float32" if precision == NULL else precision.decode())
+    return _rope_handle(_rope._encoder(w), attention)
+
+
+cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
+                                        double attention_factor) except NULL:
+    """A handle for a model's own inv_freq (nf entries) and attention factor (with
+    the GIL)."""
+    from fastpe import _rope
+    from fastpe._validate import as_base, as_int
+    if inv_freq == NULL:
+        raise TypeError("inv_freq must not be NULL")
+    as_int(nf, "nf", minimum=1, maximum=2**31)
+    w = _rope._as_frequencies(_np.array(<const double[:nf]>inv_freq))
+    return _rope_handle(_rope._encoder(w), as_base(attention_factor, "attention_factor"))
+
+
+cdef void rope_free(fastpe_rope *h) noexcept nogil:
+    cdef pe_rope_handle *p = <pe_rope_handle *>h
+    if p != NULL:
+        free(p.w)
+        free(p.plan)
+        free(p)
+
+
+cdef int64_t rope_rotary_dim(const fastpe_rope *h) noexcept nogil:
+    return 2 * (<const pe_rope_handle *>h).sp.nf if h != NULL else -1
+
+
+cdef int _rope_positions(const pe_rope_handle *h, pe_rows *rq, int64_t nseq, int64_t S,
+                         const int64_t *positions, int64_t offset) noexcept nogil:
+    """rq for the angle rows of nseq x S tokens (positions[b*S + s], or offset + s
+    for every sequence when positions is NULL), their range checked."""
+    cdef int64_t i
+    if positions == NULL:
+        if _extent(offset, S) > h.max_position:
+            return FASTPE_ERANGE
+        nseq = 1
+    else:
+        for i in range(nseq * S):
+            if fabs(<double>positions[i]) > h.max_position:
+                return FASTPE_ERANGE
+    _init_rows(rq, nseq, S, False, 0)
+    rq.offset = offset if positions == NULL else 0
+    rq.pos_i = positions
+    rq.psb = S
+    rq.pss = 1
+    rq.fresh = 1
+    return FASTPE_OK
+
+
+cdef int _rope_cache(const pe_rope_handle *h, real *cos, real *sin, int64_t n,
+                     int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                     int num_threads) noexcept nogil:
+    cdef pe_rows rq
+    cdef int64_t nf, W, r, i
+    cdef real *rt = NULL
+    cdef double *dt = NULL
+    cdef double c, s
+    cdef const char *clo
+    cdef const char *slo
+    cdef size_t span
+    cdef int err
+    if h == NULL:
+        return FASTPE_ENULL
+    if n < 0:
+        return FASTPE_ESIZE
+    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
+        return FASTPE_ELAYOUT
+    if n == 0:
+        return FASTPE_OK
+    nf = h.sp.nf
+    W = 2 * nf
+    if cos == NULL or sin == NULL:
+        return FASTPE_ENULL
+    if row_stride < W and n > 1:
+        return FASTPE_ESTRIDE
+    if n > (INT64_MAX // 16) // W:
+        return FASTPE_ESIZE
+    span = ((n - 1) * row_stride + W) * sizeof(real)
+    clo = <const char *>cos
+    slo = <const char *>sin
+    if clo < slo + span and slo < clo + span:
+        return FASTPE_EOVERLAP
+    err = _rope_positions(h, &rq, 1, n, positions, offset)
+    if err != FASTPE_OK:
+        return err
+    # as fastpe.rope_cache: each entry rounded once into the output type, from
+    # float64 when the attention factor is still to be applied
+    if h.attention == 1.0:
+        rt = <real *>malloc(<size_t>(n * W) * sizeof(real))
+        if rt == NULL:
+            return FASTPE_ENOMEM
+        err = _fill_rows(rt, W, &h.sp, &rq, num_threads, h.plan)
+    else:
+        dt = <double *>malloc(<size_t>(n * W) * sizeof(double))
+        if dt == NULL:
+            return FASTPE_ENOMEM
+        err = _fill_rows(dt, W, &h.sp, &rq, num_threads, h.plan)
+    if err == FASTPE_OK:
+        for r in range(n):
+            for i in range(nf):
+                if rt != NULL:
+                    s = rt[r * W + i]
+                    c = rt[r * W + nf + i]
+                else:
+                    s = <real>(dt[r * W + i] * h.attention)
+                    c = <real>(dt[r * W + nf + i] * h.attention)
+                if layout == FASTPE_LAYOUT_SPLIT:
+                    cos[r * row_stride + i] = <real>c
+                    cos[r * row_stride + nf + i] = <real>c
+                    sin[r * row_stride + i] = <real>s
+                    sin[r * row_stride + nf + i] = <real>s
+                else:
+                    cos[r * row_stride + 2 * i] = <real>c
+                    cos[r * row_stride + 2 * i + 1] = <real>c
+                    sin[r * row_stride + 2 * i] = <real>s
+                    sin[r * row_stride + 2 * i + 1] = <real>s
+    free(rt)
+    free(dt)
+    return err
+
+
+cdef int _rope_apply(const pe_rope_handle *h, real *x, int64_t batch, int64_t seq, int64_t heads,
+                     int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
+                     const int64_t *positions, int64_t offset, int layout,
+                     int num_threads) noexcept nogil:
+    cdef pe_rows rq
+    cdef pe_rope_rows R
+    cdef int64_t nf, W, span, i, j, nrows
+    cdef int64_t n3[3]
+    cdef int64_t st[3]
+    cdef double *table
+    cdef int err
+    if h == NULL:
+        return FASTPE_ENULL
+    if batch < 0 or seq < 0 or heads < 0:
+        return FASTPE_ESIZE
+    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
+        return FASTPE_ELAYOUT
+    if batch == 0 or seq == 0 or heads == 0:
+        return FASTPE_OK
+    if x == NULL:
+        return FASTPE_ENULL
+    nf = h.sp.nf
+    W = 2 * nf
+    if batch > (INT64_MAX // 16) // seq or batch * seq > (INT64_MAX // 16) // heads \
+            or batch * seq > (INT64_MAX // 16) // W:
+        return FASTPE_ESIZE
+    # rotated in place: no two rows' rotated entries may share memory (each axis,
+    # by |stride|, steps over everything the axes inside it span)
+    n3[0], n3[1], n3[2] = batch, seq, heads
+    st[0], st[1], st[2] = stride_batch, stride_seq, stride_head
+    for i in range(3):
+        st[i] = st[i] if st[i] >= 0 else -st[i]
+    for i in range(3):              # sort by |stride| (three entries)
+        for j in range(2 - i):
+            if st[j] > st[j + 1]:
+                st[j], st[j + 1] = st[j + 1], st[j]
+                n3[j], n3[j + 1] = n3[j + 1], n3[j]
+    span = W
+    for i in range(3):
+        if n3[i] > 1:
+            if st[i] < span:
+                return FASTPE_ESTRIDE
+            span = st[i] * (n3[i] - 1) + span
+    err = _rope_positions(h, &rq, batch, seq, positions, offset)
+    if err != FASTPE_OK:
+        return err
+    table = <double *>malloc(<size_t>(rq.nseq * seq * W) * sizeof(double))
+    if table == NULL:
+        return FASTPE_ENOMEM
+    err = _fill_rows(table, W, &h.sp, &rq, num_threads, h.plan)
+    if err == FASTPE_OK:
+        # rows in the order of their memory: (batch, heads, seq) when heads are the
+        # outer axis, else (batch, seq, heads)
+        R.base = <char *>x
+        R.m = 3
+        R.shape[0], R.strides[0] = batch, stride_batch * <int64_t>sizeof(real)
+        if (stride_head if stride_head >= 0 else -stride_head) > \
+                (stride_seq if stride_seq >= 0 else -stride_seq):
+            R.sa = 2
+            R.shape[1], R.strides[1] = heads, stride_head * <int64_t>sizeof(real)
+        else:
+            R.sa = 1
+            R.shape[2], R.strides[2] = heads, stride_head * <int64_t>sizeof(real)
+        R.shape[R.sa], R.strides[R.sa] = seq, stride_seq * <int64_t>sizeof(real)
+        R.per_batch = rq.nseq > 1
+        R.f32 = real is float
+        R.half = layout == FASTPE_LAYOUT_SPLIT
+        R.S = seq
+        R.nf = nf
+        R.attention = h.attention
+        R.table = table
+        nrows = batch * seq * heads
+        _rotate_rows(&R, 0, nrows, _threads(num_threads, nrows, W))
+    free(table)
+    return err
+
+
+cdef int rope_cache_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return _rope_cache(<const pe_rope_handle *>h, cos, sin, n, row_stride, positions, offset,
+                       layout, num_threads)
+
+
+cdef int rope_cache_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return _rope_cache(<const pe_rope_handle *>h, cos, sin, n, row_stride, positions, offset,
+                       layout, num_threads)
+
+
+cdef int rope_apply_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset,
+                        int layout, int num_threads) noexcept nogil:
+    return _rope_apply(<const pe_rope_handle *>h, x, batch, seq, heads, stride_batch, stride_seq,
+                       stride_head, positions, offset, layout, num_threads)
+
+
+cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset,
+                        int layout, int num_threads) noexcept nogil:
+    return _rope_apply(<const pe_rope_handle *>h, x, batch, seq, heads, stride_batch, stride_seq,
+                       stride_head, positions, offset, layout, num_threads)
+
+
+# ---------------------------------------------------------------------------
 # C API for other extensions: a capsule holding a versioned function table
 # (see include/fastpe.h; reached from C through import_fastpe()).
 # ---------------------------------------------------------------------------
@@ -501,6 +789,24 @@ cdef extern from "include/fastpe.h":
                                            int64_t, int64_t, double, int) noexcept nogil
     ctypedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *, double *, int64_t, int64_t,
                                            int64_t, int64_t, double, int) noexcept nogil
+    ctypedef fastpe_rope *(*fastpe_rope_new_fn)(object, int64_t, int64_t, int64_t,
+                                                const char *) except NULL
+    ctypedef fastpe_rope *(*fastpe_rope_from_frequencies_fn)(const double *, int64_t,
+                                                             double) except NULL
+    ctypedef void (*fastpe_rope_free_fn)(fastpe_rope *) noexcept nogil
+    ctypedef int64_t (*fastpe_rope_rotary_dim_fn)(const fastpe_rope *) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_f32_fn)(const fastpe_rope *, float *, float *, int64_t,
+                                             int64_t, const int64_t *, int64_t, int,
+                                             int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_f64_fn)(const fastpe_rope *, double *, double *, int64_t,
+                                             int64_t, const int64_t *, int64_t, int,
+                                             int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_f32_fn)(const fastpe_rope *, float *, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t,
+                                             const int64_t *, int64_t, int, int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_f64_fn)(const fastpe_rope *, double *, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t,
+                                             const int64_t *, int64_t, int, int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor
@@ -523,6 +829,14 @@ cdef extern from "include/fastpe.h":
         fastpe_spec_fill_positions_f64_fn spec_fill_positions_f64
         fastpe_spec_add_f32_fn spec_add_f32
         fastpe_spec_add_f64_fn spec_add_f64
+        fastpe_rope_new_fn rope_new
+        fastpe_rope_from_frequencies_fn rope_from_frequencies
+        fastpe_rope_free_fn rope_free
+        fastpe_rope_rotary_dim_fn rope_rotary_dim
+        fastpe_rope_cache_f32_fn rope_cache_f32
+        fastpe_rope_cache_f64_fn rope_cache_f64
+        fastpe_rope_apply_f32_fn rope_apply_f32
+        fastpe_rope_apply_f64_fn rope_apply_f64
     const char *FASTPE_CAPSULE_NAME
     int FASTPE_ABI_MAJOR
     int FASTPE_ABI_MINOR
@@ -552,6 +866,14 @@ _c_api_table.spec_fill_positions_f32 = spec_fill_positions_f32
 _c_api_table.spec_fill_positions_f64 = spec_fill_positions_f64
 _c_api_table.spec_add_f32 = spec_add_f32
 _c_api_table.spec_add_f64 = spec_add_f64
+_c_api_table.rope_new = rope_new
+_c_api_table.rope_from_frequencies = rope_from_frequencies
+_c_api_table.rope_free = rope_free
+_c_api_table.rope_rotary_dim = rope_rotary_dim
+_c_api_table.rope_cache_f32 = rope_cache_f32
+_c_api_table.rope_cache_f64 = rope_cache_f64
+_c_api_table.rope_apply_f32 = rope_apply_f32
+_c_api_table.rope_apply_f64 = rope_apply_f64
 
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)

@@ -82,3 +82,40 @@ cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_
 cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
                       int64_t row_stride, int64_t offset, double scale,
                       int num_threads) noexcept nogil
+
+# ABI 1.3.  RoPE: a handle made once with the GIL -- from fastpe.rope_frequencies'
+# arguments (max_position_embeddings 0, seq_len -1, precision NULL: not given) or
+# from a model's own inv_freq -- then used without the GIL.  The cache writes n rows
+# of cos and sin (2*nf = rotary_dim entries each, at row_stride) for positions[r]
+# (NULL: offset + r); the rotation turns the first rotary_dim entries of every row
+# (b, s, h) at x + b*stride_batch + s*stride_seq + h*stride_head (elements) by the
+# angles of positions[b*seq + s] (NULL: offset + s).  layout: FASTPE_LAYOUT_SPLIT
+# for the half-split (rotate_half) pairs, FASTPE_LAYOUT_INTERLEAVED for GPT-J's.
+cdef extern from *:
+    """
+    struct fastpe_rope;
+    """
+    cdef struct fastpe_rope:
+        pass
+
+cdef fastpe_rope *rope_new(object rope_parameters, int64_t head_dim,
+                           int64_t max_position_embeddings, int64_t seq_len,
+                           const char *precision) except NULL
+cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
+                                        double attention_factor) except NULL
+cdef void rope_free(fastpe_rope *h) noexcept nogil
+cdef int64_t rope_rotary_dim(const fastpe_rope *h) noexcept nogil
+cdef int rope_cache_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil
+cdef int rope_cache_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil
+cdef int rope_apply_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset,
+                        int layout, int num_threads) noexcept nogil
+cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset,
+                        int layout, int num_threads) noexcept nogil

@@ -11,6 +11,7 @@ fills a buffer it is handed.  It is one compilation unit, in parts by job:
   _buffers.pxi   from Python buffers to a fill, interruptible by Ctrl-C
   kernel.pyx     (this file) the Python entry points: Plan, Encoder, fill_rows
   _fast.pxi      the encoding cache and the fast paths table/table_at/add
+  _rope.pxi      RoPE: the rotation of q/k rows in place, and apply_rope's fast path
   _capi.pxi      the C API (include/fastpe.h, kernel.pxd) and its capsule
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
@@ -20,7 +21,7 @@ from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
     PyThread_release_lock, WAIT_LOCK,
 )
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, calloc, free
 from libc.math cimport isfinite, fabs, floor
 from libc.string cimport memcmp, memcpy, memset
 from libc.stdint cimport INT64_MIN, INT64_MAX
@@ -289,5 +290,5 @@ def max_position(double base, int64_t d_model):
 
 
 include "_fast.pxi"
-include "_capi.pxi"
 include "_rope.pxi"
+include "_capi.pxi"

@@ -8,8 +8,10 @@ from cython cimport floating
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
 
-from fastpe.kernel cimport (FASTPE_LAYOUT_INTERLEAVED, FASTPE_LAYOUT_SPLIT, fastpe_spec,
-                            fill_f32, fill_f64, spec_add_f32, spec_add_f64, spec_d_model,
+from fastpe.kernel cimport (FASTPE_LAYOUT_INTERLEAVED, FASTPE_LAYOUT_SPLIT, fastpe_rope,
+                            fastpe_spec, fill_f32, fill_f64, rope_apply_f32, rope_apply_f64,
+                            rope_cache_f32, rope_cache_f64, rope_free, rope_new,
+                            rope_rotary_dim, spec_add_f32, spec_add_f64, spec_d_model,
                             spec_fill_f32, spec_fill_f64, spec_fill_positions_f32,
                             spec_fill_positions_f64, spec_free, spec_from_knobs, spec_new)
 
@@ -81,3 +83,34 @@ def spec_knobs(int64_t d_model, double base, bytes denominator, double shift):
     cdef int64_t d = spec_d_model(h)
     spec_free(h)
     return d
+
+
+def rope_steps(rope_parameters, floating[:, :, :, ::1] q, int64_t first_offset,
+               floating[:, ::1] cos, floating[:, ::1] sin, int outer_threads):
+    """A decoding loop's rotations from inside a prange: q[t] (heads, 1, head_dim)
+    rotated at position first_offset + t, one handle shared by the threads; and the
+    cache of positions first_offset .. into cos/sin.  Returns the codes and the
+    rotary dim."""
+    cdef fastpe_rope *h = rope_new(rope_parameters, q.shape[3], 0, -1, NULL)
+    cdef Py_ssize_t t, n = q.shape[0]
+    cdef int64_t heads = q.shape[1], d = q.shape[3]
+    cdef int[::1] codes = array("i", [-1]) * n
+    cdef int c
+    cdef int64_t dim
+    for t in prange(n, nogil=True, schedule="static", chunksize=1, num_threads=outer_threads):
+        if floating is float:
+            codes[t] = rope_apply_f32(h, &q[t, 0, 0, 0], 1, 1, heads, heads * d, d, d, NULL,
+                                      first_offset + t, FASTPE_LAYOUT_SPLIT, 1)
+        else:
+            codes[t] = rope_apply_f64(h, &q[t, 0, 0, 0], 1, 1, heads, heads * d, d, d, NULL,
+                                      first_offset + t, FASTPE_LAYOUT_SPLIT, 1)
+    with nogil:
+        dim = rope_rotary_dim(h)
+        if floating is float:
+            c = rope_cache_f32(h, &cos[0, 0], &sin[0, 0], cos.shape[0], cos.shape[1], NULL,
+                               first_offset, FASTPE_LAYOUT_SPLIT, 0)
+        else:
+            c = rope_cache_f64(h, &cos[0, 0], &sin[0, 0], cos.shape[0], cos.shape[1], NULL,
+                               first_offset, FASTPE_LAYOUT_SPLIT, 0)
+        rope_free(h)
+    return list(codes), c, dim

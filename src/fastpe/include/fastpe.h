@@ -92,7 +92,7 @@
 #include <stdint.h>
 
 #define FASTPE_ABI_MAJOR    1
-#define FASTPE_ABI_MINOR    2
+#define FASTPE_ABI_MINOR    3
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
 typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
@@ -154,6 +154,48 @@ typedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *spec, double *x, int64_
                                       int64_t seq_len, int64_t row_stride, int64_t offset,
                                       double scale, int num_threads);
 
+/* ABI 1.3: RoPE.  A handle is made once with the GIL held -- from the arguments of
+   fastpe.rope_frequencies (rope_parameters a mapping or None; max_position_embeddings
+   0, seq_len -1 and precision NULL: not given), or from a model's own inv_freq (nf
+   entries) and attention factor -- NULL with a Python exception set on bad
+   arguments.  It holds its own copy of the frequencies and of the plan fastpe's
+   encoding cache prepared for them; used from any thread without the GIL; freed
+   with rope_free (no GIL needed).  rotary_dim = 2*nf.
+   rope_cache_*: n rows of cos and sin (rotary_dim entries each, at row_stride >=
+   rotary_dim) for positions[r] (positions NULL: offset + r), bitwise
+   fastpe.rope_cache's; cos and sin must not overlap (FASTPE_EOVERLAP).
+   rope_apply_*: rotates in place the first rotary_dim entries of the row (b, s, h)
+   at x + b*stride_batch + s*stride_seq + h*stride_head (strides in ELEMENTS, any
+   sign; rows whose rotated entries would overlap: FASTPE_ESTRIDE) by the angles of
+   positions[b*seq + s] (positions NULL: offset + s), bitwise fastpe.apply_rope's.
+   layout: FASTPE_LAYOUT_SPLIT for the half-split (rotate_half) pairs,
+   FASTPE_LAYOUT_INTERLEAVED for GPT-J's.  Positions beyond the exact reduction:
+   FASTPE_ERANGE. */
+typedef struct fastpe_rope fastpe_rope;
+typedef fastpe_rope *(*fastpe_rope_new_fn)(PyObject *rope_parameters, int64_t head_dim,
+                                           int64_t max_position_embeddings, int64_t seq_len,
+                                           const char *precision);
+typedef fastpe_rope *(*fastpe_rope_from_frequencies_fn)(const double *inv_freq, int64_t nf,
+                                                        double attention_factor);
+typedef void (*fastpe_rope_free_fn)(fastpe_rope *rope);
+typedef int64_t (*fastpe_rope_rotary_dim_fn)(const fastpe_rope *rope);
+typedef int (*fastpe_rope_cache_f32_fn)(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
+                                        int64_t row_stride, const int64_t *positions,
+                                        int64_t offset, int layout, int num_threads);
+typedef int (*fastpe_rope_cache_f64_fn)(const fastpe_rope *rope, double *cos, double *sin,
+                                        int64_t n, int64_t row_stride, const int64_t *positions,
+                                        int64_t offset, int layout, int num_threads);
+typedef int (*fastpe_rope_apply_f32_fn)(const fastpe_rope *rope, float *x, int64_t batch,
+                                        int64_t seq, int64_t heads, int64_t stride_batch,
+                                        int64_t stride_seq, int64_t stride_head,
+                                        const int64_t *positions, int64_t offset, int layout,
+                                        int num_threads);
+typedef int (*fastpe_rope_apply_f64_fn)(const fastpe_rope *rope, double *x, int64_t batch,
+                                        int64_t seq, int64_t heads, int64_t stride_batch,
+                                        int64_t stride_seq, int64_t stride_head,
+                                        const int64_t *positions, int64_t offset, int layout,
+                                        int num_threads);
+
 /* The capsule's table.  Append-only (see "ABI policy"). */
 typedef struct fastpe_api {
     uint32_t abi_major;
@@ -180,6 +222,15 @@ typedef struct fastpe_api {
     fastpe_spec_fill_positions_f64_fn spec_fill_positions_f64;
     fastpe_spec_add_f32_fn spec_add_f32;
     fastpe_spec_add_f64_fn spec_add_f64;
+    /* ABI 1.3 */
+    fastpe_rope_new_fn rope_new;
+    fastpe_rope_from_frequencies_fn rope_from_frequencies;
+    fastpe_rope_free_fn rope_free;
+    fastpe_rope_rotary_dim_fn rope_rotary_dim;
+    fastpe_rope_cache_f32_fn rope_cache_f32;
+    fastpe_rope_cache_f64_fn rope_cache_f64;
+    fastpe_rope_apply_f32_fn rope_apply_f32;
+    fastpe_rope_apply_f64_fn rope_apply_f64;
 } fastpe_api_t;
 
 /*
@@ -475,6 +526,80 @@ FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f64(const fastpe_spec *spe
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
+}
+
+/* RoPE (ABI 1.3; see its typedefs above).  The constructors need the GIL. */
+FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_new(PyObject *rope_parameters, int64_t head_dim,
+                                                        int64_t max_position_embeddings,
+                                                        int64_t seq_len, const char *precision) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_rope_new: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->rope_new(rope_parameters, head_dim, max_position_embeddings, seq_len,
+                                precision);
+}
+
+FASTPE_MAYBE_UNUSED static fastpe_rope *
+fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf, double attention_factor) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "fastpe_rope_from_frequencies: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->rope_from_frequencies(inv_freq, nf, attention_factor);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_rope_free(fastpe_rope *rope) {
+    if (fastpe_api != NULL)
+        fastpe_api->rope_free(rope);
+}
+
+/* 2 * the number of frequencies; -1 for NULL. */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_rope_rotary_dim(const fastpe_rope *rope) {
+    if (fastpe_api == NULL)
+        return -1;
+    return fastpe_api->rope_rotary_dim(rope);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_cache_f32(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
+                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                      int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_f32(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                      num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_cache_f64(const fastpe_rope *rope, double *cos, double *sin, int64_t n,
+                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                      int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_f64(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                      num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq, int64_t heads,
+                      int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
+                      const int64_t *positions, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, offset, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq, int64_t heads,
+                      int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
+                      const int64_t *positions, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, offset, layout, num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */

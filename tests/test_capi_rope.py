@@ -1,0 +1,303 @@
+"""C API 1.3: RoPE handles, the cos/sin cache and the rotation in place, called
+through the capsule's table with ctypes -- the pointers a C extension gets from
+import_fastpe() -- and compared bitwise with fastpe.rope_cache / fastpe.apply_rope
+(tested against mpmath and the published formulas in test_rope.py)."""
+
+import ctypes
+import threading
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import test_capi_specs as capi_specs
+
+import fastpe
+from fastpe import kernel
+
+C = kernel._C_CONSTANTS
+i64, dbl, cint, vp, cp = (
+    ctypes.c_int64,
+    ctypes.c_double,
+    ctypes.c_int,
+    ctypes.c_void_p,
+    ctypes.c_char_p,
+)
+# the constructors need the GIL and raise Python exceptions (PYFUNCTYPE); the rest
+# run without it (CFUNCTYPE releases it)
+ROPE_NEW = ctypes.PYFUNCTYPE(vp, ctypes.py_object, i64, i64, i64, cp)
+ROPE_FREQS = ctypes.PYFUNCTYPE(vp, vp, i64, dbl)
+ROPE_FREE = ctypes.CFUNCTYPE(None, vp)
+ROPE_DIM = ctypes.CFUNCTYPE(i64, vp)
+ROPE_CACHE = ctypes.CFUNCTYPE(cint, vp, vp, vp, i64, i64, vp, i64, cint, cint)
+ROPE_APPLY = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, i64, i64, i64, vp, i64, cint, cint)
+
+LAYOUT = {"half": C["FASTPE_LAYOUT_SPLIT"], "interleaved": C["FASTPE_LAYOUT_INTERLEAVED"]}
+LLAMA3 = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
+
+
+class Table(capi_specs.Table):
+    """fastpe_api_t up to ABI 1.3."""
+
+    _fields_: ClassVar = [
+        ("rope_new", ROPE_NEW),
+        ("rope_from_frequencies", ROPE_FREQS),
+        ("rope_free", ROPE_FREE),
+        ("rope_rotary_dim", ROPE_DIM),
+        ("rope_cache_f32", ROPE_CACHE),
+        ("rope_cache_f64", ROPE_CACHE),
+        ("rope_apply_f32", ROPE_APPLY),
+        ("rope_apply_f64", ROPE_APPLY),
+    ]
+
+
+@pytest.fixture(scope="module")
+def t():
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = Table.from_address(get(kernel._C_API, b"fastpe.kernel._C_API"))
+    assert (table.abi_major, table.abi_minor) == kernel.C_API_VERSION >= (1, 3)
+    assert table.size >= ctypes.sizeof(Table)
+    return table
+
+
+@pytest.fixture
+def rope(t):
+    made = []
+
+    def make(params=None, head_dim=128, mpe=0, seq_len=-1, precision=None):
+        h = t.rope_new(params, head_dim, mpe, seq_len, precision)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        t.rope_free(h)
+
+
+def p(a):
+    return a.ctypes.data if a is not None else None
+
+
+def cache(t, h, n, dtype, layout, positions=None, offset=0, stride=None, threads=0):
+    W = t.rope_rotary_dim(h)
+    stride = stride or W
+    cos, sin = np.full((n, stride), 7.0, dtype), np.full((n, stride), 7.0, dtype)
+    fn = t.rope_cache_f32 if dtype == np.float32 else t.rope_cache_f64
+    err = fn(h, p(cos), p(sin), n, stride, p(positions), offset, LAYOUT[layout], threads)
+    return err, cos, sin
+
+
+def apply(t, h, x, seq_axis, positions=None, offset=0, layout="half", threads=0):
+    """x: (batch, heads, seq, d) for seq_axis=2, (batch, seq, heads, d) for 1."""
+    b = x.shape[0]
+    if seq_axis == 2:
+        heads, seq = x.shape[1], x.shape[2]
+        sb, sh, ss = (s // x.itemsize for s in x.strides[:3])
+    else:
+        seq, heads = x.shape[1], x.shape[2]
+        sb, ss, sh = (s // x.itemsize for s in x.strides[:3])
+    fn = t.rope_apply_f32 if x.dtype == np.float32 else t.rope_apply_f64
+    return fn(h, p(x), b, seq, heads, sb, ss, sh, p(positions), offset, LAYOUT[layout], threads)
+
+
+@pytest.mark.parametrize("params", [None, LLAMA3, YARN, {"partial_rotary_factor": 0.5}])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_cache_is_rope_cache_bitwise(t, rope, params, dtype, layout):
+    h = rope(params, 128, 4096)
+    w, _ = fastpe.rope_frequencies(128, params, max_position_embeddings=4096)
+    assert t.rope_rotary_dim(h) == 2 * w.size
+    err, cos, sin = cache(t, h, 50, dtype, layout, offset=99990)
+    assert err == C["FASTPE_OK"]
+    want = fastpe.rope_cache(
+        128,
+        params,
+        seq_len=50,
+        offset=99990,
+        max_position_embeddings=4096,
+        dtype=dtype,
+        layout=layout,
+    )
+    np.testing.assert_array_equal(cos, want[0])
+    np.testing.assert_array_equal(sin, want[1])
+    # explicit positions, rows at a wider stride: only the rotary entries written
+    pos = np.array([5, 0, 123456, 5, 77], np.int64)
+    W = 2 * w.size
+    err, cos, sin = cache(t, h, 5, dtype, layout, positions=pos, stride=W + 3)
+    assert err == C["FASTPE_OK"]
+    want = fastpe.rope_cache(
+        128, params, positions=pos, max_position_embeddings=4096, dtype=dtype, layout=layout
+    )
+    np.testing.assert_array_equal(cos[:, :W], want[0])
+    np.testing.assert_array_equal(sin[:, :W], want[1])
+    assert np.all(cos[:, W:] == 7.0) and np.all(sin[:, W:] == 7.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("seq_axis", [1, 2])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_apply_is_apply_rope_bitwise(t, rope, rng, dtype, seq_axis, layout, threads):
+    h = rope(LLAMA3, 64)
+    shape = (3, 4, 6, 80) if seq_axis == 2 else (3, 6, 4, 80)  # head_dim 80 > rotary 64
+    x0 = rng.standard_normal(shape).astype(dtype)
+    pos = rng.integers(0, 200000, size=(3, 6)).astype(np.int64)
+    for kw in (dict(offset=100000), dict(positions=pos)):
+        x = x0.copy()
+        assert apply(t, h, x, seq_axis, layout=layout, threads=threads, **kw) == C["FASTPE_OK"]
+        want = fastpe.apply_rope(
+            x0.copy(), rope_parameters=LLAMA3, head_dim=64, seq_axis=seq_axis, layout=layout, **kw
+        )
+        np.testing.assert_array_equal(x, want)
+        np.testing.assert_array_equal(x[..., 64:], x0[..., 64:])
+
+
+def test_apply_strided_view_and_frequencies_handle(t, rng):
+    w, att = fastpe.rope_frequencies(32, YARN)
+    h = t.rope_from_frequencies(p(w), w.size, att)
+    try:
+        base = rng.standard_normal((2, 10, 3, 40))
+        x = base[:, ::2, :, 4:36]  # (batch, seq, heads, 32), every stride uneven
+        want = fastpe.apply_rope(
+            np.array(x), inv_freq=w, attention_factor=att, seq_axis=1, offset=9
+        )
+        before = base.copy()
+        sb, ss, sh = (s // 8 for s in x.strides[:3])
+        err = t.rope_apply_f64(h, p(base) + 4 * 8, 2, 5, 3, sb, ss, sh, None, 9, LAYOUT["half"], 0)
+        assert err == C["FASTPE_OK"]
+        np.testing.assert_array_equal(x, want)
+        untouched = np.ones(base.shape, bool)
+        untouched[:, ::2, :, 4:36] = False
+        np.testing.assert_array_equal(base[untouched], before[untouched])
+    finally:
+        t.rope_free(h)
+
+
+def test_errors_leave_buffers_untouched(t, rope):
+    h = rope(None, 8)
+    x = np.ones((1, 2, 3, 8), np.float32)
+    cos, sin = np.full((3, 8), 7.0, np.float32), np.full((3, 8), 7.0, np.float32)
+    L = LAYOUT["half"]
+    cases = [
+        (lambda: t.rope_apply_f32(None, p(x), 1, 3, 2, 48, 8, 24, None, 0, L, 0), "FASTPE_ENULL"),
+        (lambda: t.rope_apply_f32(h, None, 1, 3, 2, 48, 8, 24, None, 0, L, 0), "FASTPE_ENULL"),
+        (lambda: t.rope_apply_f32(h, p(x), -1, 3, 2, 48, 8, 24, None, 0, L, 0), "FASTPE_ESIZE"),
+        (lambda: t.rope_apply_f32(h, p(x), 1, 3, 2, 48, 8, 24, None, 0, 7, 0), "FASTPE_ELAYOUT"),
+        # heads at stride 0 (a broadcast): rotating in place would turn rows twice
+        (lambda: t.rope_apply_f32(h, p(x), 1, 3, 2, 48, 8, 0, None, 0, L, 0), "FASTPE_ESTRIDE"),
+        (lambda: t.rope_apply_f32(h, p(x), 1, 3, 2, 48, 4, 24, None, 0, L, 0), "FASTPE_ESTRIDE"),
+        (
+            lambda: t.rope_apply_f32(h, p(x), 1, 3, 2, 48, 8, 24, None, 2**60, L, 0),
+            "FASTPE_ERANGE",
+        ),
+        (
+            lambda: t.rope_apply_f32(
+                h, p(x), 1, 3, 2, 48, 8, 24, p(np.array([0, 1, -(2**60)])), 0, L, 0
+            ),
+            "FASTPE_ERANGE",
+        ),
+        (lambda: t.rope_cache_f32(None, p(cos), p(sin), 3, 8, None, 0, L, 0), "FASTPE_ENULL"),
+        (lambda: t.rope_cache_f32(h, p(cos), None, 3, 8, None, 0, L, 0), "FASTPE_ENULL"),
+        (lambda: t.rope_cache_f32(h, p(cos), p(sin), -3, 8, None, 0, L, 0), "FASTPE_ESIZE"),
+        (lambda: t.rope_cache_f32(h, p(cos), p(sin), 3, 7, None, 0, L, 0), "FASTPE_ESTRIDE"),
+        (lambda: t.rope_cache_f32(h, p(cos), p(cos) + 4, 3, 8, None, 0, L, 0), "FASTPE_EOVERLAP"),
+        (lambda: t.rope_cache_f32(h, p(cos), p(sin), 3, 8, None, 0, 2, 0), "FASTPE_ELAYOUT"),
+        (lambda: t.rope_cache_f32(h, p(cos), p(sin), 3, 8, None, -(2**62), L, 0), "FASTPE_ERANGE"),
+    ]
+    for call, code in cases:
+        assert call() == C[code], code
+        assert np.all(x == 1.0) and np.all(cos == 7.0) and np.all(sin == 7.0), code
+    # nothing to do: OK, nothing written, NULL buffers welcome
+    assert t.rope_apply_f32(h, None, 0, 3, 2, 48, 8, 24, None, 0, L, 0) == C["FASTPE_OK"]
+    assert t.rope_cache_f64(h, None, None, 0, 8, None, 0, L, 0) == C["FASTPE_OK"]
+    assert t.rope_rotary_dim(None) == -1
+
+
+def test_constructors_raise_the_python_apis_errors(t):
+    with pytest.raises(ValueError, match="rope_type"):
+        t.rope_new({"rope_type": "nope"}, 64, 0, -1, None)
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        t.rope_new({"rope_type": "dynamic", "factor": 2.0}, 64, 0, -1, None)
+    with pytest.raises(ValueError, match="precision"):
+        t.rope_new(None, 64, 0, -1, b"float16")
+    with pytest.raises(ValueError, match="even"):
+        t.rope_new(None, 7, 0, -1, None)
+    w = np.array([1.0, np.nan])
+    with pytest.raises(ValueError, match="inv_freq"):
+        t.rope_from_frequencies(p(w), 2, 1.0)
+    with pytest.raises(TypeError, match="NULL"):
+        t.rope_from_frequencies(None, 2, 1.0)
+    with pytest.raises(ValueError, match="attention_factor"):
+        t.rope_from_frequencies(p(np.ones(2)), 2, 0.0)
+
+
+def test_dynamic_rule_follows_seq_len_and_precision(t, rope):
+    """rope_new passes seq_len and precision to the rule: its cache is the one of
+    a handle made from fastpe.rope_frequencies' result for the same arguments."""
+    params = {"rope_type": "dynamic", "factor": 2.0}
+    seen = []
+    for seq_len, precision in ((-1, None), (8000, None), (8000, b"float64")):
+        err, cos, _ = cache(
+            t, rope(params, 64, 4096, seq_len, precision), 4, np.float64, "half", offset=7000
+        )
+        assert err == C["FASTPE_OK"]
+        w, _ = fastpe.rope_frequencies(
+            64,
+            params,
+            max_position_embeddings=4096,
+            seq_len=None if seq_len < 0 else seq_len,
+            precision="float32" if precision is None else precision.decode(),
+        )
+        err, want, _ = cache(t, rope_of(t, w), 4, np.float64, "half", offset=7000)
+        np.testing.assert_array_equal(cos, want)
+        seen.append(cos)
+    assert not np.array_equal(seen[0], seen[1]) and not np.array_equal(seen[1], seen[2])
+
+
+def rope_of(t, w, attention=1.0):
+    h = t.rope_from_frequencies(p(w), w.size, attention)
+    _handles.append(h)
+    return h
+
+
+_handles: list = []
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _free_handles(t):
+    yield
+    for h in _handles:
+        t.rope_free(h)
+
+
+def test_one_handle_from_many_threads(t, rope, rng):
+    h = rope(LLAMA3, 128)
+    x0 = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
+    want = [
+        fastpe.apply_rope(x0.copy(), rope_parameters=LLAMA3, offset=1000 + i) for i in range(8)
+    ]
+    got = [x0.copy() for _ in range(8)]
+    codes = [None] * 8
+
+    def run(i):
+        for _ in range(50):
+            x = x0.copy()
+            codes[i] = apply(t, h, x, 2, offset=1000 + i)
+        got[i] = x
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert codes == [C["FASTPE_OK"]] * 8
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
