@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -398,16 +398,8 @@ def rope_cache(
         pos = _as_position_ids(positions)
         shape = pos.shape
         lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
-    w, attention, enc = _angles(
-        head_dim,
-        rope_parameters,
-        inv_freq,
-        attention_factor,
-        max_position_embeddings,
-        precision,
-        lo,
-        hi,
-    )
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, enc = _angles(head_dim, rule, lo, hi)
     nf = w.size
     full = (*shape, 2 * nf)
     if out is None:
@@ -453,34 +445,37 @@ def _rope_type(params: Mapping[str, Any]) -> Any:
     return params.get("rope_type", params.get("type", "default"))
 
 
+class _Rule(NamedTuple):
+    """The frequency arguments of rope_cache and apply_rope, as given."""
+
+    rope_parameters: Mapping[str, Any] | None
+    inv_freq: Any
+    attention_factor: float | None
+    max_position_embeddings: int | None
+    precision: Any
+
+
 def _angles(
-    head_dim: int,
-    rope_parameters: Mapping[str, Any] | None,
-    inv_freq: Any,
-    attention_factor: float | None,
-    max_position_embeddings: int | None,
-    precision: Any,
-    lo: int,
-    hi: int,
+    head_dim: int, rule: _Rule, lo: int, hi: int
 ) -> tuple[np.ndarray, float, _kernel.Encoder]:
     """(frequencies, attention factor, compiled encoding) for positions lo .. hi
     (none when hi < lo), every argument checked.  The rule sees the longest
     sequence hi + 1, as transformers' rotary modules do."""
-    if inv_freq is not None:
-        if rope_parameters is not None:
+    if rule.inv_freq is not None:
+        if rule.rope_parameters is not None:
             raise ValueError("give rope_parameters or inv_freq, not both")
-        w = _as_frequencies(inv_freq)
+        w = _as_frequencies(rule.inv_freq)
         attention = 1.0
     else:
         w, attention = rope_frequencies(
             head_dim,
-            rope_parameters,
-            max_position_embeddings=max_position_embeddings,
+            rule.rope_parameters,
+            max_position_embeddings=rule.max_position_embeddings,
             seq_len=max(hi + 1, 0) if hi >= lo else None,
-            precision=precision,
+            precision=rule.precision,
         )
-    if attention_factor is not None:
-        attention = as_base(attention_factor, "attention_factor")
+    if rule.attention_factor is not None:
+        attention = as_base(rule.attention_factor, "attention_factor")
     enc = _encoder(w)
     largest = max(abs(lo), abs(hi)) if hi >= lo else 0
     if largest > enc.max_position:
@@ -676,16 +671,8 @@ def apply_rope(
         elif off.size:
             offsets = off
         lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
-    w, attention, enc = _angles(
-        head_dim,
-        rope_parameters,
-        inv_freq,
-        attention_factor,
-        max_position_embeddings,
-        precision,
-        lo,
-        hi,
-    )
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, enc = _angles(head_dim, rule, lo, hi)
     if 2 * w.size > head_dim:
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
