@@ -32,6 +32,7 @@ OUT32 = np.empty((16, 24), np.float32)
 OUT64_WIDE = np.zeros((16, 40))
 BASE = 12345.678
 DTYPE = np.dtype(np.float64)
+Q = np.ones((1, 4, 2, 16), np.float32)  # rotations keep its norm: calls can repeat
 
 # (callable, expected exception or None)
 CALLS = [
@@ -53,6 +54,13 @@ CALLS = [
     (lambda: fastpe.sinusoidal(10**6, 10**6), MemoryError),
     (lambda: fastpe.reference(4, 4, num_threads=2), TypeError),
     (lambda: fastpe.reference("4", 4), TypeError),
+    (lambda: fastpe.apply_rope(Q, offset=7), None),  # the small-call path
+    (lambda: fastpe.apply_rope(Q, positions=[[3, 9]]), None),
+    (lambda: fastpe.apply_rope(Q, offset=np.array([2]), layout="interleaved"), None),
+    (lambda: fastpe.rope_cache(16, {"rope_type": "linear", "factor": 2.0}, seq_len=4), None),
+    (lambda: fastpe.apply_rope(Q, head_dim=32), ValueError),
+    (lambda: fastpe.apply_rope(Q[..., ::2], offset=1), ValueError),
+    (lambda: fastpe.apply_rope(Q, offset=2**61), ValueError),
 ]
 
 
@@ -113,6 +121,28 @@ def test_argument_refcounts_unchanged():
             else:  # pragma: no cover
                 raise AssertionError(f"{bad} accepted")
     del bad  # the loop variable itself holds `out`
+    gc.collect()
+    assert [sys.getrefcount(o) for o in objs] == before
+
+
+def test_rope_argument_refcounts_unchanged():
+    q = np.ones((1, 4, 2, 16), np.float32)
+    k = np.ones((1, 2, 2, 16), np.float32)
+    params = {"rope_type": "linear", "factor": float(2.5 * 2)}  # fresh dict and float
+    offset = int("123456")  # a fresh int beyond the small-int cache
+    objs = [q, k, params, params["factor"], offset]
+    # the first call plans the rule: its cache key holds the values (immutable ones)
+    fastpe.apply_rope(q, k, rope_parameters=params, offset=offset)
+    before = [sys.getrefcount(o) for o in objs]
+    for _ in range(1000):
+        fastpe.apply_rope(q, k, rope_parameters=params, offset=offset)  # small-call path
+        fastpe.apply_rope(q, k, rope_parameters=params, positions=[offset, offset + 1])
+        try:
+            fastpe.apply_rope(q, k[:, :, :1], rope_parameters=params, offset=offset)
+        except ValueError:
+            pass
+        else:  # pragma: no cover
+            raise AssertionError("q and k of different lengths accepted")
     gc.collect()
     assert [sys.getrefcount(o) for o in objs] == before
 
