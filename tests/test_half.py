@@ -107,8 +107,10 @@ def _tables(dtype, **kw):
         dict(seq_len=100, d_model=48, convention="tensor2tensor"),
     ]
     for c in cases:
-        yield c, fastpe.sinusoidal(dtype=dtype, **c, **kw), fastpe.sinusoidal(
-            dtype=np.float64, **c
+        yield (
+            c,
+            fastpe.sinusoidal(dtype=dtype, **c, **kw),
+            fastpe.sinusoidal(dtype=np.float64, **c),
         )
 
 
@@ -134,7 +136,7 @@ def test_subnormal_and_zero_crossing_entries_are_exercised():
 def _correct(entries, exact, dtype):
     """Whether each entry is the value nearest the exact one (mpf)."""
     ok = []
-    for v, e in zip(entries, exact):
+    for v, e in zip(entries, exact, strict=True):
         v = float(v)
         if dtype == BF16:
             bits = int(np.array(v, np.float32).view(np.uint32)) >> 16
@@ -152,7 +154,7 @@ def test_entries_against_mpmath(dtype):
     S, D, off = 4000, 96, 12345
     t = fastpe.sinusoidal(S, D, offset=off, dtype=dtype)
     ks, js = rng.integers(0, S, 600), rng.integers(0, D, 600)
-    exact = [exact_entry(off + int(k), int(j), D) for k, j in zip(ks, js)]
+    exact = [exact_entry(off + int(k), int(j), D) for k, j in zip(ks, js, strict=True)]
     ok = _correct(t[ks, js], exact, np.dtype(dtype))
     assert ok.mean() >= 0.99999, np.flatnonzero(~ok)[:5]
 
@@ -187,7 +189,8 @@ def test_every_public_function_takes_the_16_bit_types(dtype):
     assert cos.dtype == sin.dtype == dt
     out = np.zeros((5, 8), dt)
     assert fastpe.sinusoidal(5, 8, out=out) is out
-    assert np.array_equal(out.view(np.uint16), fastpe.sinusoidal(5, 8, dtype=dtype).view(np.uint16))
+    want = fastpe.sinusoidal(5, 8, dtype=dtype)
+    assert np.array_equal(out.view(np.uint16), want.view(np.uint16))
     t2d = fastpe.sinusoidal_2d(3, 4, 16, dtype=dtype).astype(np.float64)
     ref = fastpe.sinusoidal_2d(3, 4, 16, dtype=np.float64)
     assert np.array_equal(t2d, fastpe.sinusoidal_2d(3, 4, 16, dtype=dtype).astype(np.float64))
@@ -199,6 +202,7 @@ def test_rope_cache_with_attention_factor_rounds_once():
     c64, s64 = fastpe.rope_cache(64, params, seq_len=50, dtype=np.float64)
     c16, s16 = fastpe.rope_cache(64, params, seq_len=50, dtype=np.float16)
     cb, sb = fastpe.rope_cache(64, params, seq_len=50, dtype="bfloat16")
-    assert np.array_equal(c16, c64.astype(np.float16)) and np.array_equal(s16, s64.astype(np.float16))
+    assert np.array_equal(c16, c64.astype(np.float16))
+    assert np.array_equal(s16, s64.astype(np.float16))
     assert np.array_equal(cb.astype(np.float64), _bf16_reference(c64))
     assert np.array_equal(sb.astype(np.float64), _bf16_reference(s64))

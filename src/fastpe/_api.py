@@ -137,13 +137,16 @@ def sinusoidal(
         The wavelength base ``n`` (10000 in the paper); finite, > 0 and <= 1e300.
     offset : int, keyword-only
         First position (e.g. the length of a KV cache).  May be negative.
-    dtype : float32 or float64, optional, keyword-only
+    dtype : float32, float64, float16 or "bfloat16", optional, keyword-only
         Output dtype.  ``None`` (the default) means float32 (what ML pipelines
         feed to models), or ``out.dtype`` when ``out`` is given; an explicit
-        dtype must match ``out.dtype``.
+        dtype must match ``out.dtype``.  float16 and bfloat16 entries are the
+        float64 result rounded once; "bfloat16" arrays are ml_dtypes' type
+        (``pip install 'fastpe[bfloat16]'``).
     layout : {"interleaved", "split"}, keyword-only
     out : ndarray, optional, keyword-only
-        Array of shape ``(seq_len, d_model)``, dtype float32/float64, writable,
+        Array of shape ``(seq_len, d_model)``, dtype float16/bfloat16/float32/
+        float64, writable,
         with a contiguous last axis; its rows may be strided (e.g. a column slice
         ``emb[:, 64:128]`` of a wider matrix).  Filled in place and returned.
     num_threads : int, optional, keyword-only
@@ -407,7 +410,8 @@ def add_to(
 
     Parameters
     ----------
-    x : ndarray, shape (..., seq_len, d_model), float32 or float64
+    x : ndarray, shape (..., seq_len, d_model), float16, bfloat16, float32 or float64
+        (16-bit ``x``: ``x*scale + PE`` computed in double and rounded once).
         Writable, with rows at one stride (C-contiguous rows; a column slice of a
         contiguous array is fine).  Each leading index is one sequence.
     offset : int or array_like of int, keyword-only

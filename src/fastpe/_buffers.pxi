@@ -28,7 +28,8 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
 
     ``out``: 2-D (nseq*seq_len, d) float16/float32/float64 buffer, or with
     ``bfloat16`` the uint16 bits of a bfloat16 one (NumPy exports no buffer of
-    ml_dtypes' type), last axis contiguous, rows at a uniform stride.  Row r = b*seq_len + s encodes position
+    ml_dtypes' type), last axis contiguous, rows at a uniform stride.  Row
+    r = b*seq_len + s encodes position
     ``(offsets[b] if offsets is not None else offset) + (positions[b, s] if
     positions is not None else s)``: ``offsets`` a 1-D int64 ndarray (any stride),
     ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
@@ -156,7 +157,8 @@ cdef void _fill_interruptibly(void *out, char kind, int64_t stride, const pe_spe
     """Run a fill without the GIL in chunks of about _chunk_entries entries,
     checking for signals between them, so that Ctrl-C interrupts a long fill
     within a few milliseconds (KeyboardInterrupt; the rows done so far stay
-    written).  ``kind``: the entries' type, as _itemsize takes it.  Any chunking gives the same bits.  ``ac``: the encoding's anchor
+    written).  ``kind``: the entries' type, as _itemsize takes it.  Any
+    chunking gives the same bits.  ``ac``: the encoding's anchor
     cache, read before and written after a fill (NULL: none)."""
     cdef pe_fill f
     cdef int err

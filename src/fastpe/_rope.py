@@ -18,8 +18,6 @@ import numpy as np
 
 from . import kernel as _kernel
 from ._validate import (
-    is_bfloat16,
-    kernel_view,
     as_base,
     as_choice,
     as_float_dtype,
@@ -28,6 +26,8 @@ from ._validate import (
     as_out_array,
     check_out,
     check_table_size,
+    is_bfloat16,
+    kernel_view,
 )
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")

@@ -35,7 +35,7 @@ BF16_EXTRA = (
 def bfloat16_dtype() -> np.dtype:
     """ml_dtypes' bfloat16 as a NumPy dtype; ImportError naming the extra without it."""
     try:
-        import ml_dtypes
+        import ml_dtypes  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise ImportError(BF16_EXTRA) from None
     return np.dtype(ml_dtypes.bfloat16)
@@ -43,7 +43,7 @@ def bfloat16_dtype() -> np.dtype:
 
 def is_bfloat16(dt: np.dtype) -> bool:
     return (dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2) or (
-        dt == BF16_BITS and (dt.metadata or {}).get("fastpe") == "bfloat16"
+        dt == BF16_BITS and dict(dt.metadata or {}).get("fastpe") == "bfloat16"
     )
 
 
@@ -271,7 +271,9 @@ def as_out_array(out: Any) -> np.ndarray:
 
 
 def _is_torch_bfloat16(t: Any) -> bool:
-    return type(t).__module__.startswith("torch") and str(getattr(t, "dtype", "")) == "torch.bfloat16"
+    return (
+        type(t).__module__.startswith("torch") and str(getattr(t, "dtype", "")) == "torch.bfloat16"
+    )
 
 
 def _bfloat16_tensor(t: Any) -> np.ndarray | None:

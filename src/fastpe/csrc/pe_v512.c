@@ -41,9 +41,8 @@ int pe_v512_set(int on) {
 
 /* Inlined into the writers: they are the only callers.  The 16-bit writers
  * also need AVX-512BW (16-bit lanes: masked stores, permutes). */
-#define PE_V512_INLINE         static inline __attribute__((always_inline, target("avx512f")))
-#define PE_V512_BW_INLINE                                                                          \
-    static inline __attribute__((always_inline, target("avx512f,avx512bw")))
+#define PE_V512_INLINE    static inline __attribute__((always_inline, target("avx512f")))
+#define PE_V512_BW_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw")))
 #define PE_V512_CAT3_(a, b, c) a##_##b##_##c
 #define PE_V512_CAT3(a, b, c)  PE_V512_CAT3_(a, b, c)
 
@@ -233,10 +232,10 @@ PE_V512_BW_INLINE void pe_v512_tail_line_h16(uint16_t *p, int64_t L, __m512i v) 
 
 /* interleaved 16-bit: 16 frequencies = 32 entries of each row */
 PE_V512_BW_INLINE
-void pe_v512_vectors_interleaved_h16(int64_t i, PE_V512_ARGS, __m512i *v0, __m512i *v1,
-                                     __m512i *v2, __m512i *v3, int bf) {
+void pe_v512_vectors_interleaved_h16(int64_t i, PE_V512_ARGS, __m512i *v0, __m512i *v1, __m512i *v2,
+                                     __m512i *v3, int bf) {
     /* from [s0..s7 c0..c7 s8..s15 c8..c15] to s0 c0 s1 c1 ... */
-    static const uint16_t ix[32] = {0, 8,  1, 9,  2, 10, 3, 11, 4,  12, 5,  13, 6,  14, 7,  15,
+    static const uint16_t ix[32] = {0,  8,  1,  9,  2,  10, 3,  11, 4,  12, 5,  13, 6,  14, 7,  15,
                                     16, 24, 17, 25, 18, 26, 19, 27, 20, 28, 21, 29, 22, 30, 23, 31};
     __m512i idx = _mm512_loadu_si512((const void *)ix);
     __m512d sp0, cp0, sm0, cm0, sp1, cp1, sm1, cm1;

@@ -24,44 +24,44 @@
  * split rows two (sines d0, d2; cosines d1, d3).
  */
 #if PE_V512_TYPE == PE_V512_T_F64
-#define PE_T              double
-#define PE_V              __m512d
-#define PE_STOREU(p, x)   _mm512_storeu_pd(p, x)
-#define PE_STREAM(p, x)   _mm512_stream_pd(p, x)
+#define PE_T               double
+#define PE_V               __m512d
+#define PE_STOREU(p, x)    _mm512_storeu_pd(p, x)
+#define PE_STREAM(p, x)    _mm512_stream_pd(p, x)
 #define PE_MSTORE(p, k, x) _mm512_mask_storeu_pd(p, k, x)
-#define PE_SFX            f64
-#define PE_LSFX           f64
-#define PE_LANES          8
-#define PE_MASK           __mmask8
-#define PE_ALL            0xFFu
-#define PE_SK_INLINE      PE_V512_INLINE
-#define PE_SK_TARGET      "avx512f"
+#define PE_SFX             f64
+#define PE_LSFX            f64
+#define PE_LANES           8
+#define PE_MASK            __mmask8
+#define PE_ALL             0xFFu
+#define PE_SK_INLINE       PE_V512_INLINE
+#define PE_SK_TARGET       "avx512f"
 #elif PE_V512_TYPE == PE_V512_T_F32
-#define PE_T              float
-#define PE_V              __m512
-#define PE_STOREU(p, x)   _mm512_storeu_ps(p, x)
-#define PE_STREAM(p, x)   _mm512_stream_ps(p, x)
+#define PE_T               float
+#define PE_V               __m512
+#define PE_STOREU(p, x)    _mm512_storeu_ps(p, x)
+#define PE_STREAM(p, x)    _mm512_stream_ps(p, x)
 #define PE_MSTORE(p, k, x) _mm512_mask_storeu_ps(p, k, x)
-#define PE_SFX            f32
-#define PE_LSFX           f32
-#define PE_LANES          16
-#define PE_MASK           __mmask16
-#define PE_ALL            0xFFFFu
-#define PE_SK_INLINE      PE_V512_INLINE
-#define PE_SK_TARGET      "avx512f"
+#define PE_SFX             f32
+#define PE_LSFX            f32
+#define PE_LANES           16
+#define PE_MASK            __mmask16
+#define PE_ALL             0xFFFFu
+#define PE_SK_INLINE       PE_V512_INLINE
+#define PE_SK_TARGET       "avx512f"
 #else /* float16 or bfloat16: 32 lanes of uint16_t bits */
-#define PE_T              uint16_t
-#define PE_V              __m512i
-#define PE_STOREU(p, x)   _mm512_storeu_si512((void *)(p), x)
-#define PE_STREAM(p, x)   _mm512_stream_si512((void *)(p), x)
+#define PE_T               uint16_t
+#define PE_V               __m512i
+#define PE_STOREU(p, x)    _mm512_storeu_si512((void *)(p), x)
+#define PE_STREAM(p, x)    _mm512_stream_si512((void *)(p), x)
 #define PE_MSTORE(p, k, x) _mm512_mask_storeu_epi16((void *)(p), k, x)
-#define PE_SFX            PE_V512_HSFX
-#define PE_LSFX           h16
-#define PE_LANES          32
-#define PE_MASK           __mmask32
-#define PE_ALL            0xFFFFFFFFu
-#define PE_SK_INLINE      PE_V512_BW_INLINE
-#define PE_SK_TARGET      "avx512f,avx512bw"
+#define PE_SFX             PE_V512_HSFX
+#define PE_LSFX            h16
+#define PE_LANES           32
+#define PE_MASK            __mmask32
+#define PE_ALL             0xFFFFFFFFu
+#define PE_SK_INLINE       PE_V512_BW_INLINE
+#define PE_SK_TARGET       "avx512f,avx512bw"
 #endif
 #if PE_V512_SPLIT
 #define PE_KIND split
@@ -88,7 +88,7 @@ PE_SK_INLINE void PE_FN(put)(PE_T *p, PE_V x, int stream) {
 /* The block at frequency i: v0, v1 for +t and v2, v3 for -t (one row: the
  * half of its sign in v0, v1). */
 PE_SK_INLINE void PE_FN(block)(int64_t i, int rows, PE_V512_ARGS, PE_V *v0, PE_V *v1, PE_V *v2,
-                                 PE_V *v3) {
+                               PE_V *v3) {
     PE_FN(vectors)(i, As, Ac, Tm, Ts, v0, v1, v2, v3);
     if (rows == PE_V512_MINUS) {
         *v0 = *v2;
@@ -152,7 +152,7 @@ PE_SK_INLINE void PE_FN(tail)(PE_T *a, PE_T *b, int64_t o, int64_t L, int al, PE
 /* The skeleton: n frequencies of one row or of the mirrored pair; 0 if it
  * cannot take them (see pe_v512.h). */
 PE_SK_INLINE int PE_FN(rows)(PE_T *d0, PE_T *d1, PE_T *d2, PE_T *d3, int rows, int64_t n,
-                               PE_V512_ARGS, int stream) {
+                             PE_V512_ARGS, int stream) {
     const int two = rows == PE_V512_PAIR;
     PE_V v0, v1, v2, v3;
     int64_t h, v, i, t0, L;
@@ -190,12 +190,12 @@ PE_SK_INLINE int PE_FN(rows)(PE_T *d0, PE_T *d1, PE_T *d2, PE_T *d3, int rows, i
 /* The entry points (pe_v512.h): the mirrored pair, and one row as the +t or -t
  * half of a pair.  Each pins `rows` to a constant. */
 __attribute__((target(PE_SK_TARGET))) int PE_FN(pair)(PE_T *p0, PE_T *p1, PE_T *m0, PE_T *m1,
-                                                   int64_t n, PE_V512_ARGS, int stream) {
+                                                      int64_t n, PE_V512_ARGS, int stream) {
     return PE_FN(rows)(p0, p1, m0, m1, PE_V512_PAIR, n, As, Ac, Tm, Ts, stream);
 }
 
 __attribute__((target(PE_SK_TARGET))) int PE_FN(row)(PE_T *r0, PE_T *r1, int64_t n, PE_V512_ARGS,
-                                                  double sg) {
+                                                     double sg) {
     if (sg > 0.0)
         return PE_FN(rows)(r0, r1, r0, r1, PE_V512_PLUS, n, As, Ac, Tm, Ts, 0);
     return PE_FN(rows)(r0, r1, r0, r1, PE_V512_MINUS, n, As, Ac, Tm, Ts, 0);
