@@ -206,3 +206,14 @@ def test_rope_cache_with_attention_factor_rounds_once():
     assert np.array_equal(s16, s64.astype(np.float16))
     assert np.array_equal(cb.astype(np.float64), _bf16_reference(c64))
     assert np.array_equal(sb.astype(np.float64), _bf16_reference(s64))
+
+
+def test_torch_16_bit_tensors_filled_in_place():
+    torch = pytest.importorskip("torch")
+    t = torch.empty(5, 8, dtype=torch.float16)
+    assert fastpe.sinusoidal(5, 8, out=t) is t
+    assert np.array_equal(t.numpy(), fastpe.sinusoidal(5, 8, dtype=np.float16))
+    b = torch.empty(5, 8, dtype=torch.bfloat16)
+    assert fastpe.sinusoidal(5, 8, out=b, dtype="bfloat16") is b
+    want = fastpe.sinusoidal(5, 8, dtype="bfloat16").view(np.uint16)
+    assert np.array_equal(b.view(torch.int16).numpy().view(np.uint16), want)
