@@ -715,13 +715,17 @@ def check_rope_cache(result, kwargs, default_dtype):
     dt = np.dtype(kwargs.get("dtype") or np.float32)
     assert cos.shape == sin.shape == (*shape, 2 * w.size) and cos.dtype == sin.dtype == dt
     a = kwargs.get("attention_factor")
-    if a is not None and float(a) > min(float(np.finfo(dt).max) / 2, 1e150):
+    if a is not None and float(a) > min(
+        float(np.finfo(np.float32).max if dt == BF16 else np.finfo(dt).max) / 2, 1e150
+    ):
         return  # (cos and sin times a factor beyond the dtype's range, or its square's)
     assert np.all(np.isfinite(cos)) and np.all(np.isfinite(sin))
     # cos^2 + sin^2 is the attention factor squared, the same for every entry
     r2 = cos.astype(np.float64) ** 2 + sin.astype(np.float64) ** 2
     if r2.size:
-        np.testing.assert_allclose(r2, r2.flat[0], rtol=2.0**-20 if dt == np.float32 else 1e-14)
+        np.testing.assert_allclose(
+            r2, r2.flat[0], rtol={4: 2.0**-20, 8: 1e-14}.get(dt.itemsize, 2.0**-6)
+        )
 
 
 def check_apply_rope(result, kwargs, default_dtype, before):
