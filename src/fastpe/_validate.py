@@ -42,7 +42,7 @@ def bfloat16_dtype() -> np.dtype:
 
 
 def is_bfloat16(dt: np.dtype) -> bool:
-    return (dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2) or (
+    return (dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2 and dt.isnative) or (
         dt == BF16_BITS and dict(dt.metadata or {}).get("fastpe") == "bfloat16"
     )
 
