@@ -174,7 +174,7 @@ def test_add_to_shared_positions_match_the_row_by_row_path(conv, d, dtype):
     [
         (lambda: np.zeros((3, 8))[:, ::2], ValueError, "contiguous"),  # strided last axis
         (lambda: np.zeros((8, 3, 4)).transpose(1, 0, 2), ValueError, "stride"),  # rows not uniform
-        (lambda: np.zeros((4, 8), np.float16), TypeError, "dtype"),
+        (lambda: np.zeros((4, 8), np.complex64), TypeError, "dtype"),
         (lambda: np.zeros((4, 8), np.int32), TypeError, "dtype"),
         (lambda: np.zeros((4, 8)).astype(">f8"), TypeError, "dtype"),
         (lambda: np.zeros(8), ValueError, "shape"),

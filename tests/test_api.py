@@ -140,7 +140,7 @@ def test_out_ndarray_subclass():
         (lambda: np.empty((4, 5), np.float32), ValueError, "shape"),
         (lambda: np.empty((4,), np.float32), ValueError, "shape"),
         (lambda: np.empty((4, 4), np.int32), TypeError, "dtype"),
-        (lambda: np.empty((4, 4), np.float16), TypeError, "dtype"),
+        (lambda: np.empty((4, 4), np.complex64), TypeError, "dtype"),
         (lambda: np.empty((4, 4), ">f8"), TypeError, "byte order"),
         (lambda: np.broadcast_to(np.zeros(4, np.float32), (4, 4)), ValueError, "writable"),
         (lambda: np.zeros((4, 4), np.float32).T.copy(order="F"), ValueError, "contiguous"),

@@ -36,6 +36,17 @@ ACCEPTED_ERRORS = (ValueError, TypeError, MemoryError)
 
 
 RAM = fastpe._validate.physical_memory() or 2**36
+try:
+    import ml_dtypes
+
+    BF16 = np.dtype(ml_dtypes.bfloat16)
+    HAVE_ML_DTYPES = True
+except ImportError:  # bfloat16 is an optional extra
+    BF16 = None
+    HAVE_ML_DTYPES = False
+OUTPUT_DTYPES = [np.dtype(t) for t in (np.float16, np.float32, np.float64)] + (
+    [BF16] if HAVE_ML_DTYPES else []
+)
 CANARY = 0xA5
 PAD = 64
 
@@ -154,6 +165,9 @@ VALID = {
             np.dtype("f8"),
             "=f8",
             np.dtype("float32").newbyteorder("="),
+            np.float16,
+            "float16",
+            *(["bfloat16"] if HAVE_ML_DTYPES else []),
         ]
     ),
     "layout": st.sampled_from(["interleaved", "split"]),
@@ -274,10 +288,12 @@ AIMED = {
         [
             ">f8",
             "<f4" if sys.byteorder == "big" else ">f4",
-            np.float16,
+            "<f2" if sys.byteorder == "big" else ">f2",
             np.longdouble,
             np.int32,
+            np.uint16,
             np.complex128,
+            np.complex64,
             object,
             "f4,",
             "not-a-dtype",
@@ -378,7 +394,7 @@ OUT_KINDS = [
     "masked",
     "object",
     "int32",
-    "float16",
+    "complex64",
     "list",
     "bytearray",
     "memoryview",
@@ -460,14 +476,15 @@ def make_out(kind, shape, dtype):
         return np.zeros(shape, dtype=object), None, None
     if kind == "int32":
         return _guarded(shape, np.int32)
-    if kind == "float16":
-        return _guarded(shape, np.float16)
+    if kind == "complex64":
+        return _guarded(shape, np.complex64)
     if kind == "list":
         return np.zeros(shape, dt).tolist(), None, None
     if kind == "bytearray":
         return bytearray(S * D * isz), None, None
     if kind == "memoryview":
-        return memoryview(np.zeros(shape, dt)), None, None
+        # (bfloat16 has no buffer format: its bits, a uint16 buffer, are refused)
+        return memoryview(np.zeros(shape, np.uint16 if dt == BF16 else dt)), None, None
     raise AssertionError(kind)
 
 
@@ -502,7 +519,7 @@ def check_table(result, kwargs, default_dtype):
     assert S >= 0 and D >= 1
     out = kwargs.get("out")
     expected_dtype = _expected_dtype(kwargs, default_dtype)
-    assert expected_dtype in (np.float32, np.float64) and expected_dtype.isnative
+    assert expected_dtype in OUTPUT_DTYPES
     if out is not None:
         assert result is out  # the caller's object back (a memoryview stays one)
         result = np.asarray(result)
@@ -514,8 +531,7 @@ def check_table(result, kwargs, default_dtype):
     assert np.isfinite(result).all()
     # the reference's own error grows with the angle; fastpe's float32 rounding is 2^-24
     tol = 1e-12 + 16 * _angle_bound(S, D, base, offset) * 2.0**-53
-    if expected_dtype == np.float32:
-        tol += 2.0**-23
+    tol += _rounding(expected_dtype)
     assert np.max(np.abs(np.asarray(result, dtype=np.float64) - R)) <= tol
 
 
@@ -534,13 +550,21 @@ def _expected_dtype(kwargs, default_dtype):
     out = kwargs.get("out")
     dtype = kwargs.get("dtype")
     if out is not None and dtype is None:
-        return np.asarray(out).dtype.newbyteorder("=")
+        dt = np.asarray(out).dtype
+        return dt if dt == BF16 else dt.newbyteorder("=")
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return BF16
     return np.dtype(default_dtype if dtype is None else dtype)
+
+
+def _rounding(dt):
+    """The largest rounding error of an entry in [-1, 1] in dtype dt (half an ulp of 1)."""
+    return {4: 2.0**-24, 8: 0.0}.get(np.dtype(dt).itemsize, 2.0**-9 if dt == BF16 else 2.0**-12)
 
 
 def _knob_tol(angles, dtype):
     tol = 1e-12 + 32 * float(np.max(np.abs(angles), initial=1.0)) * 2.0**-53
-    return tol + (2.0**-23 if dtype == np.float32 else 0.0)
+    return tol + _rounding(dtype)
 
 
 def check_convention_table(result, kwargs, default_dtype):
@@ -691,13 +715,17 @@ def check_rope_cache(result, kwargs, default_dtype):
     dt = np.dtype(kwargs.get("dtype") or np.float32)
     assert cos.shape == sin.shape == (*shape, 2 * w.size) and cos.dtype == sin.dtype == dt
     a = kwargs.get("attention_factor")
-    if a is not None and float(a) > min(float(np.finfo(dt).max) / 2, 1e150):
+    if a is not None and float(a) > min(
+        float(np.finfo(np.float32).max if dt == BF16 else np.finfo(dt).max) / 2, 1e150
+    ):
         return  # (cos and sin times a factor beyond the dtype's range, or its square's)
     assert np.all(np.isfinite(cos)) and np.all(np.isfinite(sin))
     # cos^2 + sin^2 is the attention factor squared, the same for every entry
     r2 = cos.astype(np.float64) ** 2 + sin.astype(np.float64) ** 2
     if r2.size:
-        np.testing.assert_allclose(r2, r2.flat[0], rtol=2.0**-20 if dt == np.float32 else 1e-14)
+        np.testing.assert_allclose(
+            r2, r2.flat[0], rtol={4: 2.0**-20, 8: 1e-14}.get(dt.itemsize, 2.0**-6)
+        )
 
 
 def check_apply_rope(result, kwargs, default_dtype, before):
@@ -900,7 +928,7 @@ def calls(draw, name):
         if kind != "none":
             if not (0 <= shape[0] <= 64 and 1 <= shape[1] <= 64):
                 shape = (3, 4)
-            out_dtype = draw(st.sampled_from([np.float32, np.float64]))
+            out_dtype = draw(st.sampled_from(OUTPUT_DTYPES))
             if valid and kwargs.get("dtype") is not None:
                 out_dtype = np.dtype(kwargs["dtype"])
             out, buf, mask = make_out(kind, shape, out_dtype)
@@ -1129,7 +1157,7 @@ def test_guard_bands_valid_out(kind, dtype, shape):
         "nonnative",
         "wrong_shape",
         "int32",
-        "float16",
+        "complex64",
     ],
 )
 def test_guard_bands_refused_out_untouched(kind):
@@ -1254,3 +1282,21 @@ def test_unaligned_positions_and_offsets_are_accepted(dtype):
         offs = unaligned(np.array([0, 5], dtype=np.int64))
         got = fastpe.add_to(np.zeros((2, 8, 16), np.float32), offset=offs)
         assert np.array_equal(got[1], fastpe.sinusoidal(8, 16, offset=5))
+
+
+def test_bfloat16_without_ml_dtypes_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # import fails as if not installed
+    with pytest.raises(ImportError, match=r"fastpe\[bfloat16\]"):
+        fastpe.sinusoidal(3, 4, dtype="bfloat16")
+    with pytest.raises(ImportError, match=r"fastpe\[bfloat16\]"):
+        fastpe.rope_cache(8, seq_len=3, dtype="bfloat16")
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.complex64, np.int16, np.uint16, np.int64])
+def test_unsupported_dtypes_named_and_nothing_written(dtype):
+    with pytest.raises(TypeError, match=rf"{np.dtype(dtype)}.*|float16, bfloat16"):
+        fastpe.sinusoidal(3, 4, dtype=dtype)
+    x = np.ones((2, 3, 4), dtype)
+    with pytest.raises(TypeError, match=r"float16, bfloat16, float32 or float64.*" + str(x.dtype)):
+        fastpe.add_to(x)
+    assert (x == 1).all()

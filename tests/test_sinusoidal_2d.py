@@ -53,7 +53,7 @@ def test_2d_empty_grid():
         (dict(interleave_sin_cos=True), ValueError, "timm"),  # ignored before
         (dict(reverse_coord=True), ValueError, "timm"),
         (dict(base=0.0), ValueError, "base"),
-        (dict(dtype=np.float16), TypeError, "dtype"),
+        (dict(dtype=np.complex64), TypeError, "dtype"),
         (dict(num_threads=0), ValueError, "num_threads"),
         (dict(grid_h=10**6, grid_w=10**6, d_model=2**20), MemoryError, "memory"),
     ],

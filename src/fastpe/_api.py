@@ -26,6 +26,7 @@ from ._validate import (
     as_num_threads,
     check_out,
     check_table_size,
+    kernel_view,
 )
 from ._version import __version__
 from .typing import BuildInfo, Convention2DName, ConventionName, Layout, _ArrayT, _OutT
@@ -137,13 +138,16 @@ def sinusoidal(
         The wavelength base ``n`` (10000 in the paper); finite, > 0 and <= 1e300.
     offset : int, keyword-only
         First position (e.g. the length of a KV cache).  May be negative.
-    dtype : float32 or float64, optional, keyword-only
+    dtype : float32, float64, float16 or "bfloat16", optional, keyword-only
         Output dtype.  ``None`` (the default) means float32 (what ML pipelines
         feed to models), or ``out.dtype`` when ``out`` is given; an explicit
-        dtype must match ``out.dtype``.
+        dtype must match ``out.dtype``.  float16 and bfloat16 entries are the
+        float64 result rounded once; "bfloat16" arrays are ml_dtypes' type
+        (``pip install 'fastpe[bfloat16]'``).
     layout : {"interleaved", "split"}, keyword-only
     out : ndarray, optional, keyword-only
-        Array of shape ``(seq_len, d_model)``, dtype float32/float64, writable,
+        Array of shape ``(seq_len, d_model)``, dtype float16/bfloat16/float32/
+        float64, writable,
         with a contiguous last axis; its rows may be strided (e.g. a column slice
         ``emb[:, 64:128]`` of a wider matrix).  Filled in place and returned.
     num_threads : int, optional, keyword-only
@@ -206,13 +210,22 @@ def sinusoidal(
     offset = as_int(offset, "offset")
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is None else as_float_dtype(dtype)
+    explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
     _check_range(enc, _table_extent(offset, seq_len), "seq_len and offset")
     fresh = out is None
     out, view = _output(
         out, (seq_len, d_model), explicit, enc.scratch_nbytes(seq_len, nthreads, False)
     )
-    enc.fill_rows(view, nseq=1, seq_len=seq_len, offset=offset, num_threads=nthreads, fresh=fresh)
+    view, bf16 = kernel_view(view)
+    enc.fill_rows(
+        view,
+        nseq=1,
+        seq_len=seq_len,
+        offset=offset,
+        num_threads=nthreads,
+        fresh=fresh,
+        bfloat16=bf16,
+    )
     return out
 
 
@@ -362,20 +375,22 @@ def sinusoidal_at(
     d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is None else as_float_dtype(dtype)
+    explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
     pos = _as_positions(positions, "positions")
     _check_range(enc, _largest(pos), "positions")
     shape = (*pos.shape, d_model)
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(pos.size, nthreads, False))
     flat = np.ascontiguousarray(pos).reshape(1, -1)
+    rows, bf16 = kernel_view(_rows(view))
     enc.fill_rows(
-        _rows(view),
+        rows,
         nseq=1,
         seq_len=flat.shape[1],
         positions=flat,
         num_threads=nthreads,
         fresh=fresh,
+        bfloat16=bf16,
     )
     return out
 
@@ -397,7 +412,8 @@ def add_to(
 
     Parameters
     ----------
-    x : ndarray, shape (..., seq_len, d_model), float32 or float64
+    x : ndarray, shape (..., seq_len, d_model), float16, bfloat16, float32 or float64
+        (16-bit ``x``: ``x*scale + PE`` computed in double and rounded once).
         Writable, with rows at one stride (C-contiguous rows; a column slice of a
         contiguous array is fine).  Each leading index is one sequence.
     offset : int or array_like of int, keyword-only
@@ -446,7 +462,7 @@ def add_to(
     scale = as_finite(scale, "scale")  # (a Python int beyond float raised OverflowError)
     batch = x.shape[:-2]
     nseq = int(np.prod(batch, dtype=np.int64))
-    rows = _rows(x)
+    rows, bf16 = kernel_view(_rows(x))
     # no early return for an empty x: offset and positions are checked all the same
 
     where = _offset_positions(offset, positions, x.shape, enc)
@@ -470,6 +486,7 @@ def add_to(
         add=True,
         scale=scale,
         num_threads=nthreads,
+        bfloat16=bf16,
     )
     return x
 
@@ -619,8 +636,12 @@ def sinusoidal_2d(
     if n1 * n2 == 0:  # no per-axis tables for an empty grid (one axis may be huge)
         return np.zeros((extra, d_model), dtype=dt)
     # per-axis [sin | cos] tables of width d/2: frequencies base^(-2k/(d/2))
-    t1 = sinusoidal(n1, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
-    t2 = sinusoidal(n2, half, base=base, layout="split", dtype=np.float64, num_threads=num_threads)
+    # float64 tables rounded by the assignment below, or the 16-bit tables
+    # themselves (rounded once by the kernel: NumPy's casts to bfloat16 go
+    # through float32)
+    tdt = dt if dt.itemsize == 2 else np.dtype(np.float64)
+    t1 = sinusoidal(n1, half, base=base, layout="split", dtype=tdt, num_threads=num_threads)
+    t2 = sinusoidal(n2, half, base=base, layout="split", dtype=tdt, num_threads=num_threads)
     out = np.zeros((extra + n1 * n2, d_model), dtype=dt)
     grid = out[extra:].reshape(n1, n2, d_model)
     if convention == "mae":

@@ -22,12 +22,14 @@ cdef int _one = 1
 cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t nseq,
                           int64_t seq_len, int64_t offset, offsets, positions, zero_pos,
                           bint add, double scale, int num_threads, bint fresh,
-                          pe_anchor_cache *ac=NULL):
+                          pe_anchor_cache *ac=NULL, bint bfloat16=False):
     """The general fill behind the public functions (which validate everything
     first): buffers in, kernel run, buffers released.
 
-    ``out``: 2-D (nseq*seq_len, d) float32/float64 buffer, last axis contiguous,
-    rows at a uniform stride.  Row r = b*seq_len + s encodes position
+    ``out``: 2-D (nseq*seq_len, d) float16/float32/float64 buffer, or with
+    ``bfloat16`` the uint16 bits of a bfloat16 one (NumPy exports no buffer of
+    ml_dtypes' type), last axis contiguous, rows at a uniform stride.  Row
+    r = b*seq_len + s encodes position
     ``(offsets[b] if offsets is not None else offset) + (positions[b, s] if
     positions is not None else s)``: ``offsets`` a 1-D int64 ndarray (any stride),
     ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
@@ -53,8 +55,12 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
     try:
         code = _native_code(view.format)
-        if view.ndim != 2 or (code != c'f' and code != c'd'):
-            raise TypeError("out must be a 2-D float32 or float64 buffer")
+        if bfloat16:
+            if view.ndim != 2 or code != c'H':
+                raise TypeError("out must be a 2-D uint16 buffer holding bfloat16")
+            code = c'b'
+        elif view.ndim != 2 or (code != c'f' and code != c'd' and code != c'e'):
+            raise TypeError("out must be a 2-D float16, float32 or float64 buffer")
         if view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
             raise ValueError("out has the wrong shape for this fill")
         if view.shape[0] > 1 and view.strides[0] < sp.d * view.itemsize:
@@ -90,7 +96,7 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
         if nseq * seq_len > 0:
-            _fill_interruptibly(view.buf, code == c'f', stride, &sp, &rq, num_threads, pmem, ac)
+            _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac)
     finally:
         PyBuffer_Release(&view)
         if have_p:
@@ -139,20 +145,27 @@ cdef bint _span(const Py_buffer *v, const char **lo, const char **hi) noexcept:
     return True
 
 
-cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec *sp,
+cdef size_t _itemsize(char kind) noexcept nogil:
+    """Bytes of an entry of kind 'f' (float32), 'd' (float64), 'e' (float16) or
+    'b' (bfloat16)."""
+    return 4 if kind == c'f' else (8 if kind == c'd' else 2)
+
+
+cdef void _fill_interruptibly(void *out, char kind, int64_t stride, const pe_spec *sp,
                               const pe_rows *rq, int num_threads, const double *plan,
                               pe_anchor_cache *ac=NULL) except *:
     """Run a fill without the GIL in chunks of about _chunk_entries entries,
     checking for signals between them, so that Ctrl-C interrupts a long fill
     within a few milliseconds (KeyboardInterrupt; the rows done so far stay
-    written).  Any chunking gives the same bits.  ``ac``: the encoding's anchor
+    written).  ``kind``: the entries' type, as _itemsize takes it.  Any
+    chunking gives the same bits.  ``ac``: the encoding's anchor
     cache, read before and written after a fill (NULL: none)."""
     cdef pe_fill f
     cdef int err
     cdef int64_t seeded = INT64_MIN
     cdef size_t anchor_bytes = 2 * sp.nf * sizeof(double)
     with nogil:
-        err = _fill_setup(&f, sp, rq, num_threads, plan, 4 if f32 else 8)
+        err = _fill_setup(&f, sp, rq, num_threads, plan, _itemsize(kind))
         # fractional positions are evaluated directly: no anchors to share
         if err == FASTPE_OK and ac != NULL and rq.pos_f == NULL:
             PyThread_acquire_lock(ac.lock, WAIT_LOCK)
@@ -169,10 +182,14 @@ cdef void _fill_interruptibly(void *out, bint f32, int64_t stride, const pe_spec
         while u0 < f.units:
             u1 = u0 + step if step < f.units - u0 else f.units
             with nogil:
-                if f32:
+                if kind == c'f':
                     _fill_units(<float *>out, stride, &f, u0, u1)
-                else:
+                elif kind == c'd':
                     _fill_units(<double *>out, stride, &f, u0, u1)
+                elif kind == c'e':
+                    _fill_units(<pe_f16 *>out, stride, &f, u0, u1)
+                else:
+                    _fill_units(<pe_bf16 *>out, stride, &f, u0, u1)
             f.seed = f.last          # thread 0's scratch carries over to the next chunk
             u0 = u1
             if u0 < f.units:

@@ -107,7 +107,10 @@ cdef bint _fast_out(out, Py_buffer *view, char want, int64_t *rows, int64_t d,
     cdef char code
     if type(out) is not _NDARRAY:
         return False
-    PyObject_GetBuffer(out, view, PyBUF_STRIDES | PyBUF_FORMAT)
+    try:
+        PyObject_GetBuffer(out, view, PyBUF_STRIDES | PyBUF_FORMAT)
+    except ValueError:      # dtypes with no buffer format (ml_dtypes' bfloat16)
+        return False
     code = _native_code(view.format)
     if view.readonly or view.ndim < 1 or view.shape[view.ndim - 1] != d \
             or (code != c'f' and code != c'd') or (want != 0 and code != want) \
@@ -137,6 +140,11 @@ cdef bint _fast_out(out, Py_buffer *view, char want, int64_t *rows, int64_t d,
     return True
 
 
+cdef inline char _kind(const Py_buffer *view) noexcept:
+    """The kind _fill_interruptibly takes of a buffer _fast_out accepted."""
+    return c'f' if view.itemsize == 4 else c'd'
+
+
 cdef void *_data(arr) except NULL:
     """The data pointer of a new C-contiguous ndarray (buffer protocol: no NumPy
     C-API, so one wheel serves NumPy 1.x and 2.x)."""
@@ -162,7 +170,7 @@ cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows 
     out = _np_empty(shape, _F32 if want == c'f' else _F64)
     rq.fresh = 1
     if n > 0:
-        _fill_interruptibly(_data(out), want == c'f', enc.sp.d, &enc.sp, rq, nt, enc.pmem,
+        _fill_interruptibly(_data(out), want, enc.sp.d, &enc.sp, rq, nt, enc.pmem,
                             &enc.ac)
     return out
 
@@ -194,7 +202,7 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
         if view.ndim != 2 or rows != S or not _small(&enc.sp, S, nt, False, 0.0):
             return None
         if S > 0:
-            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt,
+            _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt,
                                 enc.pmem, &enc.ac)
     finally:
         PyBuffer_Release(&view)
@@ -277,7 +285,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
             if view.shape[i] != pv.shape[i]:
                 return None
         if n > 0:
-            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt,
+            _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt,
                                 enc.pmem, &enc.ac)
         return out
     finally:
@@ -316,7 +324,7 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention):
         rq.add = 1
         rq.scale = <double>scale
         if rows > 0:
-            _fill_interruptibly(view.buf, view.itemsize == 4, stride, &enc.sp, &rq, nt,
+            _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt,
                                 enc.pmem, &enc.ac)
     finally:
         PyBuffer_Release(&view)

@@ -133,7 +133,7 @@ cdef struct pe_ctx:
     const double *Ts
 
 
-cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, double *ev,
+cdef inline void _encode_row(anyreal *row, const pe_ctx *c, int64_t b, int64_t s, double *ev,
                              int64_t *cached, double zero) noexcept nogil:
     """The encoding of the position of row (b, s) -> row.  ev: this thread's
     anchor scratch (3 nf), *cached: the anchor position it holds."""
@@ -153,10 +153,14 @@ cdef inline void _encode_row(real *row, const pe_ctx *c, int64_t b, int64_t s, d
     else:
         K = _int_position(rq, b, s)
     if rq.has_zero_pos and K == rq.zero_pos:
-        if real is float:
+        if anyreal is float:
             pe_zero_row_f32(row, c.sp.d, zero)
-        else:
+        elif anyreal is double:
             pe_zero_row_f64(row, c.sp.d, zero)
+        elif anyreal is pe_f16:
+            pe_zero_row_f16(<uint16_t *>row, c.sp.d, zero)
+        else:
+            pe_zero_row_bf16(<uint16_t *>row, c.sp.d, zero)
         return
     _write_at(row, c, K, ev, cached, NULL, False, zero)
 
@@ -177,8 +181,8 @@ cdef inline void _anchor(const pe_ctx *c, int64_t K, double *ev, int64_t *cached
         cached[0] = centre
 
 
-cdef inline void _write_at(real *dest, const pe_ctx *c, int64_t K, double *ev, int64_t *cached,
-                           real *buf, bint stream, double zero) noexcept nogil:
+cdef inline void _write_at(anyreal *dest, const pe_ctx *c, int64_t K, double *ev, int64_t *cached,
+                           anyreal *buf, bint stream, double zero) noexcept nogil:
     """The row of integer position K, alone.  Position 0 is evaluated directly, so
     it is exact (sines 0, cosines 1), not the rotation of its block's anchor (ev
     then no longer holds an anchor: *cached is reset)."""
@@ -191,50 +195,71 @@ cdef inline void _write_at(real *dest, const pe_ctx *c, int64_t K, double *ev, i
     _write_one(dest, c, ev, K - cached[0], buf, stream, zero)
 
 
-cdef inline void _write_one(real *dest, const pe_ctx *c, const double *ev, int64_t j,
-                            real *buf, bint stream, double zero) noexcept nogil:
+cdef inline void _write_one(anyreal *dest, const pe_ctx *c, const double *ev, int64_t j,
+                            anyreal *buf, bint stream, double zero) noexcept nogil:
     """Row at centre + j of the anchor in ev: rotated by table row |j|, sign of j
     (through buf when streaming)."""
     cdef int64_t a = j if j >= 0 else -j
-    cdef real *row = buf if stream else dest
-    if real is float:
-        pe_row_f32(row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
-                   1.0 if j >= 0 else -1.0)
+    cdef anyreal *row = buf if stream else dest
+    cdef double sg = 1.0 if j >= 0 else -1.0
+    if anyreal is float:
+        pe_row_f32(row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf, sg)
+    elif anyreal is double:
+        pe_row_f64(row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf, sg)
+    elif anyreal is pe_f16:
+        pe_row_f16(<uint16_t *>row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf,
+                   c.Ts + a * c.nf, sg)
     else:
-        pe_row_f64(row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf, c.Ts + a * c.nf,
-                   1.0 if j >= 0 else -1.0)
+        pe_row_bf16(<uint16_t *>row, c.sp, zero, ev, ev + c.nf, c.Tm + a * c.nf,
+                    c.Ts + a * c.nf, sg)
     if stream:
-        pe_stream_copy(dest, row, c.sp.d * sizeof(real))
+        pe_stream_copy(dest, row, c.sp.d * sizeof(anyreal))
 
 
-cdef inline void _write_pair(real *out, int64_t row_stride, int64_t rp, int64_t rm,
-                             const pe_ctx *c, const double *ev, int64_t j, real *buf,
+cdef inline void _write_pair(anyreal *out, int64_t row_stride, int64_t rp, int64_t rm,
+                             const pe_ctx *c, const double *ev, int64_t j, anyreal *buf,
                              bint stream) noexcept nogil:
     """Rows rp (centre + j) and rm (centre - j), j > 0."""
     cdef int64_t D = c.sp.d
     # the AVX-512 writers where the CPU has them (streaming: straight from registers)
-    if real is float:
+    cdef const double *Tm = c.Tm + j * c.nf
+    cdef const double *Ts = c.Ts + j * c.nf
+    if anyreal is float:
         if pe_row2_v512_f32(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
-                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream):
+                            ev + c.nf, Tm, Ts, stream):
             return
-    else:
+    elif anyreal is double:
         if pe_row2_v512_f64(out + rp * row_stride, out + rm * row_stride, c.sp, ev,
-                            ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf, stream):
+                            ev + c.nf, Tm, Ts, stream):
             return
-    cdef real *p = buf if stream else out + rp * row_stride
-    cdef real *m = buf + D if stream else out + rm * row_stride
-    if real is float:
-        pe_row2_f32(p, m, c.sp, 0.0, ev, ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf)
+    elif anyreal is pe_f16:
+        if pe_row2_v512_f16(<uint16_t *>(out + rp * row_stride),
+                            <uint16_t *>(out + rm * row_stride), c.sp, ev, ev + c.nf, Tm, Ts,
+                            stream):
+            return
     else:
-        pe_row2_f64(p, m, c.sp, 0.0, ev, ev + c.nf, c.Tm + j * c.nf, c.Ts + j * c.nf)
+        if pe_row2_v512_bf16(<uint16_t *>(out + rp * row_stride),
+                             <uint16_t *>(out + rm * row_stride), c.sp, ev, ev + c.nf, Tm, Ts,
+                             stream):
+            return
+    cdef anyreal *p = buf if stream else out + rp * row_stride
+    cdef anyreal *m = buf + D if stream else out + rm * row_stride
+    if anyreal is float:
+        pe_row2_f32(p, m, c.sp, 0.0, ev, ev + c.nf, Tm, Ts)
+    elif anyreal is double:
+        pe_row2_f64(p, m, c.sp, 0.0, ev, ev + c.nf, Tm, Ts)
+    elif anyreal is pe_f16:
+        pe_row2_f16(<uint16_t *>p, <uint16_t *>m, c.sp, 0.0, ev, ev + c.nf, Tm, Ts)
+    else:
+        pe_row2_bf16(<uint16_t *>p, <uint16_t *>m, c.sp, 0.0, ev, ev + c.nf, Tm, Ts)
     if stream:
-        pe_stream_copy(out + rp * row_stride, p, D * sizeof(real))
-        pe_stream_copy(out + rm * row_stride, m, D * sizeof(real))
+        pe_stream_copy(out + rp * row_stride, p, D * sizeof(anyreal))
+        pe_stream_copy(out + rm * row_stride, m, D * sizeof(anyreal))
 
 
-cdef void _fill_blocks(real *out, int64_t row_stride, const pe_ctx *c, int64_t off,
+cdef void _fill_blocks(anyreal *out, int64_t row_stride, const pe_ctx *c, int64_t off,
                        int64_t N, int64_t lo, int64_t hi, double *ev, int64_t *cached,
-                       real *buf, bint stream) noexcept nogil:
+                       anyreal *buf, bint stream) noexcept nogil:
     """Contiguous rows 0..N-1 (positions off + r), block by block.  Rows centre+j
     and centre-j share their table row and its four products, so they are written
     together (bitwise as if alone).  Within a block the rows are taken in the
@@ -324,7 +349,7 @@ cdef int _fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int num_t
                     rq.pos_f == NULL) else N * (D + EVAL_WORK * nf))
     if f.nt > f.units:
         f.nt = <int>f.units
-    cdef double stream_from = _stream_bytes_f32 if itemsize == 4 else _stream_bytes_f64
+    cdef double stream_from = _stream_bytes_f64 if itemsize == 8 else _stream_bytes_f32
     f.stream = PE_HAVE_STREAM and not rq.add and not rq.fresh and D <= STREAM_MAX_WIDTH \
         and <double>N * <double>(D * itemsize) >= stream_from
     f.per_thread = 3 * nf + (D if rq.add else (2 * D if f.stream else 0))
@@ -355,7 +380,7 @@ cdef inline void _fill_free(pe_fill *f) noexcept nogil:
     f.mem = NULL
 
 
-cdef void _fill_units(real *out, int64_t row_stride, const pe_fill *f, int64_t u0,
+cdef void _fill_units(anyreal *out, int64_t row_stride, const pe_fill *f, int64_t u0,
                       int64_t u1) noexcept nogil:
     """The hot loop: units u0 .. u1-1 of a prepared fill (all of them, or one
     chunk of a long fill), each thread a contiguous range of them.
@@ -386,7 +411,19 @@ cdef void _fill_units(real *out, int64_t row_stride, const pe_fill *f, int64_t u
         _fill_part(out, row_stride, f, u0 + t * n // nt, u0 + (t + 1) * n // nt, t)
 
 
-cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_lo,
+cdef inline void _add_row(anyreal *x, const double *pe, int64_t n, double scale) noexcept nogil:
+    """x = x*scale + pe, rounded once to x's type."""
+    if anyreal is float:
+        pe_add_row_f32(x, pe, n, scale)
+    elif anyreal is double:
+        pe_add_row_f64(x, pe, n, scale)
+    elif anyreal is pe_f16:
+        pe_add_row_f16(<uint16_t *>x, pe, n, scale)
+    else:
+        pe_add_row_bf16(<uint16_t *>x, pe, n, scale)
+
+
+cdef void _fill_part(anyreal *out, int64_t row_stride, const pe_fill *f, int64_t u_lo,
                      int64_t u_hi, int t) noexcept nogil:
     """Units u_lo .. u_hi-1 of a fill, written by thread t (its scratch)."""
     cdef const pe_ctx *c = &f.c
@@ -401,10 +438,10 @@ cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_
     cdef int64_t cached = f.seed if t == 0 else INT64_MIN
     cdef double *ev = f.scratch + f.per_thread * t
     cdef double *buf = ev + 3 * nf
-    cdef real *dest
+    cdef anyreal *dest
     if not rq.add and f.contiguous:
         _fill_blocks(out, row_stride, c, rq.offset, rq.S, u_lo, u_hi, ev, &cached,
-                     <real *>buf, stream)
+                     <anyreal *>buf, stream)
         if stream:
             pe_stream_fence()   # streaming stores are weakly ordered
     elif not rq.add:
@@ -412,8 +449,8 @@ cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_
             b = r // S
             dest = out + r * row_stride
             if stream:
-                _encode_row(<real *>buf, c, b, r - b * S, ev, &cached, 0.0)
-                pe_stream_copy(dest, buf, D * sizeof(real))
+                _encode_row(<anyreal *>buf, c, b, r - b * S, ev, &cached, 0.0)
+                pe_stream_copy(dest, buf, D * sizeof(anyreal))
             else:
                 _encode_row(dest, c, b, r - b * S, ev, &cached, 0.0)
         if stream:
@@ -424,31 +461,25 @@ cdef void _fill_part(real *out, int64_t row_stride, const pe_fill *f, int64_t u_
             for b in range(rq.nseq):
                 dest = out + (b * S + r) * row_stride
                 if b + 1 < rq.nseq:
-                    pe_prefetch_write(dest + S * row_stride, D * sizeof(real))
-                if real is float:
-                    pe_add_row_f32(dest, buf, D, rq.scale)
-                else:
-                    pe_add_row_f64(dest, buf, D, rq.scale)
+                    pe_prefetch_write(dest + S * row_stride, D * sizeof(anyreal))
+                _add_row(dest, buf, D, rq.scale)
     else:
         for r in range(u_lo, u_hi):
             b = r // S
             _encode_row(buf, c, b, r - b * S, ev, &cached, -0.0)
             dest = out + r * row_stride
-            if real is float:
-                pe_add_row_f32(dest, buf, D, rq.scale)
-            else:
-                pe_add_row_f64(dest, buf, D, rq.scale)
+            _add_row(dest, buf, D, rq.scale)
     if t == 0:
         (<pe_fill *>f).last = cached
 
 
-cdef int _fill_rows(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+cdef int _fill_rows(anyreal *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
                     int num_threads, const double *plan) noexcept nogil:
     """A whole fill in one go (the C API's entry points; arguments validated)."""
     cdef pe_fill f
     if rq.nseq * rq.S == 0:
         return FASTPE_OK
-    cdef int err = _fill_setup(&f, sp, rq, num_threads, plan, sizeof(real))
+    cdef int err = _fill_setup(&f, sp, rq, num_threads, plan, sizeof(anyreal))
     if err != FASTPE_OK:
         return err
     _fill_units(out, row_stride, &f, 0, f.units)

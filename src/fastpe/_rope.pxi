@@ -152,7 +152,7 @@ cdef object _rope_run(const Py_buffer *view, Encoder enc, int sa, int64_t offset
             if table == NULL:
                 raise MemoryError("could not allocate the RoPE angle table")
         R.table = table
-        _fill_interruptibly(table, False, 2 * nf, &enc.sp, &rq, num_threads, enc.pmem,
+        _fill_interruptibly(table, c'd', 2 * nf, &enc.sp, &rq, num_threads, enc.pmem,
                             &enc.ac)
         # in chunks, checking for Ctrl-C between them, as a long fill does
         nt = _threads(num_threads, nrows, 2 * nf)

@@ -27,6 +27,8 @@ from ._validate import (
     as_out_array,
     check_out,
     check_table_size,
+    is_bfloat16,
+    kernel_view,
 )
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
@@ -383,7 +385,7 @@ def rope_cache(
     """
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is None else as_float_dtype(dtype)
+    explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
     if (seq_len is None) == (positions is None):
         raise ValueError("give either seq_len (with offset) or positions")
     if positions is None:
@@ -423,13 +425,25 @@ def rope_cache(
     table = np.empty((math.prod(shape), 2 * nf), dt)
     if table.shape[0]:
         where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
+        view, bf16 = kernel_view(table)
         enc.fill_rows(
-            table, nseq=1, seq_len=table.shape[0], num_threads=nthreads, fresh=True, **where
+            view,
+            nseq=1,
+            seq_len=table.shape[0],
+            num_threads=nthreads,
+            fresh=True,
+            bfloat16=bf16,
+            **where,
         )
     if attention != 1.0:
         table *= attention
+        if cos.dtype.itemsize == 2:  # rounded once (NumPy's bfloat16 cast goes through float32)
+            half = np.empty(table.shape, cos.dtype)
+            bits = half.view(np.uint16).reshape(-1)
+            _kernel.round_to_half(table.reshape(-1), bits, is_bfloat16(cos.dtype))
+            table = half
     s, c = table[:, :nf].reshape((*shape, nf)), table[:, nf:].reshape((*shape, nf))
-    # (an attention factor beyond float32's range gives inf, the rounding of the value)
+    # (an attention factor beyond the dtype's range gives inf, the rounding of the value)
     with np.errstate(over="ignore"):
         for dst, src in ((cos, c), (sin, s)):
             if layout == "half":

@@ -20,6 +20,46 @@ LAYOUTS = ("interleaved", "split")
 
 _LAYOUT_CODES = {"interleaved": 0, "split": 1}
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+SUPPORTED = "float16, bfloat16, float32 or float64"
+
+# bfloat16 arrays are ml_dtypes' type (an optional extra).  Without it, a
+# bfloat16 buffer from elsewhere (a PyTorch tensor) is handled as its uint16
+# bits, marked with this dtype (the kernel sees uint16 in either case).
+BF16_BITS = np.dtype(np.uint16, metadata={"fastpe": "bfloat16"})
+BF16_EXTRA = (
+    "bfloat16 arrays need the ml_dtypes package: pip install 'fastpe[bfloat16]' "
+    "(or pip install ml_dtypes)"
+)
+
+
+def bfloat16_dtype() -> np.dtype:
+    """ml_dtypes' bfloat16 as a NumPy dtype; ImportError naming the extra without it."""
+    try:
+        import ml_dtypes  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        raise ImportError(BF16_EXTRA) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bfloat16(dt: np.dtype) -> bool:
+    return (dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2 and dt.isnative) or (
+        dt == BF16_BITS and dict(dt.metadata or {}).get("fastpe") == "bfloat16"
+    )
+
+
+def is_output_dtype(dt: np.dtype) -> bool:
+    """float16/32/64 in native byte order, or bfloat16."""
+    if is_bfloat16(dt):
+        return True
+    return dt.isnative and dt in (np.dtype(np.float16), *FLOAT_DTYPES)
+
+
+def kernel_view(arr: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(a view the kernel can fill, whether it holds bfloat16): NumPy exports no
+    buffer of ml_dtypes' types, so bfloat16 goes to the kernel as uint16 bits."""
+    if is_bfloat16(arr.dtype):
+        return arr.view(np.uint16), True
+    return arr, False
 
 
 # The kernel takes int64 sizes; anything larger is refused here, with the
@@ -114,14 +154,24 @@ def as_layout(value: Any) -> int:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {value!r}") from None
 
 
-def as_float_dtype(value: Any) -> np.dtype:
+def as_float_dtype(value: Any, *, bits_ok: bool = False) -> np.dtype:
+    """An output dtype: float16, bfloat16, float32 or float64.  "bfloat16" needs
+    ml_dtypes (ImportError naming the extra), unless ``bits_ok``: then, without
+    it, BF16_BITS stands for bfloat16 (a caller's ``out`` will say what it is)."""
+    if isinstance(value, str) and value == "bfloat16":
+        try:
+            return bfloat16_dtype()
+        except ImportError:
+            if bits_ok:
+                return BF16_BITS
+            raise
     try:
         dt = np.dtype(value)
     except Exception:  # np.dtype's parser also raises SyntaxError, KeyError, ...
-        raise TypeError(f"dtype must be float32 or float64, got {value!r}") from None
-    if dt not in FLOAT_DTYPES or not dt.isnative:
-        raise TypeError(f"dtype must be float32 or float64 (native byte order), got {dt}")
-    return dt.newbyteorder("=")
+        raise TypeError(f"dtype must be {SUPPORTED}, got {value!r}") from None
+    if not is_output_dtype(dt):
+        raise TypeError(f"dtype must be {SUPPORTED} (native byte order), got {dt}")
+    return dt if is_bfloat16(dt) else dt.newbyteorder("=")
 
 
 def as_num_threads(value: Any) -> int:
@@ -187,7 +237,7 @@ def as_out_array(out: Any) -> np.ndarray:
             view = None
         if view is not None:
             arr = np.asarray(view)
-        elif hasattr(out, "__dlpack__"):
+        elif hasattr(out, "__dlpack__") and not _is_torch_bfloat16(out):
             try:
                 arr = np.from_dlpack(out)
             except (BufferError, RuntimeError, TypeError, ValueError) as exc:
@@ -203,6 +253,8 @@ def as_out_array(out: Any) -> np.ndarray:
                     "DLPack tensor read-only; pass a writable NumPy view instead (for a "
                     "PyTorch CPU tensor: out=tensor.numpy(), also zero-copy)"
                 )
+    if arr is None and hasattr(out, "__dlpack__"):
+        arr = _bfloat16_tensor(out)
     if arr is None:
         raise TypeError(
             "out must be a numpy.ndarray or an array NumPy can view without a copy "
@@ -218,20 +270,49 @@ def as_out_array(out: Any) -> np.ndarray:
     return arr
 
 
+def _is_torch_bfloat16(t: Any) -> bool:
+    return (
+        type(t).__module__.startswith("torch") and str(getattr(t, "dtype", "")) == "torch.bfloat16"
+    )
+
+
+def _bfloat16_tensor(t: Any) -> np.ndarray | None:
+    """A PyTorch bfloat16 tensor in CPU memory as an ndarray of its bits (DLPack
+    has bfloat16, NumPy does not): the tensor's int16 view, zero-copy."""
+    if not _is_torch_bfloat16(t):
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None or t.device.type != "cpu":
+        raise TypeError(f"out ({type(t).__name__}) must be in CPU memory, got device {t.device}")
+    try:
+        arr = np.from_dlpack(t.detach().view(torch.int16))
+    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+        raise TypeError(
+            f"out ({type(t).__name__}) could not be viewed by NumPy through DLPack "
+            f"without a copy: {exc}"
+        ) from None
+    if not arr.flags.writeable:
+        raise ValueError(f"out ({type(t).__name__}) is read-only once viewed through DLPack")
+    try:
+        return arr.view(bfloat16_dtype())
+    except ImportError:
+        return arr.view(BF16_BITS)
+
+
 def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.ndarray:
     """Validate a caller-supplied output array and return an ndarray view of it
     (``out`` itself for an ndarray; see :func:`as_out_array` for other objects).
-    Accepted: writable, aligned, exactly ``shape``, dtype float32/float64 in native
-    byte order, last axis contiguous; rows may be strided (a column slice of a
+    Accepted: writable, aligned, exactly ``shape``, dtype float16/bfloat16/float32/
+    float64 (native byte order), last axis contiguous; rows may be strided (a column slice of a
     wider matrix) but may not overlap or run backwards."""
     out = as_out_array(out)
     if out.shape != shape:
         raise ValueError(f"out must have shape {shape}, got {out.shape}")
-    if out.dtype not in FLOAT_DTYPES or not out.dtype.isnative:
-        raise TypeError(
-            f"out must have dtype float32 or float64 (native byte order), got {out.dtype}"
-        )
-    if dtype is not None and out.dtype != dtype:
+    if not is_output_dtype(out.dtype):
+        raise TypeError(f"out must have dtype {SUPPORTED} (native byte order), got {out.dtype}")
+    if dtype is not None and is_bfloat16(dtype) and is_bfloat16(out.dtype):
+        pass  # ml_dtypes' type, or the bits of a tensor's bfloat16 without it
+    elif dtype is not None and out.dtype != dtype:
         raise TypeError(f"out has dtype {out.dtype} but dtype={dtype} was requested")
     if not out.flags.writeable:
         raise ValueError("out must be writable (got a read-only array)")

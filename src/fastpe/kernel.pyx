@@ -16,7 +16,7 @@ fills a buffer it is handed.  It is one compilation unit, in parts by job:
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
 
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint64_t, uint16_t
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
     PyThread_release_lock, WAIT_LOCK,
@@ -131,7 +131,7 @@ cdef pe_spec _spec_from_dict(dict spec) except *:
 
 def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
               positions=None, zero_pos=None, bint add=False, double scale=1.0, int num_threads=0,
-              Plan plan=None, bint fresh=False):
+              Plan plan=None, bint fresh=False, bint bfloat16=False):
     """General fill from a spec dict (see Encoder.fill_rows, which the public
     functions use; this form is for tests of the kernel's pieces).  ``plan``: a
     Plan made from this same spec (saves preparing one per call)."""
@@ -142,7 +142,7 @@ def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0
             raise ValueError("plan was made for a different spec")
         pmem = plan.mem
     return _fill_buffers(out, &sp, pmem, nseq, seq_len, offset, offsets, positions, zero_pos,
-                         add, scale, num_threads, fresh)
+                         add, scale, num_threads, fresh, NULL, bfloat16)
 
 
 cdef class Plan:
@@ -265,11 +265,11 @@ cdef class Encoder:
 
     def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
                   positions=None, bint add=False, double scale=1.0, int num_threads=0,
-                  bint fresh=False):
+                  bint fresh=False, bint bfloat16=False):
         """Fill ``out`` (arguments validated by the caller; see _fill_buffers)."""
         return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
                              positions, self.zero_pos, add, scale, num_threads, fresh,
-                             &self.ac)
+                             &self.ac, bfloat16)
 
     @property
     def nbytes(self):
@@ -279,6 +279,21 @@ cdef class Encoder:
     def scratch_nbytes(self, int64_t rows, int num_threads, bint add):
         """Upper bound of the working memory (bytes) of a fill of ``rows`` rows."""
         return int(_scratch_bound(&self.sp, rows, num_threads, add))
+
+
+def round_to_half(const double[::1] src, uint16_t[::1] dst, bint bfloat16=False):
+    """dst[i] = the bits of src[i] rounded once to float16 (or bfloat16): the
+    conversion of the table writers (csrc/pe_half.h), for whole arrays."""
+    cdef Py_ssize_t i, n = src.shape[0]
+    if dst.shape[0] != n:
+        raise ValueError("src and dst must have the same length")
+    with nogil:
+        if bfloat16:
+            for i in range(n):
+                dst[i] = pe_f64_to_bf16(src[i])
+        else:
+            for i in range(n):
+                dst[i] = pe_f64_to_f16(src[i])
 
 
 def max_position(double base, int64_t d_model):

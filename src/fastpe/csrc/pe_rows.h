@@ -21,12 +21,15 @@
  * vector loop perform the same operations, so the bits do not depend on the
  * alignment.
  *
- * The writers are the same for float32 and float64 rows: pe_rows.inc.h is
- * their one definition, included once per type below.
+ * The writers are the same for float32, float64, float16 and bfloat16 rows:
+ * pe_rows.inc.h is their one definition, included once per type below.  The
+ * 16-bit rows are computed in double like the others and rounded once
+ * (pe_half.h).
  */
 #ifndef FASTPE_PE_ROWS_H
 #define FASTPE_PE_ROWS_H
 
+#include "pe_half.h"
 #include "pe_spec.h"
 #include "pe_v512.h"
 
@@ -38,17 +41,37 @@
 #define PE_SIN(i) (As[i] + (As[i] * Tm[i] + Ac[i] * (Ts[i] * sg)))
 #define PE_COS(i) (Ac[i] + (Ac[i] * Tm[i] - As[i] * (Ts[i] * sg)))
 
-/* pe_rows.inc.h names its functions NAME_SUFFIX (pe_row_f32, pe_row_f64). */
+/* pe_rows.inc.h names its functions NAME_SUFFIX (pe_row_f32, pe_row_f64, ...). */
 #define PE_CAT_(a, b) a##_##b
 #define PE_CAT(a, b)  PE_CAT_(a, b)
 #define PE_FN(name)   PE_CAT(name, PE_SUFFIX)
 
-#define PE_T      float
-#define PE_SUFFIX f32
+#define PE_T       float
+#define PE_SUFFIX  f32
+#define PE_PUT(v)  ((float)(v))
+#define PE_GET(v)  ((double)(v))
+#define PE_V512_ON pe_v512
 #include "pe_rows.inc.h"
 
-#define PE_T      double
-#define PE_SUFFIX f64
+#define PE_T       double
+#define PE_SUFFIX  f64
+#define PE_PUT(v)  ((double)(v))
+#define PE_GET(v)  (v)
+#define PE_V512_ON pe_v512
+#include "pe_rows.inc.h"
+
+#define PE_T       uint16_t
+#define PE_SUFFIX  f16
+#define PE_PUT(v)  pe_f64_to_f16(v)
+#define PE_GET(v)  ((double)pe_f16_to_f32(v))
+#define PE_V512_ON pe_v512_h16
+#include "pe_rows.inc.h"
+
+#define PE_T       uint16_t
+#define PE_SUFFIX  bf16
+#define PE_PUT(v)  pe_f64_to_bf16(v)
+#define PE_GET(v)  ((double)pe_bf16_to_f32(v))
+#define PE_V512_ON pe_v512_h16
 #include "pe_rows.inc.h"
 
 #endif /* FASTPE_PE_ROWS_H */

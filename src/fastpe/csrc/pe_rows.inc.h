@@ -1,7 +1,10 @@
 /*
- * The row writers of one element type, PE_T (float or double), named with
- * PE_SUFFIX (f32 or f64): included once per type by pe_rows.h, which defines
- * both (and PE_FN, PE_SIN, PE_COS).  No include guard, on purpose.
+ * The row writers of one element type, PE_T (float, double, or the uint16_t
+ * bits of a half), named with PE_SUFFIX (f32, f64, f16, bf16): included once
+ * per type by pe_rows.h, which defines both, PE_PUT (a double to one stored
+ * entry, rounded once), PE_GET (a stored entry's value as a double) and
+ * PE_V512_ON (whether the AVX-512 writers of the type are in use), and PE_FN,
+ * PE_SIN, PE_COS.  No include guard, on purpose.
  */
 
 /* One row of interleaved pairs, rotated by a table angle of sign sg. */
@@ -11,12 +14,12 @@ static void PE_FN(pe_pairs)(PE_T *PE_RESTRICT row, int64_t np, const double *PE_
                             const double *PE_RESTRICT Ts, double sg) {
     int64_t h = pe_head(row, 2 * sizeof(PE_T), np), i;
     for (i = 0; i < h; i++) {
-        row[2 * i] = (PE_T)PE_SIN(i);
-        row[2 * i + 1] = (PE_T)PE_COS(i);
+        row[2 * i] = PE_PUT(PE_SIN(i));
+        row[2 * i + 1] = PE_PUT(PE_COS(i));
     }
     for (i = h; i < np; i++) {
-        row[2 * i] = (PE_T)PE_SIN(i);
-        row[2 * i + 1] = (PE_T)PE_COS(i);
+        row[2 * i] = PE_PUT(PE_SIN(i));
+        row[2 * i + 1] = PE_PUT(PE_COS(i));
     }
 }
 
@@ -26,10 +29,10 @@ PE_INLINE void PE_FN(pe_pairs2_at)(PE_T *PE_RESTRICT rp, PE_T *PE_RESTRICT rm, i
                                    const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {
     double p1 = As[i] * Tm[i], p2 = Ac[i] * Ts[i];
     double p3 = Ac[i] * Tm[i], p4 = As[i] * Ts[i];
-    rp[2 * i] = (PE_T)(As[i] + (p1 + p2));
-    rp[2 * i + 1] = (PE_T)(Ac[i] + (p3 - p4));
-    rm[2 * i] = (PE_T)(As[i] + (p1 - p2));
-    rm[2 * i + 1] = (PE_T)(Ac[i] + (p3 + p4));
+    rp[2 * i] = PE_PUT(As[i] + (p1 + p2));
+    rp[2 * i + 1] = PE_PUT(Ac[i] + (p3 - p4));
+    rm[2 * i] = PE_PUT(As[i] + (p1 - p2));
+    rm[2 * i + 1] = PE_PUT(Ac[i] + (p3 + p4));
 }
 
 PE_TARGET_CLONES
@@ -50,12 +53,12 @@ static void PE_FN(pe_split)(PE_T *PE_RESTRICT rs, PE_T *PE_RESTRICT rc, int64_t 
                             const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts, double sg) {
     int64_t h = pe_head(rs, sizeof(PE_T), n), i;
     for (i = 0; i < h; i++) {
-        rs[i] = (PE_T)PE_SIN(i);
-        rc[i] = (PE_T)PE_COS(i);
+        rs[i] = PE_PUT(PE_SIN(i));
+        rc[i] = PE_PUT(PE_COS(i));
     }
     for (i = h; i < n; i++) {
-        rs[i] = (PE_T)PE_SIN(i);
-        rc[i] = (PE_T)PE_COS(i);
+        rs[i] = PE_PUT(PE_SIN(i));
+        rc[i] = PE_PUT(PE_COS(i));
     }
 }
 
@@ -66,10 +69,10 @@ PE_INLINE void PE_FN(pe_split2_at)(PE_T *PE_RESTRICT rsp, PE_T *PE_RESTRICT rcp,
                                    const double *PE_RESTRICT Tm, const double *PE_RESTRICT Ts) {
     double p1 = As[i] * Tm[i], p2 = Ac[i] * Ts[i];
     double p3 = Ac[i] * Tm[i], p4 = As[i] * Ts[i];
-    rsp[i] = (PE_T)(As[i] + (p1 + p2));
-    rcp[i] = (PE_T)(Ac[i] + (p3 - p4));
-    rsm[i] = (PE_T)(As[i] + (p1 - p2));
-    rcm[i] = (PE_T)(Ac[i] + (p3 + p4));
+    rsp[i] = PE_PUT(As[i] + (p1 + p2));
+    rcp[i] = PE_PUT(Ac[i] + (p3 - p4));
+    rsm[i] = PE_PUT(As[i] + (p1 - p2));
+    rcm[i] = PE_PUT(Ac[i] + (p3 + p4));
 }
 
 PE_TARGET_CLONES
@@ -92,16 +95,16 @@ PE_INLINE void PE_FN(pe_row_rest)(PE_T *row, const pe_spec *sp, double zero, con
                                   const double *Ac, const double *Tm, const double *Ts, double sg) {
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
         if (sp->lone_sin)
-            row[sp->d - 1] = (PE_T)PE_SIN(sp->npairs);
+            row[sp->d - 1] = PE_PUT(PE_SIN(sp->npairs));
     } else {
         int64_t n = pe_split_pairs(sp);
         for (int64_t i = n; i < sp->ns; i++)
-            row[sp->s_off + i] = (PE_T)PE_SIN(i);
+            row[sp->s_off + i] = PE_PUT(PE_SIN(i));
         for (int64_t i = n; i < sp->nc; i++)
-            row[sp->c_off + i] = (PE_T)PE_COS(i);
+            row[sp->c_off + i] = PE_PUT(PE_COS(i));
     }
     if (sp->zero_col >= 0)
-        row[sp->zero_col] = (PE_T)zero;
+        row[sp->zero_col] = PE_PUT(zero);
 }
 
 /* One row by the AVX-512 writers, all but the columns pe_row_rest writes: 1 if
@@ -109,7 +112,7 @@ PE_INLINE void PE_FN(pe_row_rest)(PE_T *row, const pe_spec *sp, double zero, con
 PE_INLINE int PE_FN(pe_row1_v512)(PE_T *row, const pe_spec *sp, const double *As, const double *Ac,
                                   const double *Tm, const double *Ts, double sg) {
 #if PE_HAVE_V512
-    if (!pe_v512)
+    if (!PE_V512_ON)
         return 0;
     if (sp->layout == PE_LAYOUT_INTERLEAVED)
         return PE_FN(pe_v512_row_interleaved)(row, row, sp->npairs, As, Ac, Tm, Ts, sg);
@@ -134,7 +137,7 @@ PE_INLINE int PE_FN(pe_row2_v512)(PE_T *rp, PE_T *rm, const pe_spec *sp, const d
                                   int stream) {
 #if PE_HAVE_V512
     int ok;
-    if (!pe_v512)
+    if (!PE_V512_ON)
         return 0;
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
         ok = PE_FN(pe_v512_pair_interleaved)(rp, rp, rm, rm, sp->npairs, As, Ac, Tm, Ts, stream);
@@ -191,7 +194,7 @@ PE_INLINE void PE_FN(pe_row2)(PE_T *rp, PE_T *rm, const pe_spec *sp, double zero
 /* A row whose encoding is all zeros (fairseq's padding position). */
 PE_INLINE void PE_FN(pe_zero_row)(PE_T *row, int64_t d, double zero) {
     for (int64_t x = 0; x < d; x++)
-        row[x] = (PE_T)zero;
+        row[x] = PE_PUT(zero);
 }
 
 /* The fused add: x = x*scale + pe, pe a finished row in double, so x is rounded
@@ -201,10 +204,13 @@ static void PE_FN(pe_add_row)(PE_T *PE_RESTRICT x, const double *PE_RESTRICT pe,
                               double scale) {
     int64_t h = pe_head(x, sizeof(PE_T), n), i;
     for (i = 0; i < h; i++)
-        x[i] = (PE_T)((double)x[i] * scale + pe[i]);
+        x[i] = PE_PUT(PE_GET(x[i]) * scale + pe[i]);
     for (i = h; i < n; i++)
-        x[i] = (PE_T)((double)x[i] * scale + pe[i]);
+        x[i] = PE_PUT(PE_GET(x[i]) * scale + pe[i]);
 }
 
 #undef PE_T
 #undef PE_SUFFIX
+#undef PE_PUT
+#undef PE_GET
+#undef PE_V512_ON

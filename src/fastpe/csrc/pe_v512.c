@@ -21,22 +21,28 @@
 #if PE_HAVE_V512
 #include <immintrin.h>
 
-static int pe_v512_cpu = 0; /* the CPU has AVX-512F */
+static int pe_v512_cpu = 0;    /* the CPU has AVX-512F */
+static int pe_v512_bw_cpu = 0; /* ... and AVX-512BW (16-bit lanes) */
 int pe_v512 = 0;
+int pe_v512_h16 = 0;
 
 void pe_v512_init(void) {
     __builtin_cpu_init();
     pe_v512_cpu = pe_v512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    pe_v512_bw_cpu = pe_v512_h16 = pe_v512_cpu && __builtin_cpu_supports("avx512bw");
 }
 
 int pe_v512_set(int on) {
     int old = pe_v512;
     pe_v512 = on && pe_v512_cpu;
+    pe_v512_h16 = on && pe_v512_bw_cpu;
     return old;
 }
 
-/* Inlined into the writers: they are the only callers. */
-#define PE_V512_INLINE         static inline __attribute__((always_inline, target("avx512f")))
+/* Inlined into the writers: they are the only callers.  The 16-bit writers
+ * also need AVX-512BW (16-bit lanes: masked stores, permutes). */
+#define PE_V512_INLINE    static inline __attribute__((always_inline, target("avx512f")))
+#define PE_V512_BW_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw")))
 #define PE_V512_CAT3_(a, b, c) a##_##b##_##c
 #define PE_V512_CAT3(a, b, c)  PE_V512_CAT3_(a, b, c)
 
@@ -165,28 +171,147 @@ void pe_v512_vectors_split_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1
     pe_v512_rotate(i, As, Ac, Tm, Ts, v0, v1, v2, v3);
 }
 
+/*
+ * The 16-bit writers: 32 entries (64 bytes) per vector.  The doubles are
+ * rounded to float with round-to-odd (truncation, then the last bit set in the
+ * lanes the conversion back shows inexact: pe_f32_odd's bits), then to the
+ * half to nearest even: by vcvtps2ph for float16 (pe_f32_to_f16's bits,
+ * subnormals and NaN included), by integer arithmetic for bfloat16
+ * (vcvtneps2bf16 would flush subnormals to zero, unlike pe_f32_to_bf16).
+ */
+/* float32 lanes [a | b] of two float64 vectors, rounded to odd */
+PE_V512_INLINE __m512 pe_v512_odd(__m512d a, __m512d b) {
+    __m256 ta = _mm512_cvt_roundpd_ps(a, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __m256 tb = _mm512_cvt_roundpd_ps(b, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    __mmask8 ka = _mm512_cmp_pd_mask(_mm512_cvtps_pd(ta), a, _CMP_NEQ_UQ);
+    __mmask8 kb = _mm512_cmp_pd_mask(_mm512_cvtps_pd(tb), b, _CMP_NEQ_UQ);
+    __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(ta)),
+                                   _mm256_castps_si256(tb), 1);
+    __mmask16 k = (__mmask16)((unsigned)ka | ((unsigned)kb << 8));
+    return _mm512_castsi512_ps(_mm512_mask_or_epi32(t, k, t, _mm512_set1_epi32(1)));
+}
+
+/* 16 floats to 16 halves (bf: bfloat16, else float16), to nearest even */
+PE_V512_INLINE __m256i pe_v512_half(__m512 f, int bf) {
+    __m512i u, r, q;
+    __mmask16 nan;
+    if (!bf)
+        return _mm512_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    u = _mm512_castps_si512(f);
+    q = _mm512_srli_epi32(u, 16);
+    r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                         _mm512_and_si512(q, _mm512_set1_epi32(1)));
+    r = _mm512_srli_epi32(r, 16);
+    nan = _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(q, _mm512_set1_epi32(0x40)));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+/* 32 halves: those of [a | b], then those of [c | d] */
+PE_V512_INLINE __m512i pe_v512_halves(__m512d a, __m512d b, __m512d c, __m512d d, int bf) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(pe_v512_odd(a, b), bf)),
+                              pe_v512_half(pe_v512_odd(c, d), bf), 1);
+}
+
+/* The line-local partial stores of the 16-bit lanes (see the float32 ones). */
+PE_V512_BW_INLINE __m512i pe_v512_iota16(int add) {
+    static const uint16_t iota[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                      11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                      22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+    return _mm512_add_epi16(_mm512_loadu_si512((const void *)iota), _mm512_set1_epi16((short)add));
+}
+PE_V512_BW_INLINE void pe_v512_head_line_h16(uint16_t *p, int64_t cnt, __m512i v) {
+    int off = (int)(32 - cnt);
+    _mm512_mask_storeu_epi16((void *)(p - off), (__mmask32)(((1u << cnt) - 1u) << off),
+                             _mm512_permutexvar_epi16(pe_v512_iota16(-off), v));
+}
+PE_V512_BW_INLINE void pe_v512_tail_line_h16(uint16_t *p, int64_t L, __m512i v) {
+    _mm512_mask_storeu_epi16((void *)p, (__mmask32)((1u << (32 - L)) - 1u),
+                             _mm512_permutexvar_epi16(pe_v512_iota16((int)L), v));
+}
+
+/* interleaved 16-bit: 16 frequencies = 32 entries of each row */
+PE_V512_BW_INLINE
+void pe_v512_vectors_interleaved_h16(int64_t i, PE_V512_ARGS, __m512i *v0, __m512i *v1, __m512i *v2,
+                                     __m512i *v3, int bf) {
+    /* from [s0..s7 c0..c7 s8..s15 c8..c15] to s0 c0 s1 c1 ... */
+    static const uint16_t ix[32] = {0,  8,  1,  9,  2,  10, 3,  11, 4,  12, 5,  13, 6,  14, 7,  15,
+                                    16, 24, 17, 25, 18, 26, 19, 27, 20, 28, 21, 29, 22, 30, 23, 31};
+    __m512i idx = _mm512_loadu_si512((const void *)ix);
+    __m512d sp0, cp0, sm0, cm0, sp1, cp1, sm1, cm1;
+    pe_v512_rotate(i, As, Ac, Tm, Ts, &sp0, &cp0, &sm0, &cm0);
+    pe_v512_rotate(i + 8, As, Ac, Tm, Ts, &sp1, &cp1, &sm1, &cm1);
+    *v0 = _mm512_permutexvar_epi16(idx, pe_v512_halves(sp0, cp0, sp1, cp1, bf));
+    *v2 = _mm512_permutexvar_epi16(idx, pe_v512_halves(sm0, cm0, sm1, cm1, bf));
+    *v1 = *v3 = *v0;
+}
+
+/* split 16-bit: 32 frequencies = 32 entries of each destination */
+PE_V512_BW_INLINE
+void pe_v512_vectors_split_h16(int64_t i, PE_V512_ARGS, __m512i *v0, __m512i *v1, __m512i *v2,
+                               __m512i *v3, int bf) {
+    __m512d sp[4], cp[4], sm[4], cm[4];
+    for (int q = 0; q < 4; q++)
+        pe_v512_rotate(i + 8 * q, As, Ac, Tm, Ts, &sp[q], &cp[q], &sm[q], &cm[q]);
+    *v0 = pe_v512_halves(sp[0], sp[1], sp[2], sp[3], bf);
+    *v1 = pe_v512_halves(cp[0], cp[1], cp[2], cp[3], bf);
+    *v2 = pe_v512_halves(sm[0], sm[1], sm[2], sm[3], bf);
+    *v3 = pe_v512_halves(cm[0], cm[1], cm[2], cm[3], bf);
+}
+
+/* The four 16-bit vector makers the skeleton calls by name. */
+#define PE_V512_HVEC(kind, sfx, bf)                                                                \
+    PE_V512_BW_INLINE void pe_v512_vectors_##kind##_##sfx(int64_t i, PE_V512_ARGS, __m512i *v0,    \
+                                                          __m512i *v1, __m512i *v2, __m512i *v3) { \
+        pe_v512_vectors_##kind##_h16(i, As, Ac, Tm, Ts, v0, v1, v2, v3, bf);                       \
+    }
+PE_V512_HVEC(interleaved, f16, 0)
+PE_V512_HVEC(interleaved, bf16, 1)
+PE_V512_HVEC(split, f16, 0)
+PE_V512_HVEC(split, bf16, 1)
+
 /* What a call of the skeleton writes (see pe_v512_rows.inc.c). */
 #define PE_V512_PAIR  0
 #define PE_V512_PLUS  1
 #define PE_V512_MINUS 2
 
 /* The writers: one skeleton, pe_v512_rows.inc.c, per layout and type. */
+#define PE_V512_T_F32 0
+#define PE_V512_T_F64 1
+#define PE_V512_T_H16 2
 #define PE_V512_SPLIT 0
-#define PE_V512_F64   0
+#define PE_V512_TYPE  PE_V512_T_F32
 #include "pe_v512_rows.inc.c"
 #define PE_V512_SPLIT 0
-#define PE_V512_F64   1
+#define PE_V512_TYPE  PE_V512_T_F64
 #include "pe_v512_rows.inc.c"
 #define PE_V512_SPLIT 1
-#define PE_V512_F64   0
+#define PE_V512_TYPE  PE_V512_T_F32
 #include "pe_v512_rows.inc.c"
 #define PE_V512_SPLIT 1
-#define PE_V512_F64   1
+#define PE_V512_TYPE  PE_V512_T_F64
 #include "pe_v512_rows.inc.c"
+#define PE_V512_HSFX  f16
+#define PE_V512_SPLIT 0
+#define PE_V512_TYPE  PE_V512_T_H16
+#include "pe_v512_rows.inc.c"
+#define PE_V512_SPLIT 1
+#define PE_V512_TYPE  PE_V512_T_H16
+#include "pe_v512_rows.inc.c"
+#undef PE_V512_HSFX
+#define PE_V512_HSFX  bf16
+#define PE_V512_SPLIT 0
+#define PE_V512_TYPE  PE_V512_T_H16
+#include "pe_v512_rows.inc.c"
+#define PE_V512_SPLIT 1
+#define PE_V512_TYPE  PE_V512_T_H16
+#include "pe_v512_rows.inc.c"
+#undef PE_V512_HSFX
 
 #else /* no AVX-512 writers in this build: the switch stays off */
 
 int pe_v512 = 0;
+int pe_v512_h16 = 0;
 
 void pe_v512_init(void) {}
 

@@ -22,6 +22,8 @@
  * has AVX-512F; pe_v512_set switches them (returns the old setting; tests and
  * measurements, not while a fill runs).  Always 0 where PE_HAVE_V512 is 0. */
 PE_HIDDEN extern int pe_v512;
+/* 1 while the 16-bit writers are in use: pe_v512 and AVX-512BW (set with it). */
+PE_HIDDEN extern int pe_v512_h16;
 PE_HIDDEN void pe_v512_init(void);
 PE_HIDDEN int pe_v512_set(int on);
 
@@ -48,6 +50,19 @@ PE_HIDDEN int pe_v512_row_interleaved_f64(double *r0, double *r1, int64_t n, PE_
 PE_HIDDEN int pe_v512_pair_split_f64(double *p0, double *p1, double *m0, double *m1, int64_t n,
                                      PE_V512_ARGS, int stream);
 PE_HIDDEN int pe_v512_row_split_f64(double *r0, double *r1, int64_t n, PE_V512_ARGS, double sg);
+/* float16 and bfloat16 rows, as uint16_t bits (pe_half.h's rounding) */
+#define PE_V512_H16_PROTOS(sfx)                                                                    \
+    PE_HIDDEN int pe_v512_pair_interleaved_##sfx(uint16_t *p0, uint16_t *p1, uint16_t *m0,         \
+                                                 uint16_t *m1, int64_t n, PE_V512_ARGS,            \
+                                                 int stream);                                      \
+    PE_HIDDEN int pe_v512_row_interleaved_##sfx(uint16_t *r0, uint16_t *r1, int64_t n,             \
+                                                PE_V512_ARGS, double sg);                          \
+    PE_HIDDEN int pe_v512_pair_split_##sfx(uint16_t *p0, uint16_t *p1, uint16_t *m0, uint16_t *m1, \
+                                           int64_t n, PE_V512_ARGS, int stream);                   \
+    PE_HIDDEN int pe_v512_row_split_##sfx(uint16_t *r0, uint16_t *r1, int64_t n, PE_V512_ARGS,     \
+                                          double sg);
+PE_V512_H16_PROTOS(f16)
+PE_V512_H16_PROTOS(bf16)
 #endif
 
 #endif /* FASTPE_PE_V512_H */
