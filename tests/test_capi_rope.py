@@ -1,4 +1,5 @@
-"""C API 1.3: RoPE handles, the cos/sin cache and the rotation in place, called
+"""C API 1.3: RoPE handles, the cos/sin cache and the rotation in place, and the
+float16/bfloat16 outputs of every kind of call, called
 through the capsule's table with ctypes -- the pointers a C extension gets from
 import_fastpe() -- and compared bitwise with fastpe.rope_cache / fastpe.apply_rope
 (tested against mpmath and the published formulas in test_rope.py)."""
@@ -43,6 +44,10 @@ LLAMA3 = {
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
 
 
+FILL = ctypes.CFUNCTYPE(cint, vp, i64, i64, i64, dbl, i64, cint, cint)
+ADD = ctypes.CFUNCTYPE(cint, vp, i64, i64, i64, i64, dbl, i64, dbl, cint, cint)
+
+
 class Table(capi_specs.Table):
     """fastpe_api_t up to ABI 1.3."""
 
@@ -55,6 +60,18 @@ class Table(capi_specs.Table):
         ("rope_cache_f64", ROPE_CACHE),
         ("rope_apply_f32", ROPE_APPLY),
         ("rope_apply_f64", ROPE_APPLY),
+        ("fill_f16", FILL),
+        ("fill_bf16", FILL),
+        ("add_f16", ADD),
+        ("add_bf16", ADD),
+        ("spec_fill_f16", capi_specs.SPEC_FILL),
+        ("spec_fill_bf16", capi_specs.SPEC_FILL),
+        ("spec_add_f16", capi_specs.SPEC_ADD),
+        ("spec_add_bf16", capi_specs.SPEC_ADD),
+        ("rope_cache_f16", ROPE_CACHE),
+        ("rope_cache_bf16", ROPE_CACHE),
+        ("rope_apply_f16", ROPE_APPLY),
+        ("rope_apply_bf16", ROPE_APPLY),
     ]
 
 
@@ -301,3 +318,69 @@ def test_one_handle_from_many_threads(t, rope, rng):
     assert codes == [C["FASTPE_OK"]] * 8
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+# ---------------------------------------------------------------- 16-bit outputs
+
+HALVES = [("f16", np.float16), ("bf16", "bfloat16")]
+
+
+def _bits(a):
+    return a.view(np.uint16)
+
+
+@pytest.mark.parametrize("sfx, dtype", HALVES)
+def test_16_bit_fills_and_adds_are_the_python_functions_bitwise(t, rng, sfx, dtype):
+    if dtype == "bfloat16":
+        dtype = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    inter, split = C["FASTPE_LAYOUT_INTERLEAVED"], C["FASTPE_LAYOUT_SPLIT"]
+    out = np.zeros((30, 72), np.uint16)  # 64 columns of a wider slab
+    assert getattr(t, f"fill_{sfx}")(p(out), 30, 64, 72, 500.0, 99990, split, 0) == C["FASTPE_OK"]
+    want = fastpe.sinusoidal(30, 64, base=500.0, offset=99990, layout="split", dtype=dtype)
+    assert np.array_equal(out[:, :64], _bits(want)) and not out[:, 64:].any()
+    x0 = rng.standard_normal((3, 5, 48)).astype(dtype)
+    x = x0.copy()
+    err = getattr(t, f"add_{sfx}")(p(x), 3, 5, 48, 48, 10000.0, 7, 0.5, inter, 0)
+    assert err == C["FASTPE_OK"]
+    assert np.array_equal(_bits(x), _bits(fastpe.add_to(x0.copy(), offset=7, scale=0.5)))
+    h = t.spec_new("diffusers", 32)
+    try:
+        out = np.zeros((6, 32), np.uint16)
+        assert getattr(t, f"spec_fill_{sfx}")(h, p(out), 6, 32, 40, 0) == C["FASTPE_OK"]
+        want = fastpe.sinusoidal(6, 32, offset=40, convention="diffusers", dtype=dtype)
+        assert np.array_equal(out, _bits(want))
+        x0 = rng.standard_normal((2, 6, 32)).astype(dtype)
+        x = x0.copy()
+        assert getattr(t, f"spec_add_{sfx}")(h, p(x), 2, 6, 32, 3, 2.0, 0) == C["FASTPE_OK"]
+        want = fastpe.add_to(x0.copy(), offset=3, scale=2.0, convention="diffusers")
+        assert np.array_equal(_bits(x), _bits(want))
+        # the float32 checks: a bad stride is refused, nothing written
+        assert getattr(t, f"spec_fill_{sfx}")(h, p(out), 6, 31, 40, 0) == C["FASTPE_ESTRIDE"]
+        assert np.array_equal(
+            out, _bits(fastpe.sinusoidal(6, 32, offset=40, convention="diffusers", dtype=dtype))
+        )
+    finally:
+        t.spec_free(h)
+    assert getattr(t, f"fill_{sfx}")(p(out), 3, 8, 8, -1.0, 0, inter, 0) == C["FASTPE_EBASE"]
+
+
+@pytest.mark.parametrize("sfx, dtype", HALVES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_16_bit_rope_is_the_python_functions_bitwise(t, rope, rng, sfx, dtype, layout):
+    if dtype == "bfloat16":
+        dtype = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    h = rope(YARN, 64)  # an attention factor: rounded once from float64 as well
+    cos, sin = np.zeros((9, 64), np.uint16), np.zeros((9, 64), np.uint16)
+    err = getattr(t, f"rope_cache_{sfx}")(h, p(cos), p(sin), 9, 64, None, 500, LAYOUT[layout], 0)
+    assert err == C["FASTPE_OK"]
+    want = fastpe.rope_cache(64, YARN, seq_len=9, offset=500, dtype=dtype, layout=layout)
+    assert np.array_equal(cos, _bits(want[0])) and np.array_equal(sin, _bits(want[1]))
+    x0 = rng.standard_normal((2, 4, 5, 64)).astype(dtype)  # (batch, heads, seq, head_dim)
+    x = x0.copy()
+    pos = rng.integers(0, 10**5, (2, 5)).astype(np.int64)
+    err = getattr(t, f"rope_apply_{sfx}")(
+        h, p(x), 2, 5, 4, 4 * 5 * 64, 64, 5 * 64, p(pos), 0, LAYOUT[layout], 0
+    )
+    assert err == C["FASTPE_OK"]
+    want = fastpe.apply_rope(x0.copy(), rope_parameters=YARN, positions=pos, layout=layout)
+    assert np.array_equal(_bits(x), _bits(want))

@@ -217,3 +217,44 @@ def test_torch_16_bit_tensors_filled_in_place():
     assert fastpe.sinusoidal(5, 8, out=b, dtype="bfloat16") is b
     want = fastpe.sinusoidal(5, 8, dtype="bfloat16").view(np.uint16)
     assert np.array_equal(b.view(torch.int16).numpy().view(np.uint16), want)
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize(
+    "where", [dict(offset=100000), dict(offset=np.array([3, 70000])), dict(positions=[5, 0, 9])]
+)
+def test_apply_rope_rotates_16_bit_q_and_k_rounding_once(rng, layout, where):
+    """float16/bfloat16 q and k rotated in place: each entry the rounding of the
+    float64 rotation of the same (exactly widened) values, once."""
+    q0 = rng.standard_normal((2, 4, 3, 64))
+    k0 = rng.standard_normal((2, 2, 3, 64))
+    kw = dict(rope_parameters={"rope_type": "linear", "factor": 2.0}, layout=layout, **where)
+    for dtype, round_ in ((np.float16, lambda x: x.astype(np.float16)), (BF16, None)):
+        q, k = q0.astype(dtype), k0.astype(dtype)
+        wq, wk = fastpe.apply_rope(q.astype(np.float64), k.astype(np.float64), **kw)
+        assert fastpe.apply_rope(q, k, **kw) == (q, k)
+        for got, want in ((q, wq), (k, wk)):
+            if round_ is not None:
+                assert np.array_equal(got.view(np.uint16), round_(want).view(np.uint16))
+            else:
+                assert np.array_equal(got.astype(np.float64), _bf16_reference(want))
+
+
+def test_apply_rope_16_bit_small_call_path_is_the_general_one(rng):
+    q0 = rng.standard_normal((1, 8, 1, 128)).astype(np.float16)
+    fastpe.apply_rope(q0.copy(), offset=7)  # plans the default rule
+    args = [None, None, 12345, None, -2, "half", None, "float32", None, None, None]
+    fast = q0.copy()
+    assert kernel.rope_apply(fast, None, *args) is not None
+    general = fastpe.apply_rope(q0.copy(), offset=np.int64(12345))
+    assert np.array_equal(fast.view(np.uint16), general.view(np.uint16))
+
+
+def test_apply_rope_torch_16_bit_tensors_in_place():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(5).standard_normal((1, 4, 3, 32))
+    for tdt, dtype in ((torch.float16, np.float16), (torch.bfloat16, BF16)):
+        t = torch.from_numpy(x).to(tdt)
+        want = fastpe.apply_rope(t.to(torch.float32).numpy().astype(dtype), offset=1000)
+        assert fastpe.apply_rope(t, offset=1000) is t
+        assert np.array_equal(t.view(torch.int16).numpy().view(np.uint16), want.view(np.uint16))

@@ -111,7 +111,7 @@ cdef inline void _cplan_release(int slot) noexcept nogil:
         PyThread_release_lock(_cplan_lock)
 
 
-cdef int _fill_cached(real *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+cdef int _fill_cached(anyreal *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
                       int num_threads) noexcept nogil:
     """A C-API fill with the cached plan of its spec."""
     cdef int slot, err
@@ -186,7 +186,7 @@ cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t 
     return FASTPE_OK
 
 
-cdef int _fill(real *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+cdef int _fill(anyreal *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                double base, int64_t offset, int layout, int num_threads) noexcept nogil:
     cdef int err = _check_args(out, seq_len, d_model, row_stride, base, offset, layout)
     if err != FASTPE_OK or seq_len == 0:
@@ -213,7 +213,7 @@ cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_str
 
 # ABI 1.1: the fused add and explicit positions (Vaswani spec, like fill_*).
 
-cdef int _add(real *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+cdef int _add(anyreal *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
               double base, int64_t offset, double scale, int layout,
               int num_threads) noexcept nogil:
     if nseq < 0:
@@ -365,7 +365,7 @@ cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
     return _handle(h).sp.d if h != NULL else -1
 
 
-cdef int _spec_fill(const pe_handle *h, real *out, int64_t nseq, int64_t S, int64_t row_stride,
+cdef int _spec_fill(const pe_handle *h, anyreal *out, int64_t nseq, int64_t S, int64_t row_stride,
                     int64_t offset, bint add, double scale, int num_threads) noexcept nogil:
     """Rows of positions offset .. offset+S-1 (nseq sequences when adding)."""
     cdef pe_rows rq
@@ -556,14 +556,25 @@ cdef int _rope_positions(const pe_rope_handle *h, pe_rows *rq, int64_t nseq, int
     return FASTPE_OK
 
 
-cdef int _rope_cache(const pe_rope_handle *h, real *cos, real *sin, int64_t n,
+cdef inline char _kind_of(anyreal *x) noexcept nogil:
+    """The entry kind of a pointer's type (as _rope_view names them)."""
+    if anyreal is float:
+        return c'f'
+    elif anyreal is double:
+        return c'd'
+    elif anyreal is pe_f16:
+        return c'e'
+    else:
+        return c'b'
+
+
+cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_t n,
                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
                      int num_threads) noexcept nogil:
     cdef pe_rows rq
-    cdef int64_t nf, W, r, i
-    cdef real *rt = NULL
+    cdef int64_t nf, W, r, i, jc, jd
+    cdef anyreal *rt = NULL
     cdef double *dt = NULL
-    cdef double c, s
     cdef const char *clo
     cdef const char *slo
     cdef size_t span
@@ -584,7 +595,7 @@ cdef int _rope_cache(const pe_rope_handle *h, real *cos, real *sin, int64_t n,
         return FASTPE_ESTRIDE
     if n > (INT64_MAX // 16) // W:
         return FASTPE_ESIZE
-    span = ((n - 1) * row_stride + W) * sizeof(real)
+    span = ((n - 1) * row_stride + W) * sizeof(anyreal)
     clo = <const char *>cos
     slo = <const char *>sin
     if clo < slo + span and slo < clo + span:
@@ -595,7 +606,7 @@ cdef int _rope_cache(const pe_rope_handle *h, real *cos, real *sin, int64_t n,
     # as fastpe.rope_cache: each entry rounded once into the output type, from
     # float64 when the attention factor is still to be applied
     if h.attention == 1.0:
-        rt = <real *>malloc(<size_t>(n * W) * sizeof(real))
+        rt = <anyreal *>malloc(<size_t>(n * W) * sizeof(anyreal))
         if rt == NULL:
             return FASTPE_ENOMEM
         err = _fill_rows(rt, W, &h.sp, &rq, num_threads, h.plan)
@@ -607,28 +618,23 @@ cdef int _rope_cache(const pe_rope_handle *h, real *cos, real *sin, int64_t n,
     if err == FASTPE_OK:
         for r in range(n):
             for i in range(nf):
+                # the two places of frequency i in a row: [f0..f(n-1) | f0..] or f0 f0 f1 f1
+                jc = r * row_stride + (i if layout == FASTPE_LAYOUT_SPLIT else 2 * i)
+                jd = jc + (nf if layout == FASTPE_LAYOUT_SPLIT else 1)
                 if rt != NULL:
-                    s = rt[r * W + i]
-                    c = rt[r * W + nf + i]
+                    sin[jc] = sin[jd] = rt[r * W + i]
+                    cos[jc] = cos[jd] = rt[r * W + nf + i]
                 else:
-                    s = <real>(dt[r * W + i] * h.attention)
-                    c = <real>(dt[r * W + nf + i] * h.attention)
-                if layout == FASTPE_LAYOUT_SPLIT:
-                    cos[r * row_stride + i] = <real>c
-                    cos[r * row_stride + nf + i] = <real>c
-                    sin[r * row_stride + i] = <real>s
-                    sin[r * row_stride + nf + i] = <real>s
-                else:
-                    cos[r * row_stride + 2 * i] = <real>c
-                    cos[r * row_stride + 2 * i + 1] = <real>c
-                    sin[r * row_stride + 2 * i] = <real>s
-                    sin[r * row_stride + 2 * i + 1] = <real>s
+                    _store(sin, jc, dt[r * W + i] * h.attention)
+                    _store(cos, jc, dt[r * W + nf + i] * h.attention)
+                    sin[jd] = sin[jc]
+                    cos[jd] = cos[jc]
     free(rt)
     free(dt)
     return err
 
 
-cdef int _rope_apply(const pe_rope_handle *h, real *x, int64_t batch, int64_t seq, int64_t heads,
+cdef int _rope_apply(const pe_rope_handle *h, anyreal *x, int64_t batch, int64_t seq, int64_t heads,
                      int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
                      const int64_t *positions, int64_t offset, int layout,
                      int num_threads) noexcept nogil:
@@ -683,17 +689,17 @@ cdef int _rope_apply(const pe_rope_handle *h, real *x, int64_t batch, int64_t se
         # outer axis, else (batch, seq, heads)
         R.base = <char *>x
         R.m = 3
-        R.shape[0], R.strides[0] = batch, stride_batch * <int64_t>sizeof(real)
+        R.shape[0], R.strides[0] = batch, stride_batch * <int64_t>sizeof(anyreal)
         if (stride_head if stride_head >= 0 else -stride_head) > \
                 (stride_seq if stride_seq >= 0 else -stride_seq):
             R.sa = 2
-            R.shape[1], R.strides[1] = heads, stride_head * <int64_t>sizeof(real)
+            R.shape[1], R.strides[1] = heads, stride_head * <int64_t>sizeof(anyreal)
         else:
             R.sa = 1
-            R.shape[2], R.strides[2] = heads, stride_head * <int64_t>sizeof(real)
-        R.shape[R.sa], R.strides[R.sa] = seq, stride_seq * <int64_t>sizeof(real)
+            R.shape[2], R.strides[2] = heads, stride_head * <int64_t>sizeof(anyreal)
+        R.shape[R.sa], R.strides[R.sa] = seq, stride_seq * <int64_t>sizeof(anyreal)
         R.per_batch = rq.nseq > 1
-        R.f32 = real is float
+        R.kind = _kind_of(x)
         R.half = layout == FASTPE_LAYOUT_SPLIT
         R.S = seq
         R.nf = nf
@@ -733,6 +739,91 @@ cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t 
                         int layout, int num_threads) noexcept nogil:
     return _rope_apply(<const pe_rope_handle *>h, x, batch, seq, heads, stride_batch, stride_seq,
                        stride_head, positions, offset, layout, num_threads)
+
+
+# The 16-bit outputs (float16, bfloat16) as uint16_t bit patterns: each entry
+# rounded once from the float64 result, bitwise the Python functions' dtype=np.float16
+# / "bfloat16" (the same fills as their float32 twins, whose checks they share).
+
+cdef int fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return _fill(<pe_f16 *>out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+
+
+cdef int fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return _fill(<pe_bf16 *>out, seq_len, d_model, row_stride, base, offset, layout,
+                 num_threads)
+
+
+cdef int add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                 int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return _add(<pe_f16 *>x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                num_threads)
+
+
+cdef int add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                  int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                  int num_threads) noexcept nogil:
+    return _add(<pe_bf16 *>x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                num_threads)
+
+
+cdef int spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), <pe_f16 *>out, 1, seq_len, row_stride, offset, False, 1.0,
+                      num_threads)
+
+
+cdef int spec_fill_bf16(const fastpe_spec *h, uint16_t *out, int64_t seq_len,
+                        int64_t row_stride, int64_t offset, int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), <pe_bf16 *>out, 1, seq_len, row_stride, offset, False, 1.0,
+                      num_threads)
+
+
+cdef int spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), <pe_f16 *>x, nseq, seq_len, row_stride, offset, True, scale,
+                      num_threads)
+
+
+cdef int spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                       int64_t row_stride, int64_t offset, double scale,
+                       int num_threads) noexcept nogil:
+    return _spec_fill(_handle(h), <pe_bf16 *>x, nseq, seq_len, row_stride, offset, True, scale,
+                      num_threads)
+
+
+cdef int rope_cache_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return _rope_cache(<const pe_rope_handle *>h, <pe_f16 *>cos, <pe_f16 *>sin, n, row_stride,
+                       positions, offset, layout, num_threads)
+
+
+cdef int rope_cache_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                         int64_t row_stride, const int64_t *positions, int64_t offset,
+                         int layout, int num_threads) noexcept nogil:
+    return _rope_cache(<const pe_rope_handle *>h, <pe_bf16 *>cos, <pe_bf16 *>sin, n, row_stride,
+                       positions, offset, layout, num_threads)
+
+
+cdef int rope_apply_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset,
+                        int layout, int num_threads) noexcept nogil:
+    return _rope_apply(<const pe_rope_handle *>h, <pe_f16 *>x, batch, seq, heads, stride_batch,
+                       stride_seq, stride_head, positions, offset, layout, num_threads)
+
+
+cdef int rope_apply_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                         int64_t stride_head, const int64_t *positions, int64_t offset,
+                         int layout, int num_threads) noexcept nogil:
+    return _rope_apply(<const pe_rope_handle *>h, <pe_bf16 *>x, batch, seq, heads, stride_batch,
+                       stride_seq, stride_head, positions, offset, layout, num_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -807,6 +898,34 @@ cdef extern from "include/fastpe.h":
     ctypedef int (*fastpe_rope_apply_f64_fn)(const fastpe_rope *, double *, int64_t, int64_t,
                                              int64_t, int64_t, int64_t, int64_t,
                                              const int64_t *, int64_t, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_f16_fn)(uint16_t *, int64_t, int64_t, int64_t, double, int64_t,
+                                       int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_bf16_fn)(uint16_t *, int64_t, int64_t, int64_t, double,
+                                        int64_t, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_f16_fn)(uint16_t *, int64_t, int64_t, int64_t, int64_t, double,
+                                      int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_bf16_fn)(uint16_t *, int64_t, int64_t, int64_t, int64_t,
+                                       double, int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_f16_fn)(const fastpe_spec *, uint16_t *, int64_t, int64_t,
+                                            int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_bf16_fn)(const fastpe_spec *, uint16_t *, int64_t,
+                                             int64_t, int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_f16_fn)(const fastpe_spec *, uint16_t *, int64_t, int64_t,
+                                           int64_t, int64_t, double, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_bf16_fn)(const fastpe_spec *, uint16_t *, int64_t,
+                                            int64_t, int64_t, int64_t, double, int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_f16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
+                                             int64_t, int64_t, const int64_t *, int64_t, int,
+                                             int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_bf16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
+                                              int64_t, int64_t, const int64_t *, int64_t, int,
+                                              int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_f16_fn)(const fastpe_rope *, uint16_t *, int64_t, int64_t,
+                                             int64_t, int64_t, int64_t, int64_t,
+                                             const int64_t *, int64_t, int, int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t,
+                                              int64_t, int64_t, int64_t, int64_t, int64_t,
+                                              const int64_t *, int64_t, int, int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor
@@ -837,6 +956,18 @@ cdef extern from "include/fastpe.h":
         fastpe_rope_cache_f64_fn rope_cache_f64
         fastpe_rope_apply_f32_fn rope_apply_f32
         fastpe_rope_apply_f64_fn rope_apply_f64
+        fastpe_fill_f16_fn fill_f16
+        fastpe_fill_bf16_fn fill_bf16
+        fastpe_add_f16_fn add_f16
+        fastpe_add_bf16_fn add_bf16
+        fastpe_spec_fill_f16_fn spec_fill_f16
+        fastpe_spec_fill_bf16_fn spec_fill_bf16
+        fastpe_spec_add_f16_fn spec_add_f16
+        fastpe_spec_add_bf16_fn spec_add_bf16
+        fastpe_rope_cache_f16_fn rope_cache_f16
+        fastpe_rope_cache_bf16_fn rope_cache_bf16
+        fastpe_rope_apply_f16_fn rope_apply_f16
+        fastpe_rope_apply_bf16_fn rope_apply_bf16
     const char *FASTPE_CAPSULE_NAME
     int FASTPE_ABI_MAJOR
     int FASTPE_ABI_MINOR
@@ -874,6 +1005,18 @@ _c_api_table.rope_cache_f32 = rope_cache_f32
 _c_api_table.rope_cache_f64 = rope_cache_f64
 _c_api_table.rope_apply_f32 = rope_apply_f32
 _c_api_table.rope_apply_f64 = rope_apply_f64
+_c_api_table.fill_f16 = fill_f16
+_c_api_table.fill_bf16 = fill_bf16
+_c_api_table.add_f16 = add_f16
+_c_api_table.add_bf16 = add_bf16
+_c_api_table.spec_fill_f16 = spec_fill_f16
+_c_api_table.spec_fill_bf16 = spec_fill_bf16
+_c_api_table.spec_add_f16 = spec_add_f16
+_c_api_table.spec_add_bf16 = spec_add_bf16
+_c_api_table.rope_cache_f16 = rope_cache_f16
+_c_api_table.rope_cache_bf16 = rope_cache_bf16
+_c_api_table.rope_apply_f16 = rope_apply_f16
+_c_api_table.rope_apply_bf16 = rope_apply_bf16
 
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)

@@ -16,7 +16,7 @@ cdef struct pe_rope_rows:
     int m
     int sa
     bint per_batch
-    bint f32
+    char kind               # the entries: 'f', 'd', 'e' (float16) or 'b' (bfloat16 bits)
     bint half
     int64_t S
     int64_t nf
@@ -26,7 +26,26 @@ cdef struct pe_rope_rows:
     int64_t strides[ROPE_MAX_AXES]
 
 
-cdef inline void _rotate_row(real *x, const double *sn, const double *cs, int64_t nf,
+cdef inline double _load(anyreal *x, int64_t j) noexcept nogil:
+    if anyreal is pe_f16:
+        return pe_f16_to_f32(x[j].bits)
+    elif anyreal is pe_bf16:
+        return pe_bf16_to_f32(x[j].bits)
+    else:
+        return x[j]
+
+
+cdef inline void _store(anyreal *x, int64_t j, double v) noexcept nogil:
+    # one rounding from the float64 result, whatever the type
+    if anyreal is pe_f16:
+        x[j].bits = pe_f64_to_f16(v)
+    elif anyreal is pe_bf16:
+        x[j].bits = pe_f64_to_bf16(v)
+    else:
+        x[j] = <anyreal>v
+
+
+cdef inline void _rotate_row(anyreal *x, const double *sn, const double *cs, int64_t nf,
                              bint half, double a) noexcept nogil:
     # each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in float64, rounded once
     cdef int64_t i, j1, j2
@@ -34,12 +53,12 @@ cdef inline void _rotate_row(real *x, const double *sn, const double *cs, int64_
     for i in range(nf):
         j1 = i if half else 2 * i
         j2 = i + nf if half else 2 * i + 1
-        x1 = x[j1]
-        x2 = x[j2]
+        x1 = _load(x, j1)
+        x2 = _load(x, j2)
         c = cs[i] * a
         s = sn[i] * a
-        x[j1] = <real>(x1 * c - x2 * s)
-        x[j2] = <real>(x2 * c + x1 * s)
+        _store(x, j1, x1 * c - x2 * s)
+        _store(x, j2, x2 * c + x1 * s)
 
 
 cdef void _rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) noexcept nogil:
@@ -56,11 +75,17 @@ cdef void _rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) noexcept 
     for r in range(r0, r1):
         t = (idx[0] * R.S if R.per_batch else 0) + idx[R.sa]
         angles = R.table + t * 2 * R.nf
-        if R.f32:
+        if R.kind == c'f':
             _rotate_row(<float *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
                         R.attention)
-        else:
+        elif R.kind == c'd':
             _rotate_row(<double *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
+                        R.attention)
+        elif R.kind == c'e':
+            _rotate_row(<pe_f16 *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
+                        R.attention)
+        else:
+            _rotate_row(<pe_bf16 *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
                         R.attention)
         j = R.m - 1
         while j >= 0:
@@ -83,10 +108,10 @@ cdef void _rotate_rows(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt) no
         _rotate_range(R, r0 + t * n // nt, r0 + (t + 1) * n // nt)
 
 
-cdef object _rope_run(const Py_buffer *view, Encoder enc, int sa, int64_t offset,
+cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int64_t offset,
                       offsets, positions, bint half, double attention, int num_threads):
-    """Rotate the rows of the held buffer ``view`` (checked by the caller: writable,
-    float32/float64, aligned, last axis contiguous holding 2 nf entries or more,
+    """Rotate the rows of the held buffer ``view`` of entries ``kind`` (see _rope_view;
+    checked by the caller: writable, aligned, last axis contiguous holding 2 nf entries or more,
     rows not overlapping; ``sa`` an axis before the last).  Token (b, s) -- b the
     index on axis 0 unless the sequence axis is 0, s the index on axis ``sa`` --
     is at position ``(offsets[b] if offsets is not None else offset) +
@@ -106,7 +131,7 @@ cdef object _rope_run(const Py_buffer *view, Encoder enc, int sa, int64_t offset
     R.base = <char *>view.buf
     R.m = view.ndim - 1
     R.sa = sa
-    R.f32 = view.itemsize == 4
+    R.kind = kind
     R.half = half
     R.nf = nf
     R.attention = attention
@@ -174,34 +199,41 @@ cdef object _rope_run(const Py_buffer *view, Encoder enc, int sa, int64_t offset
             PyBuffer_Release(&pview)
 
 
-cdef bint _rope_view(x, Py_buffer *view, int64_t width) except -1:
-    """Hold x's buffer: writable float32/float64, aligned, its last axis contiguous
-    and at least ``width`` wide.  False (nothing held) when it is not."""
+cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16) except -1:
+    """Hold x's buffer: writable, aligned, its last axis contiguous and at least
+    ``width`` wide, of float32, float64, float16 or (``bfloat16``: uint16 bits)
+    bfloat16 entries.  Their kind ('f', 'd', 'e', 'b'), or 0 (nothing held)."""
     PyObject_GetBuffer(x, view, PyBUF_STRIDES | PyBUF_FORMAT)   # (read-only: not an error)
     cdef char code = _native_code(view.format)
-    if view.readonly or view.ndim < 2 or (code != c'f' and code != c'd') \
+    if code == c'H' and bfloat16:
+        code = c'b'
+    elif bfloat16 or (code != c'f' and code != c'd' and code != c'e'):
+        code = 0
+    if code == 0 or view.readonly or view.ndim < 2 \
             or (<size_t>view.buf) % view.itemsize != 0 \
             or view.shape[view.ndim - 1] < width \
             or (view.shape[view.ndim - 1] > 1 and view.strides[view.ndim - 1] != view.itemsize):
         PyBuffer_Release(view)
-        return False
-    return True
+        return 0
+    return code
 
 
 def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions, bint half,
-                double attention, int num_threads):
+                double attention, int num_threads, bint bfloat16=False):
     """Rotate the rows of ``x`` in place by the angles of ``enc`` (a RoPE encoding:
-    [sin | cos] of nf frequencies) at each token's position (see _rope_run).  The
-    buffer checks are made here; the range of the positions, that rows do not
-    overlap, and the shapes of offsets and positions against q are the caller's."""
+    [sin | cos] of nf frequencies) at each token's position (see _rope_run);
+    ``bfloat16``: x holds bfloat16 entries as uint16 bits.  The buffer checks are
+    made here; the range of the positions, that rows do not overlap, and the shapes
+    of offsets and positions against q are the caller's."""
     cdef Py_buffer view
-    if not _rope_view(x, &view, 2 * enc.sp.nf):
-        raise ValueError("x must be a writable, aligned float32/float64 buffer whose last "
-                         "axis is contiguous and holds the rotated pairs")
+    cdef char kind = _rope_view(x, &view, 2 * enc.sp.nf, bfloat16)
+    if kind == 0:
+        raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
+                         "buffer whose last axis is contiguous and holds the rotated pairs")
     try:
         if not 0 <= seq_axis < view.ndim - 1:
             raise ValueError("seq_axis must be an axis of x before its last")
-        _rope_run(&view, enc, seq_axis, offset, offsets, positions, half, attention,
+        _rope_run(&view, kind, enc, seq_axis, offset, offsets, positions, half, attention,
                   num_threads)
     finally:
         PyBuffer_Release(&view)
@@ -246,19 +278,27 @@ def remember_rope_plan(key, Encoder enc, double attention):
             del rope_plans[next(iter(rope_plans))]
 
 
-cdef inline bint _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
-    """_rope_view for a plain C-contiguous ndarray (no two rows can overlap)."""
+cdef inline char _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
+    """_rope_view for a plain C-contiguous ndarray (no two rows can overlap) of
+    float16/32/64 entries; 0 for anything else."""
     cdef int j
     cdef Py_ssize_t step
-    if type(x) is not _NDARRAY or not _rope_view(x, view, width):
-        return False
+    cdef char kind
+    if type(x) is not _NDARRAY:
+        return 0
+    try:
+        kind = _rope_view(x, view, width, False)
+    except (BufferError, ValueError, TypeError):   # dtypes without a buffer format
+        return 0
+    if kind == 0:
+        return 0
     step = view.itemsize
     for j in range(view.ndim - 1, -1, -1):
         if view.shape[j] == 0 or (view.shape[j] > 1 and view.strides[j] != step):
             PyBuffer_Release(view)
-            return False
+            return 0
         step *= view.shape[j]
-    return True
+    return kind
 
 
 def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, layout,
@@ -268,6 +308,7 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
     then validates and explains)."""
     cdef Py_buffer qv, kv
     cdef bint have_k = False
+    cdef char qkind, kkind = 0
     cdef int64_t off, sa, hd, nd
     cdef int nt
     cdef Encoder enc
@@ -296,19 +337,21 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
         return None
     enc = plan[0]
     hd = head_dim         # (the plan was made for it: 2 nf <= head_dim)
-    if not _rope_fast_view(q, &qv, hd):
+    qkind = _rope_fast_view(q, &qv, hd)
+    if qkind == 0:
         return None
     try:
         if k is not None:
-            have_k = _rope_fast_view(k, &kv, hd)
+            kkind = _rope_fast_view(k, &kv, hd)
+            have_k = kkind != 0
             if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
                     or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
                 return None
         if _extent(off, qv.shape[sa]) > enc.max_position:
             return None
-        _rope_run(&qv, enc, sa, off, None, None, layout == "half", plan[1], nt)
+        _rope_run(&qv, qkind, enc, sa, off, None, None, layout == "half", plan[1], nt)
         if have_k:
-            _rope_run(&kv, enc, sa, off, None, None, layout == "half", plan[1], nt)
+            _rope_run(&kv, kkind, enc, sa, off, None, None, layout == "half", plan[1], nt)
     finally:
         PyBuffer_Release(&qv)
         if have_k:

@@ -19,6 +19,7 @@ import numpy as np
 from . import kernel as _kernel
 from ._conventions import kernel_spec
 from ._validate import (
+    SUPPORTED,
     as_base,
     as_choice,
     as_float_dtype,
@@ -28,6 +29,7 @@ from ._validate import (
     check_out,
     check_table_size,
     is_bfloat16,
+    is_output_dtype,
     kernel_view,
 )
 
@@ -573,9 +575,10 @@ def apply_rope(
 
     Parameters
     ----------
-    q, k : arrays, float32 or float64, shape (..., head_dim)
-        Writable, rotated in place: NumPy arrays, or anything viewable without a
-        copy (a PyTorch CPU tensor through DLPack). Any strides, the last axis
+    q, k : arrays, float16, bfloat16, float32 or float64, shape (..., head_dim)
+        Writable, rotated in place: NumPy arrays (bfloat16: ml_dtypes'), or anything
+        viewable without a copy (a PyTorch CPU tensor through DLPack, bfloat16
+        included). Each entry is rounded once from the float64 result. Any strides, the last axis
         contiguous; ``k`` may have another number of heads (grouped-query
         attention). Their sequence axis is ``seq_axis``: -2 for
         ``(batch, heads, seq, head_dim)``, -3 (or 1) for ``(batch, seq, heads, head_dim)``.
@@ -706,8 +709,9 @@ def apply_rope(
     rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
     check_table_size(rows, 2 * w.size, 8)
     for v in views:
+        bits, bf16 = kernel_view(v)
         _kernel.rope_rotate(
-            v, enc, sa, off_scalar, offsets, pos, layout == "half", attention, nthreads
+            bits, enc, sa, off_scalar, offsets, pos, layout == "half", attention, nthreads, bf16
         )
     return q if k is None else (q, k)
 
@@ -720,10 +724,8 @@ def _rope_target(x: Any, name: str) -> np.ndarray:
         v = as_out_array(x)
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("out", name, 1)) from None
-    if v.dtype not in (np.dtype(np.float32), np.dtype(np.float64)) or not v.dtype.isnative:
-        raise TypeError(
-            f"{name} must have dtype float32 or float64 (native byte order), got {v.dtype}"
-        )
+    if not is_output_dtype(v.dtype):
+        raise TypeError(f"{name} must have dtype {SUPPORTED} (native byte order), got {v.dtype}")
     if not v.flags.writeable:
         raise ValueError(f"{name} must be writable (it is rotated in place)")
     if not v.flags.aligned:

@@ -4,7 +4,7 @@
 # (row_stride in elements, >= d_model) with the encoding of positions
 # offset .. offset+seq_len-1.  They take no GIL, may be called from any thread,
 # validate every argument and return 0 or one of the FASTPE_E* codes below.
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t
 
 cdef enum:
     FASTPE_LAYOUT_INTERLEAVED = 0
@@ -119,3 +119,40 @@ cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t 
                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
                         int64_t stride_head, const int64_t *positions, int64_t offset,
                         int layout, int num_threads) noexcept nogil
+
+# ABI 1.3.  float16 and bfloat16 outputs as uint16_t bit patterns, each entry rounded
+# once from the float64 result; the arguments and codes of their float32 twins.
+cdef int fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride, double base,
+                  int64_t offset, int layout, int num_threads) noexcept nogil
+cdef int fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride, double base,
+                   int64_t offset, int layout, int num_threads) noexcept nogil
+cdef int add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil
+cdef int add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, double scale, int layout,
+                  int num_threads) noexcept nogil
+cdef int spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil
+cdef int spec_fill_bf16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                        int64_t offset, int num_threads) noexcept nogil
+cdef int spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil
+cdef int spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                       int64_t row_stride, int64_t offset, double scale,
+                       int num_threads) noexcept nogil
+cdef int rope_cache_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil
+cdef int rope_cache_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                         int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                         int num_threads) noexcept nogil
+cdef int rope_apply_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil
+cdef int rope_apply_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                         int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+                         int num_threads) noexcept nogil

@@ -37,6 +37,7 @@ def rope_rotate(
     half: bool,
     attention: float,
     num_threads: int,
+    bfloat16: bool = ...,
 ) -> None: ...
 
 rope_plans: dict[Any, tuple[Encoder, float]]

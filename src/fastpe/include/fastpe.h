@@ -196,6 +196,50 @@ typedef int (*fastpe_rope_apply_f64_fn)(const fastpe_rope *rope, double *x, int6
                                         const int64_t *positions, int64_t offset, int layout,
                                         int num_threads);
 
+/* ABI 1.3: float16 and bfloat16 outputs, as uint16_t bit patterns (IEEE binary16 and
+   the upper half of a float32): each entry is the correct rounding of the float64
+   result (rounded once, never through float32), bitwise fastpe's dtype=np.float16 /
+   "bfloat16".  Same arguments, checks and codes as the float32 functions above;
+   add_* compute x*scale + PE in float64 and round once. */
+typedef int (*fastpe_fill_f16_fn)(uint16_t *out, int64_t seq_len, int64_t d_model,
+                                  int64_t row_stride, double base, int64_t offset, int layout,
+                                  int num_threads);
+typedef int (*fastpe_fill_bf16_fn)(uint16_t *out, int64_t seq_len, int64_t d_model,
+                                   int64_t row_stride, double base, int64_t offset, int layout,
+                                   int num_threads);
+typedef int (*fastpe_add_f16_fn)(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                                 int64_t row_stride, double base, int64_t offset, double scale,
+                                 int layout, int num_threads);
+typedef int (*fastpe_add_bf16_fn)(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                                  int64_t row_stride, double base, int64_t offset, double scale,
+                                  int layout, int num_threads);
+typedef int (*fastpe_spec_fill_f16_fn)(const fastpe_spec *spec, uint16_t *out, int64_t seq_len,
+                                       int64_t row_stride, int64_t offset, int num_threads);
+typedef int (*fastpe_spec_fill_bf16_fn)(const fastpe_spec *spec, uint16_t *out, int64_t seq_len,
+                                        int64_t row_stride, int64_t offset, int num_threads);
+typedef int (*fastpe_spec_add_f16_fn)(const fastpe_spec *spec, uint16_t *x, int64_t nseq,
+                                      int64_t seq_len, int64_t row_stride, int64_t offset,
+                                      double scale, int num_threads);
+typedef int (*fastpe_spec_add_bf16_fn)(const fastpe_spec *spec, uint16_t *x, int64_t nseq,
+                                       int64_t seq_len, int64_t row_stride, int64_t offset,
+                                       double scale, int num_threads);
+typedef int (*fastpe_rope_cache_f16_fn)(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                        int64_t n, int64_t row_stride, const int64_t *positions,
+                                        int64_t offset, int layout, int num_threads);
+typedef int (*fastpe_rope_cache_bf16_fn)(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                         int64_t n, int64_t row_stride, const int64_t *positions,
+                                         int64_t offset, int layout, int num_threads);
+typedef int (*fastpe_rope_apply_f16_fn)(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                        int64_t seq, int64_t heads, int64_t stride_batch,
+                                        int64_t stride_seq, int64_t stride_head,
+                                        const int64_t *positions, int64_t offset, int layout,
+                                        int num_threads);
+typedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                         int64_t seq, int64_t heads, int64_t stride_batch,
+                                         int64_t stride_seq, int64_t stride_head,
+                                         const int64_t *positions, int64_t offset, int layout,
+                                         int num_threads);
+
 /* The capsule's table.  Append-only (see "ABI policy"). */
 typedef struct fastpe_api {
     uint32_t abi_major;
@@ -231,6 +275,18 @@ typedef struct fastpe_api {
     fastpe_rope_cache_f64_fn rope_cache_f64;
     fastpe_rope_apply_f32_fn rope_apply_f32;
     fastpe_rope_apply_f64_fn rope_apply_f64;
+    fastpe_fill_f16_fn fill_f16;
+    fastpe_fill_bf16_fn fill_bf16;
+    fastpe_add_f16_fn add_f16;
+    fastpe_add_bf16_fn add_bf16;
+    fastpe_spec_fill_f16_fn spec_fill_f16;
+    fastpe_spec_fill_bf16_fn spec_fill_bf16;
+    fastpe_spec_add_f16_fn spec_add_f16;
+    fastpe_spec_add_bf16_fn spec_add_bf16;
+    fastpe_rope_cache_f16_fn rope_cache_f16;
+    fastpe_rope_cache_bf16_fn rope_cache_bf16;
+    fastpe_rope_apply_f16_fn rope_apply_f16;
+    fastpe_rope_apply_bf16_fn rope_apply_bf16;
 } fastpe_api_t;
 
 /*
@@ -600,6 +656,122 @@ fastpe_rope_apply_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->rope_apply_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                       stride_head, positions, offset, layout, num_threads);
+}
+
+/* The 16-bit outputs (ABI 1.3; see their typedefs above). */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f16(uint16_t *out, int64_t seq_len,
+                                                      int64_t d_model, int64_t row_stride,
+                                                      double base, int64_t offset, int layout,
+                                                      int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->fill_f16(out, seq_len, d_model, row_stride, base, offset, layout,
+                                num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_bf16(uint16_t *out, int64_t seq_len,
+                                                       int64_t d_model, int64_t row_stride,
+                                                       double base, int64_t offset, int layout,
+                                                       int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->fill_bf16(out, seq_len, d_model, row_stride, base, offset, layout,
+                                 num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f16(uint16_t *x, int64_t nseq, int64_t seq_len,
+                                                     int64_t d_model, int64_t row_stride,
+                                                     double base, int64_t offset, double scale,
+                                                     int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_f16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                               num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len,
+                                                      int64_t d_model, int64_t row_stride,
+                                                      double base, int64_t offset, double scale,
+                                                      int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_bf16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                                num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f16(const fastpe_spec *spec, uint16_t *out,
+                                                           int64_t seq_len, int64_t row_stride,
+                                                           int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_f16(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_bf16(const fastpe_spec *spec, uint16_t *out,
+                                                            int64_t seq_len, int64_t row_stride,
+                                                            int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_bf16(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f16(const fastpe_spec *spec, uint16_t *x,
+                                                          int64_t nseq, int64_t seq_len,
+                                                          int64_t row_stride, int64_t offset,
+                                                          double scale, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f16(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x,
+                                                           int64_t nseq, int64_t seq_len,
+                                                           int64_t row_stride, int64_t offset,
+                                                           double scale, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_bf16(spec, x, nseq, seq_len, row_stride, offset, scale,
+                                     num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_cache_f16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
+                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                      int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_f16(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                      num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_cache_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
+                       int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                       int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_bf16(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                       num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
+                      int64_t heads, int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
+                      const int64_t *positions, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, offset, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
+                       int64_t heads, int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
+                       const int64_t *positions, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                       stride_head, positions, offset, layout, num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */
