@@ -238,21 +238,7 @@ def as_out_array(out: Any) -> np.ndarray:
         if view is not None:
             arr = np.asarray(view)
         elif hasattr(out, "__dlpack__") and not _is_torch_bfloat16(out):
-            try:
-                arr = np.from_dlpack(out)
-            except (BufferError, RuntimeError, TypeError, ValueError) as exc:
-                raise TypeError(
-                    f"out ({type(out).__name__}) could not be viewed by NumPy through DLPack "
-                    f"without a copy: {exc}"
-                ) from None
-            if not arr.flags.writeable:
-                raise ValueError(
-                    f"out ({type(out).__name__}) is read-only once viewed through DLPack: the "
-                    "producer marked it read-only, or it speaks only the legacy (unversioned) "
-                    f"DLPack, or NumPy {np.__version__} is older than 2.2.5 and imports every "
-                    "DLPack tensor read-only; pass a writable NumPy view instead (for a "
-                    "PyTorch CPU tensor: out=tensor.numpy(), also zero-copy)"
-                )
+            arr = _from_dlpack(out, out)
     if arr is None and hasattr(out, "__dlpack__"):
         arr = _bfloat16_tensor(out)
     if arr is None:
@@ -266,6 +252,27 @@ def as_out_array(out: Any) -> np.ndarray:
     if arr.flags.owndata:
         raise TypeError(
             f"out ({type(out).__name__}) could only be converted to an array by copying"
+        )
+    return arr
+
+
+def _from_dlpack(producer: Any, out: Any) -> np.ndarray:
+    """A writable NumPy view of a DLPack producer's memory (``out``: the caller's
+    object, named in the errors)."""
+    try:
+        arr = np.from_dlpack(producer)
+    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+        raise TypeError(
+            f"out ({type(out).__name__}) could not be viewed by NumPy through DLPack "
+            f"without a copy: {exc}"
+        ) from None
+    if not arr.flags.writeable:
+        raise ValueError(
+            f"out ({type(out).__name__}) is read-only once viewed through DLPack: the "
+            "producer marked it read-only, or it speaks only the legacy (unversioned) "
+            f"DLPack, or NumPy {np.__version__} is older than 2.2.5 and imports every "
+            "DLPack tensor read-only; pass a writable NumPy view instead (for a "
+            "PyTorch CPU tensor: out=tensor.numpy(), also zero-copy)"
         )
     return arr
 
@@ -284,15 +291,7 @@ def _bfloat16_tensor(t: Any) -> np.ndarray | None:
     torch = sys.modules.get("torch")
     if torch is None or t.device.type != "cpu":
         raise TypeError(f"out ({type(t).__name__}) must be in CPU memory, got device {t.device}")
-    try:
-        arr = np.from_dlpack(t.detach().view(torch.int16))
-    except (BufferError, RuntimeError, TypeError, ValueError) as exc:
-        raise TypeError(
-            f"out ({type(t).__name__}) could not be viewed by NumPy through DLPack "
-            f"without a copy: {exc}"
-        ) from None
-    if not arr.flags.writeable:
-        raise ValueError(f"out ({type(t).__name__}) is read-only once viewed through DLPack")
+    arr = _from_dlpack(t.detach().view(torch.int16), t)
     try:
         return arr.view(bfloat16_dtype())
     except ImportError:
