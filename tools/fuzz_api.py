@@ -79,7 +79,19 @@ HOSTILE = [
     object,
     "f4,",
 ]
-DTYPES = [None, np.float32, np.float64, "f4", "f8", ">f8", np.float16, np.int64, object, "f4,"]
+DTYPES = [
+    None,
+    np.float32,
+    np.float64,
+    "f4",
+    "f8",
+    ">f8",
+    np.float16,
+    "bfloat16",
+    np.int64,
+    object,
+    "f4,",
+]
 LAYOUTS = ["interleaved", "split", "SPLIT", "", 1, None]
 
 
@@ -96,7 +108,9 @@ def value(fdp, plausible):
 def make_out(fdp, shape):
     """(out, buffer, covered-bytes mask) with canary bytes around the view."""
     S, D = shape
-    dt = np.dtype([np.float32, np.float64, ">f8", np.int32][fdp.ConsumeIntInRange(0, 3)])
+    dt = np.dtype(
+        [np.float32, np.float64, ">f8", np.int32, np.float16][fdp.ConsumeIntInRange(0, 4)]
+    )
     isz = dt.itemsize
     extra = fdp.ConsumeIntInRange(0, 3)
     shift = fdp.ConsumeIntInRange(0, 1) * fdp.ConsumeIntInRange(0, isz - 1)
@@ -162,7 +176,7 @@ def TestOneInput(data):
     # Accepted: check the documented result.
     S, D = int(S), int(D)
     assert isinstance(res, np.ndarray) and res.shape == (S, D), (res, S, D)
-    assert res.dtype in (np.float32, np.float64) and res.dtype.isnative
+    assert res.dtype.name in ("float16", "bfloat16", "float32", "float64") and res.dtype.isnative
     if "out" in kw:
         assert res is kw["out"]
         buf, mask, before = guard
@@ -182,7 +196,9 @@ def TestOneInput(data):
         except OverflowError:  # a tiny base: the reference is meaningless, only NaN is checked
             w = math.inf
         off = int(kw.get("offset", 0))
-        tol = 1e-12 + 16 * max(abs(off), abs(off + S)) * w * 2.0**-53 + 2.0**-23
+        # half an ulp of the output type at 1, beside the float64 result's own error
+        half_ulp = {"float16": 2.0**-11, "bfloat16": 2.0**-8}.get(res.dtype.name, 2.0**-23)
+        tol = 1e-12 + 16 * max(abs(off), abs(off + S)) * w * 2.0**-53 + half_ulp
         assert np.max(np.abs(res.astype(np.float64) - ref)) <= tol, (S, D, kw)
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# fastpe against the frameworks' own code (torch, transformers, diffusers, timm) and
-# the plots (matplotlib), in a venv of their own: the README's test command runs
-# without them, where those tests skip.  Fails if any of these tests still skips for
+# fastpe against the frameworks' own code (torch, transformers, diffusers, timm),
+# their float16/bfloat16 tensors (with ml_dtypes) and the plots (matplotlib), in a
+# venv of their own: the README's test command runs without them, where those tests skip.  Fails if any of these tests still skips for
 # a package this script installs.
 #   bash tools/test_frameworks.sh
 set -euo pipefail
@@ -11,7 +11,7 @@ VENV=$(mktemp -d)/venv
 "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -r requirements-frameworks.txt "setuptools>=77" wheel \
-    "Cython>=3.1" "pytest>=7" "hypothesis>=6" "mpmath>=1.3" "threadpoolctl>=3"
+    "Cython>=3.1" "pytest>=7" "hypothesis>=6" "mpmath>=1.3" "threadpoolctl>=3" "ml_dtypes>=0.2"
 # timm requires torchvision, whose PyPI wheels are built for the CUDA torch and break
 # `import transformers` beside the CPU one; the tests load timm's module without it.
 "$VENV/bin/python" -m pip uninstall -q -y torchvision
@@ -21,6 +21,7 @@ rm -rf build src/fastpe/kernel.c
 f'{p} {v(p)}' for p in ('numpy', 'torch', 'transformers', 'diffusers', 'timm', 'matplotlib')))"
 log=$(mktemp)
 "$VENV/bin/python" -m pytest tests/test_frameworks.py tests/test_out_interop.py tests/test_plot.py tests/test_rope.py \
+    tests/test_half.py tests/test_capi_rope.py \
     "tests/test_cli.py::test_bench_chart_into_missing_directory_fails_before_benchmarking" \
     -q -p no:cacheprovider -rs | tee "$log"
 if grep -E "^SKIPPED.*(No module named|could not import|not importable)" "$log"; then
