@@ -1,7 +1,8 @@
 """fastpe.apply_rope: q and k of shape (1, 32, 4096, 128) float32 rotated in place,
 next to one np.copyto pass over each and (with torch and transformers installed)
-transformers' apply_rotary_pos_emb given the cache, on the same thread count; and one
-decoding step (seq 1, 32 heads, head_dim 128, offset 100000).  Medians of repeats.
+transformers' apply_rotary_pos_emb given the cache, on the same thread count; one
+decoding step (seq 1, 32 heads, head_dim 128, offset 100000) and a batch of four at
+their own offsets.  Medians of repeats.
 
     python bench/rope_apply.py
 """
@@ -35,6 +36,11 @@ def main():
     k1 = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
     t1 = median(lambda: fastpe.apply_rope(q1, k1, offset=100000), 200)
     print(f"one decoding step, q and k (1, 32, 1, 128) at 100000: {t1 * 1e6:.1f} us")
+    qb = rng.standard_normal((4, 32, 1, 128)).astype(np.float32)
+    kb = rng.standard_normal((4, 8, 1, 128)).astype(np.float32)
+    lengths = np.array([17, 4000, 100000, 523])  # a KV cache per sequence
+    tb = median(lambda: fastpe.apply_rope(qb, kb, offset=lengths), 200)
+    print(f"a batch of 4 decoding steps at their own offsets (GQA k: 8 heads): {tb * 1e6:.1f} us")
     try:
         import torch
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb

@@ -206,6 +206,11 @@ ROPES = [
         },
     ),
     dict(shape=(1, 4, 3, 64), offset=2, rope_parameters={"partial_rotary_factor": 0.5}),
+    # KV-cache decoding of a batch: one offset per sequence; left padding: position ids
+    dict(shape=(4, 8, 1, 64), offset=np.array([0, 17, 99999, 5])),
+    dict(shape=(3, 5, 2, 32), offset=np.array([7, 0, 300]), seq_axis=1),
+    dict(shape=(2, 4, 5, 64), positions=np.array([[0, 0, 1, 2, 3], [5, 6, 7, 8, 9]])),
+    dict(shape=(2, 4, 5, 64), positions=np.array([3, 1, 4, 1, 5]), layout="interleaved"),
 ]
 
 
@@ -219,31 +224,46 @@ def test_apply_rope_fast_equals_general(kw, rng):
     q0 = rng.standard_normal(shape).astype(dtype)
     k0 = rng.standard_normal(k_shape).astype(dtype)
     fastpe.apply_rope(q0.copy(), k0.copy(), **kw)  # plans the frequencies
-    args = [kw.get(n) for n in ("rope_parameters", "head_dim", "offset", "positions")]
+    args = [kw.get(n) for n in ("rope_parameters", "head_dim")]
+    args += [kw.get("offset", 0), kw.get("positions")]
     args += [kw.get("seq_axis", -2), kw.get("layout", "half")]
     args += [None, "float32", None, None, None]  # max_position_embeddings .. num_threads
     q, k = q0.copy(), k0.copy()
     assert kernel.rope_apply(q, k, *args) is not None, "the fast path declined a common call"
-    # the general path: the same call with NumPy-scalar spellings
+    # the general path: the same call with NumPy-scalar or list spellings
     gq, gk = q0.copy(), k0.copy()
-    slow_kw = {n: slow(v) for n, v in kw.items()}
-    slow_kw["offset"] = np.array(kw["offset"])
-    assert kernel.rope_apply(gq, gk, *args[:2], slow_kw["offset"], *args[3:]) is None
+    slow_kw = {n: v.tolist() if isinstance(v, np.ndarray) else slow(v) for n, v in kw.items()}
+    if "offset" in kw and np.ndim(kw["offset"]) == 0:
+        slow_kw["offset"] = np.array(kw["offset"])
+    spelled = [slow_kw.get(n) for n in ("rope_parameters", "head_dim")]
+    spelled += [slow_kw.get("offset", 0), slow_kw.get("positions")]
+    assert kernel.rope_apply(gq, gk, *spelled, *args[4:]) is None
     fastpe.apply_rope(gq, gk, **slow_kw)
     np.testing.assert_array_equal(q, gq)
     np.testing.assert_array_equal(k, gk)
-    assert not np.array_equal(q, q0) or kw["offset"] == 0
+    assert not np.array_equal(q, q0) or np.all(kw.get("offset", 1) == 0)
 
 
 @pytest.mark.parametrize(
     "change",
     [
         dict(rope_parameters={"rope_theta": 5000.0}),  # another rule: not planned yet
-        dict(q=np.zeros((1, 2, 3, 8), np.float32)[..., ::-1]),  # not C-contiguous
-        dict(q=np.broadcast_to(np.zeros((1, 1, 3, 8), np.float32), (1, 2, 3, 8))),  # read-only
-        dict(q=np.zeros((1, 2, 3, 8), np.int32)),
-        dict(k=np.zeros((1, 2, 4, 8), np.float32)),  # a sequence length that disagrees
+        dict(q=np.zeros((2, 2, 3, 8), np.float32)[..., ::-1]),  # not C-contiguous
+        dict(q=np.broadcast_to(np.zeros((1, 1, 3, 8), np.float32), (2, 2, 3, 8))),  # read-only
+        dict(q=np.zeros((2, 2, 3, 8), np.int32)),
+        dict(k=np.zeros((2, 2, 4, 8), np.float32)),  # a sequence length that disagrees
         dict(offset=2**60),  # beyond the exact reduction
+        dict(offset=np.array([0, 2**60])),
+        dict(offset=np.array([0])),  # one offset as an array: the general path broadcasts
+        dict(offset=np.array([0, 1], np.int32)),
+        dict(offset=np.array([[0], [1]])),
+        dict(positions=np.array([0, 1, 2**60])),
+        dict(positions=np.array([0, 1])),  # not one per token
+        dict(positions=np.array([[0, 1, 2]] * 3)),  # 3 rows for a batch of 2
+        dict(positions=np.array([0, 1, 2]), offset=1),
+        dict(positions=np.array([0.0, 1.0, 2.0])),
+        dict(positions=np.arange(6)[::2]),  # not contiguous
+        dict(positions=[0, 1, 2]),
         dict(seq_axis=-1),
         dict(head_dim=16),  # wider than q
         dict(num_threads=0),
@@ -253,7 +273,7 @@ def test_apply_rope_fast_equals_general(kw, rng):
     ],
 )
 def test_apply_rope_fast_path_declines(change):
-    q = np.zeros((1, 2, 3, 8), np.float32)
+    q = np.zeros((2, 2, 3, 8), np.float32)
     fastpe.apply_rope(q.copy())  # the default rule for head_dim 8, planned
     args = dict(
         q=q.copy(),

@@ -301,21 +301,53 @@ cdef inline char _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
     return kind
 
 
+cdef bint _fast_ids(arr, int64_t rows, int64_t cols, int64_t step, double limit) except -1:
+    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols,), or
+    (1, cols) or (rows, cols) when rows > 0, whose every value v keeps v .. v + step
+    within +-limit."""
+    cdef Py_buffer v
+    cdef const int64_t *p
+    cdef Py_ssize_t i
+    cdef bint ok
+    if type(arr) is not _NDARRAY:
+        return False
+    try:
+        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError, TypeError):
+        return False
+    try:
+        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
+            (v.ndim == 1 and v.shape[0] == cols)
+            or (v.ndim == 2 and rows > 0 and v.shape[1] == cols
+                and (v.shape[0] == 1 or v.shape[0] == rows)))
+        if ok:
+            p = <const int64_t *>v.buf
+            for i in range(v.len // 8):
+                if _extent(p[i], step + 1) > limit:
+                    return False
+        return ok
+    finally:
+        PyBuffer_Release(&v)
+
+
 def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, layout,
                max_position_embeddings, precision, inv_freq, attention_factor, num_threads):
-    """fastpe.apply_rope for the common case -- C-contiguous ndarrays, one int
-    offset, frequencies already planned -- or None to decline (the general path
-    then validates and explains)."""
+    """fastpe.apply_rope for the common case -- C-contiguous ndarrays, an int
+    offset (or an int64 ndarray of one per batch entry, or int64 position ids),
+    frequencies already planned -- or None to decline (the general path then
+    validates and explains)."""
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
-    cdef int64_t off, sa, hd, nd
+    cdef int64_t off = 0, sa, hd, nd, batch, S
     cdef int nt
     cdef Encoder enc
-    if positions is not None or inv_freq is not None or attention_factor is not None \
-            or not _as_i64(offset, &off) or not _as_i64(seq_axis, &sa) \
+    if inv_freq is not None or attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
         return None
+    if positions is not None and not (type(offset) is int and offset == 0):
+        return None
+    offsets = None if positions is not None or _as_i64(offset, &off) else offset
     if type(layout) is not str or (layout != "half" and layout != "interleaved"):
         return None
     nt = _fast_threads(num_threads)
@@ -347,11 +379,23 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
             if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
                     or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
                 return None
-        if _extent(off, qv.shape[sa]) > enc.max_position:
+        batch = qv.shape[0] if sa != 0 else 1
+        S = qv.shape[sa]
+        # every position checked against the exact reduction here, as the general path does
+        if positions is not None:
+            if not _fast_ids(positions, batch, S, 0, enc.max_position):
+                return None
+            if (<object>positions).ndim == 1:
+                positions = (<object>positions).reshape(1, S)
+        elif offsets is not None:
+            if not _fast_ids(offsets, 0, batch, S - 1, enc.max_position):
+                return None
+        elif _extent(off, S) > enc.max_position:
             return None
-        _rope_run(&qv, qkind, enc, sa, off, None, None, layout == "half", plan[1], nt)
+        _rope_run(&qv, qkind, enc, sa, off, offsets, positions, layout == "half", plan[1], nt)
         if have_k:
-            _rope_run(&kv, kkind, enc, sa, off, None, None, layout == "half", plan[1], nt)
+            _rope_run(&kv, kkind, enc, sa, off, offsets, positions, layout == "half", plan[1],
+                      nt)
     finally:
         PyBuffer_Release(&qv)
         if have_k:
