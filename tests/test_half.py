@@ -90,12 +90,17 @@ def test_float16_agrees_with_numpy_on_random_doubles():
 
 
 def _bf16_reference(x):
-    """float64 -> bfloat16 rounded to nearest even from the double's own bits
-    (normal range; what the tables need): keep sign, exponent and 7 mantissa
-    bits, round on the 45 bits below."""
-    u = np.ascontiguousarray(x, np.float64).view(np.uint64)
+    """float64 -> bfloat16 rounded to nearest even from the double's own bits:
+    normal range: keep sign, exponent and 7 mantissa bits, round on the 45 bits
+    below; below 2^-126: the nearest multiple of 2^-133 (the subnormal grid), ties
+    to even (np.rint of an exact scaling)."""
+    x = np.ascontiguousarray(x, np.float64)
+    u = x.view(np.uint64)
     r = (u + np.uint64(2**44 - 1) + ((u >> np.uint64(45)) & np.uint64(1))) >> np.uint64(45)
-    return (r << np.uint64(45)).view(np.float64)
+    out = (r << np.uint64(45)).view(np.float64)
+    tiny = np.abs(x) < 2.0**-126
+    out[tiny] = np.rint(x[tiny] * 2.0**133) * 2.0**-133
+    return out
 
 
 def _tables(dtype, **kw):
@@ -105,6 +110,9 @@ def _tables(dtype, **kw):
         dict(seq_len=300, d_model=64, base=1e6),  # sin(k * 1e-6): subnormal halves near 0
         dict(seq_len=200, d_model=33, layout="split", offset=10**6),
         dict(seq_len=100, d_model=48, convention="tensor2tensor"),
+        # lowest frequency ~1e-40: float-subnormal sines, bfloat16 subnormals (which
+        # AVX512_BF16's conversion would flush to zero)
+        dict(seq_len=1000, d_model=64, base=2e41),
     ]
     for c in cases:
         yield (
@@ -114,9 +122,12 @@ def _tables(dtype, **kw):
         )
 
 
-@pytest.mark.parametrize("avx512", [True, False])
-def test_tables_are_the_float64_table_rounded_once(avx512):
+# the AVX-512 writers with AVX512_BF16's conversion (where the CPU has it), with
+# their integer rounding, and the portable loops
+@pytest.mark.parametrize("avx512, bf16hw", [(True, True), (True, False), (False, False)])
+def test_tables_are_the_float64_table_rounded_once(avx512, bf16hw):
     old = kernel._set_avx512_writers(avx512)
+    kernel._set_avx512_bf16(bf16hw)
     try:
         for c, t16, t64 in _tables(np.float16):
             assert np.array_equal(t16.view(np.uint16), t64.astype(np.float16).view(np.uint16)), c
@@ -131,6 +142,8 @@ def test_subnormal_and_zero_crossing_entries_are_exercised():
     t = fastpe.sinusoidal(300, 64, base=1e6, dtype=np.float16)
     v = np.abs(t.astype(np.float64))
     assert ((v > 0) & (v < 2.0**-14)).sum() > 10
+    b = fastpe.sinusoidal(1000, 64, base=2e41, dtype=BF16).view(np.uint16)
+    assert (((b & 0x7F80) == 0) & ((b & 0x7FFF) != 0)).sum() > 100
 
 
 def _correct(entries, exact, dtype):

@@ -68,6 +68,7 @@ cdef extern from "csrc/pe_core.h" nogil:
                          const double *Ac, const double *Tm, const double *Ts, int stream)
     void pe_v512_init()
     int pe_v512_set(int on)
+    int pe_v512_bf16hw_set(int on)
     int pe_v512
     void pe_stream_copy(void *dst, const void *src, size_t n)
     void pe_stream_fence()

@@ -67,6 +67,13 @@ def _set_avx512_writers(bint on):
     return bool(pe_v512_set(on))
 
 
+def _set_avx512_bf16(bint on):
+    """Write bfloat16 rows with AVX512_BF16's conversion (CPUs that have it; on by
+    default there) or with the AVX-512 writers' integer rounding; returns the old
+    setting.  Both give the same bits.  For tests and measurements."""
+    return bool(pe_v512_bf16hw_set(on))
+
+
 def _set_stream_bytes(nbytes):
     """Set the streaming-store thresholds (bytes per fill): one number for both
     dtypes or a (float64, float32) pair; returns the old pair.  For tests and

@@ -21,21 +21,31 @@
 #if PE_HAVE_V512
 #include <immintrin.h>
 
-static int pe_v512_cpu = 0;    /* the CPU has AVX-512F */
-static int pe_v512_bw_cpu = 0; /* ... and AVX-512BW (16-bit lanes) */
+static int pe_v512_cpu = 0;      /* the CPU has AVX-512F */
+static int pe_v512_bw_cpu = 0;   /* ... and AVX-512BW (16-bit lanes) */
+static int pe_v512_bf16_cpu = 0; /* ... and AVX512_BF16 (vcvtne2ps2bf16) */
 int pe_v512 = 0;
 int pe_v512_h16 = 0;
+static int pe_v512_bf16hw = 0; /* bfloat16 rows through vcvtne2ps2bf16 */
 
 void pe_v512_init(void) {
     __builtin_cpu_init();
     pe_v512_cpu = pe_v512 = __builtin_cpu_supports("avx512f") ? 1 : 0;
     pe_v512_bw_cpu = pe_v512_h16 = pe_v512_cpu && __builtin_cpu_supports("avx512bw");
+    pe_v512_bf16_cpu = pe_v512_bf16hw = pe_v512_bw_cpu && __builtin_cpu_supports("avx512bf16");
 }
 
 int pe_v512_set(int on) {
     int old = pe_v512;
     pe_v512 = on && pe_v512_cpu;
     pe_v512_h16 = on && pe_v512_bw_cpu;
+    pe_v512_bf16hw = on && pe_v512_bf16_cpu;
+    return old;
+}
+
+int pe_v512_bf16hw_set(int on) {
+    int old = pe_v512_bf16hw;
+    pe_v512_bf16hw = on && pe_v512_bf16_cpu;
     return old;
 }
 
@@ -43,6 +53,8 @@ int pe_v512_set(int on) {
  * also need AVX-512BW (16-bit lanes: masked stores, permutes). */
 #define PE_V512_INLINE    static inline __attribute__((always_inline, target("avx512f")))
 #define PE_V512_BW_INLINE static inline __attribute__((always_inline, target("avx512f,avx512bw")))
+#define PE_V512_BF16_INLINE                                                                        \
+    static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512bf16")))
 #define PE_V512_CAT3_(a, b, c) a##_##b##_##c
 #define PE_V512_CAT3(a, b, c)  PE_V512_CAT3_(a, b, c)
 
@@ -176,8 +188,8 @@ void pe_v512_vectors_split_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1
  * rounded to float with round-to-odd (truncation, then the last bit set in the
  * lanes the conversion back shows inexact: pe_f32_odd's bits), then to the
  * half to nearest even: by vcvtps2ph for float16 (pe_f32_to_f16's bits,
- * subnormals and NaN included), by integer arithmetic for bfloat16
- * (vcvtneps2bf16 would flush subnormals to zero, unlike pe_f32_to_bf16).
+ * subnormals and NaN included); for bfloat16 by vcvtne2ps2bf16 where the CPU
+ * has AVX512_BF16 (see pe_v512_cvt_bf16hw), else by integer arithmetic.
  */
 /* float32 lanes [a | b] of two float64 vectors, rounded to odd */
 PE_V512_INLINE __m512 pe_v512_odd(__m512d a, __m512d b) {
@@ -230,45 +242,41 @@ PE_V512_BW_INLINE void pe_v512_tail_line_h16(uint16_t *p, int64_t L, __m512i v) 
                              _mm512_permutexvar_epi16(pe_v512_iota16((int)L), v));
 }
 
-/* interleaved 16-bit: 16 frequencies = 32 entries of each row */
-PE_V512_BW_INLINE
-void pe_v512_vectors_interleaved_h16(int64_t i, PE_V512_ARGS, __m512i *v0, __m512i *v1, __m512i *v2,
-                                     __m512i *v3, int bf) {
-    /* from [s0..s7 c0..c7 s8..s15 c8..c15] to s0 c0 s1 c1 ... */
-    static const uint16_t ix[32] = {0,  8,  1,  9,  2,  10, 3,  11, 4,  12, 5,  13, 6,  14, 7,  15,
-                                    16, 24, 17, 25, 18, 26, 19, 27, 20, 28, 21, 29, 22, 30, 23, 31};
-    __m512i idx = _mm512_loadu_si512((const void *)ix);
-    __m512d sp0, cp0, sm0, cm0, sp1, cp1, sm1, cm1;
-    pe_v512_rotate(i, As, Ac, Tm, Ts, &sp0, &cp0, &sm0, &cm0);
-    pe_v512_rotate(i + 8, As, Ac, Tm, Ts, &sp1, &cp1, &sm1, &cm1);
-    *v0 = _mm512_permutexvar_epi16(idx, pe_v512_halves(sp0, cp0, sp1, cp1, bf));
-    *v2 = _mm512_permutexvar_epi16(idx, pe_v512_halves(sm0, cm0, sm1, cm1, bf));
-    *v1 = *v3 = *v0;
+/* bfloat16 through AVX512_BF16: vcvtne2ps2bf16 rounds to nearest even as
+ * pe_f32_to_bf16 does (NaN made quiet the same way), but reads float subnormals
+ * as zero; a block holding one (or a zero: a row at position 0) takes the
+ * integer rounding instead, so the bits are those of the portable path. */
+PE_V512_BF16_INLINE __m512i pe_v512_cvt_bf16hw(__m512 f0, __m512 f1) {
+    const __m512 tiny = _mm512_set1_ps(1.17549435e-38f); /* FLT_MIN */
+    __mmask16 t0 = _mm512_cmp_ps_mask(_mm512_abs_ps(f0), tiny, _CMP_LT_OQ);
+    __mmask16 t1 = _mm512_cmp_ps_mask(_mm512_abs_ps(f1), tiny, _CMP_LT_OQ);
+    if (t0 | t1)
+        return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(f0, 1)), pe_v512_half(f1, 1),
+                                  1);
+    return (__m512i)_mm512_cvtne2ps_pbh(f1, f0); /* f0's words first */
 }
 
-/* split 16-bit: 32 frequencies = 32 entries of each destination */
-PE_V512_BW_INLINE
-void pe_v512_vectors_split_h16(int64_t i, PE_V512_ARGS, __m512i *v0, __m512i *v1, __m512i *v2,
-                               __m512i *v3, int bf) {
-    __m512d sp[4], cp[4], sm[4], cm[4];
-    for (int q = 0; q < 4; q++)
-        pe_v512_rotate(i + 8 * q, As, Ac, Tm, Ts, &sp[q], &cp[q], &sm[q], &cm[q]);
-    *v0 = pe_v512_halves(sp[0], sp[1], sp[2], sp[3], bf);
-    *v1 = pe_v512_halves(cp[0], cp[1], cp[2], cp[3], bf);
-    *v2 = pe_v512_halves(sm[0], sm[1], sm[2], sm[3], bf);
-    *v3 = pe_v512_halves(cm[0], cm[1], cm[2], cm[3], bf);
+/* 32 halves of the 32 doubles [a | b | c | d], per format */
+PE_V512_INLINE __m512i pe_v512_halves_f16(__m512d a, __m512d b, __m512d c, __m512d d) {
+    return pe_v512_halves(a, b, c, d, 0);
+}
+PE_V512_INLINE __m512i pe_v512_halves_bf16i(__m512d a, __m512d b, __m512d c, __m512d d) {
+    return pe_v512_halves(a, b, c, d, 1);
+}
+PE_V512_BF16_INLINE __m512i pe_v512_halves_bf16hw(__m512d a, __m512d b, __m512d c, __m512d d) {
+    return pe_v512_cvt_bf16hw(pe_v512_odd(a, b), pe_v512_odd(c, d));
 }
 
-/* The four 16-bit vector makers the skeleton calls by name. */
-#define PE_V512_HVEC(kind, sfx, bf)                                                                \
-    PE_V512_BW_INLINE void pe_v512_vectors_##kind##_##sfx(int64_t i, PE_V512_ARGS, __m512i *v0,    \
-                                                          __m512i *v1, __m512i *v2, __m512i *v3) { \
-        pe_v512_vectors_##kind##_h16(i, As, Ac, Tm, Ts, v0, v1, v2, v3, bf);                       \
-    }
-PE_V512_HVEC(interleaved, f16, 0)
-PE_V512_HVEC(interleaved, bf16, 1)
-PE_V512_HVEC(split, f16, 0)
-PE_V512_HVEC(split, bf16, 1)
+/* The vector makers of the 16-bit writers, one template per format. */
+#define PE_V512_HSFX    f16
+#define PE_V512_HINLINE PE_V512_BW_INLINE
+#include "pe_v512_h16vec.inc.c"
+#define PE_V512_HSFX    bf16i
+#define PE_V512_HINLINE PE_V512_BW_INLINE
+#include "pe_v512_h16vec.inc.c"
+#define PE_V512_HSFX    bf16hw
+#define PE_V512_HINLINE PE_V512_BF16_INLINE
+#include "pe_v512_h16vec.inc.c"
 
 /* What a call of the skeleton writes (see pe_v512_rows.inc.c). */
 #define PE_V512_PAIR  0
@@ -299,7 +307,10 @@ PE_V512_HVEC(split, bf16, 1)
 #define PE_V512_TYPE  PE_V512_T_H16
 #include "pe_v512_rows.inc.c"
 #undef PE_V512_HSFX
-#define PE_V512_HSFX  bf16
+/* bfloat16: the integer rounding, and the AVX512_BF16 instruction (pe_v512_cvt_bf16hw) */
+PE_V512_H16_PROTOS(bf16i)
+PE_V512_H16_PROTOS(bf16hw)
+#define PE_V512_HSFX  bf16i
 #define PE_V512_SPLIT 0
 #define PE_V512_TYPE  PE_V512_T_H16
 #include "pe_v512_rows.inc.c"
@@ -307,6 +318,37 @@ PE_V512_HVEC(split, bf16, 1)
 #define PE_V512_TYPE  PE_V512_T_H16
 #include "pe_v512_rows.inc.c"
 #undef PE_V512_HSFX
+#define PE_V512_HSFX    bf16hw
+#define PE_V512_HTARGET 1 /* built for AVX512_BF16 */
+#define PE_V512_SPLIT   0
+#define PE_V512_TYPE    PE_V512_T_H16
+#include "pe_v512_rows.inc.c"
+#define PE_V512_SPLIT 1
+#define PE_V512_TYPE  PE_V512_T_H16
+#include "pe_v512_rows.inc.c"
+#undef PE_V512_HSFX
+#undef PE_V512_HTARGET
+
+/* The bfloat16 entry points: through AVX512_BF16 where the CPU has it. */
+int pe_v512_pair_interleaved_bf16(uint16_t *p0, uint16_t *p1, uint16_t *m0, uint16_t *m1, int64_t n,
+                                  PE_V512_ARGS, int stream) {
+    return pe_v512_bf16hw
+               ? pe_v512_pair_interleaved_bf16hw(p0, p1, m0, m1, n, As, Ac, Tm, Ts, stream)
+               : pe_v512_pair_interleaved_bf16i(p0, p1, m0, m1, n, As, Ac, Tm, Ts, stream);
+}
+int pe_v512_row_interleaved_bf16(uint16_t *r0, uint16_t *r1, int64_t n, PE_V512_ARGS, double sg) {
+    return pe_v512_bf16hw ? pe_v512_row_interleaved_bf16hw(r0, r1, n, As, Ac, Tm, Ts, sg)
+                          : pe_v512_row_interleaved_bf16i(r0, r1, n, As, Ac, Tm, Ts, sg);
+}
+int pe_v512_pair_split_bf16(uint16_t *p0, uint16_t *p1, uint16_t *m0, uint16_t *m1, int64_t n,
+                            PE_V512_ARGS, int stream) {
+    return pe_v512_bf16hw ? pe_v512_pair_split_bf16hw(p0, p1, m0, m1, n, As, Ac, Tm, Ts, stream)
+                          : pe_v512_pair_split_bf16i(p0, p1, m0, m1, n, As, Ac, Tm, Ts, stream);
+}
+int pe_v512_row_split_bf16(uint16_t *r0, uint16_t *r1, int64_t n, PE_V512_ARGS, double sg) {
+    return pe_v512_bf16hw ? pe_v512_row_split_bf16hw(r0, r1, n, As, Ac, Tm, Ts, sg)
+                          : pe_v512_row_split_bf16i(r0, r1, n, As, Ac, Tm, Ts, sg);
+}
 
 #else /* no AVX-512 writers in this build: the switch stays off */
 
@@ -316,6 +358,11 @@ int pe_v512_h16 = 0;
 void pe_v512_init(void) {}
 
 int pe_v512_set(int on) {
+    (void)on;
+    return 0;
+}
+
+int pe_v512_bf16hw_set(int on) {
     (void)on;
     return 0;
 }

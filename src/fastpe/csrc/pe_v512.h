@@ -26,6 +26,9 @@ PE_HIDDEN extern int pe_v512;
 PE_HIDDEN extern int pe_v512_h16;
 PE_HIDDEN void pe_v512_init(void);
 PE_HIDDEN int pe_v512_set(int on);
+/* Whether bfloat16 rows use AVX512_BF16's conversion where the CPU has it (on by
+ * default; the same bits either way: for tests).  Returns the old setting. */
+PE_HIDDEN int pe_v512_bf16hw_set(int on);
 
 #if PE_HAVE_V512
 /* The anchor (As, Ac) and the table row (Tm, Ts) a writer rotates. */

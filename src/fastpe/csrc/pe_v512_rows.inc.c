@@ -60,8 +60,13 @@
 #define PE_LANES           32
 #define PE_MASK            __mmask32
 #define PE_ALL             0xFFFFFFFFu
-#define PE_SK_INLINE       PE_V512_BW_INLINE
-#define PE_SK_TARGET       "avx512f,avx512bw"
+#ifdef PE_V512_HTARGET /* the AVX512_BF16 instance */
+#define PE_SK_INLINE PE_V512_BF16_INLINE
+#define PE_SK_TARGET "avx512f,avx512bw,avx512bf16"
+#else
+#define PE_SK_INLINE PE_V512_BW_INLINE
+#define PE_SK_TARGET "avx512f,avx512bw"
+#endif
 #endif
 #if PE_V512_SPLIT
 #define PE_KIND split
