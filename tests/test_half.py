@@ -138,6 +138,29 @@ def test_tables_are_the_float64_table_rounded_once(avx512, bf16hw):
         kernel._set_avx512_writers(old)
 
 
+@pytest.mark.parametrize("avx512, bf16hw", [(True, True), (True, False), (False, False)])
+@pytest.mark.parametrize("dtype, tie", [(np.float16, 2.0**-25), ("bfloat16", 2.0**-134)])
+def test_entries_just_above_a_halfway_point_round_up(avx512, bf16hw, dtype, tie):
+    # sin(k * w) = k * w for these tiny w: just above the halfway points of the
+    # smallest subnormals, by far less than a float's precision, so a conversion
+    # that loses the bits below float (a double rounding) lands on the tie instead
+    dtype = np.dtype(dtype) if dtype == np.float16 else BF16
+    w = np.full(64, tie) * (1 + 2.0**-30 * np.arange(1, 65))
+    pos = np.arange(1, 40)
+    kw = dict(inv_freq=w, positions=pos, dtype=np.float64)
+    _, s64 = fastpe.rope_cache(128, **kw)
+    old = kernel._set_avx512_writers(avx512)
+    kernel._set_avx512_bf16(bf16hw)
+    try:
+        _, s = fastpe.rope_cache(128, **{**kw, "dtype": dtype})
+    finally:
+        kernel._set_avx512_writers(old)
+    want = _bf16_reference(s64) if dtype == BF16 else s64.astype(np.float16).astype(np.float64)
+    assert np.array_equal(s.astype(np.float64), want)
+    # the trap is there: rounding through float32 first gets some entries wrong
+    assert (s64.astype(np.float32).astype(dtype).astype(np.float64) != want).sum() > 100
+
+
 def test_subnormal_and_zero_crossing_entries_are_exercised():
     t = fastpe.sinusoidal(300, 64, base=1e6, dtype=np.float16)
     v = np.abs(t.astype(np.float64))

@@ -185,11 +185,10 @@ void pe_v512_vectors_split_f64(int64_t i, PE_V512_ARGS, __m512d *v0, __m512d *v1
 
 /*
  * The 16-bit writers: 32 entries (64 bytes) per vector.  The doubles are
- * rounded to float with round-to-odd (truncation, then the last bit set in the
- * lanes the conversion back shows inexact: pe_f32_odd's bits), then to the
- * half to nearest even: by vcvtps2ph for float16 (pe_f32_to_f16's bits,
- * subnormals and NaN included); for bfloat16 by vcvtne2ps2bf16 where the CPU
- * has AVX512_BF16 (see pe_v512_cvt_bf16hw), else by integer arithmetic.
+ * rounded to float with round-to-odd (pe_f32_odd's bits), then to the half to
+ * nearest even: by vcvtps2ph for float16 (pe_f32_to_f16's bits, subnormals and
+ * NaN included); for bfloat16 by vcvtne2ps2bf16 where the CPU has AVX512_BF16,
+ * else by integer arithmetic (see pe_v512_halves_bf16hw).
  */
 /* float32 lanes [a | b] of two float64 vectors, rounded to odd */
 PE_V512_INLINE __m512 pe_v512_odd(__m512d a, __m512d b) {
@@ -201,6 +200,25 @@ PE_V512_INLINE __m512 pe_v512_odd(__m512d a, __m512d b) {
                                    _mm256_castps_si256(tb), 1);
     __mmask16 k = (__mmask16)((unsigned)ka | ((unsigned)kb << 8));
     return _mm512_castsi512_ps(_mm512_mask_or_epi32(t, k, t, _mm512_set1_epi32(1)));
+}
+
+/* The same bits as pe_v512_odd with fewer conversions, where every float is
+ * normal (or zero, inf, NaN): truncating to float drops the low 29 bits of a
+ * double's significand, so setting bit 29 (the float's last) where any of them
+ * is set, then truncating, rounds to odd.  Below FLT_MIN the truncation drops
+ * more bits than those and the last bit can be wrong: float16 does not see it
+ * (such floats round to zero), bfloat16 checks for them.  A NaN may lose the
+ * last payload bit pe_v512_odd sets, which no half keeps. */
+PE_V512_INLINE __m512 pe_v512_odd_normal(__m512d a, __m512d b) {
+    const __m512i low = _mm512_set1_epi64(0x1fffffff), last = _mm512_set1_epi64(0x20000000);
+    __m512i ua = _mm512_castpd_si512(a), ub = _mm512_castpd_si512(b);
+    __m256 ta, tb;
+    ua = _mm512_mask_or_epi64(ua, _mm512_test_epi64_mask(ua, low), ua, last);
+    ub = _mm512_mask_or_epi64(ub, _mm512_test_epi64_mask(ub, low), ub, last);
+    ta = _mm512_cvt_roundpd_ps(_mm512_castsi512_pd(ua), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    tb = _mm512_cvt_roundpd_ps(_mm512_castsi512_pd(ub), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(ta)),
+                                                  _mm256_castps_si256(tb), 1));
 }
 
 /* 16 floats to 16 halves (bf: bfloat16, else float16), to nearest even */
@@ -242,29 +260,35 @@ PE_V512_BW_INLINE void pe_v512_tail_line_h16(uint16_t *p, int64_t L, __m512i v) 
                              _mm512_permutexvar_epi16(pe_v512_iota16((int)L), v));
 }
 
-/* bfloat16 through AVX512_BF16: vcvtne2ps2bf16 rounds to nearest even as
- * pe_f32_to_bf16 does (NaN made quiet the same way), but reads float subnormals
- * as zero; a block holding one (or a zero: a row at position 0) takes the
- * integer rounding instead, so the bits are those of the portable path. */
-PE_V512_BF16_INLINE __m512i pe_v512_cvt_bf16hw(__m512 f0, __m512 f1) {
+/* Whether a block of floats from pe_v512_odd_normal holds one below FLT_MIN (a
+ * truncation never rounds up to FLT_MIN, so this finds every lane it may have
+ * got wrong; zero counts too: a row at position 0). */
+PE_V512_INLINE int pe_v512_any_tiny(__m512 f0, __m512 f1) {
     const __m512 tiny = _mm512_set1_ps(1.17549435e-38f); /* FLT_MIN */
-    __mmask16 t0 = _mm512_cmp_ps_mask(_mm512_abs_ps(f0), tiny, _CMP_LT_OQ);
-    __mmask16 t1 = _mm512_cmp_ps_mask(_mm512_abs_ps(f1), tiny, _CMP_LT_OQ);
-    if (t0 | t1)
-        return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(f0, 1)), pe_v512_half(f1, 1),
-                                  1);
-    return (__m512i)_mm512_cvtne2ps_pbh(f1, f0); /* f0's words first */
+    return (_mm512_cmp_ps_mask(_mm512_abs_ps(f0), tiny, _CMP_LT_OQ) |
+            _mm512_cmp_ps_mask(_mm512_abs_ps(f1), tiny, _CMP_LT_OQ)) != 0;
 }
 
-/* 32 halves of the 32 doubles [a | b | c | d], per format */
+/* 32 halves of the 32 doubles [a | b | c | d], per format.  bfloat16 keeps
+ * float's exponent range, so a block with a float subnormal takes the exact
+ * pe_v512_odd; through AVX512_BF16 that is needed anyway: vcvtne2ps2bf16
+ * rounds to nearest even as pe_f32_to_bf16 does (NaN made quiet the same way)
+ * but reads float subnormals as zero. */
 PE_V512_INLINE __m512i pe_v512_halves_f16(__m512d a, __m512d b, __m512d c, __m512d d) {
-    return pe_v512_halves(a, b, c, d, 0);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(pe_v512_odd_normal(a, b), 0)),
+                              pe_v512_half(pe_v512_odd_normal(c, d), 0), 1);
 }
 PE_V512_INLINE __m512i pe_v512_halves_bf16i(__m512d a, __m512d b, __m512d c, __m512d d) {
-    return pe_v512_halves(a, b, c, d, 1);
+    __m512 f0 = pe_v512_odd_normal(a, b), f1 = pe_v512_odd_normal(c, d);
+    if (pe_v512_any_tiny(f0, f1))
+        return pe_v512_halves(a, b, c, d, 1);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(f0, 1)), pe_v512_half(f1, 1), 1);
 }
 PE_V512_BF16_INLINE __m512i pe_v512_halves_bf16hw(__m512d a, __m512d b, __m512d c, __m512d d) {
-    return pe_v512_cvt_bf16hw(pe_v512_odd(a, b), pe_v512_odd(c, d));
+    __m512 f0 = pe_v512_odd_normal(a, b), f1 = pe_v512_odd_normal(c, d);
+    if (pe_v512_any_tiny(f0, f1))
+        return pe_v512_halves(a, b, c, d, 1);
+    return (__m512i)_mm512_cvtne2ps_pbh(f1, f0); /* f0's words first */
 }
 
 /* The vector makers of the 16-bit writers, one template per format. */
@@ -307,7 +331,7 @@ PE_V512_BF16_INLINE __m512i pe_v512_halves_bf16hw(__m512d a, __m512d b, __m512d 
 #define PE_V512_TYPE  PE_V512_T_H16
 #include "pe_v512_rows.inc.c"
 #undef PE_V512_HSFX
-/* bfloat16: the integer rounding, and the AVX512_BF16 instruction (pe_v512_cvt_bf16hw) */
+/* bfloat16: the integer rounding, and the AVX512_BF16 instruction (pe_v512_halves_bf16hw) */
 PE_V512_H16_PROTOS(bf16i)
 PE_V512_H16_PROTOS(bf16hw)
 #define PE_V512_HSFX  bf16i
