@@ -97,7 +97,7 @@ def test_usage_errors_exit_2(argv, capsys):
 # ---------------------------------------------------------------- table
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_table_npy_values(tmp_path, capsys, dtype):
     path = tmp_path / "pe.npy"
     assert main(["table", "300", "64", "--dtype", dtype, "-o", str(path)]) == 0
@@ -152,7 +152,7 @@ def test_table_seed_worked_example_csv(tmp_path):
     )
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_table_csv_round_trips_exactly(tmp_path, dtype):
     path = tmp_path / "pe.CSV"  # the suffix is case-insensitive
     assert (
@@ -201,7 +201,8 @@ def test_table_bad_values_exit_2_and_write_nothing(tmp_path, capsys, args, messa
 @pytest.mark.parametrize(
     "args",
     [
-        ["--dtype", "float16"],
+        ["--dtype", "bfloat16"],
+        ["--dtype", "int8"],
         ["--layout", "diagonal"],
         ["--convention", "nonesuch"],
         ["--offset", "1.5"],

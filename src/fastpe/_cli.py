@@ -372,8 +372,8 @@ def _write_table(
             **meta,
         )
     else:
-        # Enough digits to round-trip: 9 for float32, 17 for float64.
-        digits = 9 if table.dtype == np.float32 else 17
+        # Enough digits to round-trip: 5 for float16, 9 for float32, 17 for float64.
+        digits = {2: 5, 4: 9}.get(table.dtype.itemsize, 17)
         np.savetxt(f, table, fmt=f"%.{digits}g", delimiter=",")
 
 
@@ -545,9 +545,10 @@ def build_parser(
     p.add_argument("--offset", type=int, default=None, help="first position (default: 0)")
     p.add_argument(
         "--dtype",
-        choices=("float32", "float64"),
+        choices=("float16", "float32", "float64"),
         default="float32",
-        help="element type (default: float32)",
+        help="element type (default: float32); bfloat16 has no .npy type, so it is "
+        "left to the Python API",
     )
     p.add_argument(
         "--layout",
