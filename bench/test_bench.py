@@ -124,3 +124,40 @@ def test_small_add_token_numpy(benchmark):
         x[0] += _bench.numpy_rows_f32(pos, 4096)
 
     benchmark(add)
+
+
+# ------------------------------------------------------------- 16-bit tables
+# float16 / bfloat16 next to float32 and to the two-pass route users take
+# without them (a float32 table, then .astype).
+
+HALF_SIZES = [(4096, 1024), (16384, 1024)]
+
+
+def _half_dtype(name):
+    if name == "bfloat16":
+        return np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    return np.dtype(name)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("S, D", HALF_SIZES, ids=lambda v: str(v))
+def test_half_out(benchmark, S, D, dt):
+    benchmark.group = f"16-bit: {S}x{D} out="
+    out = np.empty((S, D), _half_dtype(dt))
+    fastpe.sinusoidal(S, D, out=out)  # touch the pages once
+    benchmark(fastpe.sinusoidal, S, D, out=out)
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("S, D", HALF_SIZES, ids=lambda v: str(v))
+def test_half_new_array(benchmark, S, D, dt):
+    benchmark.group = f"16-bit: {S}x{D} new array"
+    P = benchmark(fastpe.sinusoidal, S, D, dtype=_half_dtype(dt))
+    assert P.dtype == _half_dtype(dt)
+
+
+@pytest.mark.parametrize("S, D", HALF_SIZES, ids=lambda v: str(v))
+def test_half_two_pass(benchmark, S, D):
+    benchmark.group = f"16-bit: {S}x{D} new array"
+    P = benchmark(lambda: fastpe.sinusoidal(S, D).astype(np.float16))
+    assert P.dtype == np.float16
