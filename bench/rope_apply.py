@@ -1,8 +1,8 @@
 """fastpe.apply_rope: q and k of shape (1, 32, 4096, 128) float32 rotated in place,
 next to one np.copyto pass over each and (with torch and transformers installed)
 transformers' apply_rotary_pos_emb given the cache, on the same thread count; one
-decoding step (seq 1, 32 heads, head_dim 128, offset 100000) and a batch of four at
-their own offsets.  Medians of repeats.
+decoding step (seq 1, 32 heads, head_dim 128, offset 100000), the same step given a
+model's inv_freq array, and a batch of four at their own offsets.  Medians of repeats.
 
     python bench/rope_apply.py
 """
@@ -36,6 +36,10 @@ def main():
     k1 = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
     t1 = median(lambda: fastpe.apply_rope(q1, k1, offset=100000), 200)
     print(f"one decoding step, q and k (1, 32, 1, 128) at 100000: {t1 * 1e6:.1f} us")
+    # the same step with a model's own frequencies (its float32 inv_freq buffer)
+    inv_freq = (1.0 / 10000.0 ** (np.arange(0, 128, 2) / 128)).astype(np.float32)
+    t_inv = median(lambda: fastpe.apply_rope(q1, k1, offset=100000, inv_freq=inv_freq), 200)
+    print(f"the same step given inv_freq (float32 ndarray): {t_inv * 1e6:.1f} us")
     qb = rng.standard_normal((4, 32, 1, 128)).astype(np.float32)
     kb = rng.standard_normal((4, 8, 1, 128)).astype(np.float32)
     lengths = np.array([17, 4000, 100000, 523])  # a KV cache per sequence

@@ -211,6 +211,14 @@ ROPES = [
     dict(shape=(3, 5, 2, 32), offset=np.array([7, 0, 300]), seq_axis=1),
     dict(shape=(2, 4, 5, 64), positions=np.array([[0, 0, 1, 2, 3], [5, 6, 7, 8, 9]])),
     dict(shape=(2, 4, 5, 64), positions=np.array([3, 1, 4, 1, 5]), layout="interleaved"),
+    # a model's own frequencies (its float32 inv_freq buffer), and float64 ones
+    # rotating half of each head
+    dict(
+        shape=(1, 32, 1, 128),
+        offset=100000,
+        inv_freq=(1.0 / 10000.0 ** (np.arange(0, 128, 2) / 128)).astype(np.float32),
+    ),
+    dict(shape=(2, 4, 3, 64), offset=5, inv_freq=np.geomspace(1.0, 1e-3, 16)),
 ]
 
 
@@ -227,7 +235,7 @@ def test_apply_rope_fast_equals_general(kw, rng):
     args = [kw.get(n) for n in ("rope_parameters", "head_dim")]
     args += [kw.get("offset", 0), kw.get("positions")]
     args += [kw.get("seq_axis", -2), kw.get("layout", "half")]
-    args += [None, "float32", None, None, None]  # max_position_embeddings .. num_threads
+    args += [None, "float32", kw.get("inv_freq"), None, None]  # max_position_embeddings ..
     q, k = q0.copy(), k0.copy()
     assert kernel.rope_apply(q, k, *args) is not None, "the fast path declined a common call"
     # the general path: the same call with NumPy-scalar or list spellings
@@ -268,7 +276,11 @@ def test_apply_rope_fast_equals_general(kw, rng):
         dict(head_dim=16),  # wider than q
         dict(num_threads=0),
         dict(layout="split"),
-        dict(inv_freq=np.ones(4)),
+        dict(inv_freq=np.ones(4)),  # not planned yet
+        dict(inv_freq=[1.0, 0.5, 0.25, 0.125]),
+        dict(inv_freq=np.ones(8)[::2]),
+        dict(inv_freq=np.ones(4, np.int64)),
+        dict(inv_freq=np.ones(4), rope_parameters={}),
         dict(attention_factor=2.0),
     ],
 )
@@ -293,6 +305,20 @@ def test_apply_rope_fast_path_declines(change):
     assert kernel.rope_apply(**args) is not None  # the call it changes is served
     args.update(change)
     assert kernel.rope_apply(**args) is None
+
+
+def test_apply_rope_plans_follow_the_callers_inv_freq():
+    """An inv_freq plan is keyed by the array's values: changing it in place is
+    another plan."""
+    w = np.array([1.0, 0.1, 0.01, 0.001])
+    fastpe.apply_rope(np.ones((1, 1, 1, 8)), offset=10, inv_freq=w)
+    w *= 3.0
+    got = fastpe.apply_rope(np.ones((1, 1, 1, 8)), offset=10, inv_freq=w)
+    want = fastpe.apply_rope(np.ones((1, 1, 1, 8)), offset=10, inv_freq=w.tolist())
+    np.testing.assert_array_equal(got, want)
+    assert kernel.rope_plan_key(None, 8, None, "float32", w) != kernel.rope_plan_key(
+        None, 8, None, "float32", w.astype(np.float32)
+    )
 
 
 def test_apply_rope_plans_follow_the_callers_dict():

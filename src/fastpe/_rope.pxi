@@ -250,15 +250,34 @@ rope_plans = {}
 cdef object _PLAIN = (float, int, str, bool)
 
 
-def rope_plan_key(rope_parameters, head_dim, max_position_embeddings, precision):
+def rope_plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq=None):
     """The cache key of RoPE frequency arguments, or None when they are not plain
-    values (a rope_parameters dict of str keys and float/int/str/bool values):
-    values only, with their types, so a later change to the caller's dict is a
+    values (a rope_parameters dict of str keys and float/int/str/bool values, or
+    an inv_freq that is a C-contiguous 1-D float32/float64 ndarray): values only,
+    with their types, so a later change to the caller's dict or array is a
     different key."""
     cdef list items
+    cdef Py_buffer v
+    cdef char code
     if type(head_dim) is not int or type(precision) is not str \
             or (max_position_embeddings is not None and type(max_position_embeddings) is not int):
         return None
+    if inv_freq is not None:
+        # the frequencies by value: their bytes and element type
+        if rope_parameters is not None or type(inv_freq) is not _NDARRAY:
+            return None
+        try:
+            PyObject_GetBuffer(inv_freq, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        except (BufferError, ValueError, TypeError):
+            return None
+        try:
+            code = _native_code(v.format)
+            if v.ndim != 1 or v.len == 0 or code not in (c'f', c'd'):
+                return None
+            return (("inv_freq", code, PyBytes_FromStringAndSize(<char *>v.buf, v.len)),
+                    head_dim, max_position_embeddings, precision)
+        finally:
+            PyBuffer_Release(&v)
     if rope_parameters is None:
         return (None, head_dim, max_position_embeddings, precision)
     if type(rope_parameters) is not dict:
@@ -342,7 +361,7 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
     cdef int64_t off = 0, sa, hd, nd, batch, S
     cdef int nt
     cdef Encoder enc
-    if inv_freq is not None or attention_factor is not None or not _as_i64(seq_axis, &sa) \
+    if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
         return None
     if positions is not None and not (type(offset) is int and offset == 0):
@@ -364,7 +383,7 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
     elif not _as_i64(head_dim, &hd):
         return None
     plan = rope_plans.get(rope_plan_key(rope_parameters, head_dim, max_position_embeddings,
-                                        precision))
+                                        precision, inv_freq))
     if plan is None:
         return None
     enc = plan[0]

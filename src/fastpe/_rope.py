@@ -583,7 +583,9 @@ def apply_rope(
         attention). Their sequence axis is ``seq_axis``: -2 for
         ``(batch, heads, seq, head_dim)``, -3 (or 1) for ``(batch, seq, heads, head_dim)``.
     rope_parameters, max_position_embeddings, precision, inv_freq, attention_factor
-        The frequencies, as in :func:`rope_cache` (keyword-only).
+        The frequencies, as in :func:`rope_cache` (keyword-only). Repeated calls
+        (decoding steps) are fastest with a dict of plain values or an ``inv_freq``
+        NumPy array (a torch buffer: ``inv_freq.numpy()`` once).
     head_dim : int, keyword-only
         Defaults to ``q.shape[-1]``.
     offset : int or array_like of int, keyword-only
@@ -695,12 +697,13 @@ def apply_rope(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
         )
     # frequencies that do not depend on the sequence length: planned for later calls
-    if (
-        inv_freq is None
-        and attention_factor is None
-        and _rope_type(rope_parameters or {}) not in ("dynamic", "longrope")
+    if attention_factor is None and _rope_type(rope_parameters or {}) not in (
+        "dynamic",
+        "longrope",
     ):
-        key = _kernel.rope_plan_key(rope_parameters, head_dim, max_position_embeddings, precision)
+        key = _kernel.rope_plan_key(
+            rope_parameters, head_dim, max_position_embeddings, precision, inv_freq
+        )
         if key is not None:
             _kernel.remember_rope_plan(key, enc, attention)
     # (every argument is checked even when there is nothing to rotate)

@@ -43,7 +43,11 @@ def rope_rotate(
 rope_plans: dict[Any, tuple[Encoder, float]]
 
 def rope_plan_key(
-    rope_parameters: Any, head_dim: Any, max_position_embeddings: Any, precision: Any
+    rope_parameters: Any,
+    head_dim: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any = None,
 ) -> tuple[Any, ...] | None: ...
 def remember_rope_plan(key: Any, enc: Encoder, attention: float) -> None: ...
 def rope_apply(

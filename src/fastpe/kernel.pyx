@@ -38,6 +38,7 @@ from fastpe._openmp_helpers cimport (
 )
 from cpython.exc cimport PyErr_CheckSignals, PyErr_Occurred
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS
 import threading
 
