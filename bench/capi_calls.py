@@ -4,8 +4,9 @@
 
 Builds bench/capi_timer.c against the installed fastpe (needs a C compiler),
 then prints medians of interleaved rounds: one 1x512 float32 row through the
-capsule (fastpe_fill_f32, and a compiled spec), and 512x512 float32 on one
-thread, beside the Python API's out= calls of the same work.
+capsule (fastpe_fill_f32, and a compiled spec), 512x512 float32 on one thread,
+and a float32 RoPE cos/sin cache of 4096 positions, beside the Python API's out=
+calls of the same work.
 """
 
 import os
@@ -55,6 +56,15 @@ def python_out(seq_len, d_model, offset, iters, num_threads):
     return (time.perf_counter() - t0) / iters
 
 
+def python_rope(n, iters):
+    out = (np.empty((n, 128), np.float32), np.empty((n, 128), np.float32))
+    fastpe.rope_cache(128, seq_len=n, out=out)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fastpe.rope_cache(128, seq_len=n, out=out)
+    return (time.perf_counter() - t0) / iters
+
+
 def main():
     if sysconfig.get_config_var("EXT_SUFFIX") is None:
         sys.exit("no extension suffix: cannot build the timer")
@@ -75,6 +85,9 @@ def main():
                 512, 512, 0, 50, 1, None
             ),
             "Python sinusoidal(512, 512, out=), 1 thread": lambda: python_out(512, 512, 0, 50, 1),
+            "C rope_cache_f32 4096 x 128, 1 thread": lambda: timer.time_rope_cache(4096, 20, 1),
+            "C rope_cache_f32 4096 x 128, all threads": lambda: timer.time_rope_cache(4096, 20, 0),
+            "Python rope_cache(128, seq_len=4096, out=)": lambda: python_rope(4096, 20),
         }
         times = {name: [] for name in cases}
         for _ in range(21):

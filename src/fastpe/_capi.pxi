@@ -568,17 +568,50 @@ cdef inline char _kind_of(anyreal *x) noexcept nogil:
         return c'b'
 
 
+cdef inline void _rope_cache_row(anyreal *cos, anyreal *sin, int64_t r, int64_t row_stride,
+                                 int64_t nf, int layout, const anyreal *rt, const double *dt,
+                                 double attention) noexcept nogil:
+    """Row r of the cos and sin caches from row r of the [sin | cos] table: rt in
+    the output type, or dt in float64 with the attention factor still to apply.
+    Frequency i goes to two places of a row: i and nf + i (half-split), or 2i and
+    2i + 1 (interleaved)."""
+    cdef int64_t i, j
+    cdef int64_t step = 1 if layout == FASTPE_LAYOUT_SPLIT else 2
+    cdef int64_t dup = nf if layout == FASTPE_LAYOUT_SPLIT else 1
+    cdef anyreal *c = cos + r * row_stride
+    cdef anyreal *s = sin + r * row_stride
+    cdef anyreal vs, vc
+    if rt != NULL:
+        rt += r * 2 * nf
+        for i in range(nf):
+            j = i * step
+            vs = rt[i]
+            vc = rt[nf + i]
+            s[j] = vs
+            s[j + dup] = vs
+            c[j] = vc
+            c[j + dup] = vc
+    else:
+        dt += r * 2 * nf
+        for i in range(nf):
+            j = i * step
+            _store(s, j, dt[i] * attention)
+            _store(c, j, dt[nf + i] * attention)
+            s[j + dup] = s[j]
+            c[j + dup] = c[j]
+
+
 cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_t n,
                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
                      int num_threads) noexcept nogil:
     cdef pe_rows rq
-    cdef int64_t nf, W, r, i, jc, jd
+    cdef int64_t nf, W, r
     cdef anyreal *rt = NULL
     cdef double *dt = NULL
     cdef const char *clo
     cdef const char *slo
     cdef size_t span
-    cdef int err
+    cdef int err, nt
     if h == NULL:
         return FASTPE_ENULL
     if n < 0:
@@ -616,19 +649,14 @@ cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_
             return FASTPE_ENOMEM
         err = _fill_rows(dt, W, &h.sp, &rq, num_threads, h.plan)
     if err == FASTPE_OK:
-        for r in range(n):
-            for i in range(nf):
-                # the two places of frequency i in a row: [f0..f(n-1) | f0..] or f0 f0 f1 f1
-                jc = r * row_stride + (i if layout == FASTPE_LAYOUT_SPLIT else 2 * i)
-                jd = jc + (nf if layout == FASTPE_LAYOUT_SPLIT else 1)
-                if rt != NULL:
-                    sin[jc] = sin[jd] = rt[r * W + i]
-                    cos[jc] = cos[jd] = rt[r * W + nf + i]
-                else:
-                    _store(sin, jc, dt[r * W + i] * h.attention)
-                    _store(cos, jc, dt[r * W + nf + i] * h.attention)
-                    sin[jd] = sin[jc]
-                    cos[jd] = cos[jc]
+        # on as many threads as the fill: a thread's rows are still in its cache
+        nt = _threads(num_threads, n, W)
+        if nt == 1:
+            for r in range(n):
+                _rope_cache_row(cos, sin, r, row_stride, nf, layout, rt, dt, h.attention)
+        else:
+            for r in prange(n, num_threads=nt, schedule="static"):
+                _rope_cache_row(cos, sin, r, row_stride, nf, layout, rt, dt, h.attention)
     free(rt)
     free(dt)
     return err
