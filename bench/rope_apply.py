@@ -2,7 +2,8 @@
 next to one np.copyto pass over each and (with torch and transformers installed)
 transformers' apply_rotary_pos_emb given the cache, on the same thread count; one
 decoding step (seq 1, 32 heads, head_dim 128, offset 100000), the same step given a
-model's inv_freq array, and a batch of four at their own offsets.  Medians of repeats.
+model's inv_freq array, a batch of four at their own offsets, and one step's cos/sin
+cache.  Medians of repeats.
 
     python bench/rope_apply.py
 """
@@ -40,6 +41,10 @@ def main():
     inv_freq = (1.0 / 10000.0 ** (np.arange(0, 128, 2) / 128)).astype(np.float32)
     t_inv = median(lambda: fastpe.apply_rope(q1, k1, offset=100000, inv_freq=inv_freq), 200)
     print(f"the same step given inv_freq (float32 ndarray): {t_inv * 1e6:.1f} us")
+    # a decoding step's cos and sin for a model that applies them itself
+    pos1 = np.array([100000], np.int64)
+    t_cache = median(lambda: fastpe.rope_cache(128, positions=pos1), 200)
+    print(f"rope_cache(128, positions=[100000]) (one step's cos, sin): {t_cache * 1e6:.1f} us")
     qb = rng.standard_normal((4, 32, 1, 128)).astype(np.float32)
     kb = rng.standard_normal((4, 8, 1, 128)).astype(np.float32)
     lengths = np.array([17, 4000, 100000, 523])  # a KV cache per sequence

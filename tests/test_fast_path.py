@@ -338,3 +338,96 @@ def test_apply_rope_plans_follow_the_callers_dict():
         {"truncate": 1}, 8, None, "float32"
     )
     assert kernel.rope_plan_key({"long_factor": [1.0]}, 8, None, "float32") is None
+
+
+CACHES = [
+    dict(seq_len=1, offset=100000),  # a decoding step
+    dict(seq_len=300, offset=-40, layout="interleaved"),
+    dict(seq_len=7, dtype=np.float64, rope_parameters={"partial_rotary_factor": 0.5}),
+    dict(positions=np.array([0, 0, 1, 2, 3, 70000])),  # left padding, then a far token
+    dict(
+        seq_len=5000,
+        offset=3,
+        rope_parameters={"rope_type": "yarn", "factor": 4.0},
+        max_position_embeddings=2048,
+    ),
+    dict(seq_len=3, inv_freq=(1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64)).astype(np.float32)),
+    dict(seq_len=4, offset=1, out="window"),  # into column windows of wider arrays
+]
+
+
+def _cache_args(kw):
+    names = ("rope_parameters", "seq_len", "offset", "positions", "layout", "dtype")
+    names += ("max_position_embeddings", "precision", "inv_freq", "attention_factor", "out")
+    names += ("num_threads",)
+    defaults = dict(offset=0, layout="half", precision="float32")
+    return [kw.get(n, defaults.get(n)) for n in names]
+
+
+@pytest.mark.parametrize("kw", CACHES)
+def test_rope_cache_fast_equals_general(kw):
+    kw = dict(kw)
+    head_dim = 64
+    fastpe.rope_cache(head_dim, **{k: v for k, v in kw.items() if k != "out"})  # plans it
+    if kw.get("out") == "window":
+        wide = [np.full((kw["seq_len"], 70), 5.0, np.float32) for _ in range(2)]
+        kw["out"] = tuple(w[:, 3:67] for w in wide)
+    fast = kernel.rope_cache_fast(head_dim, *_cache_args(kw))
+    assert fast is not None, "the fast path declined a common call"
+    # the general path: the same call with NumPy-scalar or list spellings
+    slow_kw = {n: v.tolist() if isinstance(v, np.ndarray) else slow(v) for n, v in kw.items()}
+    slow_kw.pop("out", None)
+    assert kernel.rope_cache_fast(np.int64(head_dim), *_cache_args(slow_kw)) is None
+    general = fastpe.rope_cache(np.int64(head_dim), **slow_kw)
+    for f, g in zip(fast, general, strict=True):
+        assert f.dtype == g.dtype
+        np.testing.assert_array_equal(f, g)
+    if "out" in kw:
+        assert fast is kw["out"]
+        assert all((w[:, :3] == 5).all() and (w[:, 67:] == 5).all() for w in wide)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(rope_parameters={"rope_theta": 5000.0}),  # another rule: not planned yet
+        dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
+        dict(attention_factor=2.0),
+        dict(layout="split"),
+        dict(dtype=np.float16),
+        dict(dtype="bfloat16"),
+        dict(num_threads=0),
+        dict(seq_len=0),
+        dict(seq_len=np.int64(3)),
+        dict(offset=2**60),  # beyond the exact reduction
+        dict(seq_len=None, positions=np.array([0, 1, 2**60])),
+        dict(seq_len=None, positions=np.array([[0, 1, 2]])),  # 2-D: the general path
+        dict(seq_len=None, positions=np.array([0, 1, 2], np.int32)),
+        dict(seq_len=None, positions=[0, 1, 2]),
+        dict(seq_len=None, positions=np.array([0, 1, 2]), offset=1),
+        dict(seq_len=10**7),  # a big request: the general path checks memory
+        dict(out=(np.empty((3, 8), np.float32), np.empty((3, 8), np.float64))),
+        dict(out=(np.empty((3, 8), np.float32), np.empty((4, 8), np.float32))),
+        dict(out=(np.empty((3, 8), np.float32), np.empty((3, 9), np.float32))),
+        dict(out=[np.empty((3, 8), np.float32), np.empty((3, 8), np.float32)]),
+        dict(out=(np.empty((3, 8), np.float32),) * 2),  # the same array twice
+        dict(out=(np.empty((3, 8), np.float32), np.empty((3, 8), np.float32)), dtype=np.float32),
+        dict(out=(np.empty((3, 16), np.float32)[:, ::2], np.empty((3, 8), np.float32))),
+    ],
+)
+def test_rope_cache_fast_path_declines(change):
+    fastpe.rope_cache(8, seq_len=3)  # the default rule for head_dim 8, planned
+    kw = dict(seq_len=3)
+    assert kernel.rope_cache_fast(8, *_cache_args(kw)) is not None  # the call it changes
+    kw.update(change)
+    assert kernel.rope_cache_fast(8, *_cache_args(kw)) is None
+
+
+def test_rope_cache_fast_path_declines_when_cos_and_sin_overlap():
+    fastpe.rope_cache(8, seq_len=3)
+    buf = np.zeros((4, 8), np.float32)
+    before = buf.copy()
+    assert kernel.rope_cache_fast(8, *_cache_args(dict(seq_len=3, out=(buf[:3], buf[1:])))) is None
+    np.testing.assert_array_equal(buf, before)  # nothing written
+    with pytest.raises(ValueError, match="share memory"):
+        fastpe.rope_cache(8, seq_len=3, out=(buf[:3], buf[1:]))

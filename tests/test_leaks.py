@@ -33,6 +33,7 @@ OUT64_WIDE = np.zeros((16, 40))
 BASE = 12345.678
 DTYPE = np.dtype(np.float64)
 Q = np.ones((1, 4, 2, 16), np.float32)  # rotations keep its norm: calls can repeat
+C2, S2 = np.empty((2, 16), np.float32), np.empty((2, 16), np.float32)
 
 # (callable, expected exception or None)
 CALLS = [
@@ -58,6 +59,10 @@ CALLS = [
     (lambda: fastpe.apply_rope(Q, positions=[[3, 9]]), None),
     (lambda: fastpe.apply_rope(Q, offset=np.array([2]), layout="interleaved"), None),
     (lambda: fastpe.rope_cache(16, {"rope_type": "linear", "factor": 2.0}, seq_len=4), None),
+    (lambda: fastpe.rope_cache(16, seq_len=4, offset=9), None),  # the small-call path
+    (lambda: fastpe.rope_cache(16, positions=np.array([4, 1]), out=(C2, S2)), None),
+    (lambda: fastpe.rope_cache(16, positions=np.array([2**61])), ValueError),
+    (lambda: fastpe.rope_cache(16, seq_len=2, out=(C2, C2)), ValueError),
     (lambda: fastpe.apply_rope(Q, head_dim=32), ValueError),
     (lambda: fastpe.apply_rope(Q[..., ::2], offset=1), ValueError),
     (lambda: fastpe.apply_rope(Q, offset=2**61), ValueError),

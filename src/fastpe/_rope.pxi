@@ -387,7 +387,9 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
     if plan is None:
         return None
     enc = plan[0]
-    hd = head_dim         # (the plan was made for it: 2 nf <= head_dim)
+    hd = head_dim
+    if 2 * enc.sp.nf > hd:    # (never planned so; the rows below rely on it)
+        return None
     qkind = _rope_fast_view(q, &qv, hd)
     if qkind == 0:
         return None
@@ -420,3 +422,96 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
         if have_k:
             PyBuffer_Release(&kv)
     return q if k is None else (q, k)
+
+
+def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layout, dtype,
+                    max_position_embeddings, precision, inv_freq, attention_factor, out,
+                    num_threads):
+    """fastpe.rope_cache for the common case -- a planned rule, an int seq_len and
+    offset or a 1-D int64 ndarray of positions, float32/float64 into new arrays or
+    a pair of plain ndarrays of the result's shape -- through the C API's cache
+    function, or None to decline (the general path then validates and explains)."""
+    cdef pe_rope_handle h
+    cdef Py_buffer cv, sv, pv
+    cdef bint have_out = False, have_pos = False
+    cdef int64_t n, W, off = 0, crow = 0, srow = 0, cstride = 0, sstride = 0
+    cdef const int64_t *pp = NULL
+    cdef int nt, lay, err
+    cdef char want
+    cdef Encoder enc
+    if attention_factor is not None or type(layout) is not str \
+            or (layout != "half" and layout != "interleaved"):
+        return None
+    lay = FASTPE_LAYOUT_SPLIT if layout == "half" else FASTPE_LAYOUT_INTERLEAVED
+    nt = _fast_threads(num_threads)
+    want = _fast_dtype(dtype)
+    if nt < 0 or want == c'x' or (out is not None and want != 0):
+        return None
+    plan = rope_plans.get(rope_plan_key(rope_parameters, head_dim, max_position_embeddings,
+                                        precision, inv_freq))
+    if plan is None:
+        return None
+    enc = plan[0]
+    W = 2 * enc.sp.nf
+    if positions is None:
+        if type(seq_len) is not int or type(offset) is not int or not 1 <= seq_len <= 2**40 \
+                or not -2**62 <= offset <= 2**62:
+            return None
+        n, off = seq_len, offset
+    else:
+        if seq_len is not None or type(offset) is not int or offset != 0 \
+                or type(positions) is not _NDARRAY:
+            return None
+        try:
+            PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        except (BufferError, ValueError, TypeError):
+            return None
+        have_pos = True
+    try:
+        if have_pos:
+            if pv.ndim != 1 or pv.shape[0] < 1 or pv.itemsize != 8 \
+                    or _native_code(pv.format) not in (c'l', c'q'):
+                return None
+            n = pv.shape[0]
+            pp = <const int64_t *>pv.buf
+        if (8 + 2 * 8) * <double>n * W >= _small_request:   # the general path checks memory
+            return None
+        h.sp = enc.sp
+        h.w = NULL
+        h.plan = enc.pmem
+        h.attention = plan[1]
+        h.max_position = enc.max_position
+        if out is None:
+            result = (_np_empty((n, W), _F64 if want == c'd' else _F32),
+                      _np_empty((n, W), _F64 if want == c'd' else _F32))
+        else:
+            if type(out) is not tuple or len(<tuple>out) != 2:
+                return None
+            result = out
+        if not _fast_out(result[0], &cv, 0, &crow, W, &cstride):
+            return None
+        have_out = True
+        if not _fast_out(result[1], &sv, c'f' if cv.itemsize == 4 else c'd', &srow, W,
+                         &sstride):
+            PyBuffer_Release(&cv)
+            return None
+        try:
+            if cv.ndim != 2 or sv.ndim != 2 or cv.shape[0] != n or sv.shape[0] != n \
+                    or cstride != sstride:
+                return None
+            with nogil:
+                if cv.itemsize == 4:
+                    err = _rope_cache(&h, <float *>cv.buf, <float *>sv.buf, n, cstride, pp, off,
+                                      lay, nt)
+                else:
+                    err = _rope_cache(&h, <double *>cv.buf, <double *>sv.buf, n, cstride, pp,
+                                      off, lay, nt)
+        finally:
+            PyBuffer_Release(&sv)
+        # an error is found before anything is written: the general path raises it
+        return result if err == FASTPE_OK else None
+    finally:
+        if have_out:
+            PyBuffer_Release(&cv)
+        if have_pos:
+            PyBuffer_Release(&pv)

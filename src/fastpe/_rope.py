@@ -354,6 +354,8 @@ def rope_cache(
         ``offset``).  Give either these or ``positions``.
     positions : array_like of int, keyword-only
         Explicit position ids of any shape (e.g. ``(batch, seq)`` with left padding).
+        Repeated small calls (a decoding step's cos and sin) are fastest with a 1-D
+        int64 NumPy array, or ``seq_len`` and ``offset`` as ints.
     layout : {"half", "interleaved"}, keyword-only
         ``"half"``: the ``rotate_half`` layout of GPT-NeoX, LLaMA, Mistral, Qwen
         (``[w_0 .. w_{n-1} | w_0 .. w_{n-1}]``); ``"interleaved"``: GPT-J's
@@ -385,6 +387,23 @@ def rope_cache(
     >>> cos.shape, cos.dtype
     ((4096, 128), dtype('float32'))
     """
+    done = _kernel.rope_cache_fast(
+        head_dim,
+        rope_parameters,
+        seq_len,
+        offset,
+        positions,
+        layout,
+        dtype,
+        max_position_embeddings,
+        precision,
+        inv_freq,
+        attention_factor,
+        out,
+        num_threads,
+    )
+    if done is not None:  # the common arguments, frequencies already planned: filled
+        return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
@@ -404,6 +423,7 @@ def rope_cache(
         lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
+    _plan(rule, head_dim, enc, attention, w.size)
     nf = w.size
     full = (*shape, 2 * nf)
     if out is None:
@@ -696,16 +716,7 @@ def apply_rope(
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
         )
-    # frequencies that do not depend on the sequence length: planned for later calls
-    if attention_factor is None and _rope_type(rope_parameters or {}) not in (
-        "dynamic",
-        "longrope",
-    ):
-        key = _kernel.rope_plan_key(
-            rope_parameters, head_dim, max_position_embeddings, precision, inv_freq
-        )
-        if key is not None:
-            _kernel.remember_rope_plan(key, enc, attention)
+    _plan(rule, head_dim, enc, attention, w.size)
     # (every argument is checked even when there is nothing to rotate)
     if hi < lo or any(v.size == 0 for v in views):
         return q if k is None else (q, k)
@@ -717,6 +728,22 @@ def apply_rope(
             bits, enc, sa, off_scalar, offsets, pos, layout == "half", attention, nthreads, bf16
         )
     return q if k is None else (q, k)
+
+
+def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
+    """Remember checked frequency arguments for the small-call paths, when their
+    frequencies do not depend on the sequence length (and rotate at most
+    head_dim dims, which apply_rope's path relies on)."""
+    if rule.attention_factor is not None or _rope_type(rule.rope_parameters or {}) in (
+        "dynamic",
+        "longrope",
+    ):
+        return
+    key = _kernel.rope_plan_key(
+        rule.rope_parameters, head_dim, rule.max_position_embeddings, rule.precision, rule.inv_freq
+    )
+    if key is not None and 2 * nf <= head_dim:  # (a key means an int head_dim)
+        _kernel.remember_rope_plan(key, enc, attention)
 
 
 def _rope_target(x: Any, name: str) -> np.ndarray:

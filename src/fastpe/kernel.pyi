@@ -65,6 +65,21 @@ def rope_apply(
     attention_factor: Any,
     num_threads: Any,
 ) -> Any | None: ...
+def rope_cache_fast(
+    head_dim: Any,
+    rope_parameters: Any,
+    seq_len: Any,
+    offset: Any,
+    positions: Any,
+    layout: Any,
+    dtype: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    out: Any,
+    num_threads: Any,
+) -> Any | None: ...
 def fill_rows(
     out: Any,
     spec: dict[str, Any],
