@@ -632,9 +632,10 @@ def check_add_to(result, kwargs, default_dtype, before):
     big = ~np.isfinite(rounded)
     np.testing.assert_array_equal(x[big], rounded[big])
     expect, got = expect[~big], x[~big].astype(np.float64)
-    tol = _knob_tol(ang, np.float64) + float(np.max(np.abs(expect), initial=1)) * (
-        2.0**-23 if x.dtype == np.float32 else 2.0**-51
-    )
+    # one rounding of x*scale + PE into x's dtype: an ulp of the largest entry
+    half = 2.0**-7 if x.dtype == BF16 else 2.0**-10
+    ulp = {4: 2.0**-23, 8: 2.0**-51}.get(x.dtype.itemsize, half)
+    tol = _knob_tol(ang, np.float64) + float(np.max(np.abs(expect), initial=1)) * ulp
     assert np.max(np.abs(got - expect), initial=0) <= tol
 
 
