@@ -237,10 +237,10 @@ PE_V512_INLINE __m256i pe_v512_half(__m512 f, int bf) {
     return _mm512_cvtepi32_epi16(r);
 }
 
-/* 32 halves: those of [a | b], then those of [c | d] */
-PE_V512_INLINE __m512i pe_v512_halves(__m512d a, __m512d b, __m512d c, __m512d d, int bf) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(pe_v512_odd(a, b), bf)),
-                              pe_v512_half(pe_v512_odd(c, d), bf), 1);
+/* 32 halves: those of f0, then those of f1 */
+PE_V512_INLINE __m512i pe_v512_join(__m512 f0, __m512 f1, int bf) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(f0, bf)), pe_v512_half(f1, bf),
+                              1);
 }
 
 /* The line-local partial stores of the 16-bit lanes (see the float32 ones). */
@@ -275,19 +275,18 @@ PE_V512_INLINE int pe_v512_any_tiny(__m512 f0, __m512 f1) {
  * rounds to nearest even as pe_f32_to_bf16 does (NaN made quiet the same way)
  * but reads float subnormals as zero. */
 PE_V512_INLINE __m512i pe_v512_halves_f16(__m512d a, __m512d b, __m512d c, __m512d d) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(pe_v512_odd_normal(a, b), 0)),
-                              pe_v512_half(pe_v512_odd_normal(c, d), 0), 1);
+    return pe_v512_join(pe_v512_odd_normal(a, b), pe_v512_odd_normal(c, d), 0);
 }
 PE_V512_INLINE __m512i pe_v512_halves_bf16i(__m512d a, __m512d b, __m512d c, __m512d d) {
     __m512 f0 = pe_v512_odd_normal(a, b), f1 = pe_v512_odd_normal(c, d);
     if (pe_v512_any_tiny(f0, f1))
-        return pe_v512_halves(a, b, c, d, 1);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(pe_v512_half(f0, 1)), pe_v512_half(f1, 1), 1);
+        return pe_v512_join(pe_v512_odd(a, b), pe_v512_odd(c, d), 1);
+    return pe_v512_join(f0, f1, 1);
 }
 PE_V512_BF16_INLINE __m512i pe_v512_halves_bf16hw(__m512d a, __m512d b, __m512d c, __m512d d) {
     __m512 f0 = pe_v512_odd_normal(a, b), f1 = pe_v512_odd_normal(c, d);
     if (pe_v512_any_tiny(f0, f1))
-        return pe_v512_halves(a, b, c, d, 1);
+        return pe_v512_join(pe_v512_odd(a, b), pe_v512_odd(c, d), 1);
     return (__m512i)_mm512_cvtne2ps_pbh(f1, f0); /* f0's words first */
 }
 
