@@ -482,8 +482,8 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
         h.attention = plan[1]
         h.max_position = enc.max_position
         if out is None:
-            result = (_np_empty((n, W), _F64 if want == c'd' else _F32),
-                      _np_empty((n, W), _F64 if want == c'd' else _F32))
+            dt = _F64 if want == c'd' else _F32
+            result = (_np_empty((n, W), dt), _np_empty((n, W), dt))
         else:
             if type(out) is not tuple or len(<tuple>out) != 2:
                 return None

@@ -423,7 +423,6 @@ def rope_cache(
         lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
-    _plan(rule, head_dim, enc, attention, w.size)
     nf = w.size
     full = (*shape, 2 * nf)
     if out is None:
@@ -474,6 +473,7 @@ def rope_cache(
             else:
                 dst[..., 0::2] = src
                 dst[..., 1::2] = src
+    _plan(rule, head_dim, enc, attention, nf)  # (a call that failed plans nothing)
     return (cos, sin) if out is None else out
 
 
@@ -716,17 +716,25 @@ def apply_rope(
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
         )
-    _plan(rule, head_dim, enc, attention, w.size)
     # (every argument is checked even when there is nothing to rotate)
-    if hi < lo or any(v.size == 0 for v in views):
-        return q if k is None else (q, k)
-    rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
-    check_table_size(rows, 2 * w.size, 8)
-    for v in views:
-        bits, bf16 = kernel_view(v)
-        _kernel.rope_rotate(
-            bits, enc, sa, off_scalar, offsets, pos, layout == "half", attention, nthreads, bf16
-        )
+    if hi >= lo and all(v.size for v in views):
+        rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
+        check_table_size(rows, 2 * w.size, 8)
+        for v in views:
+            bits, bf16 = kernel_view(v)
+            _kernel.rope_rotate(
+                bits,
+                enc,
+                sa,
+                off_scalar,
+                offsets,
+                pos,
+                layout == "half",
+                attention,
+                nthreads,
+                bf16,
+            )
+    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
     return q if k is None else (q, k)
 
 
