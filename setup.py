@@ -163,18 +163,31 @@ CYTHON_DIRECTIVES = {
     "freethreading_compatible": True,
 }
 
+def _library_sources() -> list[str]:
+    """The C library's sources (lib/sources.txt, which CMakeLists.txt reads too)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "lib", "sources.txt")) as f:
+        lines = (line.split("#", 1)[0].strip() for line in f)
+        return [line for line in lines if line]
+
+
 EXTENSIONS = [
     Extension(
         "fastpe.kernel",
-        # kernel.pyx (Cython; it includes the _*.pxi parts) and the AVX-512
-        # writers, a C file of their own
-        sources=["src/fastpe/kernel.pyx", "src/fastpe/csrc/pe_v512.c"],
-        include_dirs=["src/fastpe"],
+        # kernel.pyx (Cython; it includes the _*.pxi parts) over the C library,
+        # whose sources are compiled into the extension (no libfastpe.so in the
+        # wheel); with hidden visibility, the module exports PyInit_kernel only
+        sources=["src/fastpe/kernel.pyx", *_library_sources()],
+        include_dirs=["src/fastpe", "lib/include", "lib/src"],
+        extra_compile_args=[] if sys.platform == "win32" else ["-fvisibility=hidden"],
         depends=[
             *sorted(glob.glob("src/fastpe/csrc/*.h")),
             *sorted(glob.glob("src/fastpe/csrc/*.inc.c")),
             *sorted(glob.glob("src/fastpe/*.pxi")),
-            "src/fastpe/_openmp_helpers.pxd",
+            *sorted(glob.glob("lib/src/*.h")),
+            *sorted(glob.glob("lib/src/*.inc.c")),
+            "lib/include/fastpe/fastpe.h",
+            "lib/sources.txt",
             "src/fastpe/kernel.pxd",
             "src/fastpe/include/fastpe.h",
         ],

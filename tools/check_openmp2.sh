@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The kernel must build against an OpenMP 2.0 runtime (MSVC's vcomp, which the
-# Windows wheels link): compile the generated C with an omp.h that declares only
+# Windows wheels link): compile the generated C and the C library's sources
+# (lib/sources.txt) with an omp.h that declares only
 # the OpenMP 2.0 API and _OPENMP = 200203, so that any newer omp_* call is an
 # implicit declaration, which is an error here.  The check first proves it
 # bites: with _OPENMP = 200805 (3.0) the guarded omp_get_thread_limit() call is
@@ -43,10 +44,16 @@ H
 "$PY" -m cython -3 -X boundscheck=False -X wraparound=False -X cdivision=True \
     -X freethreading_compatible=True -I src src/fastpe/kernel.pyx -o "$work/kernel.c"
 pyinc=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-compile() {  # _OPENMP value -> exit status of a syntax-only compile
-    "$CC" -fsyntax-only -std=c11 -D_GNU_SOURCE -D_OPENMP="$1" \
-        -Werror=implicit-function-declaration -I"$work/inc" -I"$pyinc" -Isrc/fastpe \
-        "$work/kernel.c" 2> "$work/err-$1.txt"
+mapfile -t libsrc < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' lib/sources.txt)
+compile() {  # _OPENMP value -> exit status of syntax-only compiles (all of them run)
+    local rc=0 f
+    : > "$work/err-$1.txt"
+    for f in "$work/kernel.c" "${libsrc[@]}"; do
+        "$CC" -fsyntax-only -std=c11 -D_GNU_SOURCE -D_OPENMP="$1" \
+            -Werror=implicit-function-declaration -I"$work/inc" -I"$pyinc" -Isrc/fastpe \
+            -Ilib/include -Ilib/src "$f" 2>> "$work/err-$1.txt" || rc=1
+    done
+    return $rc
 }
 if compile 200805; then
     echo "check_openmp2: the check does not bite (an OpenMP 3.0 call compiled against 2.0 declarations)" >&2

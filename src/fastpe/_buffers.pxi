@@ -145,63 +145,37 @@ cdef bint _span(const Py_buffer *v, const char **lo, const char **hi) noexcept:
     return True
 
 
-cdef size_t _itemsize(char kind) noexcept nogil:
-    """Bytes of an entry of kind 'f' (float32), 'd' (float64), 'e' (float16) or
-    'b' (bfloat16)."""
-    return 4 if kind == c'f' else (8 if kind == c'd' else 2)
+cdef extern from "Python.h":
+    # (declared here without Cython's exception check: the poll callback below
+    # runs in C, and the exception it leaves is raised by _fill_interruptibly)
+    int _check_signals "PyErr_CheckSignals"()
+
+
+cdef int _poll_signals(void *ctx) noexcept nogil:
+    """The library's poll callback: nonzero (a KeyboardInterrupt or another
+    exception from a signal handler pending) stops the fill between chunks."""
+    with gil:
+        return 1 if _check_signals() != 0 else 0
+
+
+cdef int _raise_pending() except -1:
+    """Raise the exception _poll_signals left set."""
+    return -1
 
 
 cdef void _fill_interruptibly(void *out, char kind, int64_t stride, const pe_spec *sp,
                               const pe_rows *rq, int num_threads, const double *plan,
                               pe_anchor_cache *ac=NULL) except *:
-    """Run a fill without the GIL in chunks of about _chunk_entries entries,
-    checking for signals between them, so that Ctrl-C interrupts a long fill
-    within a few milliseconds (KeyboardInterrupt; the rows done so far stay
-    written).  ``kind``: the entries' type, as _itemsize takes it.  Any
-    chunking gives the same bits.  ``ac``: the encoding's anchor
+    """Run a fill without the GIL: ONE call into the library, which works in chunks
+    of about _set_chunk_entries entries and checks for signals between them, so
+    that Ctrl-C interrupts a long fill within a few milliseconds (KeyboardInterrupt;
+    the rows done so far stay written).  ``kind``: the entries' type ('f', 'd',
+    'e' or 'b').  Any chunking gives the same bits.  ``ac``: the encoding's anchor
     cache, read before and written after a fill (NULL: none)."""
-    cdef pe_fill f
     cdef int err
-    cdef int64_t seeded = INT64_MIN
-    cdef size_t anchor_bytes = 2 * sp.nf * sizeof(double)
     with nogil:
-        err = _fill_setup(&f, sp, rq, num_threads, plan, _itemsize(kind))
-        # fractional positions are evaluated directly: no anchors to share
-        if err == FASTPE_OK and ac != NULL and rq.pos_f == NULL:
-            PyThread_acquire_lock(ac.lock, WAIT_LOCK)
-            if ac.centre != INT64_MIN:
-                memcpy(f.scratch, ac.data, anchor_bytes)
-                f.seed = seeded = ac.centre
-            PyThread_release_lock(ac.lock)
+        err = pe_fill_run(out, kind, stride, sp, rq, num_threads, plan, ac, _poll_signals, NULL)
+    if err == PE_EINTR:
+        _raise_pending()
     if err != FASTPE_OK:
         _raise_for(err)
-    cdef int64_t per_unit = sp.d * (rq.nseq if f.shared else 1)
-    cdef int64_t step = _chunk_entries // per_unit if per_unit < _chunk_entries else 1
-    cdef int64_t u0 = 0, u1
-    try:
-        while u0 < f.units:
-            u1 = u0 + step if step < f.units - u0 else f.units
-            with nogil:
-                if kind == c'f':
-                    _fill_units(<float *>out, stride, &f, u0, u1)
-                elif kind == c'd':
-                    _fill_units(<double *>out, stride, &f, u0, u1)
-                elif kind == c'e':
-                    _fill_units(<pe_f16 *>out, stride, &f, u0, u1)
-                else:
-                    _fill_units(<pe_bf16 *>out, stride, &f, u0, u1)
-            f.seed = f.last          # thread 0's scratch carries over to the next chunk
-            u0 = u1
-            if u0 < f.units:
-                PyErr_CheckSignals()
-        if ac != NULL and f.last != INT64_MIN and f.last != seeded:
-            with nogil:
-                PyThread_acquire_lock(ac.lock, WAIT_LOCK)
-                if ac.data == NULL:
-                    ac.data = <double *>malloc(anchor_bytes)
-                if ac.data != NULL:
-                    memcpy(ac.data, f.scratch, anchor_bytes)
-                    ac.centre = f.last
-                PyThread_release_lock(ac.lock)
-    finally:
-        _fill_free(&f)

@@ -4,136 +4,30 @@
 # them (include/fastpe.h).
 
 # ---------------------------------------------------------------------------
-# The plan cache of the C API
+# The fills of the C API: each one call into the library (lib/src/api.c holds
+# the Vaswani entry points and the plan cache of C callers, which run without
+# the GIL from any thread, so their plans cannot live in Python objects).
 # ---------------------------------------------------------------------------
-# C callers run without the GIL, from any thread, so their plans cannot live in
-# Python objects: a small table of plans keyed by what a plan depends on
-# (nf, w0, base, denom), guarded by an OS lock (PyThread locks need no GIL), each
-# entry reference-counted so that eviction never frees a plan a fill is using.
+
+cdef inline int _fill_cached(anyreal *out, int64_t row_stride, const pe_spec *sp,
+                             const pe_rows *rq, int num_threads) noexcept nogil:
+    """A C-API fill with the library's cached plan of its spec."""
+    return pe_fill_cached(out, _kind_of(out), row_stride, sp, rq, num_threads)
 
 
-cdef enum:
-    CPLANS = 8                  # entries; each at most PLAN_MAX_BYTES (4 MiB)
-    CPLAN_MAX_DOUBLES = 524288
-
-
-cdef struct pe_cplan:
-    int64_t nf
-    double w0, base, denom
-    double *mem                 # NULL: a free slot
-    int64_t refs                # fills using it now
-    uint64_t used               # LRU stamp
-
-
-cdef pe_cplan _cplans[CPLANS]
-cdef uint64_t _cplan_clock = 0
-cdef PyThread_type_lock _cplan_lock = PyThread_allocate_lock()
-if _cplan_lock == NULL:
-    raise MemoryError("fastpe: could not allocate the C-API plan cache lock")
-memset(_cplans, 0, sizeof(_cplans))
-
-
-cdef inline bint _cplan_is(const pe_cplan *e, const pe_spec *sp) noexcept nogil:
-    # (specs with a frequency list are Python's only: they never reach this cache)
-    return e.mem != NULL and sp.wlist == NULL and e.nf == sp.nf and e.w0 == sp.w0 \
-        and e.base == sp.base and e.denom == sp.denom
-
-
-cdef const double *_cplan_acquire(const pe_spec *sp, int num_threads, int *slot,
-                                  int *err) noexcept nogil:
-    """A plan for sp: cached (slot >= 0; release it with _cplan_release), or, when
-    the cache cannot hold it, NULL (slot -1: the fill prepares its own)."""
-    cdef int i, victim = -1
-    cdef int64_t B = _block_rows(sp.nf)
-    cdef size_t n = _plan_doubles(sp.nf, B)
-    cdef double *mem
-    global _cplan_clock
-    slot[0] = -1
-    err[0] = FASTPE_OK
-    if n > CPLAN_MAX_DOUBLES or sp.wlist != NULL:
-        return NULL
-    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
-    for i in range(CPLANS):
-        if _cplan_is(&_cplans[i], sp):
-            _cplans[i].refs += 1
-            _cplan_clock += 1
-            _cplans[i].used = _cplan_clock
-            PyThread_release_lock(_cplan_lock)
-            slot[0] = i
-            return _cplans[i].mem
-    PyThread_release_lock(_cplan_lock)
-    # build outside the lock (tens of microseconds); a racing thread may build
-    # the same plan, and then one of the two is kept
-    mem = <double *>malloc(n * sizeof(double))
-    if mem == NULL:
-        err[0] = FASTPE_ENOMEM
-        return NULL
-    err[0] = _prepare(mem, sp, 0, B, _threads(num_threads, B, sp.nf))
-    if err[0] != FASTPE_OK:
-        free(mem)
-        return NULL
-    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
-    for i in range(CPLANS):
-        if _cplan_is(&_cplans[i], sp):          # another thread was first
-            _cplans[i].refs += 1
-            PyThread_release_lock(_cplan_lock)
-            free(mem)
-            slot[0] = i
-            return _cplans[i].mem
-        if _cplans[i].mem == NULL:             # a free slot first, else the LRU idle one
-            if victim < 0 or _cplans[victim].mem != NULL:
-                victim = i
-        elif _cplans[i].refs == 0 and (victim < 0 or (_cplans[victim].mem != NULL and
-                                                      _cplans[i].used < _cplans[victim].used)):
-            victim = i
-    if victim < 0:                              # every entry in use: keep it private
-        PyThread_release_lock(_cplan_lock)
-        free(mem)
-        return NULL
-    free(_cplans[victim].mem)
-    _cplans[victim].mem = mem
-    _cplans[victim].nf = sp.nf
-    _cplans[victim].w0 = sp.w0
-    _cplans[victim].base = sp.base
-    _cplans[victim].denom = sp.denom
-    _cplans[victim].refs = 1
-    _cplan_clock += 1
-    _cplans[victim].used = _cplan_clock
-    PyThread_release_lock(_cplan_lock)
-    slot[0] = victim
-    return mem
-
-
-cdef inline void _cplan_release(int slot) noexcept nogil:
-    if slot >= 0:
-        PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
-        _cplans[slot].refs -= 1
-        PyThread_release_lock(_cplan_lock)
-
-
-cdef int _fill_cached(anyreal *out, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
-                      int num_threads) noexcept nogil:
-    """A C-API fill with the cached plan of its spec."""
-    cdef int slot, err
-    cdef const double *plan = _cplan_acquire(sp, num_threads, &slot, &err)
-    if err != FASTPE_OK:
-        return err
-    err = _fill_rows(out, row_stride, sp, rq, num_threads, plan)
-    _cplan_release(slot)
-    return err
+cdef inline int _fill_rows(anyreal *out, int64_t row_stride, const pe_spec *sp,
+                           const pe_rows *rq, int num_threads, const double *plan) noexcept nogil:
+    """A whole fill in one go (arguments validated; plan: this spec's, or NULL)."""
+    return pe_fill_run(out, _kind_of(out), row_stride, sp, rq, num_threads, plan, NULL, NULL,
+                       NULL)
 
 
 def _c_plan_cache():
     """(nf, w0, base, denom, refs) of the C API's cached plans (for tests)."""
-    cdef int i
-    out = []
-    PyThread_acquire_lock(_cplan_lock, WAIT_LOCK)
-    for i in range(CPLANS):
-        if _cplans[i].mem != NULL:
-            out.append((_cplans[i].nf, _cplans[i].w0, _cplans[i].base, _cplans[i].denom,
-                        _cplans[i].refs))
-    PyThread_release_lock(_cplan_lock)
-    return out
+    cdef double snap[5 * 16]
+    cdef int i, n = pe_plan_cache_snapshot(snap, 16)
+    return [(int(snap[5 * i]), snap[5 * i + 1], snap[5 * i + 2], snap[5 * i + 3],
+             int(snap[5 * i + 4])) for i in range(n)]
 
 
 cdef int _positions_error(const real *out, int64_t n, int64_t row_stride, int64_t d,
@@ -150,155 +44,82 @@ cdef int _positions_error(const real *out, int64_t n, int64_t row_stride, int64_
     return FASTPE_OK
 
 
-cdef int _check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
-                       double base, int layout) noexcept nogil:
-    """The checks every C entry point shares (n rows at row_stride, d_model wide)."""
-    # widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size
-    if n < 0 or d_model < 1 or d_model > MAX_WIDTH:
-        return FASTPE_ESIZE
-    if p == NULL and n > 0:
-        return FASTPE_ENULL
-    if row_stride < d_model and n > 1:
-        return FASTPE_ESTRIDE
-    # any finite base > 0 (a base so small that the frequencies overflow: see callers)
-    if not (isfinite(base) and base > 0.0):
-        return FASTPE_EBASE
-    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
-        return FASTPE_ELAYOUT
-    return FASTPE_OK
-
-
-cdef int _check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                     double base, int64_t offset, int layout) noexcept nogil:
-    cdef pe_spec sp
-    cdef double kmax
-    cdef int err = _check_common(out, seq_len, d_model, row_stride, base, layout)
-    if err != FASTPE_OK:
-        return err
-    # |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
-    # this also keeps offset + seq_len far from int64 overflow.
-    sp = pe_spec_vaswani(d_model, base, layout)
-    if not _frequencies_finite(&sp):
-        return FASTPE_EBASE
-    kmax = _extent(offset, seq_len)
-    if kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS or kmax >= PE_MAX_POSITION:
-        return FASTPE_ERANGE
-    return FASTPE_OK
-
-
-cdef int _fill(anyreal *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-               double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    cdef int err = _check_args(out, seq_len, d_model, row_stride, base, offset, layout)
-    if err != FASTPE_OK or seq_len == 0:
-        return err
-    cdef pe_spec sp = pe_spec_vaswani(d_model, base, layout)
-    cdef pe_rows rq
-    memset(&rq, 0, sizeof(rq))
-    rq.nseq = 1
-    rq.S = seq_len
-    rq.offset = offset
-    rq.scale = 1.0
-    return _fill_cached(out, row_stride, &sp, &rq, num_threads)
-
+# The Cython API (kernel.pxd) of the Vaswani entry points: the library's functions.
 
 cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return _fill(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+    return fastpe_fill_f32(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
 
 
 cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return _fill(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+    return fastpe_fill_f64(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
 
 
-# ABI 1.1: the fused add and explicit positions (Vaswani spec, like fill_*).
-
-cdef int _add(anyreal *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
-              double base, int64_t offset, double scale, int layout,
-              int num_threads) noexcept nogil:
-    if nseq < 0:
-        return FASTPE_ESIZE
-    cdef int err = _check_args(x, seq_len, d_model, row_stride, base, offset, layout)
-    if err == FASTPE_OK and (nseq > 1 or seq_len > 1) and nseq > 0 and seq_len > 0 \
-            and row_stride < d_model:
-        err = FASTPE_ESTRIDE       # rows of different sequences would overlap
-    if err == FASTPE_OK and not isfinite(scale):
-        err = FASTPE_ESCALE
-    if err != FASTPE_OK or nseq == 0 or seq_len == 0:
-        return err
-    if nseq > INT64_MAX // seq_len:
-        return FASTPE_ESIZE
-    cdef pe_spec sp = pe_spec_vaswani(d_model, base, layout)
-    cdef pe_rows rq
-    memset(&rq, 0, sizeof(rq))
-    rq.nseq = nseq
-    rq.S = seq_len
-    rq.offset = offset
-    rq.add = 1
-    rq.scale = scale
-    return _fill_cached(x, row_stride, &sp, &rq, num_threads)
+cdef int fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return fastpe_fill_f16(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
 
 
-cdef int _at(real *out, int64_t n, int64_t d_model, int64_t row_stride,
-             const double *positions, double base, int layout, int add, double scale,
-             int num_threads) noexcept nogil:
-    cdef int err = _check_common(out, n, d_model, row_stride, base, layout)
-    cdef pe_spec sp
-    cdef pe_rows rq
-    if err == FASTPE_OK and positions == NULL and n > 0:
-        err = FASTPE_ENULL
-    if err == FASTPE_OK and not isfinite(scale):
-        err = FASTPE_ESCALE
-    if err != FASTPE_OK or n == 0:
-        return err
-    sp = pe_spec_vaswani(d_model, base, layout)
-    if not _frequencies_finite(&sp):
-        return FASTPE_EBASE
-    err = _positions_error(out, n, row_stride, d_model, positions, _max_position(&sp))
-    if err != FASTPE_OK:
-        return err
-    _init_rows(&rq, 1, n, False, 0)
-    rq.pos_f = positions
-    rq.pss = 1
-    rq.add = add
-    rq.scale = scale
-    return _fill_cached(out, row_stride, &sp, &rq, num_threads)
+cdef int fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return fastpe_fill_bf16(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
 
 
 cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
                  double base, int64_t offset, double scale, int layout,
                  int num_threads) noexcept nogil:
-    return _add(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads)
+    return fastpe_add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                          num_threads)
 
 
 cdef int add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
                  double base, int64_t offset, double scale, int layout,
                  int num_threads) noexcept nogil:
-    return _add(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads)
+    return fastpe_add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                          num_threads)
+
+
+cdef int add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                 int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return fastpe_add_f16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                          num_threads)
+
+
+cdef int add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                  int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                  int num_threads) noexcept nogil:
+    return fastpe_add_bf16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                           num_threads)
 
 
 cdef int fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
                             const double *positions, double base, int layout,
                             int num_threads) noexcept nogil:
-    return _at(out, n, d_model, row_stride, positions, base, layout, 0, 1.0, num_threads)
+    return fastpe_fill_positions_f32(out, n, d_model, row_stride, positions, base, layout,
+                                     num_threads)
 
 
 cdef int fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
                             const double *positions, double base, int layout,
                             int num_threads) noexcept nogil:
-    return _at(out, n, d_model, row_stride, positions, base, layout, 0, 1.0, num_threads)
+    return fastpe_fill_positions_f64(out, n, d_model, row_stride, positions, base, layout,
+                                     num_threads)
 
 
 cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
                            const double *positions, double base, double scale, int layout,
                            int num_threads) noexcept nogil:
-    return _at(x, n, d_model, row_stride, positions, base, layout, 1, scale, num_threads)
+    return fastpe_add_positions_f32(x, n, d_model, row_stride, positions, base, scale, layout,
+                                    num_threads)
 
 
 cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
                            const double *positions, double base, double scale, int layout,
                            int num_threads) noexcept nogil:
-    return _at(x, n, d_model, row_stride, positions, base, layout, 1, scale, num_threads)
+    return fastpe_add_positions_f64(x, n, d_model, row_stride, positions, base, scale, layout,
+                                    num_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -773,31 +594,6 @@ cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t 
 # rounded once from the float64 result, bitwise the Python functions' dtype=np.float16
 # / "bfloat16" (the same fills as their float32 twins, whose checks they share).
 
-cdef int fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return _fill(<pe_f16 *>out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
-
-
-cdef int fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return _fill(<pe_bf16 *>out, seq_len, d_model, row_stride, base, offset, layout,
-                 num_threads)
-
-
-cdef int add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
-                 int64_t row_stride, double base, int64_t offset, double scale, int layout,
-                 int num_threads) noexcept nogil:
-    return _add(<pe_f16 *>x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                num_threads)
-
-
-cdef int add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
-                  int64_t row_stride, double base, int64_t offset, double scale, int layout,
-                  int num_threads) noexcept nogil:
-    return _add(<pe_bf16 *>x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                num_threads)
-
-
 cdef int spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
                        int64_t offset, int num_threads) noexcept nogil:
     return _spec_fill(_handle(h), <pe_f16 *>out, 1, seq_len, row_stride, offset, False, 1.0,
@@ -1007,14 +803,14 @@ cdef fastpe_api_t _c_api_table
 _c_api_table.abi_major = FASTPE_ABI_MAJOR
 _c_api_table.abi_minor = FASTPE_ABI_MINOR
 _c_api_table.size = sizeof(fastpe_api_t)
-_c_api_table.fill_f32 = fill_f32
-_c_api_table.fill_f64 = fill_f64
-_c_api_table.add_f32 = add_f32
-_c_api_table.add_f64 = add_f64
-_c_api_table.fill_positions_f32 = fill_positions_f32
-_c_api_table.fill_positions_f64 = fill_positions_f64
-_c_api_table.add_positions_f32 = add_positions_f32
-_c_api_table.add_positions_f64 = add_positions_f64
+_c_api_table.fill_f32 = fastpe_fill_f32
+_c_api_table.fill_f64 = fastpe_fill_f64
+_c_api_table.add_f32 = fastpe_add_f32
+_c_api_table.add_f64 = fastpe_add_f64
+_c_api_table.fill_positions_f32 = fastpe_fill_positions_f32
+_c_api_table.fill_positions_f64 = fastpe_fill_positions_f64
+_c_api_table.add_positions_f32 = fastpe_add_positions_f32
+_c_api_table.add_positions_f64 = fastpe_add_positions_f64
 _c_api_table.spec_new = spec_new
 _c_api_table.spec_from_knobs = spec_from_knobs
 _c_api_table.spec_free = spec_free
@@ -1033,10 +829,10 @@ _c_api_table.rope_cache_f32 = rope_cache_f32
 _c_api_table.rope_cache_f64 = rope_cache_f64
 _c_api_table.rope_apply_f32 = rope_apply_f32
 _c_api_table.rope_apply_f64 = rope_apply_f64
-_c_api_table.fill_f16 = fill_f16
-_c_api_table.fill_bf16 = fill_bf16
-_c_api_table.add_f16 = add_f16
-_c_api_table.add_bf16 = add_bf16
+_c_api_table.fill_f16 = fastpe_fill_f16
+_c_api_table.fill_bf16 = fastpe_fill_bf16
+_c_api_table.add_f16 = fastpe_add_f16
+_c_api_table.add_bf16 = fastpe_add_bf16
 _c_api_table.spec_fill_f16 = spec_fill_f16
 _c_api_table.spec_fill_bf16 = spec_fill_bf16
 _c_api_table.spec_add_f16 = spec_add_f16

@@ -1,5 +1,5 @@
-# Included by kernel.pyx (one compilation unit, so that the calls between
-# these parts inline as before): the C core's declarations (csrc/pe_core.h).
+# Included by kernel.pyx: the declarations of the C library it links
+# statically (lib/src/pe_lib.h, over the row writers of csrc/pe_core.h).
 
 from libc.stdint cimport int64_t, uint16_t
 
@@ -77,6 +77,97 @@ cdef extern from "csrc/pe_core.h" nogil:
     int PE_HAVE_V512
     pe_spec pe_spec_vaswani(int64_t d, double base, int layout)
     double pe_spec_max_turns(const pe_spec *sp)
+
+
+cdef extern from "pe_lib.h" nogil:
+    """
+    /* kernel.pxd declares the codes and layouts: the native header must not. */
+    #define FASTPE_NO_CONSTANTS 1
+    #include "fastpe/fastpe.h"
+    """
+    bint FASTPE_OPENMP
+    int FASTPE_OPENMP_VERSION
+    int pe_omp_max_threads()
+    int pe_omp_thread_limit()
+    int PE_EINTR
+    int PE_EINVAL
+    ctypedef struct pe_rows:
+        int64_t nseq
+        int64_t S
+        int64_t offset
+        const int64_t *offs
+        int64_t offs_stride
+        const int64_t *pos_i
+        const double *pos_f
+        int64_t psb
+        int64_t pss
+        int has_zero_pos
+        int64_t zero_pos
+        int add
+        double scale
+        int fresh
+    ctypedef struct pe_anchor_cache:
+        double *data
+        int64_t centre
+    ctypedef int (*pe_poll_fn)(void *ctx) noexcept nogil
+    void pe_init()
+    int pe_init_error()
+    int64_t _block_rows "pe_block_rows"(int64_t nf)
+    size_t _plan_doubles "pe_plan_doubles"(int64_t nf, int64_t B)
+    int _prepare "pe_prepare"(double *plan, const pe_spec *sp, int64_t first, int64_t count,
+                              int nt)
+    int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work)
+    double _scratch_bound "pe_scratch_bound"(const pe_spec *sp, int64_t rows, int num_threads,
+                                             bint add)
+    double _max_position "pe_max_position"(const pe_spec *sp)
+    bint _frequencies_finite "pe_frequencies_finite"(const pe_spec *sp)
+    void _init_rows "pe_init_rows"(pe_rows *rq, int64_t nseq, int64_t S, bint has_zero,
+                                   int64_t zero)
+    double _extent "pe_extent"(int64_t offset, int64_t S)
+    int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                    const pe_rows *rq, int num_threads, const double *plan,
+                    pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx)
+    int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                       const pe_rows *rq, int num_threads)
+    int pe_plan_cache_snapshot(double *out, int n)
+    void pe_anchor_init(pe_anchor_cache *ac)
+    void pe_anchor_free(pe_anchor_cache *ac)
+    int64_t pe_set_serial_below(int64_t work)
+    int64_t pe_set_chunk_entries(int64_t n)
+    int64_t pe_chunk_entries()
+    void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32)
+    void pe_default_stream_bytes(double *f64, double *f32)
+    int pe_usable_cpus()
+    int pe_forked_child()
+    void pe_set_cpu_quota(int n)
+    int pe_max_threads()
+    const char *pe_strerror(int code)
+    # the library's exported functions, for the capsule table (_capi.pxi)
+    int fastpe_fill_f32(float *, int64_t, int64_t, int64_t, double, int64_t, int, int)
+    int fastpe_fill_f64(double *, int64_t, int64_t, int64_t, double, int64_t, int, int)
+    int fastpe_fill_f16(uint16_t *, int64_t, int64_t, int64_t, double, int64_t, int, int)
+    int fastpe_fill_bf16(uint16_t *, int64_t, int64_t, int64_t, double, int64_t, int, int)
+    int fastpe_add_f32(float *, int64_t, int64_t, int64_t, int64_t, double, int64_t, double, int,
+                       int)
+    int fastpe_add_f64(double *, int64_t, int64_t, int64_t, int64_t, double, int64_t, double,
+                       int, int)
+    int fastpe_add_f16(uint16_t *, int64_t, int64_t, int64_t, int64_t, double, int64_t, double,
+                       int, int)
+    int fastpe_add_bf16(uint16_t *, int64_t, int64_t, int64_t, int64_t, double, int64_t, double,
+                        int, int)
+    int fastpe_fill_positions_f32(float *, int64_t, int64_t, int64_t, const double *, double,
+                                  int, int)
+    int fastpe_fill_positions_f64(double *, int64_t, int64_t, int64_t, const double *, double,
+                                  int, int)
+    int fastpe_add_positions_f32(float *, int64_t, int64_t, int64_t, const double *, double,
+                                 double, int, int)
+    int fastpe_add_positions_f64(double *, int64_t, int64_t, int64_t, const double *, double,
+                                 double, int, int)
+
+
+cdef inline int _threads(int num_threads, int64_t N, int64_t D, int64_t work=-1) noexcept nogil:
+    """The team size of a fill of N rows of D entries (the library's rule)."""
+    return pe_threads(num_threads, N, D, work)
 
 
 ctypedef fused real:

@@ -181,7 +181,7 @@ cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int
                             &enc.ac)
         # in chunks, checking for Ctrl-C between them, as a long fill does
         nt = _threads(num_threads, nrows, 2 * nf)
-        step = _chunk_entries // (2 * nf) if 2 * nf < _chunk_entries else 1
+        step = pe_chunk_entries() // (2 * nf) if 2 * nf < pe_chunk_entries() else 1
         r0 = 0
         while r0 < nrows:
             r1 = r0 + step if step < nrows - r0 else nrows

@@ -2,12 +2,11 @@
 """fastpe kernel: fills a caller's buffer with the sinusoidal table, in parallel.
 
 The Python layer (``fastpe._api``) validates and allocates; this module only
-fills a buffer it is handed.  It is one compilation unit, in parts by job:
-  _pe_core.pxi   the C core's declarations (csrc/: numerics and row writers)
-  _tuning.pxi    thresholds and their probes, the team size of a fill
-  _fill.pxi      the fill driver, without the GIL: a fill's plan (frequencies
-                 and rotation table), its split between threads (_fill_units,
-                 _fill_part) and the row writers' dispatch
+fills a buffer it is handed, through the C library (lib/: the fill driver,
+its plans and threads, linked statically), one library call per fill.  In
+parts by job:
+  _pe_core.pxi   the C library's declarations (lib/src/pe_lib.h, csrc/)
+  _tuning.pxi    the library's tuning knobs and system probes, from Python
   _buffers.pxi   from Python buffers to a fill, interruptible by Ctrl-C
   kernel.pyx     (this file) the Python entry points: Plan, Encoder, fill_rows
   _fast.pxi      the encoding cache and the fast paths table/table_at/add
@@ -16,26 +15,16 @@ fills a buffer it is handed.  It is one compilation unit, in parts by job:
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
 
-from libc.stdint cimport int64_t, uint64_t, uint16_t
-from cpython.pythread cimport (
-    PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
-    PyThread_release_lock, WAIT_LOCK,
-)
+from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport malloc, calloc, free
-from libc.math cimport isfinite, fabs, floor
+from libc.math cimport isfinite, fabs
 from libc.string cimport memcmp, memcpy, memset
-from libc.stdint cimport INT64_MIN, INT64_MAX
-from cython.parallel cimport prange, parallel, threadid
+from libc.stdint cimport INT64_MAX
+from cython.parallel cimport prange
 from cpython.buffer cimport (
     PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS, PyBUF_STRIDES, PyBUF_FORMAT,
 )
 
-
-from fastpe._openmp_helpers cimport (
-    FASTPE_OPENMP, FASTPE_OPENMP_VERSION, fastpe_omp_barrier, omp_get_max_threads,
-    fastpe_omp_thread_limit, fastpe_install_fork_guard, fastpe_forked_child,
-    fastpe_set_cpu_quota, fastpe_usable_cpus,
-)
 from cpython.exc cimport PyErr_CheckSignals, PyErr_Occurred
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.bytes cimport PyBytes_FromStringAndSize
@@ -59,7 +48,6 @@ cdef double _small_request = _system.SMALL_REQUEST
 
 include "_pe_core.pxi"
 include "_tuning.pxi"
-include "_fill.pxi"
 include "_buffers.pxi"
 
 
@@ -67,17 +55,8 @@ include "_buffers.pxi"
 # Python entry points (private: the public API in fastpe._api validates first)
 # ---------------------------------------------------------------------------
 
-ERROR_MESSAGES = {
-    FASTPE_ENULL: "out is NULL",
-    FASTPE_ESIZE: "seq_len must be >= 0 and d_model >= 1",
-    FASTPE_ESTRIDE: "row_stride must be >= d_model",
-    FASTPE_EBASE: "base must be finite and > 0",
-    FASTPE_ELAYOUT: "unknown layout",
-    FASTPE_ERANGE: "positions too large for an exact angle reduction",
-    FASTPE_ENOMEM: "could not allocate kernel scratch memory",
-    FASTPE_ESCALE: "scale must be finite",
-    FASTPE_EOVERLAP: "positions overlap the rows being written",
-}
+# the library's fastpe_strerror, for every code it returns
+ERROR_MESSAGES = {code: pe_strerror(code).decode() for code in range(1, PE_EINVAL + 1)}
 
 
 def _raise_for(int err):
@@ -238,14 +217,13 @@ cdef class Encoder:
     cdef readonly double max_position
     cdef readonly int64_t d_model
     cdef pe_anchor_cache ac
+    cdef bint ac_ready
     cdef object freqs
 
     def __cinit__(self, dict spec, zero_pos=None):
         spec, self.freqs = _own_frequencies(spec)
-        self.ac.centre = INT64_MIN
-        self.ac.lock = PyThread_allocate_lock()
-        if self.ac.lock == NULL:
-            raise MemoryError("could not allocate a lock")
+        pe_anchor_init(&self.ac)
+        self.ac_ready = True
         self.sp = _spec_from_dict(spec)
         if not _frequencies_finite(&self.sp):
             raise ValueError(f"base={self.sp.base!r} gives frequencies base**(-i/denominator) "
@@ -260,9 +238,8 @@ cdef class Encoder:
             self.pmem = self.plan.mem
 
     def __dealloc__(self):
-        free(self.ac.data)
-        if self.ac.lock != NULL:
-            PyThread_free_lock(self.ac.lock)
+        if self.ac_ready:
+            pe_anchor_free(&self.ac)
 
     def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
                   positions=None, bint add=False, double scale=1.0, int num_threads=0,

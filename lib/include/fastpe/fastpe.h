@@ -1,0 +1,134 @@
+/*
+ * fastpe/fastpe.h -- fastpe as a C library, with no Python anywhere.
+ *
+ *     #include <fastpe/fastpe.h>      // cc app.c $(pkg-config --cflags --libs fastpe)
+ *
+ *     float pe[128 * 512];
+ *     int err = fastpe_fill_f32(pe, 128, 512, 512, 10000.0, 0, FASTPE_LAYOUT_INTERLEAVED, 0);
+ *     if (err != FASTPE_OK) fprintf(stderr, "fastpe: %s\n", fastpe_strerror(err));
+ *
+ * The functions have the names and signatures of the Python module's C API
+ * (src/fastpe/include/fastpe.h, reached through import_fastpe()), so code moves
+ * between the two by switching the header: that file documents the table,
+ * the arguments and the codes; the values here are bitwise the same.
+ *
+ * Every function is reentrant: call it from any thread, concurrently, and from
+ * inside your own OpenMP loops (pass num_threads = 1 there).  Arguments are
+ * validated before anything is written, so on an error nothing the caller
+ * passed is modified.  Errors are returned as codes (never errno, never a
+ * message printed, never an abort); fastpe_strerror names them.
+ */
+#ifndef FASTPE_FASTPE_H
+#define FASTPE_FASTPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* FASTPE_API marks the exported functions: default visibility (dllexport) in
+ * the shared library, nothing in the static one. */
+#if defined(FASTPE_SHARED_BUILD)
+#if defined(_WIN32)
+#define FASTPE_API __declspec(dllexport)
+#else
+#define FASTPE_API __attribute__((visibility("default")))
+#endif
+#elif defined(FASTPE_SHARED) && defined(_WIN32)
+#define FASTPE_API __declspec(dllimport)
+#else
+#define FASTPE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library's ABI: the major is the shared library's SONAME; within a major,
+ * functions are only ever added. */
+#define FASTPE_LIB_ABI_MAJOR 1
+#define FASTPE_LIB_ABI_MINOR 0
+
+/* FASTPE_NO_CONSTANTS: for a file that already has these values under the same
+ * names (the Python binding, whose kernel.pxd declares them). */
+#ifndef FASTPE_NO_CONSTANTS
+#define FASTPE_LAYOUT_INTERLEAVED 0
+#define FASTPE_LAYOUT_SPLIT       1
+
+#define FASTPE_OK       0
+#define FASTPE_ENULL    1  /* a required pointer is NULL */
+#define FASTPE_ESIZE    2  /* a count < 0, d_model < 1 or > 2^40, rows beyond int64 */
+#define FASTPE_ESTRIDE  3  /* row_stride < d_model while rows > 1 (rows would overlap) */
+#define FASTPE_EBASE    4  /* base not finite and > 0, or its frequencies overflow */
+#define FASTPE_ELAYOUT  5  /* layout is not one of FASTPE_LAYOUT_* */
+#define FASTPE_ERANGE   6  /* positions NaN, infinite or too large for an exact reduction */
+#define FASTPE_ENOMEM   7  /* scratch allocation failed */
+#define FASTPE_ESCALE   8  /* scale is not finite */
+#define FASTPE_EOVERLAP 9  /* an input overlaps the rows being written */
+#define FASTPE_EINTR    10 /* the poll callback asked the fill to stop */
+#define FASTPE_EINVAL   11 /* an argument outside its documented values (e.g. a dtype) */
+
+/* Entry types of fastpe_fill_poll. */
+#define FASTPE_DTYPE_F32  0
+#define FASTPE_DTYPE_F64  1
+#define FASTPE_DTYPE_F16  2 /* IEEE binary16, as uint16_t bits */
+#define FASTPE_DTYPE_BF16 3 /* bfloat16, as uint16_t bits */
+#endif
+
+/* A short English description of a code ("unknown fastpe error code" for
+ * others); a static string, never NULL. */
+FASTPE_API const char *fastpe_strerror(int code);
+
+/* The table: positions offset .. offset+seq_len-1. */
+FASTPE_API int fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                               double base, int64_t offset, int layout, int num_threads);
+FASTPE_API int fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                               double base, int64_t offset, int layout, int num_threads);
+FASTPE_API int fastpe_fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                               double base, int64_t offset, int layout, int num_threads);
+FASTPE_API int fastpe_fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                                double base, int64_t offset, int layout, int num_threads);
+
+/* x = x*scale + PE for nseq sequences of seq_len rows each (row r of sequence b
+ * at x + (b*seq_len + r)*row_stride), positions offset .. offset+seq_len-1. */
+FASTPE_API int fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                              int64_t row_stride, double base, int64_t offset, double scale,
+                              int layout, int num_threads);
+FASTPE_API int fastpe_add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                              int64_t row_stride, double base, int64_t offset, double scale,
+                              int layout, int num_threads);
+FASTPE_API int fastpe_add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                              int64_t row_stride, double base, int64_t offset, double scale,
+                              int layout, int num_threads);
+FASTPE_API int fastpe_add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                               int64_t row_stride, double base, int64_t offset, double scale,
+                               int layout, int num_threads);
+
+/* Row r encodes positions[r] (any finite real; integers give the fill rows
+ * bitwise); positions must not lie inside the rows written (FASTPE_EOVERLAP). */
+FASTPE_API int fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                                         const double *positions, double base, int layout,
+                                         int num_threads);
+FASTPE_API int fastpe_fill_positions_f64(double *out, int64_t n, int64_t d_model,
+                                         int64_t row_stride, const double *positions, double base,
+                                         int layout, int num_threads);
+FASTPE_API int fastpe_add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                                        const double *positions, double base, double scale,
+                                        int layout, int num_threads);
+FASTPE_API int fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                                        const double *positions, double base, double scale,
+                                        int layout, int num_threads);
+
+/* Called on the calling thread between the chunks (a few milliseconds of work
+ * each) of a long fill; a nonzero return stops the fill with FASTPE_EINTR (the
+ * rows done so far stay written).  For a program that wants to cancel. */
+typedef int (*fastpe_poll_fn)(void *ctx);
+
+/* fastpe_fill_* for the entry type dtype (FASTPE_DTYPE_*), polling between chunks. */
+FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d_model,
+                                int64_t row_stride, double base, int64_t offset, int layout,
+                                int num_threads, fastpe_poll_fn poll, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FASTPE_FASTPE_H */

@@ -1,0 +1,387 @@
+/*
+ * The public entry points of the Vaswani table (include/fastpe/fastpe.h):
+ * argument checks, then ONE fill through the shared plan cache.  The Python
+ * module's capsule table points at these same functions.
+ */
+#include "pe_lib.h"
+#include "fastpe/fastpe.h"
+
+#include <stdlib.h>
+
+/* ---- the plan cache -------------------------------------------------------
+ * Callers run from any thread, so their plans live in a small table keyed by
+ * what a plan depends on (nf, w0, base, denom), guarded by a mutex, each entry
+ * reference-counted so that eviction never frees a plan a fill is using. */
+
+#define CPLANS            8 /* entries; each at most 4 MiB */
+#define CPLAN_MAX_DOUBLES 524288
+
+typedef struct {
+    int64_t nf;
+    double w0, base, denom;
+    double *mem;   /* NULL: a free slot */
+    int64_t refs;  /* fills using it now */
+    uint64_t used; /* LRU stamp */
+} pe_cplan;
+
+static pe_cplan cplans[CPLANS];
+static uint64_t cplan_clock = 0;
+static pe_mutex cplan_lock = PE_MUTEX_INIT;
+
+PE_INLINE int cplan_is(const pe_cplan *e, const pe_spec *sp) {
+    /* (specs with a frequency list never reach this cache) */
+    return e->mem != NULL && sp->wlist == NULL && e->nf == sp->nf && e->w0 == sp->w0 &&
+           e->base == sp->base && e->denom == sp->denom;
+}
+
+/* A plan for sp: cached (*slot >= 0; release it with cplan_release), or, when
+ * the cache cannot hold it, NULL (*slot -1: the fill prepares its own). */
+static const double *cplan_acquire(const pe_spec *sp, int num_threads, int *slot, int *err) {
+    int i, victim = -1;
+    int64_t B = pe_block_rows(sp->nf);
+    size_t n = pe_plan_doubles(sp->nf, B);
+    double *mem;
+    *slot = -1;
+    *err = FASTPE_OK;
+    if (n > CPLAN_MAX_DOUBLES || sp->wlist != NULL)
+        return NULL;
+    pe_mutex_lock(&cplan_lock);
+    for (i = 0; i < CPLANS; i++) {
+        if (cplan_is(&cplans[i], sp)) {
+            cplans[i].refs += 1;
+            cplans[i].used = ++cplan_clock;
+            pe_mutex_unlock(&cplan_lock);
+            *slot = i;
+            return cplans[i].mem;
+        }
+    }
+    pe_mutex_unlock(&cplan_lock);
+    /* build outside the lock (tens of microseconds); a racing thread may build
+       the same plan, and then one of the two is kept */
+    mem = (double *)malloc(n * sizeof(double));
+    if (mem == NULL) {
+        *err = FASTPE_ENOMEM;
+        return NULL;
+    }
+    *err = pe_prepare(mem, sp, 0, B, pe_threads(num_threads, B, sp->nf, -1));
+    if (*err != FASTPE_OK) {
+        free(mem);
+        return NULL;
+    }
+    pe_mutex_lock(&cplan_lock);
+    for (i = 0; i < CPLANS; i++) {
+        if (cplan_is(&cplans[i], sp)) { /* another thread was first */
+            cplans[i].refs += 1;
+            pe_mutex_unlock(&cplan_lock);
+            free(mem);
+            *slot = i;
+            return cplans[i].mem;
+        }
+        if (cplans[i].mem == NULL) { /* a free slot first, else the LRU idle one */
+            if (victim < 0 || cplans[victim].mem != NULL)
+                victim = i;
+        } else if (cplans[i].refs == 0 && (victim < 0 || (cplans[victim].mem != NULL &&
+                                                          cplans[i].used < cplans[victim].used))) {
+            victim = i;
+        }
+    }
+    if (victim < 0) { /* every entry in use: keep it private */
+        pe_mutex_unlock(&cplan_lock);
+        free(mem);
+        return NULL;
+    }
+    free(cplans[victim].mem);
+    cplans[victim].mem = mem;
+    cplans[victim].nf = sp->nf;
+    cplans[victim].w0 = sp->w0;
+    cplans[victim].base = sp->base;
+    cplans[victim].denom = sp->denom;
+    cplans[victim].refs = 1;
+    cplans[victim].used = ++cplan_clock;
+    pe_mutex_unlock(&cplan_lock);
+    *slot = victim;
+    return mem;
+}
+
+static void cplan_release(int slot) {
+    if (slot >= 0) {
+        pe_mutex_lock(&cplan_lock);
+        cplans[slot].refs -= 1;
+        pe_mutex_unlock(&cplan_lock);
+    }
+}
+
+int pe_plan_cache_snapshot(double *out, int n) {
+    int k = 0;
+    pe_mutex_lock(&cplan_lock);
+    for (int i = 0; i < CPLANS && k < n; i++) {
+        if (cplans[i].mem != NULL) {
+            out[5 * k] = (double)cplans[i].nf;
+            out[5 * k + 1] = cplans[i].w0;
+            out[5 * k + 2] = cplans[i].base;
+            out[5 * k + 3] = cplans[i].denom;
+            out[5 * k + 4] = (double)cplans[i].refs;
+            k++;
+        }
+    }
+    pe_mutex_unlock(&cplan_lock);
+    return k;
+}
+
+int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                   int num_threads) {
+    int slot, err;
+    const double *plan;
+    if (rq->nseq * rq->S == 0)
+        return FASTPE_OK;
+    plan = cplan_acquire(sp, num_threads, &slot, &err);
+    if (err != FASTPE_OK)
+        return err;
+    err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, NULL, NULL, NULL);
+    cplan_release(slot);
+    return err;
+}
+
+/* ---- argument checks ------------------------------------------------------ */
+
+/* The checks every entry point shares (n rows at row_stride, d_model wide). */
+int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride, double base,
+                    int layout) {
+    /* widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size */
+    if (n < 0 || d_model < 1 || d_model > PE_MAX_WIDTH)
+        return FASTPE_ESIZE;
+    if (p == NULL && n > 0)
+        return FASTPE_ENULL;
+    if (row_stride < d_model && n > 1)
+        return FASTPE_ESTRIDE;
+    /* any finite base > 0 (a base so small that the frequencies overflow: see callers) */
+    if (!(isfinite(base) && base > 0.0))
+        return FASTPE_EBASE;
+    if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
+        return FASTPE_ELAYOUT;
+    return FASTPE_OK;
+}
+
+static int check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                      double base, int64_t offset, int layout) {
+    int err = pe_check_common(out, seq_len, d_model, row_stride, base, layout);
+    if (err != FASTPE_OK)
+        return err;
+    /* |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
+       this also keeps offset + seq_len far from int64 overflow. */
+    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    if (!pe_frequencies_finite(&sp))
+        return FASTPE_EBASE;
+    double kmax = pe_extent(offset, seq_len);
+    if (kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS || kmax >= PE_MAX_POSITION)
+        return FASTPE_ERANGE;
+    return FASTPE_OK;
+}
+
+/* FASTPE_EOVERLAP if the n positions lie inside the rows to be written,
+ * FASTPE_ERANGE if one is NaN, infinite or beyond limit. */
+static int positions_error(const void *out, size_t itemsize, int64_t n, int64_t row_stride,
+                           int64_t d, const double *positions, double limit) {
+    const char *lo = (const char *)out;
+    const char *hi = lo + (size_t)((n - 1) * row_stride + d) * itemsize;
+    if ((const char *)positions < hi && lo < (const char *)(positions + n))
+        return FASTPE_EOVERLAP;
+    for (int64_t r = 0; r < n; r++) {
+        if (!(fabs(positions[r]) <= limit))
+            return FASTPE_ERANGE;
+    }
+    return FASTPE_OK;
+}
+
+static int fill_table(void *out, int kind, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                      double base, int64_t offset, int layout, int num_threads, pe_poll_fn poll,
+                      void *ctx) {
+    pe_init();
+    int err = check_args(out, seq_len, d_model, row_stride, base, offset, layout);
+    if (err != FASTPE_OK || seq_len == 0)
+        return err;
+    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    pe_rows rq;
+    pe_init_rows(&rq, 1, seq_len, 0, 0);
+    rq.offset = offset;
+    if (poll != NULL)
+        return pe_fill_run(out, kind, row_stride, &sp, &rq, num_threads, NULL, NULL, poll, ctx);
+    return pe_fill_cached(out, kind, row_stride, &sp, &rq, num_threads);
+}
+
+static int add_table(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d_model,
+                     int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                     int num_threads) {
+    pe_init();
+    if (nseq < 0)
+        return FASTPE_ESIZE;
+    int err = check_args(x, seq_len, d_model, row_stride, base, offset, layout);
+    if (err == FASTPE_OK && (nseq > 1 || seq_len > 1) && nseq > 0 && seq_len > 0 &&
+        row_stride < d_model)
+        err = FASTPE_ESTRIDE; /* rows of different sequences would overlap */
+    if (err == FASTPE_OK && !isfinite(scale))
+        err = FASTPE_ESCALE;
+    if (err != FASTPE_OK || nseq == 0 || seq_len == 0)
+        return err;
+    if (nseq > INT64_MAX / seq_len)
+        return FASTPE_ESIZE;
+    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    pe_rows rq;
+    pe_init_rows(&rq, nseq, seq_len, 0, 0);
+    rq.offset = offset;
+    rq.add = 1;
+    rq.scale = scale;
+    return pe_fill_cached(x, kind, row_stride, &sp, &rq, num_threads);
+}
+
+static int at_positions(void *out, int kind, int64_t n, int64_t d_model, int64_t row_stride,
+                        const double *positions, double base, int layout, int add, double scale,
+                        int num_threads) {
+    pe_init();
+    int err = pe_check_common(out, n, d_model, row_stride, base, layout);
+    if (err == FASTPE_OK && positions == NULL && n > 0)
+        err = FASTPE_ENULL;
+    if (err == FASTPE_OK && !isfinite(scale))
+        err = FASTPE_ESCALE;
+    if (err != FASTPE_OK || n == 0)
+        return err;
+    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    if (!pe_frequencies_finite(&sp))
+        return FASTPE_EBASE;
+    err = positions_error(out, kind == PE_KIND_F32 ? 4 : 8, n, row_stride, d_model, positions,
+                          pe_max_position(&sp));
+    if (err != FASTPE_OK)
+        return err;
+    pe_rows rq;
+    pe_init_rows(&rq, 1, n, 0, 0);
+    rq.pos_f = positions;
+    rq.pss = 1;
+    rq.add = add;
+    rq.scale = scale;
+    return pe_fill_cached(out, kind, row_stride, &sp, &rq, num_threads);
+}
+
+/* ---- the exported functions ----------------------------------------------- */
+
+FASTPE_API int fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                               double base, int64_t offset, int layout, int num_threads) {
+    return fill_table(out, PE_KIND_F32, seq_len, d_model, row_stride, base, offset, layout,
+                      num_threads, NULL, NULL);
+}
+
+FASTPE_API int fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                               double base, int64_t offset, int layout, int num_threads) {
+    return fill_table(out, PE_KIND_F64, seq_len, d_model, row_stride, base, offset, layout,
+                      num_threads, NULL, NULL);
+}
+
+FASTPE_API int fastpe_fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                               double base, int64_t offset, int layout, int num_threads) {
+    return fill_table(out, PE_KIND_F16, seq_len, d_model, row_stride, base, offset, layout,
+                      num_threads, NULL, NULL);
+}
+
+FASTPE_API int fastpe_fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                                double base, int64_t offset, int layout, int num_threads) {
+    return fill_table(out, PE_KIND_BF16, seq_len, d_model, row_stride, base, offset, layout,
+                      num_threads, NULL, NULL);
+}
+
+FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d_model,
+                                int64_t row_stride, double base, int64_t offset, int layout,
+                                int num_threads, fastpe_poll_fn poll, void *ctx) {
+    static const int kinds[4] = {PE_KIND_F32, PE_KIND_F64, PE_KIND_F16, PE_KIND_BF16};
+    if (dtype < 0 || dtype > 3)
+        return FASTPE_EINVAL;
+    return fill_table(out, kinds[dtype], seq_len, d_model, row_stride, base, offset, layout,
+                      num_threads, poll, ctx);
+}
+
+FASTPE_API int fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                              int64_t row_stride, double base, int64_t offset, double scale,
+                              int layout, int num_threads) {
+    return add_table(x, PE_KIND_F32, nseq, seq_len, d_model, row_stride, base, offset, scale,
+                     layout, num_threads);
+}
+
+FASTPE_API int fastpe_add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                              int64_t row_stride, double base, int64_t offset, double scale,
+                              int layout, int num_threads) {
+    return add_table(x, PE_KIND_F64, nseq, seq_len, d_model, row_stride, base, offset, scale,
+                     layout, num_threads);
+}
+
+FASTPE_API int fastpe_add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                              int64_t row_stride, double base, int64_t offset, double scale,
+                              int layout, int num_threads) {
+    return add_table(x, PE_KIND_F16, nseq, seq_len, d_model, row_stride, base, offset, scale,
+                     layout, num_threads);
+}
+
+FASTPE_API int fastpe_add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
+                               int64_t row_stride, double base, int64_t offset, double scale,
+                               int layout, int num_threads) {
+    return add_table(x, PE_KIND_BF16, nseq, seq_len, d_model, row_stride, base, offset, scale,
+                     layout, num_threads);
+}
+
+FASTPE_API int fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                                         const double *positions, double base, int layout,
+                                         int num_threads) {
+    return at_positions(out, PE_KIND_F32, n, d_model, row_stride, positions, base, layout, 0, 1.0,
+                        num_threads);
+}
+
+FASTPE_API int fastpe_fill_positions_f64(double *out, int64_t n, int64_t d_model,
+                                         int64_t row_stride, const double *positions, double base,
+                                         int layout, int num_threads) {
+    return at_positions(out, PE_KIND_F64, n, d_model, row_stride, positions, base, layout, 0, 1.0,
+                        num_threads);
+}
+
+FASTPE_API int fastpe_add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                                        const double *positions, double base, double scale,
+                                        int layout, int num_threads) {
+    return at_positions(x, PE_KIND_F32, n, d_model, row_stride, positions, base, layout, 1, scale,
+                        num_threads);
+}
+
+FASTPE_API int fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                                        const double *positions, double base, double scale,
+                                        int layout, int num_threads) {
+    return at_positions(x, PE_KIND_F64, n, d_model, row_stride, positions, base, layout, 1, scale,
+                        num_threads);
+}
+
+const char *pe_strerror(int code) {
+    switch (code) {
+    case FASTPE_OK:
+        return "success";
+    case FASTPE_ENULL:
+        return "out is NULL";
+    case FASTPE_ESIZE:
+        return "seq_len must be >= 0 and d_model >= 1";
+    case FASTPE_ESTRIDE:
+        return "row_stride must be >= d_model";
+    case FASTPE_EBASE:
+        return "base must be finite and > 0";
+    case FASTPE_ELAYOUT:
+        return "unknown layout";
+    case FASTPE_ERANGE:
+        return "positions too large for an exact angle reduction";
+    case FASTPE_ENOMEM:
+        return "could not allocate kernel scratch memory";
+    case FASTPE_ESCALE:
+        return "scale must be finite";
+    case FASTPE_EOVERLAP:
+        return "positions overlap the rows being written";
+    case FASTPE_EINTR:
+        return "interrupted by the poll callback";
+    case FASTPE_EINVAL:
+        return "an argument is outside its documented values";
+    default:
+        return "unknown fastpe error code";
+    }
+}
+
+FASTPE_API const char *fastpe_strerror(int code) { return pe_strerror(code); }

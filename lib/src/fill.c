@@ -1,0 +1,432 @@
+/*
+ * The fill driver: a fill's plan (frequencies and rotation table), its split
+ * between threads and the row writers' dispatch, and the entry points that
+ * run it.  It includes the row writers (csrc/pe_core.h) so that the hot loop
+ * inlines them: keep the driver in this compilation unit.
+ */
+#if defined(__FAST_MATH__)
+#error                                                                                             \
+    "fastpe must be compiled without -ffast-math (its double-double arithmetic needs IEEE rounding)"
+#endif
+
+#include "pe_lib.h"
+#include "fastpe/fastpe.h"
+
+#include <stdlib.h>
+
+/* A row evaluated accurately (fractional or scattered positions) counts as
+ * this many table entries per frequency of work (see serial_below). */
+#define EVAL_WORK 16
+/* Block size budget: 2 * B * nf doubles (~1 MiB); the table holds about half
+ * of that (rows 0..B/2), so it stays in L2. */
+#define TABLE_DOUBLES 131072
+#define MAX_BLOCK     128
+/* The table's rows j = j1*SUB + j0 are themselves composed from SUB + B/SUB
+ * accurately evaluated rows (one more exact rotation, ~1 ulp, for 4x fewer
+ * evaluations: what makes small tables cheap). */
+#define SUB 8
+/* Streaming stores only for rows up to this many entries (the per-thread row
+ * buffer they are copied from stays in L2). */
+#define STREAM_MAX_WIDTH 32768
+
+/* Tunables: written at initialisation and by the test setters only (never
+ * while a fill runs).  Fills with less work than serial_below (in table
+ * entries) run on the calling thread: waking a team whose workers went to
+ * sleep between calls costs more than it saves (bench/serial_threshold.py). */
+static int64_t serial_below = 131072;
+/* Entries per chunk of an interruptible fill: a few ms of work for the plain
+ * table, tens of ms at worst (one accurate evaluation per row, one thread). */
+static int64_t chunk_entries = (int64_t)1 << 23;
+/* Fills of at least this many bytes into memory the caller already has use
+ * streaming stores (set from the cache size at initialisation). */
+static double stream_bytes_f64 = (double)(32 << 20);
+static double stream_bytes_f32 = (double)(64 << 20);
+
+int64_t pe_set_serial_below(int64_t work) {
+    int64_t old = serial_below;
+    serial_below = work;
+    return old;
+}
+
+int64_t pe_set_chunk_entries(int64_t n) {
+    int64_t old = chunk_entries;
+    chunk_entries = n >= 1 ? n : 1;
+    return old;
+}
+
+int64_t pe_chunk_entries(void) { return chunk_entries; }
+
+void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32) {
+    if (old_f64 != NULL)
+        *old_f64 = stream_bytes_f64;
+    if (old_f32 != NULL)
+        *old_f32 = stream_bytes_f32;
+    stream_bytes_f64 = f64;
+    stream_bytes_f32 = f32;
+}
+
+/* The team size of a fill of N rows of D entries (work: its cost in entries
+ * when not N*D, see serial_below): the request (or the OpenMP default), capped
+ * at the OpenMP thread limit and at the cores this process may use, one for
+ * small fills and in a forked child (GNU libgomp's pool does not survive fork). */
+int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
+    int nt = num_threads;
+    if (work < 0)
+        work = N * D;
+    if (work < serial_below || N <= 1 || pe_forked_child())
+        return 1;
+    if (nt <= 0)
+        nt = pe_omp_max_threads();
+    if (nt > pe_omp_thread_limit())
+        nt = pe_omp_thread_limit();
+    if (nt > 1) {
+        int cpus = pe_usable_cpus();
+        if (nt > cpus)
+            nt = cpus;
+    }
+    if (nt > N)
+        nt = (int)N;
+    return nt >= 1 ? nt : 1;
+}
+
+/* Rows per anchor block: a power of two that depends on the width only --
+ * never on seq_len, offset or the thread count -- so every entry is a pure
+ * function of (position, column) and chunked fills agree bitwise with one fill. */
+int64_t pe_block_rows(int64_t nf) {
+    int64_t b = MAX_BLOCK;
+    while (b > SUB && 2 * b * nf > TABLE_DOUBLES)
+        b /= 2;
+    return b;
+}
+
+PE_INLINE int64_t pe_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q -= 1;
+    return q;
+}
+
+/* A plan = [frequencies (4 nf) | table cos-1 ((B/2+1) nf) | table sin ((B/2+1) nf)]. */
+size_t pe_plan_doubles(int64_t nf, int64_t B) { return (size_t)(4 * nf + 2 * (B / 2 + 1) * nf); }
+
+/* Fill a plan: the frequencies and the table e^{i a w}, a = 0 .. B/2, each row
+ * composed from two accurately evaluated factor rows (a = a1*b0 + a0).  Position
+ * K is encoded around the centre c of its block (see pe_centre) as the rotation
+ * by a = |K - c| (sign K - c).  Only the rows a needed by positions first ..
+ * first+count-1 are built (all of them when count >= B): a short fill touches
+ * only a few. */
+int pe_prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count, int nt) {
+    int64_t nf = sp->nf;
+    int64_t B = pe_block_rows(nf);
+    int64_t H = B / 2;
+    int64_t b0 = SUB; /* B >= SUB always */
+    int64_t b1 = H / b0 + 1;
+    /* factor rows (2 (b0 + b1) nf), which rows are needed (H+1 + b0 + b1), and per
+       thread one evaluation's discarded cosines (nf) */
+    double *mem =
+        (double *)malloc((size_t)(2 * (b0 + b1) * nf + H + 1 + b0 + b1 + nt * nf) * sizeof(double));
+    if (mem == NULL)
+        return FASTPE_ENOMEM;
+    pe_freq fr = pe_freq_view(plan, nf);
+    double *Tm = plan + 4 * nf; /* table row a: Tm + a*nf, Ts + a*nf */
+    double *Ts = Tm + (H + 1) * nf;
+    double *F0m = mem; /* factor rows e^{i a0 w}, a0 < b0 */
+    double *F0s = F0m + b0 * nf;
+    double *F1m = F0s + b0 * nf; /* factor rows e^{i a1 b0 w}, a1 < b1 */
+    double *F1s = F1m + b1 * nf;
+    double *need = F1s + b1 * nf; /* need[a], need0[a0], need1[a1] */
+    double *need0 = need + H + 1;
+    double *need1 = need0 + b0;
+    double *discard = need1 + b1;
+    int64_t a, r;
+
+    if (sp->wlist != NULL)
+        pe_freqs_list(fr, nf, sp->wlist);
+    else
+        pe_freqs(fr, nf, sp->w0, sp->base, sp->denom);
+    for (r = 0; r < b0; r++)
+        need0[r] = 0;
+    for (r = 0; r < b1; r++)
+        need1[r] = 0;
+    for (a = 0; a < H + 1; a++)
+        need[a] = count >= B ? 1.0 : 0.0;
+    if (count < B) {
+        for (int64_t q = 0; q < count; q++) {
+            r = (first + q) - pe_floordiv(first + q, B) * B; /* K - centre + H */
+            need[r >= H ? r - H : H - r] = 1.0;
+        }
+        need[0] = 1.0; /* rotation by 0: rows evaluated directly (position 0, fractions) */
+    }
+    for (a = 0; a < H + 1; a++) {
+        if (need[a] != 0) {
+            need0[a % b0] = 1;
+            need1[a / b0] = 1;
+        }
+    }
+    if (nt > H + 1)
+        nt = (int)(H + 1);
+#pragma omp parallel num_threads(nt) private(r, a)
+    {
+        int tid = pe_omp_thread_num();
+#pragma omp for schedule(static)
+        for (r = 0; r < b0 + b1; r++) {
+            if (r < b0) {
+                if (need0[r] != 0)
+                    pe_sincos_row((double)r, fr, nf, F0s + r * nf, discard + tid * nf,
+                                  F0m + r * nf);
+            } else if (need1[r - b0] != 0) {
+                pe_sincos_row((double)((r - b0) * b0), fr, nf, F1s + (r - b0) * nf,
+                              discard + tid * nf, F1m + (r - b0) * nf);
+            }
+        }
+        /* (the implicit barrier of the loop above publishes the factor rows) */
+#pragma omp for schedule(static)
+        for (a = 0; a < H + 1; a++) {
+            if (need[a] != 0)
+                pe_compose(nf, F1m + (a / b0) * nf, F1s + (a / b0) * nf, F0m + (a % b0) * nf,
+                           F0s + (a % b0) * nf, Tm + a * nf, Ts + a * nf);
+        }
+    }
+    free(mem);
+    return FASTPE_OK;
+}
+
+/* What every row of one fill shares (read-only in the parallel loop). */
+typedef struct {
+    const pe_spec *sp;
+    const pe_rows *rq;
+    pe_freq fr;
+    int64_t nf;
+    int64_t B;
+    const double *Tm;
+    const double *Ts;
+} pe_ctx;
+
+/* One fill, prepared: what its rows share, its team and its scratch memory. */
+typedef struct {
+    pe_ctx c;
+    int nt;
+    int stream;         /* streaming (non-temporal) stores */
+    int contiguous;     /* one sequence of consecutive positions: mirrored pairs */
+    int shared;         /* add: every sequence has the same positions */
+    int64_t units;      /* what the threads split: rows, or steps when shared */
+    int64_t per_thread; /* scratch doubles per thread */
+    double *mem;        /* scratch (and the plan when the caller had none) */
+    double *scratch;
+    int64_t seed; /* centre whose anchor thread 0's scratch holds (INT64_MIN: none) */
+    int64_t last; /* the same after the last range ran */
+} pe_fill;
+
+PE_INLINE int64_t pe_int_position(const pe_rows *rq, int64_t b, int64_t s) {
+    int64_t K = rq->offs != NULL ? rq->offs[b * rq->offs_stride] : rq->offset;
+    return K + (rq->pos_i != NULL ? rq->pos_i[b * rq->psb + s * rq->pss] : s);
+}
+
+/* The centre of K's block.  Blocks are the positions m*B .. m*B+B-1, centred
+ * at m*B + B/2: a table that starts at position 0 (the common case) is whole
+ * blocks, so nearly all of its rows are written as mirrored pairs. */
+PE_INLINE int64_t pe_centre(int64_t K, int64_t B) { return pe_floordiv(K, B) * B + B / 2; }
+
+/* Make ev hold the anchor of K's block: the accurate row at its centre;
+ * *cached is the centre it holds. */
+PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *cached) {
+    int64_t centre = pe_centre(K, c->B);
+    if (centre != *cached) {
+        pe_sincos_row((double)centre, c->fr, c->nf, ev, ev + c->nf, ev + 2 * c->nf);
+        *cached = centre;
+    }
+}
+
+#define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)
+
+#define DRV_T   double
+#define DRV_SFX f64
+#include "fill_rows.inc.c"
+
+#define DRV_T   float
+#define DRV_SFX f32
+#include "fill_rows.inc.c"
+
+#define DRV_T   uint16_t
+#define DRV_SFX f16
+#include "fill_rows.inc.c"
+
+#define DRV_T   uint16_t
+#define DRV_SFX bf16
+#include "fill_rows.inc.c"
+
+#undef DRV_FN
+
+static size_t pe_itemsize(int kind) {
+    return kind == PE_KIND_F32 ? 4 : (kind == PE_KIND_F64 ? 8 : 2);
+}
+
+static void pe_fill_free(pe_fill *f) {
+    free(f->mem);
+    f->mem = NULL;
+}
+
+/* Decide the team and the store kind, allocate scratch, and build the plan
+ * unless the caller has one (plan: a prepared plan for this spec, or NULL to
+ * build the part of one this fill needs). */
+static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int num_threads,
+                         const double *plan, size_t itemsize) {
+    int64_t D = sp->d;
+    int64_t nf = sp->nf;
+    int64_t S = rq->S;
+    int64_t N = rq->nseq * S;
+    int64_t B = pe_block_rows(nf);
+    memset(f, 0, sizeof(pe_fill));
+    f->seed = INT64_MIN;
+    f->last = INT64_MIN;
+    f->contiguous = rq->nseq == 1 && rq->pos_i == NULL && rq->pos_f == NULL && rq->offs == NULL &&
+                    !rq->has_zero_pos;
+    /* positions independent of the sequence: one encoded row per step serves all */
+    f->shared =
+        rq->add && rq->offs == NULL && ((rq->pos_i == NULL && rq->pos_f == NULL) || rq->psb == 0);
+    f->units = f->shared ? S : N;
+    /* rows at explicit positions may each need an accurate evaluation */
+    f->nt = pe_threads(num_threads, N, D,
+                       f->contiguous || (rq->pos_i == NULL && rq->pos_f == NULL)
+                           ? N * D
+                           : N * (D + EVAL_WORK * nf));
+    if (f->nt > f->units)
+        f->nt = (int)f->units;
+    if (f->nt < 1)
+        f->nt = 1;
+    double stream_from = itemsize == 8 ? stream_bytes_f64 : stream_bytes_f32;
+    f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
+                (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
+    f->per_thread = 3 * nf + (rq->add ? D : (f->stream ? 2 * D : 0));
+    size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
+    f->mem = (double *)malloc((own + (size_t)(f->per_thread * f->nt)) * sizeof(double));
+    if (f->mem == NULL)
+        return FASTPE_ENOMEM;
+    f->scratch = f->mem + own;
+    if (plan == NULL) {
+        int err =
+            pe_prepare(f->mem, sp, f->contiguous ? rq->offset : 0, f->contiguous ? S : B, f->nt);
+        if (err != FASTPE_OK) {
+            pe_fill_free(f);
+            return err;
+        }
+        plan = f->mem;
+    }
+    f->c.sp = sp;
+    f->c.rq = rq;
+    f->c.fr = pe_freq_view((double *)plan, nf);
+    f->c.nf = nf;
+    f->c.B = B;
+    f->c.Tm = plan + 4 * nf;
+    f->c.Ts = f->c.Tm + (B / 2 + 1) * nf;
+    return FASTPE_OK;
+}
+
+static void pe_fill_units(void *out, int kind, int64_t stride, pe_fill *f, int64_t u0, int64_t u1) {
+    switch (kind) {
+    case PE_KIND_F32:
+        pe_drv_fill_units_f32((float *)out, stride, f, u0, u1);
+        break;
+    case PE_KIND_F64:
+        pe_drv_fill_units_f64((double *)out, stride, f, u0, u1);
+        break;
+    case PE_KIND_F16:
+        pe_drv_fill_units_f16((uint16_t *)out, stride, f, u0, u1);
+        break;
+    default:
+        pe_drv_fill_units_bf16((uint16_t *)out, stride, f, u0, u1);
+        break;
+    }
+}
+
+int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
+                void *poll_ctx) {
+    pe_fill f;
+    int64_t seeded = INT64_MIN;
+    size_t anchor_bytes = (size_t)(2 * sp->nf) * sizeof(double);
+    int err = pe_fill_setup(&f, sp, rq, num_threads, plan, pe_itemsize(kind));
+    if (err != FASTPE_OK)
+        return err;
+    /* fractional positions are evaluated directly: no anchors to share */
+    if (ac != NULL && rq->pos_f == NULL) {
+        pe_mutex_lock(&ac->lock);
+        if (ac->centre != INT64_MIN) {
+            memcpy(f.scratch, ac->data, anchor_bytes);
+            f.seed = seeded = ac->centre;
+        }
+        pe_mutex_unlock(&ac->lock);
+    }
+    int64_t step = f.units;
+    if (poll != NULL) {
+        int64_t per_unit = sp->d * (f.shared ? rq->nseq : 1);
+        step = per_unit < chunk_entries ? chunk_entries / per_unit : 1;
+    }
+    int64_t u0 = 0;
+    while (u0 < f.units) {
+        int64_t u1 = step < f.units - u0 ? u0 + step : f.units;
+        pe_fill_units(out, kind, row_stride, &f, u0, u1);
+        f.seed = f.last; /* thread 0's scratch carries over to the next chunk */
+        u0 = u1;
+        if (u0 < f.units && poll != NULL && poll(poll_ctx) != 0) {
+            err = PE_EINTR;
+            break;
+        }
+    }
+    if (err == FASTPE_OK && ac != NULL && f.last != INT64_MIN && f.last != seeded) {
+        pe_mutex_lock(&ac->lock);
+        if (ac->data == NULL)
+            ac->data = (double *)malloc(anchor_bytes);
+        if (ac->data != NULL) {
+            memcpy(ac->data, f.scratch, anchor_bytes);
+            ac->centre = f.last;
+        }
+        pe_mutex_unlock(&ac->lock);
+    }
+    pe_fill_free(&f);
+    return err;
+}
+
+void pe_anchor_init(pe_anchor_cache *ac) {
+    pe_mutex_init(&ac->lock);
+    ac->data = NULL;
+    ac->centre = INT64_MIN;
+}
+
+void pe_anchor_free(pe_anchor_cache *ac) {
+    free(ac->data);
+    ac->data = NULL;
+    pe_mutex_destroy(&ac->lock);
+}
+
+void pe_init_rows(pe_rows *rq, int64_t nseq, int64_t S, int has_zero, int64_t zero) {
+    memset(rq, 0, sizeof(pe_rows));
+    rq->nseq = nseq;
+    rq->S = S;
+    rq->scale = 1.0;
+    rq->has_zero_pos = has_zero;
+    rq->zero_pos = zero;
+}
+
+/* The largest |position| whose angles the reduction keeps exact (for a spec
+ * whose frequencies are finite). */
+double pe_max_position(const pe_spec *sp) {
+    double limit = PE_MAX_TURNS / pe_spec_max_turns(sp);
+    return limit < PE_MAX_POSITION ? limit : PE_MAX_POSITION;
+}
+
+/* A tiny base (e.g. a subnormal) makes base^(-2i/d) overflow: even position 0
+ * would then give 0 * inf = NaN.  Such specs are refused, not filled. */
+int pe_frequencies_finite(const pe_spec *sp) {
+    return pe_spec_max_turns(sp) < 1e290; /* 2^27 * f must not overflow in the Veltkamp split */
+}
+
+/* Bytes a fill allocates beside its output, streaming row buffers and a plan
+ * of its own counted; in floating point (no overflow for absurd widths). */
+double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int add) {
+    int nt = pe_threads(num_threads, rows, sp->d, -1);
+    double nf = (double)sp->nf, B = (double)pe_block_rows(sp->nf);
+    double per_thread = 4 * nf + (add ? 1.0 : 2.0) * (double)sp->d;
+    double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
+    return (per_thread * nt + plan) * 8.0;
+}

@@ -1,0 +1,214 @@
+/*
+ * The fill driver's per-type part, included by fill.c once per entry type
+ * (float32, float64, float16, bfloat16) with DRV_T (the element type),
+ * DRV_SFX (the row writers' suffix: f32, f64, f16, bf16) and DRV_FN(name)
+ * defined.  One definition, so the four types cannot drift apart.
+ *
+ * Integer positions K use the block decomposition K = c + j: an accurately
+ * evaluated anchor row at the centre c of K's block (pe_centre), rotated by
+ * table row |j| (sign of j); position 0 is evaluated directly (exact).  Every
+ * entry is a pure function of (K, column): no dependence on the thread count,
+ * on the chunk a row came in, or on the path (mirrored pair, single row,
+ * explicit positions) that wrote it.  Non-integer positions are evaluated
+ * directly.
+ */
+
+#define DRV_W(name) PE_CAT(name, DRV_SFX)
+
+/* Row at centre + j of the anchor in ev: rotated by table row |j|, sign of j
+ * (through buf when streaming). */
+PE_INLINE void DRV_FN(write_one)(DRV_T *dest, const pe_ctx *c, const double *ev, int64_t j,
+                                 DRV_T *buf, int stream, double zero) {
+    int64_t a = j >= 0 ? j : -j;
+    DRV_T *row = stream ? buf : dest;
+    double sg = j >= 0 ? 1.0 : -1.0;
+    DRV_W(pe_row)(row, c->sp, zero, ev, ev + c->nf, c->Tm + a * c->nf, c->Ts + a * c->nf, sg);
+    if (stream)
+        pe_stream_copy(dest, row, (size_t)c->sp->d * sizeof(DRV_T));
+}
+
+/* The row of integer position K, alone.  Position 0 is evaluated directly, so
+ * it is exact (sines 0, cosines 1), not the rotation of its block's anchor (ev
+ * then no longer holds an anchor: *cached is reset). */
+PE_INLINE void DRV_FN(write_at)(DRV_T *dest, const pe_ctx *c, int64_t K, double *ev,
+                                int64_t *cached, DRV_T *buf, int stream, double zero) {
+    if (K == 0) {
+        pe_sincos_row(0.0, c->fr, c->nf, ev, ev + c->nf, ev + 2 * c->nf);
+        *cached = INT64_MIN;
+        DRV_FN(write_one)(dest, c, ev, 0, buf, stream, zero);
+        return;
+    }
+    pe_anchor_row(c, K, ev, cached);
+    DRV_FN(write_one)(dest, c, ev, K - *cached, buf, stream, zero);
+}
+
+/* The encoding of the position of row (b, s) -> row.  ev: this thread's
+ * anchor scratch (3 nf), *cached: the anchor position it holds. */
+PE_INLINE void DRV_FN(encode_row)(DRV_T *row, const pe_ctx *c, int64_t b, int64_t s, double *ev,
+                                  int64_t *cached, double zero) {
+    const pe_rows *rq = c->rq;
+    int64_t nf = c->nf, K;
+    if (rq->pos_f != NULL) {
+        double Kf = rq->pos_f[b * rq->psb + s * rq->pss];
+        if (Kf != floor(Kf)) {
+            /* a fractional position: evaluate the row directly, then "rotate" it
+               by table row 0, which is exactly (0, 0) */
+            pe_sincos_row(Kf, c->fr, nf, ev, ev + nf, ev + 2 * nf);
+            *cached = INT64_MIN;
+            DRV_FN(write_one)(row, c, ev, 0, NULL, 0, zero);
+            return;
+        }
+        K = (int64_t)Kf;
+    } else {
+        K = pe_int_position(rq, b, s);
+    }
+    if (rq->has_zero_pos && K == rq->zero_pos) {
+        DRV_W(pe_zero_row)(row, c->sp->d, zero);
+        return;
+    }
+    DRV_FN(write_at)(row, c, K, ev, cached, NULL, 0, zero);
+}
+
+/* Rows rp (centre + j) and rm (centre - j), j > 0. */
+PE_INLINE void DRV_FN(write_pair)(DRV_T *out, int64_t row_stride, int64_t rp, int64_t rm,
+                                  const pe_ctx *c, const double *ev, int64_t j, DRV_T *buf,
+                                  int stream) {
+    int64_t D = c->sp->d;
+    const double *Tm = c->Tm + j * c->nf;
+    const double *Ts = c->Ts + j * c->nf;
+    /* the AVX-512 writers where the CPU has them (streaming: straight from registers) */
+    if (DRV_W(pe_row2_v512)(out + rp * row_stride, out + rm * row_stride, c->sp, ev, ev + c->nf, Tm,
+                            Ts, stream))
+        return;
+    DRV_T *p = stream ? buf : out + rp * row_stride;
+    DRV_T *m = stream ? buf + D : out + rm * row_stride;
+    DRV_W(pe_row2)(p, m, c->sp, 0.0, ev, ev + c->nf, Tm, Ts);
+    if (stream) {
+        pe_stream_copy(out + rp * row_stride, p, (size_t)D * sizeof(DRV_T));
+        pe_stream_copy(out + rm * row_stride, m, (size_t)D * sizeof(DRV_T));
+    }
+}
+
+/* Contiguous rows 0..N-1 (positions off + r), block by block.  Rows centre+j
+ * and centre-j share their table row and its four products, so they are written
+ * together (bitwise as if alone).  Within a block the rows are taken in the
+ * order centre, (centre+1, centre-1), (centre+2, centre-2), ..., centre-B/2;
+ * blocks follow each other in memory order, so a block's first unit (a pair or a
+ * single row) has the index "rows before the block".  This thread writes the
+ * units whose index is in lo .. hi-1: the threads split the work into equal row
+ * counts without splitting a pair (which would leave two single rows). */
+static void DRV_FN(fill_blocks)(DRV_T *out, int64_t row_stride, const pe_ctx *c, int64_t off,
+                                int64_t N, int64_t lo, int64_t hi, double *ev, int64_t *cached,
+                                DRV_T *buf, int stream) {
+    int64_t B = c->B;
+    int64_t H = c->B / 2;
+    int64_t centre = pe_centre(off + lo, B); /* the block holding row lo */
+    while (centre - H <= off + N - 1) {
+        int64_t first = centre - H > off ? centre - H : off; /* its positions in the fill */
+        int64_t last = centre + H - 1 < off + N - 1 ? centre + H - 1 : off + N - 1;
+        int64_t idx = first - off;
+        if (idx >= hi)
+            break;
+        for (int64_t j = 0; j < H + 1; j++) {
+            int has_p = j < H && first <= centre + j && centre + j <= last;
+            int has_m = j > 0 && first <= centre - j && centre - j <= last;
+            if (!(has_p || has_m))
+                continue;
+            if (idx >= hi)
+                break;
+            if (idx >= lo) {
+                if (has_p && has_m) {
+                    pe_anchor_row(c, centre, ev, cached);
+                    DRV_FN(write_pair)(out, row_stride, centre + j - off, centre - j - off, c, ev,
+                                       j, buf, stream);
+                } else {
+                    int64_t K = has_p ? centre + j : centre - j;
+                    DRV_FN(write_at)(out + (K - off) * row_stride, c, K, ev, cached, buf, stream,
+                                     0.0);
+                }
+            }
+            idx += (has_p && has_m) ? 2 : 1;
+        }
+        centre += B;
+    }
+}
+
+/* Units u_lo .. u_hi-1 of a fill, written by thread t (its scratch).  The
+ * fused add (rq->add) encodes a row into a per-thread float64 buffer (it stays
+ * in L1), then adds it to x (x rounded once).  When every sequence has the
+ * same positions, each encoded row serves all of them: the threads split the
+ * steps, not the rows, and the row of the next sequence is prefetched. */
+static void DRV_FN(fill_part)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_t u_lo,
+                              int64_t u_hi, int t) {
+    const pe_ctx *c = &f->c;
+    const pe_rows *rq = f->c.rq;
+    int64_t D = c->sp->d;
+    int64_t nf = c->nf;
+    int64_t S = rq->S;
+    int stream = f->stream;
+    /* consecutive rows in one block share the anchor, which is evaluated once
+       (thread 0 may start with one already in its scratch: see pe_anchor_cache) */
+    int64_t cached = t == 0 ? f->seed : INT64_MIN;
+    double *ev = f->scratch + f->per_thread * t;
+    double *buf = ev + 3 * nf;
+    if (!rq->add && f->contiguous) {
+        DRV_FN(fill_blocks)(out, row_stride, c, rq->offset, rq->S, u_lo, u_hi, ev, &cached,
+                            (DRV_T *)buf, stream);
+        if (stream)
+            pe_stream_fence(); /* streaming stores are weakly ordered */
+    } else if (!rq->add) {
+        for (int64_t r = u_lo; r < u_hi; r++) {
+            int64_t b = r / S;
+            DRV_T *dest = out + r * row_stride;
+            if (stream) {
+                DRV_FN(encode_row)((DRV_T *)buf, c, b, r - b * S, ev, &cached, 0.0);
+                pe_stream_copy(dest, buf, (size_t)D * sizeof(DRV_T));
+            } else {
+                DRV_FN(encode_row)(dest, c, b, r - b * S, ev, &cached, 0.0);
+            }
+        }
+        if (stream)
+            pe_stream_fence();
+    } else if (f->shared) {
+        for (int64_t r = u_lo; r < u_hi; r++) { /* r: the step */
+            pe_drv_encode_row_f64(buf, c, 0, r, ev, &cached, -0.0);
+            for (int64_t b = 0; b < rq->nseq; b++) {
+                DRV_T *dest = out + (b * S + r) * row_stride;
+                if (b + 1 < rq->nseq)
+                    pe_prefetch_write(dest + S * row_stride, (size_t)D * sizeof(DRV_T));
+                DRV_W(pe_add_row)(dest, buf, D, rq->scale);
+            }
+        }
+    } else {
+        for (int64_t r = u_lo; r < u_hi; r++) {
+            int64_t b = r / S;
+            pe_drv_encode_row_f64(buf, c, b, r - b * S, ev, &cached, -0.0);
+            DRV_W(pe_add_row)(out + r * row_stride, buf, D, rq->scale);
+        }
+    }
+    if (t == 0)
+        f->last = cached;
+}
+
+/* Units u0 .. u1-1 of a prepared fill (all of them, or one chunk of a long
+ * fill), each thread a contiguous range of them. */
+static void DRV_FN(fill_units)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_t u0, int64_t u1) {
+    int64_t n = u1 - u0;
+    int nt = f->nt;
+    if (n <= 0)
+        return;
+    if (nt > n)
+        nt = (int)n;
+    if (nt == 1) { /* on the calling thread: no parallel region to enter for small fills */
+        DRV_FN(fill_part)(out, row_stride, f, u0, u1, 0);
+        return;
+    }
+    int t;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (t = 0; t < nt; t++)
+        DRV_FN(fill_part)(out, row_stride, f, u0 + t * n / nt, u0 + (t + 1) * n / nt, t);
+}
+
+#undef DRV_W
+#undef DRV_T
+#undef DRV_SFX

@@ -1,0 +1,129 @@
+/*
+ * The library's internals, shared by its C files and by the Python binding
+ * (fastpe.kernel links the same sources statically; none of this is
+ * exported).  The public API is include/fastpe/fastpe.h.
+ *
+ * A fill is described by a spec (what a row looks like, csrc/pe_spec.h) and a
+ * pe_rows (which positions its rows encode), and is run by ONE call,
+ * pe_fill_run: plan, anchor seed, every chunk, store and free happen inside
+ * the compilation unit of the row writers, so the hot loop inlines them.
+ */
+#ifndef FASTPE_PE_LIB_H
+#define FASTPE_PE_LIB_H
+
+#include "csrc/pe_core.h"
+#include "pe_sys.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Which positions the rows of a fill encode.  Row r = b*S + s (sequence b,
+ * step s) sits at out + r*row_stride and encodes position
+ *     K = (offs[b*offs_stride] if offs else offset) + (pos[b*psb + s*pss] if pos else s)
+ * pos is int64 (pos_i) or float64 (pos_f, then offs must be NULL and offset 0). */
+typedef struct {
+    int64_t nseq;
+    int64_t S;
+    int64_t offset;
+    const int64_t *offs;
+    int64_t offs_stride;
+    const int64_t *pos_i;
+    const double *pos_f;
+    int64_t psb;
+    int64_t pss;
+    int has_zero_pos; /* rows at this position get an all-zero encoding */
+    int64_t zero_pos;
+    int add; /* 0: out = PE;  1: out = out*scale + PE */
+    double scale;
+    int fresh; /* out was just allocated (no streaming stores) */
+} pe_rows;
+
+/* The last anchor row (sin, cos at a block centre) a small fill evaluated for
+ * one encoding: consecutive decoding steps (positions k, k+1, ...) share their
+ * block's anchor, the costliest part of a one-row call.  Copied in and out
+ * under the lock, so it is never read half written. */
+typedef struct {
+    pe_mutex lock;
+    double *data;   /* 2 nf doubles, or NULL */
+    int64_t centre; /* INT64_MIN: empty */
+} pe_anchor_cache;
+
+/* Called on the calling thread between the chunks of a long fill; nonzero
+ * stops the fill (the rows done so far stay written). */
+typedef int (*pe_poll_fn)(void *ctx);
+
+/* Entry kinds, as the binding names them (struct-module codes; 'b': bfloat16). */
+#define PE_KIND_F32  'f'
+#define PE_KIND_F64  'd'
+#define PE_KIND_F16  'e'
+#define PE_KIND_BF16 'b'
+
+/* Codes the library adds after the ones kernel.pxd and fastpe.h define. */
+#define PE_EINTR  10
+#define PE_EINVAL 11
+
+#define PE_MAX_WIDTH ((int64_t)1 << 40)
+
+PE_HIDDEN void pe_init(void);
+PE_HIDDEN int pe_init_error(void);
+
+PE_HIDDEN int64_t pe_block_rows(int64_t nf);
+PE_HIDDEN size_t pe_plan_doubles(int64_t nf, int64_t B);
+PE_HIDDEN int pe_prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count, int nt);
+PE_HIDDEN int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work);
+PE_HIDDEN double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int add);
+PE_HIDDEN double pe_max_position(const pe_spec *sp);
+PE_HIDDEN int pe_frequencies_finite(const pe_spec *sp);
+PE_HIDDEN void pe_init_rows(pe_rows *rq, int64_t nseq, int64_t S, int has_zero, int64_t zero);
+
+/* A whole fill: kind one of PE_KIND_*, plan a prepared plan of sp or NULL, ac
+ * the encoding's anchor cache or NULL, poll NULL (one go) or a callback run
+ * between chunks of about pe_chunk_entries entries (then PE_EINTR when it
+ * asks to stop).  Arguments are validated by the callers. */
+PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                          const pe_rows *rq, int num_threads, const double *plan,
+                          pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
+/* The same with the library's shared plan cache (plans keyed by spec). */
+PE_HIDDEN int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                             const pe_rows *rq, int num_threads);
+/* (nf, w0, base, denom, refs) of up to n cached plans into out[5*i ...]; the count. */
+PE_HIDDEN int pe_plan_cache_snapshot(double *out, int n);
+
+PE_HIDDEN void pe_anchor_init(pe_anchor_cache *ac);
+PE_HIDDEN void pe_anchor_free(pe_anchor_cache *ac);
+
+/* The shared argument checks of the Vaswani entry points. */
+PE_HIDDEN int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
+                              double base, int layout);
+
+/* Tunables (tests and measurements; not while a fill runs).  Each setter
+ * returns the old value. */
+PE_HIDDEN int64_t pe_set_serial_below(int64_t work);
+PE_HIDDEN int64_t pe_set_chunk_entries(int64_t n);
+PE_HIDDEN int64_t pe_chunk_entries(void);
+PE_HIDDEN void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32);
+PE_HIDDEN void pe_default_stream_bytes(double *f64, double *f32);
+
+/* The cores this process may use, the fork guard, the CPU quota. */
+PE_HIDDEN int pe_usable_cpus(void);
+PE_HIDDEN int pe_forked_child(void);
+PE_HIDDEN void pe_set_cpu_quota(int n);
+PE_HIDDEN int pe_cgroup_cpu_quota(void);
+PE_HIDDEN int pe_max_threads(void);
+PE_HIDDEN int pe_openmp_version(void);
+
+PE_HIDDEN const char *pe_strerror(int code);
+
+PE_INLINE double pe_extent(int64_t offset, int64_t S) {
+    /* largest |position| of offset .. offset+S-1 (in double: no overflow) */
+    double a = fabs((double)offset);
+    double b = S > 0 ? fabs((double)offset + (double)(S - 1)) : 0.0;
+    return a >= b ? a : b;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FASTPE_PE_LIB_H */

@@ -1,0 +1,225 @@
+/*
+ * What the process may run on, and the one-time set-up: the cores a team may
+ * use (affinity mask, cgroup CPU quota), the fork guard, the cache-size probe
+ * behind the streaming-store thresholds, and the AVX-512 dispatch.
+ */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE
+#endif
+#include "pe_lib.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+/* The CPU quota of this process's cgroup, in whole cores (0: none); written
+ * once, at initialisation (and by the Python binding, which reads it the same
+ * way and lets its tests substitute the files). */
+static int cpu_quota = 0;
+
+void pe_set_cpu_quota(int n) { cpu_quota = n > 0 ? n : 0; }
+
+/* Cores this process may run on.  Teams never exceed it: threads beyond the
+ * cores only slow a fill down, and every thread libgomp cannot create (a task
+ * limit such as `ulimit -u` or a container's pids.max) aborts the whole process
+ * from inside the runtime.  Linux: the affinity mask, read per call since it
+ * can change, and the cgroup quota; elsewhere the runtime's processor count. */
+int pe_usable_cpus(void) {
+    int n = 0;
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+        n = CPU_COUNT(&set);
+#endif
+    if (n < 1)
+        n = pe_omp_num_procs();
+    if (cpu_quota > 0 && cpu_quota < n)
+        n = cpu_quota;
+    return n < 1 ? 1 : n;
+}
+
+int pe_max_threads(void) {
+    int n = pe_omp_max_threads();
+    int lim = pe_omp_thread_limit();
+    int cpus = pe_usable_cpus();
+    if (pe_forked_child())
+        return 1;
+    n = n < lim ? n : lim;
+    n = n < cpus ? n : cpus;
+    return n >= 1 ? n : 1;
+}
+
+int pe_openmp_version(void) { return FASTPE_OPENMP_VERSION; }
+
+/* Fork guard.  GNU libgomp's thread pool does not survive fork(): the child has
+ * only the forking thread, but the pool's bookkeeping still lists the parent's
+ * workers, so a 2+-thread team in the child waits for them forever.  A
+ * pthread_atfork child handler marks the child; fills there use a 1-thread team,
+ * which libgomp serves from the calling thread.  The mark is inherited. */
+#if defined(_WIN32)
+int pe_forked_child(void) { return 0; }
+static int install_fork_guard(void) { return 0; }
+#else
+static volatile int forked_child_flag = 0;
+static void on_fork_child(void) { forked_child_flag = 1; }
+int pe_forked_child(void) { return forked_child_flag; }
+static int install_fork_guard(void) { return pthread_atfork(NULL, NULL, on_fork_child); }
+#endif
+
+#if defined(__linux__)
+/* The first line of a small file, or 0 if it cannot be read. */
+static int read_line(const char *path, char *buf, size_t n) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    int ok = fgets(buf, (int)n, f) != NULL;
+    fclose(f);
+    return ok;
+}
+
+/* ceil(quota / period) of one cgroup directory, 0 if it sets none. */
+static int quota_of(const char *dir) {
+    char path[4400], text[128];
+    long long q = 0, p = 0;
+    snprintf(path, sizeof(path), "%s/cpu.max", dir); /* v2: "max 100000" or "Q P" */
+    if (read_line(path, text, sizeof(text))) {
+        if (strncmp(text, "max", 3) == 0)
+            return 0;
+        p = 100000;
+        if (sscanf(text, "%lld %lld", &q, &p) < 1)
+            return 0;
+    } else { /* v1 */
+        snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", dir);
+        if (!read_line(path, text, sizeof(text)) || sscanf(text, "%lld", &q) != 1)
+            return 0;
+        snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", dir);
+        if (!read_line(path, text, sizeof(text)) || sscanf(text, "%lld", &p) != 1)
+            return 0;
+    }
+    if (q <= 0 || p <= 0)
+        return 0;
+    long long n = (q + p - 1) / p;
+    return n < 1 ? 1 : (n > 1 << 30 ? 1 << 30 : (int)n);
+}
+#endif
+
+/* The tightest CPU quota of the cgroups this process is in (whole cores,
+ * rounded up; 0: none): its own cgroup and every ancestor, v2 and v1. */
+int pe_cgroup_cpu_quota(void) {
+    int best = 0;
+#if defined(__linux__)
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[4096], dir[4200];
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        /* "id:controllers:path" */
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+        if (c2 == NULL)
+            continue;
+        *c2 = 0;
+        char *path = c2 + 1;
+        path[strcspn(path, "\n")] = 0;
+        const char *root;
+        if (c1[1] == 0) {
+            root = "/sys/fs/cgroup"; /* v2 (unified) */
+        } else {
+            /* v1: a hierarchy whose controllers include "cpu" */
+            int has_cpu = 0;
+            for (char *tok = strtok(c1 + 1, ","); tok != NULL; tok = strtok(NULL, ","))
+                has_cpu = has_cpu || strcmp(tok, "cpu") == 0;
+            if (!has_cpu)
+                continue;
+            root = "/sys/fs/cgroup/cpu";
+        }
+        /* the cgroup and its ancestors up to the mount point */
+        for (;;) {
+            snprintf(dir, sizeof(dir), "%s%s", root, strcmp(path, "/") == 0 ? "" : path);
+            int n = quota_of(dir);
+            if (n > 0)
+                best = best == 0 || n < best ? n : best;
+            char *slash = strrchr(path, '/');
+            if (slash == NULL || (slash == path && path[1] == 0))
+                break;
+            if (slash == path)
+                path[1] = 0;
+            else
+                *slash = 0;
+        }
+    }
+    fclose(f);
+#endif
+    return best;
+}
+
+/* The streaming-store thresholds: 1/32 of the last-level cache for float64,
+ * 1/8 for float32, at least 8 MiB each (32 and 64 MiB when the cache size is
+ * unknown).  Per byte a float32 row carries twice the arithmetic, which the
+ * streaming path overlaps less well with its memory traffic, so plain stores
+ * win for longer.  docs/performance.md has the figures. */
+void pe_default_stream_bytes(double *f64, double *f32) {
+    long long llc = 0;
+#if defined(__linux__)
+    for (int i = 0; i < 16; i++) {
+        char path[128], text[64];
+        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        FILE *f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        int ok = fgets(text, sizeof(text), f) != NULL;
+        fclose(f);
+        if (!ok)
+            continue;
+        char *end;
+        long long v = strtoll(text, &end, 10);
+        long long mult = *end == 'K' || *end == 'k'   ? 1LL << 10
+                         : *end == 'M' || *end == 'm' ? 1LL << 20
+                         : *end == 'G' || *end == 'g' ? 1LL << 30
+                                                      : 1;
+        if (v * mult > llc)
+            llc = v * mult;
+    }
+#endif
+    if (llc <= 0) {
+        *f64 = (double)(32 << 20);
+        *f32 = (double)(64 << 20);
+        return;
+    }
+    *f64 = (double)((llc / 32) > (8LL << 20) ? llc / 32 : 8LL << 20);
+    *f32 = (double)((llc / 8) > (8LL << 20) ? llc / 8 : 8LL << 20);
+}
+
+static int init_error = 0;
+
+static void init_once(void) {
+    double f64, f32;
+    pe_v512_init();
+    pe_default_stream_bytes(&f64, &f32);
+    pe_set_stream_bytes(f64, f32, NULL, NULL);
+    pe_set_cpu_quota(pe_cgroup_cpu_quota());
+    init_error = install_fork_guard();
+}
+
+#if defined(_WIN32)
+static INIT_ONCE init_flag = INIT_ONCE_STATIC_INIT;
+static BOOL CALLBACK init_cb(PINIT_ONCE once, PVOID param, PVOID *ctx) {
+    (void)once;
+    (void)param;
+    (void)ctx;
+    init_once();
+    return TRUE;
+}
+void pe_init(void) { InitOnceExecuteOnce(&init_flag, init_cb, NULL, NULL); }
+#else
+static pthread_once_t init_flag = PTHREAD_ONCE_INIT;
+void pe_init(void) { pthread_once(&init_flag, init_once); }
+#endif
+
+/* Nonzero if the fork guard could not be installed (the binding refuses to import). */
+int pe_init_error(void) {
+    pe_init();
+    return init_error;
+}
