@@ -196,7 +196,11 @@ static int init_error = 0;
 
 static void init_once(void) {
     double f64, f32;
+    const char *avx512 = getenv("FASTPE_AVX512");
     pe_v512_init();
+    /* FASTPE_AVX512=0: the portable writers only (the same bits; for tests) */
+    if (avx512 != NULL && strcmp(avx512, "0") == 0)
+        pe_v512_set(0);
     pe_default_stream_bytes(&f64, &f32);
     pe_set_stream_bytes(f64, f32, NULL, NULL);
     pe_set_cpu_quota(pe_cgroup_cpu_quota());

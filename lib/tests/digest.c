@@ -1,0 +1,218 @@
+/*
+ * Digests of the library's tables over a grid of cases, one line per case:
+ *
+ *     kind dtype layout d_model seq_len offset base digest
+ *
+ * kind: fill (the table), add (x = x*0.5 + PE over 2 sequences, x set by
+ * x_init), positions / add_positions (row r at position offset + 2.5 r - 3).
+ * Every case is filled with 1, 2 and 3 threads, which must agree bitwise.
+ * With no argument the lines are printed; with the committed file as argument
+ * they are compared with it (exit 1 on any difference).  tests/test_clib.py
+ * computes the same digests from the Python functions.
+ *
+ * This file includes no Python header: it must build and run without Python.
+ */
+#ifdef Py_PYTHON_H
+#error "the C library's tests must not include Python.h"
+#endif
+#include <fastpe/fastpe.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The digest: the bytes as little-endian 64-bit words w_i (the last one
+ * zero-padded), h = nbytes + sum_i (w_i ^ (w_i >> 29)) * (2i + 1) mod 2^64. */
+static uint64_t digest(const void *p, size_t nbytes) {
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t h = (uint64_t)nbytes;
+    for (size_t i = 0; 8 * i < nbytes; i++) {
+        uint64_t w = 0;
+        for (size_t k = 0; k < 8 && 8 * i + k < nbytes; k++)
+            w |= (uint64_t)b[8 * i + k] << (8 * k);
+        h += (w ^ (w >> 29)) * (uint64_t)(2 * i + 1);
+    }
+    return h;
+}
+
+static const char *DTYPES[4] = {"float32", "float64", "float16", "bfloat16"};
+static const size_t ITEM[4] = {4, 8, 2, 2};
+static const char *LAYOUTS[2] = {"interleaved", "split"};
+
+/* The exact 16-bit patterns of the small dyadic values x_init makes. */
+static uint16_t to_bf16(double v) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static uint16_t to_f16(double v) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000);
+    if ((u & 0x7fffffff) == 0)
+        return sign;
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    return (uint16_t)(sign | (e << 10) | ((u >> 13) & 0x3ff));
+}
+
+/* x[i] = ((37 i) mod 201 - 100) / 16: exact in every dtype. */
+static void x_init(void *x, int dt, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)((int64_t)((37 * i) % 201) - 100) / 16.0;
+        if (dt == 0)
+            ((float *)x)[i] = (float)v;
+        else if (dt == 1)
+            ((double *)x)[i] = v;
+        else if (dt == 2)
+            ((uint16_t *)x)[i] = to_f16(v);
+        else
+            ((uint16_t *)x)[i] = to_bf16(v);
+    }
+}
+
+static int run(const char *kind, int dt, int lay, int64_t d, int64_t S, int64_t off, double base,
+               int nt, void *buf, const double *pos) {
+    if (strcmp(kind, "fill") == 0)
+        return fastpe_fill_poll(buf, dt, S, d, d, base, off, lay, nt, NULL, NULL);
+    if (strcmp(kind, "add") == 0) {
+        x_init(buf, dt, (size_t)(2 * S * d));
+        switch (dt) {
+        case 0:
+            return fastpe_add_f32((float *)buf, 2, S, d, d, base, off, 0.5, lay, nt);
+        case 1:
+            return fastpe_add_f64((double *)buf, 2, S, d, d, base, off, 0.5, lay, nt);
+        case 2:
+            return fastpe_add_f16((uint16_t *)buf, 2, S, d, d, base, off, 0.5, lay, nt);
+        default:
+            return fastpe_add_bf16((uint16_t *)buf, 2, S, d, d, base, off, 0.5, lay, nt);
+        }
+    }
+    if (strcmp(kind, "positions") == 0)
+        return dt == 0 ? fastpe_fill_positions_f32((float *)buf, S, d, d, pos, base, lay, nt)
+                       : fastpe_fill_positions_f64((double *)buf, S, d, d, pos, base, lay, nt);
+    x_init(buf, dt, (size_t)(S * d));
+    return dt == 0 ? fastpe_add_positions_f32((float *)buf, S, d, d, pos, base, 0.5, lay, nt)
+                   : fastpe_add_positions_f64((double *)buf, S, d, d, pos, base, 0.5, lay, nt);
+}
+
+/* The largest offset whose position the library accepts for (d, base). */
+static int64_t limit_offset(int64_t d, double base) {
+    int64_t lo = 0, hi = (int64_t)1 << 53;
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (fastpe_fill_f64(NULL, 0, d, d, base, mid, 0, 1) == FASTPE_OK)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static FILE *expected;
+static int failures;
+
+static void emit(const char *line) {
+    if (expected == NULL) {
+        fputs(line, stdout);
+        return;
+    }
+    char want[512];
+    if (fgets(want, sizeof(want), expected) == NULL || strcmp(want, line) != 0) {
+        if (failures++ < 20)
+            fprintf(stderr, "digest differs:\n  got  %s  want %s", line,
+                    want[0] ? want : "(end of file)\n");
+    }
+}
+
+static void one(const char *kind, int dt, int lay, int64_t d, int64_t S, int64_t off, double base) {
+    int64_t rows = strcmp(kind, "add") == 0 ? 2 * S : S;
+    size_t nbytes = (size_t)(rows * d) * ITEM[dt];
+    void *buf = malloc(nbytes + 8);
+    double *pos = (double *)malloc((size_t)S * sizeof(double));
+    uint64_t h[3];
+    char line[512];
+    if (buf == NULL || pos == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    for (int64_t r = 0; r < S; r++)
+        pos[r] = (double)off + 2.5 * (double)r - 3.0;
+    for (int nt = 1; nt <= 3; nt++) {
+        int err = run(kind, dt, lay, d, S, off, base, nt, buf, pos);
+        if (err != FASTPE_OK) {
+            fprintf(stderr, "%s %s d=%" PRId64 " S=%" PRId64 " offset=%" PRId64 ": %s\n", kind,
+                    DTYPES[dt], d, S, off, fastpe_strerror(err));
+            exit(2);
+        }
+        h[nt - 1] = digest(buf, nbytes);
+    }
+    if (h[0] != h[1] || h[0] != h[2]) {
+        fprintf(stderr, "thread counts disagree: %s %s d=%" PRId64 " S=%" PRId64 "\n", kind,
+                DTYPES[dt], d, S);
+        failures++;
+    }
+    snprintf(line, sizeof(line),
+             "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %.17g %016" PRIx64 "\n", kind,
+             DTYPES[dt], LAYOUTS[lay], d, S, off, base, h[0]);
+    emit(line);
+    free(buf);
+    free(pos);
+}
+
+int main(int argc, char **argv) {
+    static const int64_t widths[] = {1, 2, 3, 7, 64, 65, 257};
+    static const int64_t lens[] = {1, 5, 300};
+    const int nw = (int)(sizeof(widths) / sizeof(widths[0]));
+    if (argc > 1) {
+        expected = fopen(argv[1], "r");
+        if (expected == NULL) {
+            fprintf(stderr, "cannot open %s\n", argv[1]);
+            return 2;
+        }
+    }
+    for (int w = 0; w < nw; w++) {
+        int64_t d = widths[w];
+        int64_t near = limit_offset(d, 10000.0);
+        for (int lay = 0; lay < 2; lay++) {
+            for (int dt = 0; dt < 4; dt++) {
+                for (int l = 0; l < 3; l++) {
+                    int64_t S = lens[l];
+                    const int64_t offs[4] = {0, -37, 1000003, near - S + 1};
+                    for (int o = 0; o < 4; o++)
+                        one("fill", dt, lay, d, S, offs[o], 10000.0);
+                    one("fill", dt, lay, d, S, -near, 10000.0);
+                    if (l > 0) {
+                        one("add", dt, lay, d, S, 0, 10000.0);
+                        one("add", dt, lay, d, S, -37, 10000.0);
+                    }
+                }
+                /* a team's worth of work (the library runs small fills on one thread) */
+                if (d >= 64)
+                    one("fill", dt, lay, d, 2100, 12345, 10000.0);
+                if (dt < 2) {
+                    one("positions", dt, lay, d, 300, -11, 10000.0);
+                    one("add_positions", dt, lay, d, 300, 7, 10000.0);
+                    one("fill", dt, lay, d, 300, 5, 100.0);
+                }
+            }
+        }
+    }
+    if (expected != NULL) {
+        char extra[512];
+        if (fgets(extra, sizeof(extra), expected) != NULL) {
+            fprintf(stderr, "the committed file has more lines than the sweep\n");
+            failures++;
+        }
+        fclose(expected);
+        if (failures) {
+            fprintf(stderr, "%d digests differ\n", failures);
+            return 1;
+        }
+        printf("all digests match\n");
+    }
+    return 0;
+}

@@ -1,0 +1,253 @@
+/*
+ * The library's contract from C, with no Python: every bad argument gives its
+ * code and leaves the buffers untouched; a long fill stops through the poll
+ * callback (rows done stay written, the rest untouched); a fork after a
+ * parallel fill works in the child; threads share the plan cache (run under
+ * ThreadSanitizer by tools/test_clib.sh, in the serial build).
+ *     fastpe_test_api [errors|poll|fork|threads]...   (no argument: all)
+ */
+#ifdef Py_PYTHON_H
+#error "the C library's tests must not include Python.h"
+#endif
+#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <fastpe/fastpe.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#if !defined(_WIN32)
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+enum { N = 64 * 16 };
+static unsigned char buf[N * 8], pristine[N * 8];
+static double posbuf[64];
+
+static void arm(void) {
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = pristine[i] = (unsigned char)(0xA5 ^ i);
+}
+
+/* got == want, and not one byte of buf changed */
+static void expect(int got, int want, const char *what) {
+    CHECK(got == want, "%s: got %d (%s), want %d (%s)", what, got, fastpe_strerror(got), want,
+          fastpe_strerror(want));
+    CHECK(memcmp(buf, pristine, sizeof(buf)) == 0, "%s: the buffer was modified", what);
+}
+
+static void test_errors(void) {
+    float *f = (float *)buf;
+    double *d = (double *)buf;
+    uint16_t *h = (uint16_t *)buf;
+    const double nan = NAN, inf = INFINITY;
+    const int IL = FASTPE_LAYOUT_INTERLEAVED;
+    for (int i = 0; i < 64; i++)
+        posbuf[i] = i;
+
+    arm(), expect(fastpe_fill_f32(NULL, 4, 16, 16, 1e4, 0, IL, 1), FASTPE_ENULL, "fill NULL");
+    arm(), expect(fastpe_fill_f32(f, -1, 16, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "seq_len < 0");
+    arm(), expect(fastpe_fill_f64(d, 4, 0, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model 0");
+    arm(), expect(fastpe_fill_f64(d, 1, ((int64_t)1 << 40) + 1, 0, 1e4, 0, IL, 1), FASTPE_ESIZE,
+                  "d_model > 2^40");
+    arm(), expect(fastpe_fill_f16(h, 4, 16, 15, 1e4, 0, IL, 1), FASTPE_ESTRIDE, "stride < d");
+    arm(), expect(fastpe_fill_bf16(h, 4, 16, 16, 0.0, 0, IL, 1), FASTPE_EBASE, "base 0");
+    arm(), expect(fastpe_fill_f32(f, 4, 16, 16, -2.0, 0, IL, 1), FASTPE_EBASE, "base < 0");
+    arm(), expect(fastpe_fill_f32(f, 4, 16, 16, nan, 0, IL, 1), FASTPE_EBASE, "base NaN");
+    arm(), expect(fastpe_fill_f32(f, 4, 16, 16, inf, 0, IL, 1), FASTPE_EBASE, "base inf");
+    arm(), expect(fastpe_fill_f32(f, 4, 64, 64, 1e-310, 0, IL, 1), FASTPE_EBASE,
+                  "base whose frequencies overflow");
+    arm(), expect(fastpe_fill_f32(f, 4, 16, 16, 1e4, 0, 2, 1), FASTPE_ELAYOUT, "layout 2");
+    arm(), expect(fastpe_fill_f32(f, 4, 16, 16, 1e4, 0, -1, 1), FASTPE_ELAYOUT, "layout -1");
+    arm(), expect(fastpe_fill_f64(d, 4, 16, 16, 1e4, INT64_MAX - 2, IL, 1), FASTPE_ERANGE,
+                  "offset near INT64_MAX");
+    arm(), expect(fastpe_fill_f64(d, 4, 16, 16, 1e4, INT64_MIN, IL, 1), FASTPE_ERANGE,
+                  "offset INT64_MIN");
+    arm(), expect(fastpe_fill_poll(buf, 4, 4, 16, 16, 1e4, 0, IL, 1, NULL, NULL), FASTPE_EINVAL,
+                  "dtype 4");
+    arm(), expect(fastpe_fill_poll(buf, -1, 4, 16, 16, 1e4, 0, IL, 1, NULL, NULL), FASTPE_EINVAL,
+                  "dtype -1");
+
+    arm(), expect(fastpe_add_f32(f, -1, 4, 16, 16, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE, "nseq < 0");
+    arm(), expect(fastpe_add_f64(d, 2, 4, 16, 16, 1e4, 0, nan, IL, 1), FASTPE_ESCALE, "scale NaN");
+    arm(), expect(fastpe_add_f16(h, 2, 4, 16, 16, 1e4, 0, inf, IL, 1), FASTPE_ESCALE, "scale inf");
+    arm(), expect(fastpe_add_bf16(h, 2, 1, 16, 8, 1e4, 0, 1.0, IL, 1), FASTPE_ESTRIDE,
+                  "add: sequences overlap");
+    arm(),
+        expect(fastpe_add_bf16(NULL, 2, 4, 16, 16, 1e4, 0, 1.0, IL, 1), FASTPE_ENULL, "add NULL");
+    arm(), expect(fastpe_add_f32(f, INT64_MAX / 2, 4, 16, 16, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE,
+                  "add: rows beyond int64");
+
+    arm(), expect(fastpe_fill_positions_f32(f, 4, 16, 16, NULL, 1e4, IL, 1), FASTPE_ENULL,
+                  "positions NULL");
+    posbuf[2] = nan;
+    arm(), expect(fastpe_fill_positions_f64(d, 4, 16, 16, posbuf, 1e4, IL, 1), FASTPE_ERANGE,
+                  "position NaN");
+    posbuf[2] = 1e300;
+    arm(), expect(fastpe_add_positions_f64(d, 4, 16, 16, posbuf, 1e4, 1.0, IL, 1), FASTPE_ERANGE,
+                  "position too large");
+    posbuf[2] = 2;
+    arm(), expect(fastpe_add_positions_f32(f, 4, 16, 16, posbuf, 1e4, nan, IL, 1), FASTPE_ESCALE,
+                  "add_positions scale NaN");
+    /* positions inside the rows to be written */
+    arm(), expect(fastpe_fill_positions_f64(d, 4, 16, 16, d + 8, 1e4, IL, 1), FASTPE_EOVERLAP,
+                  "positions overlap the rows");
+
+    for (int code = 0; code <= 12; code++)
+        CHECK(fastpe_strerror(code) != NULL && fastpe_strerror(code)[0] != 0, "strerror(%d)", code);
+    CHECK(strcmp(fastpe_strerror(FASTPE_EINTR), fastpe_strerror(999)) != 0, "EINTR has a text");
+    CHECK(strcmp(fastpe_strerror(-5), fastpe_strerror(999)) == 0, "unknown codes share a text");
+}
+
+typedef struct {
+    int calls;
+    int stop_at;
+} poll_state;
+
+static int poll_cb(void *ctx) {
+    poll_state *p = (poll_state *)ctx;
+    p->calls++;
+    return p->calls >= p->stop_at;
+}
+
+static void test_poll(void) {
+    /* 20000 x 512 entries: more than one chunk (8 Mi entries each) */
+    const int64_t S = 20000, D = 512;
+    size_t n = (size_t)(S * D);
+    float *ref = (float *)malloc(n * sizeof(float));
+    float *out = (float *)malloc(n * sizeof(float));
+    poll_state p = {0, 1000000};
+    if (ref == NULL || out == NULL) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    CHECK(fastpe_fill_f32(ref, S, D, D, 1e4, -7, FASTPE_LAYOUT_SPLIT, 0) == FASTPE_OK, "ref");
+    memset(out, 0xff, n * sizeof(float));
+    CHECK(fastpe_fill_poll(out, FASTPE_DTYPE_F32, S, D, D, 1e4, -7, FASTPE_LAYOUT_SPLIT, 0, poll_cb,
+                           &p) == FASTPE_OK,
+          "a poll that never stops");
+    CHECK(p.calls >= 1, "the callback was called between chunks (%d calls)", p.calls);
+    CHECK(memcmp(out, ref, n * sizeof(float)) == 0, "polled fill == one fill, bitwise");
+
+    p.calls = 0;
+    p.stop_at = 1;
+    memset(out, 0xff, n * sizeof(float));
+    int err = fastpe_fill_poll(out, FASTPE_DTYPE_F32, S, D, D, 1e4, -7, FASTPE_LAYOUT_SPLIT, 0,
+                               poll_cb, &p);
+    CHECK(err == FASTPE_EINTR, "stopped fill: %s", fastpe_strerror(err));
+    CHECK(p.calls == 1, "stopped at the first poll (%d calls)", p.calls);
+    /* the first chunk's rows are written (as one fill writes them), the last row is not */
+    CHECK(memcmp(out, ref, (size_t)D * sizeof(float)) == 0, "the first row is written");
+    unsigned char ff[512 * sizeof(float)];
+    memset(ff, 0xff, sizeof(ff));
+    CHECK(memcmp(out + (S - 1) * D, ff, sizeof(ff)) == 0, "the last row is untouched");
+    free(ref);
+    free(out);
+}
+
+#if !defined(_WIN32)
+static void test_fork(void) {
+    const int64_t S = 4000, D = 256;
+    size_t n = (size_t)(S * D);
+    double *a = (double *)malloc(n * sizeof(double));
+    double *b = (double *)malloc(n * sizeof(double));
+    if (a == NULL || b == NULL) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    /* a parallel fill first: the OpenMP runtime now has a thread pool */
+    CHECK(fastpe_fill_f64(a, S, D, D, 1e4, 3, FASTPE_LAYOUT_INTERLEAVED, 4) == FASTPE_OK, "fill");
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(60); /* a hang in the child is a failure, not a stuck test */
+        int err = fastpe_fill_f64(b, S, D, D, 1e4, 3, FASTPE_LAYOUT_INTERLEAVED, 4);
+        _exit(err == FASTPE_OK && memcmp(a, b, n * sizeof(double)) == 0 ? 0 : 3);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/wait");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's fill after fork (status %d)",
+          status);
+    free(a);
+    free(b);
+}
+
+enum { NT = 4, ROUNDS = 20 };
+static float *thread_ref[NT];
+
+static void *worker(void *arg) {
+    int t = (int)(intptr_t)arg;
+    int64_t D = 16 + 24 * t, S = 40 + t;
+    float *out = (float *)malloc((size_t)(S * D) * sizeof(float));
+    int bad = 0;
+    for (int r = 0; r < ROUNDS && out != NULL; r++) {
+        /* widths differ per thread and repeat: plans are shared, evicted and rebuilt */
+        bad |= fastpe_fill_f32(out, S, D, D, 1e4 + (r % 3), 0, FASTPE_LAYOUT_INTERLEAVED, 1);
+        if (r % 3 == 0)
+            bad |= memcmp(out, thread_ref[t], (size_t)(S * D) * sizeof(float)) != 0;
+    }
+    free(out);
+    return (void *)(intptr_t)(bad != 0 || out == NULL);
+}
+
+static void test_threads(void) {
+    pthread_t th[NT];
+    for (int t = 0; t < NT; t++) {
+        int64_t D = 16 + 24 * t, S = 40 + t;
+        thread_ref[t] = (float *)malloc((size_t)(S * D) * sizeof(float));
+        CHECK(thread_ref[t] != NULL && fastpe_fill_f32(thread_ref[t], S, D, D, 1e4, 0,
+                                                       FASTPE_LAYOUT_INTERLEAVED, 1) == FASTPE_OK,
+              "reference %d", t);
+    }
+    for (int t = 0; t < NT; t++)
+        CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0, "thread %d", t);
+    for (int t = 0; t < NT; t++) {
+        void *res = NULL;
+        pthread_join(th[t], &res);
+        CHECK(res == NULL, "thread %d: a fill differed from its reference", t);
+        free(thread_ref[t]);
+    }
+}
+#endif
+
+int main(int argc, char **argv) {
+    int all = argc < 2;
+    for (int i = 1; i <= argc || all; i++) {
+        const char *what = all ? NULL : (i < argc ? argv[i] : NULL);
+        if (!all && what == NULL)
+            break;
+        if (all || strcmp(what, "errors") == 0)
+            test_errors();
+        if (all || strcmp(what, "poll") == 0)
+            test_poll();
+#if !defined(_WIN32)
+        if (all || strcmp(what, "fork") == 0)
+            test_fork();
+        if (all || strcmp(what, "threads") == 0)
+            test_threads();
+#endif
+        if (all)
+            break;
+    }
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("fastpe_test_api: all checks passed\n");
+    return 0;
+}

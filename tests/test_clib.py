@@ -1,0 +1,85 @@
+"""The C library (lib/) computes what the Python functions compute, bit for bit.
+
+lib/tests/digest.c sweeps dtype x layout x width x offset (negative, near the
+limit) x positions x thread counts and writes one digest per case to
+lib/tests/digests.txt; ctest (tools/test_clib.sh) compares the static, shared
+and serial builds with that file.  Here the same digests are computed from the
+Python functions' arrays: the committed file is the meeting point, and neither
+side's values are copied from the other.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+import fastpe
+
+DIGESTS = pathlib.Path(__file__).resolve().parent.parent / "lib" / "tests" / "digests.txt"
+
+
+def _digest(a: np.ndarray) -> int:
+    """lib/tests/digest.c's digest of an array's bytes (C order)."""
+    raw = np.ascontiguousarray(a).tobytes()
+    n = len(raw)
+    words = np.frombuffer(raw + b"\0" * (-n % 8), dtype="<u8")
+    mixed = words ^ (words >> np.uint64(29))
+    weights = np.arange(len(words), dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        total = int(np.sum(mixed * weights, dtype=np.uint64))
+    return (n + total) % 2**64
+
+
+def _dtype(name: str):
+    if name == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return ml_dtypes.bfloat16
+    return np.dtype(name)
+
+
+def _x_init(shape: tuple[int, ...], dtype) -> np.ndarray:
+    n = int(np.prod(shape))
+    values = ((np.arange(n, dtype=np.int64) * 37) % 201 - 100) / 16.0
+    return values.astype(dtype).reshape(shape)
+
+
+def _compute(kind: str, dtype, layout: str, d: int, S: int, offset: int, base: float):
+    if kind == "fill":
+        return fastpe.sinusoidal(S, d, base=base, offset=offset, dtype=dtype, layout=layout)
+    if kind == "add":
+        x = _x_init((2, S, d), dtype)
+        return fastpe.add_to(x, offset=offset, scale=0.5, base=base, layout=layout)
+    positions = offset + 2.5 * np.arange(S, dtype=np.float64) - 3.0
+    if kind == "positions":
+        return fastpe.sinusoidal_at(positions, d, base=base, dtype=dtype, layout=layout)
+    x = _x_init((S, d), dtype)
+    return fastpe.add_to(x, positions=positions, scale=0.5, base=base, layout=layout)
+
+
+def _cases() -> list[str]:
+    return DIGESTS.read_text().splitlines()
+
+
+def test_the_committed_file_covers_the_sweep():
+    lines = _cases()
+    kinds = {line.split()[0] for line in lines}
+    dtypes = {line.split()[1] for line in lines}
+    offsets = [int(line.split()[5]) for line in lines]
+    assert kinds == {"fill", "add", "positions", "add_positions"}
+    assert dtypes == {"float32", "float64", "float16", "bfloat16"}
+    assert min(offsets) < -(10**12) and max(offsets) > 10**12   # near the limit, both signs
+    assert len(lines) > 1000
+
+
+@pytest.mark.parametrize("chunk", range(8))
+def test_python_functions_give_the_c_digests(chunk):
+    lines = _cases()[chunk::8]
+    bad = []
+    for line in lines:
+        kind, dtype, layout, d, S, offset, base, want = line.split()
+        got = _compute(kind, _dtype(dtype), layout, int(d), int(S), int(offset), float(base))
+        if _digest(got) != int(want, 16):
+            bad.append(line)
+    assert not bad, f"{len(bad)} of {len(lines)} cases differ, e.g. {bad[:3]}"
