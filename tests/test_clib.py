@@ -45,7 +45,32 @@ def _x_init(shape: tuple[int, ...], dtype) -> np.ndarray:
     return values.astype(dtype).reshape(shape)
 
 
+# lib/tests/digest.c's custom(): every knob away from its default
+CUSTOM = fastpe.Convention(
+    base=321.0,
+    denominator="h-shift",
+    shift=0.5,
+    position_scale=2.0,
+    layout="split_cos_first",
+    odd="zero",
+    padding_idx=4,
+)
+
+
+def _compute_spec(kind: str, dtype, conv: str, d: int, S: int, offset: int):
+    convention = CUSTOM if conv == "custom" else conv
+    if kind == "spec":
+        return fastpe.sinusoidal(S, d, offset=offset, dtype=dtype, convention=convention)
+    if kind == "spec_add":
+        x = _x_init((2, S, d), dtype)
+        return fastpe.add_to(x, offset=offset, scale=0.5, convention=convention)
+    positions = offset + 2.5 * np.arange(S, dtype=np.float64) - 3.0
+    return fastpe.sinusoidal_at(positions, d, dtype=dtype, convention=convention)
+
+
 def _compute(kind: str, dtype, layout: str, d: int, S: int, offset: int, base: float):
+    if kind.startswith("spec"):
+        return _compute_spec(kind, dtype, layout, d, S, offset)
     if kind == "fill":
         return fastpe.sinusoidal(S, d, base=base, offset=offset, dtype=dtype, layout=layout)
     if kind == "add":
@@ -67,10 +92,16 @@ def test_the_committed_file_covers_the_sweep():
     kinds = {line.split()[0] for line in lines}
     dtypes = {line.split()[1] for line in lines}
     offsets = [int(line.split()[5]) for line in lines]
-    assert kinds == {"fill", "add", "positions", "add_positions"}
+    assert kinds == {"fill", "add", "positions", "add_positions"} | {
+        "spec",
+        "spec_add",
+        "spec_positions",
+    }
+    conventions = {line.split()[2] for line in lines if line.startswith("spec")}
+    assert conventions == {"vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj", "custom"}
     assert dtypes == {"float32", "float64", "float16", "bfloat16"}
     assert min(offsets) < -(10**12) and max(offsets) > 10**12   # near the limit, both signs
-    assert len(lines) > 1000
+    assert len(lines) > 2000
 
 
 @pytest.mark.parametrize("chunk", range(8))

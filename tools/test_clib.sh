@@ -17,7 +17,7 @@ fail() { echo "test_clib: $*" >&2; exit 1; }
 
 # The header's functions: what the shared library must export, no more, no less.
 grep -oE '^FASTPE_API [^(]*\bfastpe_[a-z0-9_]+\(' lib/include/fastpe/fastpe.h \
-    | grep -oE 'fastpe_[a-z0-9_]+' | sort > "$WORK/header-api.txt"
+    | sed -E 's/.*\b(fastpe_[a-z0-9_]+)\($/\1/' | sort > "$WORK/header-api.txt"
 [ -s "$WORK/header-api.txt" ] || fail "no FASTPE_API functions found in the header"
 
 compilers=(gcc)

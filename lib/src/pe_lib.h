@@ -49,6 +49,21 @@ typedef struct {
     int64_t centre; /* INT64_MIN: empty */
 } pe_anchor_cache;
 
+/* The opaque fastpe_spec of both headers: a validated spec.  magic tells a live
+ * handle from anything else (freed handles have it cleared). */
+#define PE_SPEC_MAGIC 0x66737063u /* "fspc" */
+struct fastpe_spec {
+    uint32_t magic;
+    pe_spec sp;
+    int has_zero; /* rows at position `zero` are all zeros (fairseq) */
+    int64_t zero;
+    double max_position; /* |positions| allowed by the exact angle reduction */
+};
+
+/* A spec handle holding sp (which must not list its frequencies), or NULL. */
+PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
+                                                 double max_position);
+
 /* Called on the calling thread between the chunks of a long fill; nonzero
  * stops the fill (the rows done so far stay written). */
 typedef int (*pe_poll_fn)(void *ctx);
@@ -60,8 +75,9 @@ typedef int (*pe_poll_fn)(void *ctx);
 #define PE_KIND_BF16 'b'
 
 /* Codes the library adds after the ones kernel.pxd and fastpe.h define. */
-#define PE_EINTR  10
-#define PE_EINVAL 11
+#define PE_EINTR   10
+#define PE_EINVAL  11
+#define PE_EHANDLE 12
 
 #define PE_MAX_WIDTH ((int64_t)1 << 40)
 

@@ -4,7 +4,9 @@
  *     kind dtype layout d_model seq_len offset base digest
  *
  * kind: fill (the table), add (x = x*0.5 + PE over 2 sequences, x set by
- * x_init), positions / add_positions (row r at position offset + 2.5 r - 3).
+ * x_init), positions / add_positions (row r at position offset + 2.5 r - 3),
+ * and spec / spec_add / spec_positions, the same through a compiled spec, whose
+ * lines name the convention in the layout field (custom: the knobs of custom()).
  * Every case is filled with 1, 2 and 3 threads, which must agree bitwise.
  * With no argument the lines are printed; with the committed file as argument
  * they are compared with it (exit 1 on any difference).  tests/test_clib.py
@@ -72,6 +74,59 @@ static void x_init(void *x, int dt, size_t n) {
         else
             ((uint16_t *)x)[i] = to_bf16(v);
     }
+}
+
+/* A spec for a preset name or "custom" (every knob away from its default). */
+static fastpe_spec *make_spec(const char *conv, int64_t d) {
+    fastpe_knobs k;
+    fastpe_spec *h = NULL;
+    if (strcmp(conv, "custom") == 0) {
+        fastpe_knobs_preset("vaswani", &k);
+        k.base = 321.0;
+        k.denominator = FASTPE_DENOM_H_MINUS_SHIFT;
+        k.shift = 0.5;
+        k.position_scale = 2.0;
+        k.columns = FASTPE_COLUMNS_SPLIT_COS_FIRST;
+        k.odd = FASTPE_ODD_ZERO;
+        k.has_padding_idx = 1;
+        k.padding_idx = 4;
+    } else if (fastpe_knobs_preset(conv, &k) != FASTPE_OK) {
+        return NULL;
+    }
+    if (fastpe_spec_create(&k, d, &h) != FASTPE_OK)
+        return NULL;
+    return h;
+}
+
+static int run_spec(const char *kind, const fastpe_spec *h, int dt, int64_t d, int64_t S,
+                    int64_t off, int nt, void *buf, const double *pos) {
+    if (strcmp(kind, "spec") == 0) {
+        switch (dt) {
+        case 0:
+            return fastpe_spec_fill_f32(h, (float *)buf, S, d, off, nt);
+        case 1:
+            return fastpe_spec_fill_f64(h, (double *)buf, S, d, off, nt);
+        case 2:
+            return fastpe_spec_fill_f16(h, (uint16_t *)buf, S, d, off, nt);
+        default:
+            return fastpe_spec_fill_bf16(h, (uint16_t *)buf, S, d, off, nt);
+        }
+    }
+    if (strcmp(kind, "spec_add") == 0) {
+        x_init(buf, dt, (size_t)(2 * S * d));
+        switch (dt) {
+        case 0:
+            return fastpe_spec_add_f32(h, (float *)buf, 2, S, d, off, 0.5, nt);
+        case 1:
+            return fastpe_spec_add_f64(h, (double *)buf, 2, S, d, off, 0.5, nt);
+        case 2:
+            return fastpe_spec_add_f16(h, (uint16_t *)buf, 2, S, d, off, 0.5, nt);
+        default:
+            return fastpe_spec_add_bf16(h, (uint16_t *)buf, 2, S, d, off, 0.5, nt);
+        }
+    }
+    return dt == 0 ? fastpe_spec_fill_positions_f32(h, (float *)buf, S, d, pos, nt)
+                   : fastpe_spec_fill_positions_f64(h, (double *)buf, S, d, pos, nt);
 }
 
 static int run(const char *kind, int dt, int lay, int64_t d, int64_t S, int64_t off, double base,
@@ -163,6 +218,65 @@ static void one(const char *kind, int dt, int lay, int64_t d, int64_t S, int64_t
     free(pos);
 }
 
+static void one_spec(const char *kind, const char *conv, int dt, int64_t d, int64_t S,
+                     int64_t off) {
+    int64_t rows = strcmp(kind, "spec_add") == 0 ? 2 * S : S;
+    size_t nbytes = (size_t)(rows * d) * ITEM[dt];
+    void *buf = malloc(nbytes + 8);
+    double *pos = (double *)malloc((size_t)S * sizeof(double));
+    fastpe_spec *h = make_spec(conv, d);
+    uint64_t hs[3];
+    char line[512];
+    if (buf == NULL || pos == NULL || h == NULL) {
+        fprintf(stderr, "no spec %s at d=%" PRId64 " (or out of memory)\n", conv, d);
+        exit(2);
+    }
+    for (int64_t r = 0; r < S; r++)
+        pos[r] = (double)off + 2.5 * (double)r - 3.0;
+    for (int nt = 1; nt <= 3; nt++) {
+        int err = run_spec(kind, h, dt, d, S, off, nt, buf, pos);
+        if (err != FASTPE_OK) {
+            fprintf(stderr, "%s %s %s d=%" PRId64 ": %s\n", kind, conv, DTYPES[dt], d,
+                    fastpe_strerror(err));
+            exit(2);
+        }
+        hs[nt - 1] = digest(buf, nbytes);
+    }
+    if (hs[0] != hs[1] || hs[0] != hs[2]) {
+        fprintf(stderr, "thread counts disagree: %s %s d=%" PRId64 "\n", kind, conv, d);
+        failures++;
+    }
+    snprintf(line, sizeof(line), "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " 0 %016" PRIx64 "\n",
+             kind, DTYPES[dt], conv, d, S, off, hs[0]);
+    emit(line);
+    fastpe_spec_free(h);
+    free(buf);
+    free(pos);
+}
+
+static void sweep_specs(void) {
+    static const char *convs[] = {"vaswani",   "tensor2tensor", "fairseq",
+                                  "diffusers", "gptj",          "custom"};
+    static const int64_t widths[] = {1, 2, 3, 7, 64, 65};
+    static const int64_t offs[] = {0, -3, 1000003};
+    for (int c = 0; c < 6; c++) {
+        for (int w = 0; w < 6; w++) {
+            int64_t d = widths[w];
+            if (d % 2 && strcmp(convs[c], "gptj") == 0)
+                continue; /* gptj is defined for even widths only */
+            for (int dt = 0; dt < 4; dt++) {
+                for (int o = 0; o < 3; o++) {
+                    one_spec("spec", convs[c], dt, d, 5, offs[o]);
+                    one_spec("spec", convs[c], dt, d, 300, offs[o]);
+                }
+                one_spec("spec_add", convs[c], dt, d, 5, -1);
+                if (dt < 2)
+                    one_spec("spec_positions", convs[c], dt, d, 40, 2);
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     static const int64_t widths[] = {1, 2, 3, 7, 64, 65, 257};
     static const int64_t lens[] = {1, 5, 300};
@@ -201,6 +315,7 @@ int main(int argc, char **argv) {
             }
         }
     }
+    sweep_specs();
     if (expected != NULL) {
         char extra[512];
         if (fgets(extra, sizeof(extra), expected) != NULL) {

@@ -4,7 +4,7 @@
  * callback (rows done stay written, the rest untouched); a fork after a
  * parallel fill works in the child; threads share the plan cache (run under
  * ThreadSanitizer by tools/test_clib.sh, in the serial build).
- *     fastpe_test_api [errors|poll|fork|threads]...   (no argument: all)
+ *     fastpe_test_api [errors|specs|poll|fork|threads]...   (no argument: all)
  */
 #ifdef Py_PYTHON_H
 #error "the C library's tests must not include Python.h"
@@ -113,6 +113,117 @@ static void test_errors(void) {
         CHECK(fastpe_strerror(code) != NULL && fastpe_strerror(code)[0] != 0, "strerror(%d)", code);
     CHECK(strcmp(fastpe_strerror(FASTPE_EINTR), fastpe_strerror(999)) != 0, "EINTR has a text");
     CHECK(strcmp(fastpe_strerror(-5), fastpe_strerror(999)) == 0, "unknown codes share a text");
+}
+
+static void test_specs(void) {
+    fastpe_knobs k;
+    fastpe_spec *h = NULL, *bad = (fastpe_spec *)posbuf;
+    float *f = (float *)buf;
+    double *d = (double *)buf;
+    uint16_t *u = (uint16_t *)buf;
+    memset(posbuf, 0, sizeof(posbuf)); /* not a spec: its magic word is 0 */
+
+    CHECK(fastpe_knobs_preset("nope", &k) == FASTPE_EINVAL, "unknown preset");
+    CHECK(fastpe_knobs_preset(NULL, &k) == FASTPE_ENULL, "NULL preset name");
+    CHECK(fastpe_spec_from_name("nope", 8) == NULL, "from_name of an unknown name");
+    CHECK(fastpe_spec_from_name("gptj", 7) == NULL, "gptj at an odd width");
+    CHECK(fastpe_spec_from_knobs(8, 1e4, "d/2", 0, 1, "diagonal", "sin", 0, 0) == NULL,
+          "from_knobs with an unknown layout");
+    CHECK(fastpe_spec_from_knobs(8, 1e4, NULL, 0, 1, "split", "sin", 0, 0) == NULL,
+          "from_knobs with a NULL denominator");
+    CHECK(fastpe_spec_d_model(NULL) == -1 && fastpe_spec_d_model(bad) == -1, "d_model of no spec");
+
+    struct {
+        const char *what;
+        int knob, want;
+        double value;
+    } cases[] = {
+        {"base 0", 0, FASTPE_EBASE, 0.0},
+        {"base NaN", 0, FASTPE_EBASE, NAN},
+        {"base whose frequencies overflow", 0, FASTPE_EBASE, 1e-310},
+        {"position_scale > 1e280", 1, FASTPE_EINVAL, 1e281},
+        {"position_scale 0", 1, FASTPE_EINVAL, 0.0},
+        {"shift inf", 2, FASTPE_EINVAL, INFINITY},
+        {"denominator 5", 3, FASTPE_EINVAL, 5},
+        {"columns 3", 4, FASTPE_EINVAL, 3},
+        {"odd -1", 5, FASTPE_EINVAL, -1},
+        {"size 0", 6, FASTPE_EINVAL, 0},
+        {"h - shift <= 0 with several frequencies", 7, FASTPE_EINVAL, 40.0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fastpe_knobs_preset("vaswani", &k);
+        switch (cases[i].knob) {
+        case 0:
+            k.base = cases[i].value;
+            break;
+        case 1:
+            k.position_scale = cases[i].value;
+            break;
+        case 2:
+            k.shift = cases[i].value;
+            break;
+        case 3:
+            k.denominator = (int)cases[i].value;
+            break;
+        case 4:
+            k.columns = (int)cases[i].value;
+            break;
+        case 5:
+            k.odd = (int)cases[i].value;
+            break;
+        case 6:
+            k.size = 0;
+            break;
+        default:
+            k.denominator = FASTPE_DENOM_H_MINUS_SHIFT;
+            k.shift = cases[i].value;
+            break;
+        }
+        h = (fastpe_spec *)&k; /* must be overwritten with NULL */
+        int err = fastpe_spec_create(&k, 64, &h);
+        CHECK(err == cases[i].want && h == NULL, "%s: got %d (%s), want %d", cases[i].what, err,
+              fastpe_strerror(err), cases[i].want);
+    }
+    fastpe_knobs_preset("vaswani", &k);
+    CHECK(fastpe_spec_create(&k, 0, &h) == FASTPE_ESIZE && h == NULL, "d_model 0");
+    CHECK(fastpe_spec_create(NULL, 8, &h) == FASTPE_ENULL, "NULL knobs");
+    CHECK(fastpe_spec_create(&k, 8, NULL) == FASTPE_ENULL, "NULL out");
+
+    /* the fills' checks, with a live handle (fairseq: row 1 all zeros) */
+    CHECK(fastpe_knobs_preset("fairseq", &k) == FASTPE_OK && fastpe_spec_create(&k, 16, &h) == 0,
+          "fairseq spec");
+    CHECK(fastpe_spec_d_model(h) == 16, "d_model");
+    arm(), expect(fastpe_spec_fill_f32(NULL, f, 4, 16, 0, 1), FASTPE_ENULL, "spec NULL");
+    arm(), expect(fastpe_spec_fill_f32(bad, f, 4, 16, 0, 1), FASTPE_EHANDLE, "not a spec");
+    arm(), expect(fastpe_spec_add_bf16(bad, u, 1, 4, 16, 0, 1.0, 1), FASTPE_EHANDLE,
+                  "add: not a spec");
+    arm(), expect(fastpe_spec_fill_positions_f64(bad, d, 4, 16, posbuf, 1), FASTPE_EHANDLE,
+                  "positions: not a spec");
+    arm(), expect(fastpe_spec_fill_f64(h, d, -1, 16, 0, 1), FASTPE_ESIZE, "spec seq_len < 0");
+    arm(), expect(fastpe_spec_fill_f16(h, u, 4, 15, 0, 1), FASTPE_ESTRIDE, "spec stride");
+    arm(), expect(fastpe_spec_fill_bf16(h, NULL, 4, 16, 0, 1), FASTPE_ENULL, "spec out NULL");
+    arm(), expect(fastpe_spec_fill_f32(h, f, 4, 16, INT64_MAX - 9, 1), FASTPE_ERANGE,
+                  "spec offset too large");
+    arm(), expect(fastpe_spec_add_f64(h, d, 2, 4, 16, 0, NAN, 1), FASTPE_ESCALE, "spec scale");
+    arm(), expect(fastpe_spec_add_f16(h, u, -1, 4, 16, 0, 1.0, 1), FASTPE_ESIZE, "spec nseq");
+    arm(), expect(fastpe_spec_fill_positions_f64(h, d, 4, 16, d + 3, 1), FASTPE_EOVERLAP,
+                  "spec positions overlap the rows");
+    for (int i = 0; i < 64; i++)
+        posbuf[i] = i;
+    posbuf[1] = NAN;
+    arm(), expect(fastpe_spec_fill_positions_f32(h, f, 4, 16, posbuf, 1), FASTPE_ERANGE,
+                  "spec position NaN");
+    /* and a good fill: row 1 (the padding position) is all zeros, row 2 is not */
+    CHECK(fastpe_spec_fill_f64(h, d, 4, 16, 0, 1) == FASTPE_OK, "spec fill");
+    int zeros = 1, nonzero = 0;
+    for (int c = 0; c < 16; c++) {
+        zeros = zeros && d[16 + c] == 0.0;
+        nonzero = nonzero || d[32 + c] != 0.0;
+    }
+    CHECK(zeros && nonzero, "fairseq's padding row");
+    fastpe_spec_free(h);
+    fastpe_spec_free(NULL);
+    fastpe_spec_free(bad); /* not a spec: left alone */
 }
 
 typedef struct {
@@ -233,6 +344,8 @@ int main(int argc, char **argv) {
             break;
         if (all || strcmp(what, "errors") == 0)
             test_errors();
+        if (all || strcmp(what, "specs") == 0)
+            test_specs();
         if (all || strcmp(what, "poll") == 0)
             test_poll();
 #if !defined(_WIN32)

@@ -126,22 +126,30 @@ cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_st
 # ABI 1.2: compiled specs, every convention from C
 # ---------------------------------------------------------------------------
 
-cdef extern from *:
-    """
-    /* The opaque fastpe_spec of fastpe.h: a validated kernel spec. */
-    struct fastpe_spec {
-        pe_spec sp;
-        int has_zero;        /* rows at position `zero` are all zeros (fairseq) */
-        int64_t zero;
-        double max_position; /* |positions| allowed by the exact angle reduction */
-    };
-    """
-    # kernel.pxd declares the handle opaque (its users never see the fields)
-    ctypedef struct pe_handle "struct fastpe_spec":
-        pe_spec sp
-        int has_zero
-        int64_t zero
-        double max_position
+# The handle is the library's (lib/src/pe_lib.h: struct fastpe_spec); kernel.pxd
+# declares it opaque.  The constructors here go through the Python API, so that
+# their errors are its exceptions; everything after construction is the library's.
+cdef extern from "pe_lib.h" nogil:
+    fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
+                                    double max_position)
+    void fastpe_spec_free(fastpe_spec *h)
+    int64_t fastpe_spec_d_model(const fastpe_spec *h)
+    int fastpe_spec_fill_f32(const fastpe_spec *, float *, int64_t, int64_t, int64_t, int)
+    int fastpe_spec_fill_f64(const fastpe_spec *, double *, int64_t, int64_t, int64_t, int)
+    int fastpe_spec_fill_f16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t, int)
+    int fastpe_spec_fill_bf16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t, int)
+    int fastpe_spec_fill_positions_f32(const fastpe_spec *, float *, int64_t, int64_t,
+                                       const double *, int)
+    int fastpe_spec_fill_positions_f64(const fastpe_spec *, double *, int64_t, int64_t,
+                                       const double *, int)
+    int fastpe_spec_add_f32(const fastpe_spec *, float *, int64_t, int64_t, int64_t, int64_t,
+                            double, int)
+    int fastpe_spec_add_f64(const fastpe_spec *, double *, int64_t, int64_t, int64_t, int64_t,
+                            double, int)
+    int fastpe_spec_add_f16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t,
+                            int64_t, double, int)
+    int fastpe_spec_add_bf16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t,
+                             int64_t, double, int)
 
 
 cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
@@ -150,14 +158,10 @@ cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
     from fastpe._validate import as_int
     cdef Encoder enc = _api._encoder(convention, 10000.0, "interleaved",
                                      as_int(d_model, "d_model", minimum=1))
-    cdef pe_handle *h = <pe_handle *>malloc(sizeof(pe_handle))
+    cdef fastpe_spec *h = pe_spec_handle_new(&enc.sp, enc.has_zero, enc.zero, enc.max_position)
     if h == NULL:
         raise MemoryError("could not allocate a fastpe spec")
-    h.sp = enc.sp
-    h.has_zero = enc.has_zero
-    h.zero = enc.zero
-    h.max_position = enc.max_position
-    return <fastpe_spec *>h
+    return h
 
 
 cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *denominator,
@@ -174,98 +178,69 @@ cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *deno
     return spec_new(conv, d_model)
 
 
-cdef inline const pe_handle *_handle(const fastpe_spec *h) noexcept nogil:
-    return <const pe_handle *>h
-
+# The Cython API (kernel.pxd) of the compiled specs: the library's functions.
 
 cdef void spec_free(fastpe_spec *h) noexcept nogil:
-    free(h)
+    fastpe_spec_free(h)
 
 
 cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
-    return _handle(h).sp.d if h != NULL else -1
-
-
-cdef int _spec_fill(const pe_handle *h, anyreal *out, int64_t nseq, int64_t S, int64_t row_stride,
-                    int64_t offset, bint add, double scale, int num_threads) noexcept nogil:
-    """Rows of positions offset .. offset+S-1 (nseq sequences when adding)."""
-    cdef pe_rows rq
-    if h == NULL:
-        return FASTPE_ENULL
-    if nseq < 0 or S < 0:
-        return FASTPE_ESIZE
-    if nseq == 0 or S == 0:
-        return FASTPE_OK
-    if out == NULL:
-        return FASTPE_ENULL
-    if row_stride < h.sp.d and nseq * S > 1:
-        return FASTPE_ESTRIDE
-    if nseq > INT64_MAX // S:
-        return FASTPE_ESIZE
-    if add and not isfinite(scale):
-        return FASTPE_ESCALE
-    if not (_extent(offset, S) <= h.max_position):
-        return FASTPE_ERANGE
-    _init_rows(&rq, nseq, S, h.has_zero, h.zero)
-    rq.offset = offset
-    rq.add = add
-    rq.scale = scale if add else 1.0
-    return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
-
-
-cdef int _spec_at(const pe_handle *h, real *out, int64_t n, int64_t row_stride,
-                  const double *positions, int num_threads) noexcept nogil:
-    cdef pe_rows rq
-    if h == NULL:
-        return FASTPE_ENULL
-    if n < 0:
-        return FASTPE_ESIZE
-    if n == 0:
-        return FASTPE_OK
-    if out == NULL or positions == NULL:
-        return FASTPE_ENULL
-    if row_stride < h.sp.d and n > 1:
-        return FASTPE_ESTRIDE
-    cdef int err = _positions_error(out, n, row_stride, h.sp.d, positions, h.max_position)
-    if err != FASTPE_OK:
-        return err
-    _init_rows(&rq, 1, n, h.has_zero, h.zero)
-    rq.pos_f = positions
-    rq.pss = 1
-    return _fill_cached(out, row_stride, &h.sp, &rq, num_threads)
+    return fastpe_spec_d_model(h)
 
 
 cdef int spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
                        int64_t offset, int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+    return fastpe_spec_fill_f32(h, out, seq_len, row_stride, offset, num_threads)
 
 
 cdef int spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
                        int64_t offset, int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), out, 1, seq_len, row_stride, offset, False, 1.0, num_threads)
+    return fastpe_spec_fill_f64(h, out, seq_len, row_stride, offset, num_threads)
 
 
 cdef int spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
                                  const double *positions, int num_threads) noexcept nogil:
-    return _spec_at(_handle(h), out, n, row_stride, positions, num_threads)
+    return fastpe_spec_fill_positions_f32(h, out, n, row_stride, positions, num_threads)
 
 
 cdef int spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n,
                                  int64_t row_stride, const double *positions,
                                  int num_threads) noexcept nogil:
-    return _spec_at(_handle(h), out, n, row_stride, positions, num_threads)
+    return fastpe_spec_fill_positions_f64(h, out, n, row_stride, positions, num_threads)
 
 
 cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
                       int64_t row_stride, int64_t offset, double scale,
                       int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+    return fastpe_spec_add_f32(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
 
 
 cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
                       int64_t row_stride, int64_t offset, double scale,
                       int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), x, nseq, seq_len, row_stride, offset, True, scale, num_threads)
+    return fastpe_spec_add_f64(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
+
+
+cdef int spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return fastpe_spec_fill_f16(h, out, seq_len, row_stride, offset, num_threads)
+
+
+cdef int spec_fill_bf16(const fastpe_spec *h, uint16_t *out, int64_t seq_len,
+                        int64_t row_stride, int64_t offset, int num_threads) noexcept nogil:
+    return fastpe_spec_fill_bf16(h, out, seq_len, row_stride, offset, num_threads)
+
+
+cdef int spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return fastpe_spec_add_f16(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
+
+
+cdef int spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                       int64_t row_stride, int64_t offset, double scale,
+                       int num_threads) noexcept nogil:
+    return fastpe_spec_add_bf16(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -594,32 +569,6 @@ cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t 
 # rounded once from the float64 result, bitwise the Python functions' dtype=np.float16
 # / "bfloat16" (the same fills as their float32 twins, whose checks they share).
 
-cdef int spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
-                       int64_t offset, int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), <pe_f16 *>out, 1, seq_len, row_stride, offset, False, 1.0,
-                      num_threads)
-
-
-cdef int spec_fill_bf16(const fastpe_spec *h, uint16_t *out, int64_t seq_len,
-                        int64_t row_stride, int64_t offset, int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), <pe_bf16 *>out, 1, seq_len, row_stride, offset, False, 1.0,
-                      num_threads)
-
-
-cdef int spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
-                      int64_t row_stride, int64_t offset, double scale,
-                      int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), <pe_f16 *>x, nseq, seq_len, row_stride, offset, True, scale,
-                      num_threads)
-
-
-cdef int spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
-                       int64_t row_stride, int64_t offset, double scale,
-                       int num_threads) noexcept nogil:
-    return _spec_fill(_handle(h), <pe_bf16 *>x, nseq, seq_len, row_stride, offset, True, scale,
-                      num_threads)
-
-
 cdef int rope_cache_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
                         int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
                         int num_threads) noexcept nogil:
@@ -813,14 +762,14 @@ _c_api_table.add_positions_f32 = fastpe_add_positions_f32
 _c_api_table.add_positions_f64 = fastpe_add_positions_f64
 _c_api_table.spec_new = spec_new
 _c_api_table.spec_from_knobs = spec_from_knobs
-_c_api_table.spec_free = spec_free
-_c_api_table.spec_d_model = spec_d_model
-_c_api_table.spec_fill_f32 = spec_fill_f32
-_c_api_table.spec_fill_f64 = spec_fill_f64
-_c_api_table.spec_fill_positions_f32 = spec_fill_positions_f32
-_c_api_table.spec_fill_positions_f64 = spec_fill_positions_f64
-_c_api_table.spec_add_f32 = spec_add_f32
-_c_api_table.spec_add_f64 = spec_add_f64
+_c_api_table.spec_free = fastpe_spec_free
+_c_api_table.spec_d_model = fastpe_spec_d_model
+_c_api_table.spec_fill_f32 = fastpe_spec_fill_f32
+_c_api_table.spec_fill_f64 = fastpe_spec_fill_f64
+_c_api_table.spec_fill_positions_f32 = fastpe_spec_fill_positions_f32
+_c_api_table.spec_fill_positions_f64 = fastpe_spec_fill_positions_f64
+_c_api_table.spec_add_f32 = fastpe_spec_add_f32
+_c_api_table.spec_add_f64 = fastpe_spec_add_f64
 _c_api_table.rope_new = rope_new
 _c_api_table.rope_from_frequencies = rope_from_frequencies
 _c_api_table.rope_free = rope_free
@@ -833,10 +782,10 @@ _c_api_table.fill_f16 = fastpe_fill_f16
 _c_api_table.fill_bf16 = fastpe_fill_bf16
 _c_api_table.add_f16 = fastpe_add_f16
 _c_api_table.add_bf16 = fastpe_add_bf16
-_c_api_table.spec_fill_f16 = spec_fill_f16
-_c_api_table.spec_fill_bf16 = spec_fill_bf16
-_c_api_table.spec_add_f16 = spec_add_f16
-_c_api_table.spec_add_bf16 = spec_add_bf16
+_c_api_table.spec_fill_f16 = fastpe_spec_fill_f16
+_c_api_table.spec_fill_bf16 = fastpe_spec_fill_bf16
+_c_api_table.spec_add_f16 = fastpe_spec_add_f16
+_c_api_table.spec_add_bf16 = fastpe_spec_add_bf16
 _c_api_table.rope_cache_f16 = rope_cache_f16
 _c_api_table.rope_cache_bf16 = rope_cache_bf16
 _c_api_table.rope_apply_f16 = rope_apply_f16

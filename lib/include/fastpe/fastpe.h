@@ -65,6 +65,21 @@ extern "C" {
 #define FASTPE_EOVERLAP 9  /* an input overlaps the rows being written */
 #define FASTPE_EINTR    10 /* the poll callback asked the fill to stop */
 #define FASTPE_EINVAL   11 /* an argument outside its documented values (e.g. a dtype) */
+#define FASTPE_EHANDLE  12 /* a handle that is not a live fastpe_spec */
+
+/* The knobs of a convention (fastpe_knobs): the denominator of the frequency
+ * ladder (h = d_model / 2), the column layout, and what an odd width does. */
+#define FASTPE_DENOM_D2                0 /* d/2 */
+#define FASTPE_DENOM_H                 1 /* h */
+#define FASTPE_DENOM_H_MINUS_1         2 /* h-1 */
+#define FASTPE_DENOM_MAX_H_MINUS_1_1   3 /* max(h-1, 1) */
+#define FASTPE_DENOM_H_MINUS_SHIFT     4 /* h - shift */
+#define FASTPE_COLUMNS_INTERLEAVED     0
+#define FASTPE_COLUMNS_SPLIT           1
+#define FASTPE_COLUMNS_SPLIT_COS_FIRST 2
+#define FASTPE_ODD_SIN                 0 /* one more sine column */
+#define FASTPE_ODD_ZERO                1 /* a zero column at the end */
+#define FASTPE_ODD_ERROR               2 /* odd widths refused */
 
 /* Entry types of fastpe_fill_poll. */
 #define FASTPE_DTYPE_F32  0
@@ -126,6 +141,69 @@ typedef int (*fastpe_poll_fn)(void *ctx);
 FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d_model,
                                 int64_t row_stride, double base, int64_t offset, int layout,
                                 int num_threads, fastpe_poll_fn poll, void *ctx);
+
+/* ---- every convention, through a compiled spec -----------------------------
+ * A spec is made once (from the knobs of fastpe.Convention, or a named preset)
+ * and used from any thread; it is immutable, and freed with fastpe_spec_free.
+ * The fills take the capsule's arguments and give its bits (fastpe.sinusoidal(...,
+ * convention=...)).  w_i = position_scale * base^(-i/denominator). */
+typedef struct fastpe_spec fastpe_spec;
+
+typedef struct fastpe_knobs {
+    size_t size; /* sizeof(fastpe_knobs): set by fastpe_knobs_preset */
+    double base;
+    int denominator; /* FASTPE_DENOM_* */
+    double shift;    /* for FASTPE_DENOM_H_MINUS_SHIFT */
+    double position_scale;
+    int columns; /* FASTPE_COLUMNS_* */
+    int odd;     /* FASTPE_ODD_* */
+    int has_padding_idx;
+    int64_t padding_idx; /* the position whose rows are all zeros */
+} fastpe_knobs;
+
+/* The knobs of a named convention ("vaswani", "tensor2tensor", "fairseq",
+ * "diffusers", "gptj"), with their defaults; FASTPE_EINVAL for another name. */
+FASTPE_API int fastpe_knobs_preset(const char *name, fastpe_knobs *knobs);
+/* A spec from knobs at width d_model: FASTPE_OK and *spec, or a code (EINVAL for
+ * a knob outside its values or a width the convention does not define, EBASE,
+ * ESIZE, ENOMEM) and *spec = NULL. */
+FASTPE_API int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec);
+/* The capsule's two constructors (NULL on any error; fastpe_spec_create says which). */
+FASTPE_API fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model);
+FASTPE_API fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base,
+                                               const char *denominator, double shift,
+                                               double position_scale, const char *layout,
+                                               const char *odd, int has_padding_idx,
+                                               int64_t padding_idx);
+FASTPE_API void fastpe_spec_free(fastpe_spec *spec);
+/* d_model, or -1 for NULL. */
+FASTPE_API int64_t fastpe_spec_d_model(const fastpe_spec *spec);
+FASTPE_API int fastpe_spec_fill_f32(const fastpe_spec *spec, float *out, int64_t seq_len,
+                                    int64_t row_stride, int64_t offset, int num_threads);
+FASTPE_API int fastpe_spec_fill_f64(const fastpe_spec *spec, double *out, int64_t seq_len,
+                                    int64_t row_stride, int64_t offset, int num_threads);
+FASTPE_API int fastpe_spec_fill_f16(const fastpe_spec *spec, uint16_t *out, int64_t seq_len,
+                                    int64_t row_stride, int64_t offset, int num_threads);
+FASTPE_API int fastpe_spec_fill_bf16(const fastpe_spec *spec, uint16_t *out, int64_t seq_len,
+                                     int64_t row_stride, int64_t offset, int num_threads);
+FASTPE_API int fastpe_spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n,
+                                              int64_t row_stride, const double *positions,
+                                              int num_threads);
+FASTPE_API int fastpe_spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n,
+                                              int64_t row_stride, const double *positions,
+                                              int num_threads);
+FASTPE_API int fastpe_spec_add_f32(const fastpe_spec *spec, float *x, int64_t nseq, int64_t seq_len,
+                                   int64_t row_stride, int64_t offset, double scale,
+                                   int num_threads);
+FASTPE_API int fastpe_spec_add_f64(const fastpe_spec *spec, double *x, int64_t nseq,
+                                   int64_t seq_len, int64_t row_stride, int64_t offset,
+                                   double scale, int num_threads);
+FASTPE_API int fastpe_spec_add_f16(const fastpe_spec *spec, uint16_t *x, int64_t nseq,
+                                   int64_t seq_len, int64_t row_stride, int64_t offset,
+                                   double scale, int num_threads);
+FASTPE_API int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x, int64_t nseq,
+                                    int64_t seq_len, int64_t row_stride, int64_t offset,
+                                    double scale, int num_threads);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,318 @@
+/*
+ * Every convention from C: the knobs of fastpe.Convention (src/fastpe/_conventions.py,
+ * the reference this is compared with) compiled into a spec handle, and the fills
+ * through it.  Each fill is one call into the driver (fill.c).
+ */
+#include "pe_lib.h"
+#include "fastpe/fastpe.h"
+
+#include <stdlib.h>
+
+/* as fastpe._validate.MAX_SCALE: a position_scale beyond it overflows the angles */
+#define MAX_SCALE 1e280
+
+int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
+    if (name == NULL || k == NULL)
+        return FASTPE_ENULL;
+    memset(k, 0, sizeof(*k));
+    k->size = sizeof(*k);
+    k->base = 10000.0;
+    k->denominator = FASTPE_DENOM_D2;
+    k->position_scale = 1.0;
+    k->columns = FASTPE_COLUMNS_INTERLEAVED;
+    k->odd = FASTPE_ODD_SIN;
+    if (strcmp(name, "vaswani") == 0)
+        return FASTPE_OK;
+    if (strcmp(name, "tensor2tensor") == 0) { /* max/min timescale 1e4 / 1 */
+        k->denominator = FASTPE_DENOM_MAX_H_MINUS_1_1;
+        k->columns = FASTPE_COLUMNS_SPLIT;
+        k->odd = FASTPE_ODD_ZERO;
+        return FASTPE_OK;
+    }
+    if (strcmp(name, "fairseq") == 0) {
+        k->denominator = FASTPE_DENOM_H_MINUS_1;
+        k->columns = FASTPE_COLUMNS_SPLIT;
+        k->odd = FASTPE_ODD_ZERO;
+        k->has_padding_idx = 1;
+        k->padding_idx = 1;
+        return FASTPE_OK;
+    }
+    if (strcmp(name, "diffusers") == 0) { /* downscale_freq_shift 1, scale 1, no flip */
+        k->denominator = FASTPE_DENOM_H_MINUS_SHIFT;
+        k->shift = 1.0;
+        k->columns = FASTPE_COLUMNS_SPLIT;
+        k->odd = FASTPE_ODD_ZERO;
+        return FASTPE_OK;
+    }
+    if (strcmp(name, "gptj") == 0) {
+        k->columns = FASTPE_COLUMNS_SPLIT;
+        k->odd = FASTPE_ODD_ERROR;
+        return FASTPE_OK;
+    }
+    return FASTPE_EINVAL;
+}
+
+/* Convention.spec(d_model), field by field. */
+static int spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp) {
+    int64_t h = d / 2, nf;
+    double denom;
+    if (k->size < sizeof(fastpe_knobs))
+        return FASTPE_EINVAL;
+    if (!(isfinite(k->base) && k->base > 0.0))
+        return FASTPE_EBASE;
+    if (!(isfinite(k->position_scale) && k->position_scale > 0.0 &&
+          k->position_scale <= MAX_SCALE) ||
+        !isfinite(k->shift))
+        return FASTPE_EINVAL;
+    if (k->denominator < FASTPE_DENOM_D2 || k->denominator > FASTPE_DENOM_H_MINUS_SHIFT ||
+        k->columns < FASTPE_COLUMNS_INTERLEAVED || k->columns > FASTPE_COLUMNS_SPLIT_COS_FIRST ||
+        k->odd < FASTPE_ODD_SIN || k->odd > FASTPE_ODD_ERROR)
+        return FASTPE_EINVAL;
+    if (d < 1 || d > PE_MAX_WIDTH)
+        return FASTPE_ESIZE;
+    if (d % 2 && k->odd == FASTPE_ODD_ERROR)
+        return FASTPE_EINVAL;
+    nf = k->odd == FASTPE_ODD_SIN ? (d + 1) / 2 : h;
+    switch (k->denominator) {
+    case FASTPE_DENOM_D2:
+        denom = (double)d / 2.0;
+        break;
+    case FASTPE_DENOM_H:
+        denom = (double)h;
+        break;
+    case FASTPE_DENOM_H_MINUS_1:
+        denom = (double)(h - 1);
+        break;
+    case FASTPE_DENOM_MAX_H_MINUS_1_1:
+        denom = (double)(h - 1 > 1 ? h - 1 : 1);
+        break;
+    default:
+        denom = (double)h - k->shift;
+        break;
+    }
+    if (!(denom > 0)) {
+        if (nf > 1)
+            return FASTPE_EINVAL; /* the ladder divides by a denominator <= 0 */
+        denom = 1.0;              /* one frequency: w_0 = position_scale whatever it is */
+    }
+    memset(sp, 0, sizeof(*sp));
+    sp->d = d;
+    sp->nf = nf;
+    sp->w0 = k->position_scale;
+    sp->base = k->base;
+    sp->denom = denom;
+    sp->zero_col = d % 2 && k->odd == FASTPE_ODD_ZERO ? d - 1 : -1;
+    if (k->columns == FASTPE_COLUMNS_INTERLEAVED) {
+        sp->layout = PE_LAYOUT_INTERLEAVED;
+        sp->npairs = h;
+        sp->lone_sin = nf > h;
+    } else if (k->columns == FASTPE_COLUMNS_SPLIT) {
+        sp->layout = PE_LAYOUT_SPLIT;
+        sp->s_off = 0;
+        sp->ns = nf;
+        sp->c_off = nf;
+        sp->nc = h;
+    } else {
+        sp->layout = PE_LAYOUT_SPLIT;
+        sp->c_off = 0;
+        sp->nc = h;
+        sp->s_off = h;
+        sp->ns = nf;
+    }
+    if (!pe_frequencies_finite(sp))
+        return FASTPE_EBASE;
+    return FASTPE_OK;
+}
+
+struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
+                                       double max_position) {
+    struct fastpe_spec *h;
+    if (sp->wlist != NULL)
+        return NULL;
+    h = (struct fastpe_spec *)malloc(sizeof(*h));
+    if (h == NULL)
+        return NULL;
+    h->magic = PE_SPEC_MAGIC;
+    h->sp = *sp;
+    h->has_zero = has_zero;
+    h->zero = zero;
+    h->max_position = max_position;
+    return h;
+}
+
+int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
+    pe_spec sp;
+    int err;
+    pe_init();
+    if (spec == NULL)
+        return FASTPE_ENULL;
+    *spec = NULL;
+    if (knobs == NULL)
+        return FASTPE_ENULL;
+    err = spec_of(knobs, d_model, &sp);
+    if (err != FASTPE_OK)
+        return err;
+    *spec = pe_spec_handle_new(&sp, knobs->has_padding_idx != 0, knobs->padding_idx,
+                               pe_max_position(&sp));
+    return *spec != NULL ? FASTPE_OK : FASTPE_ENOMEM;
+}
+
+fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model) {
+    fastpe_knobs k;
+    fastpe_spec *h = NULL;
+    if (fastpe_knobs_preset(name, &k) == FASTPE_OK)
+        fastpe_spec_create(&k, d_model, &h);
+    return h;
+}
+
+/* The index of s in a NULL-terminated list, or -1. */
+static int choice(const char *s, const char *const *names) {
+    for (int i = 0; s != NULL && names[i] != NULL; i++) {
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    }
+    return -1;
+}
+
+fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base, const char *denominator,
+                                    double shift, double position_scale, const char *layout,
+                                    const char *odd, int has_padding_idx, int64_t padding_idx) {
+    static const char *const denoms[] = {"d/2", "h", "h-1", "max(h-1,1)", "h-shift", NULL};
+    static const char *const layouts[] = {"interleaved", "split", "split_cos_first", NULL};
+    static const char *const odds[] = {"sin", "zero", "error", NULL};
+    fastpe_knobs k;
+    fastpe_spec *h = NULL;
+    fastpe_knobs_preset("vaswani", &k);
+    k.base = base;
+    k.denominator = choice(denominator, denoms);
+    k.shift = shift;
+    k.position_scale = position_scale;
+    k.columns = choice(layout, layouts);
+    k.odd = choice(odd, odds);
+    k.has_padding_idx = has_padding_idx;
+    k.padding_idx = padding_idx;
+    fastpe_spec_create(&k, d_model, &h);
+    return h;
+}
+
+void fastpe_spec_free(fastpe_spec *h) {
+    if (h != NULL && h->magic == PE_SPEC_MAGIC) {
+        h->magic = 0;
+        free(h);
+    }
+}
+
+int64_t fastpe_spec_d_model(const fastpe_spec *h) {
+    return h != NULL && h->magic == PE_SPEC_MAGIC ? h->sp.d : -1;
+}
+
+/* Rows of positions offset .. offset+S-1 (nseq sequences when adding). */
+static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
+                     int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
+    pe_rows rq;
+    if (h == NULL)
+        return FASTPE_ENULL;
+    if (h->magic != PE_SPEC_MAGIC)
+        return PE_EHANDLE;
+    if (nseq < 0 || S < 0)
+        return FASTPE_ESIZE;
+    if (nseq == 0 || S == 0)
+        return FASTPE_OK;
+    if (out == NULL)
+        return FASTPE_ENULL;
+    if (row_stride < h->sp.d && nseq * S > 1)
+        return FASTPE_ESTRIDE;
+    if (nseq > INT64_MAX / S)
+        return FASTPE_ESIZE;
+    if (add && !isfinite(scale))
+        return FASTPE_ESCALE;
+    if (!(pe_extent(offset, S) <= h->max_position))
+        return FASTPE_ERANGE;
+    pe_init_rows(&rq, nseq, S, h->has_zero, h->zero);
+    rq.offset = offset;
+    rq.add = add;
+    rq.scale = add ? scale : 1.0;
+    return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
+}
+
+static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
+                   const double *positions, int num_threads) {
+    pe_rows rq;
+    size_t item = kind == PE_KIND_F32 ? 4 : 8;
+    if (h == NULL)
+        return FASTPE_ENULL;
+    if (h->magic != PE_SPEC_MAGIC)
+        return PE_EHANDLE;
+    if (n < 0)
+        return FASTPE_ESIZE;
+    if (n == 0)
+        return FASTPE_OK;
+    if (out == NULL || positions == NULL)
+        return FASTPE_ENULL;
+    if (row_stride < h->sp.d && n > 1)
+        return FASTPE_ESTRIDE;
+    /* positions must not lie inside the rows to be written; each must be finite
+       and within the exact angle reduction */
+    const char *lo = (const char *)out;
+    const char *hi = lo + (size_t)((n - 1) * row_stride + h->sp.d) * item;
+    if ((const char *)positions < hi && lo < (const char *)(positions + n))
+        return FASTPE_EOVERLAP;
+    for (int64_t r = 0; r < n; r++) {
+        if (!(fabs(positions[r]) <= h->max_position))
+            return FASTPE_ERANGE;
+    }
+    pe_init_rows(&rq, 1, n, h->has_zero, h->zero);
+    rq.pos_f = positions;
+    rq.pss = 1;
+    return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
+}
+
+int fastpe_spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
+                         int64_t offset, int num_threads) {
+    return spec_fill(h, out, PE_KIND_F32, 1, seq_len, row_stride, offset, 0, 1.0, num_threads);
+}
+
+int fastpe_spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
+                         int64_t offset, int num_threads) {
+    return spec_fill(h, out, PE_KIND_F64, 1, seq_len, row_stride, offset, 0, 1.0, num_threads);
+}
+
+int fastpe_spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                         int64_t offset, int num_threads) {
+    return spec_fill(h, out, PE_KIND_F16, 1, seq_len, row_stride, offset, 0, 1.0, num_threads);
+}
+
+int fastpe_spec_fill_bf16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                          int64_t offset, int num_threads) {
+    return spec_fill(h, out, PE_KIND_BF16, 1, seq_len, row_stride, offset, 0, 1.0, num_threads);
+}
+
+int fastpe_spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
+                                   const double *positions, int num_threads) {
+    return spec_at(h, out, PE_KIND_F32, n, row_stride, positions, num_threads);
+}
+
+int fastpe_spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n, int64_t row_stride,
+                                   const double *positions, int num_threads) {
+    return spec_at(h, out, PE_KIND_F64, n, row_stride, positions, num_threads);
+}
+
+int fastpe_spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
+                        int64_t row_stride, int64_t offset, double scale, int num_threads) {
+    return spec_fill(h, x, PE_KIND_F32, nseq, seq_len, row_stride, offset, 1, scale, num_threads);
+}
+
+int fastpe_spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
+                        int64_t row_stride, int64_t offset, double scale, int num_threads) {
+    return spec_fill(h, x, PE_KIND_F64, nseq, seq_len, row_stride, offset, 1, scale, num_threads);
+}
+
+int fastpe_spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                        int64_t row_stride, int64_t offset, double scale, int num_threads) {
+    return spec_fill(h, x, PE_KIND_F16, nseq, seq_len, row_stride, offset, 1, scale, num_threads);
+}
+
+int fastpe_spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
+                         int64_t row_stride, int64_t offset, double scale, int num_threads) {
+    return spec_fill(h, x, PE_KIND_BF16, nseq, seq_len, row_stride, offset, 1, scale, num_threads);
+}
