@@ -16,7 +16,7 @@ fills a buffer it is handed.  It is one compilation unit, in parts by job:
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
 
-from libc.stdint cimport int64_t, uint64_t, uint16_t
+from libc.stdint cimport int64_t, uint64_t, uint16_t, uintptr_t
 from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
     PyThread_release_lock, WAIT_LOCK,
