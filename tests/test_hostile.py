@@ -15,6 +15,7 @@ by test_convention_hostile.
 
 from __future__ import annotations
 
+import copy
 import fractions
 import math
 import operator
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import fastpe
-from fastpe import Convention
+from fastpe import Convention, kernel
 
 ACCEPTED_ERRORS = (ValueError, TypeError, MemoryError)
 
@@ -356,6 +357,21 @@ AIMED = {
         ]
     ),
     "precision": st.sampled_from(["float16", "exact", "", None, np.float32]),
+    # offsets of the wrong kind or shape, None among them (the default is 0, not None)
+    "offset": st.sampled_from(
+        [
+            None,
+            np.array([[1]]),
+            np.array([1.5]),
+            np.array([1, 2, 3, 4, 5]),
+            [None],
+            "1",
+            2.0,
+            True,
+            np.array(3, np.uint64),
+            np.array([-(2**62) - 7, 2**62]),
+        ]
+    ),
     "tokens": st.sampled_from(
         [
             np.zeros(()),
@@ -881,12 +897,18 @@ def test_every_public_function_has_a_spec():
 
 
 @st.composite
-def calls(draw, name):
+def calls(draw, name, n_hostile=None):
     _fn, kw_names, pos_names, _, _ = SPECS[name]
     # How many arguments get a hostile value: 0 (a valid call), 1 or a few.
-    n_hostile = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))
+    at_least = 0 if n_hostile is None else n_hostile
+    if n_hostile is None:
+        n_hostile = draw(st.sampled_from([0, 0, 1, 1, 1, 2, 3]))
     present = pos_names + [k for k in kw_names if k != "out" and draw(st.booleans())]
-    bad = set(draw(st.lists(st.sampled_from(present), max_size=n_hostile))) if present else set()
+    bad = (
+        set(draw(st.lists(st.sampled_from(present), min_size=at_least, max_size=n_hostile)))
+        if present
+        else set()
+    )
     kwargs = {
         k: draw(hostile_value(k) if k in bad else VALID_FOR.get((name, k), VALID[k]))
         for k in present
@@ -1301,3 +1323,321 @@ def test_unsupported_dtypes_named_and_nothing_written(dtype):
     with pytest.raises(TypeError, match=r"float16, bfloat16, float32 or float64.*" + str(x.dtype)):
         fastpe.add_to(x)
     assert (x == 1).all()
+
+
+# ------------------------------------------------- aliasing among the arguments
+#
+# Every function with more than one array argument, its arrays carved at random
+# places out of ONE byte buffer (overlapping, interleaved or apart), then filled
+# in a random order (so an input may hold another's bytes): the call must give
+# exactly what the same call gives on separate copies, or refuse -- and refuse
+# only when two of its outputs share an element, leaving the buffer untouched.
+
+# name -> (arrays: [(argument, role, dtype kind)], fixed keyword arguments)
+ALIASED = {
+    "apply_rope": "q k positions offset inv_freq",
+    "rope_cache": "cos sin positions inv_freq",
+    "add_to": "x positions offset",
+    "sinusoidal_at": "positions out",
+}
+OUTPUTS = {"q", "k", "cos", "sin", "x", "out"}
+
+
+@st.composite
+def aliased_call(draw, name):
+    """(arguments builder, the carved arrays by name, the byte buffer)."""
+    names = ALIASED[name].split()
+    fdt = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
+    B, S, H, D = draw(st.integers(1, 2)), draw(st.integers(1, 4)), draw(st.integers(1, 2)), 8
+    shapes = {
+        "q": ((B, H, S, D), fdt),
+        "k": ((B, draw(st.integers(1, 2)), S, D), fdt),
+        "cos": ((S, D), fdt),
+        "sin": ((S, D), fdt),
+        "x": ((B, S, D), fdt),
+        "out": ((S, D), fdt),
+        "inv_freq": ((D // 2,), np.dtype(np.float64)),
+        "offset": ((B,), np.dtype(np.int64)),
+    }
+    if name == "sinusoidal_at":
+        shapes["positions"] = ((S,), np.dtype(draw(st.sampled_from([np.int64, np.float64]))))
+    elif name == "rope_cache":
+        shapes["positions"] = ((S,), np.dtype(np.int64))
+    else:
+        shapes["positions"] = (draw(st.sampled_from([(S,), (B, S)])), np.dtype(np.int64))
+    # which of the optional ones take part (positions and offset exclude each other)
+    used = [n for n in names if n in OUTPUTS and n not in ("k",)]
+    if "k" in names and draw(st.booleans()):
+        used.append("k")
+    where = draw(
+        st.sampled_from(["positions", "offset", None] if "offset" in names else ["positions"])
+    )
+    if where is not None:
+        used.append(where)
+    if "inv_freq" in names and draw(st.booleans()):
+        used.append("inv_freq")
+    nbytes = 4096
+    raw = np.zeros(nbytes + 64, np.uint8)
+    buf = raw[-raw.ctypes.data % 64 :][:nbytes]
+    arrays = {}
+    pair = draw(st.booleans())  # outputs as interleaved slots of one block (fused QKV)
+    slot0 = draw(st.integers(0, 64)) * 8
+    for n in used:
+        shape, dt = shapes[n]
+        isz = dt.itemsize
+        cstrides = [isz] * len(shape)
+        for j in range(len(shape) - 2, -1, -1):
+            cstrides[j] = cstrides[j + 1] * shape[j + 1]
+        if pair and n in OUTPUTS and len(shape) > 1:
+            # every output row in its own slot: the outputs interleave, sharing nothing
+            nout = sum(1 for m in used if m in OUTPUTS)
+            row = shape[-1] * isz
+            strides = [s * nout for s in cstrides[:-1]] + [isz]
+            start = slot0 + [m for m in used if m in OUTPUTS].index(n) * row
+        else:
+            mult = [draw(st.sampled_from([1, 1, 2])) for _ in shape[:-1]] + [1]
+            if n == "x":  # (add_to takes rows at one stride: a column slice of a matrix)
+                mult[:-2] = [1] * (len(shape) - 2)
+            strides = [s * m for s, m in zip(cstrides, mult, strict=True)]
+            for j in range(len(shape) - 2, -1, -1):  # (no row may overlap its neighbour)
+                strides[j] = max(strides[j], strides[j + 1] * shape[j + 1])
+                if n == "x" and j < len(shape) - 2:
+                    strides[j] = strides[j + 1] * shape[j + 1]
+            start = draw(st.integers(0, 96)) * isz
+        end = start + sum((m - 1) * s for m, s in zip(shape, strides, strict=True)) + isz
+        assume(end <= nbytes)
+        arrays[n] = np.ndarray(shape, dt, buffer=buf, offset=start, strides=strides)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    for n in draw(st.permutations(list(arrays))):  # later writes win where they overlap
+        a = arrays[n]
+        if a.dtype.kind == "i":
+            a[...] = rng.integers(0, 60, a.shape)
+        elif n == "inv_freq":
+            a[...] = rng.uniform(0, 2, a.shape)
+        elif n == "positions":
+            a[...] = rng.uniform(0, 60, a.shape)
+        else:
+            a[...] = rng.uniform(-2, 2, a.shape)
+    note(
+        f"{name}: "
+        + ", ".join(
+            f"{n} {a.shape} {a.dtype} at {a.ctypes.data - buf.ctypes.data} strides {a.strides}"
+            for n, a in arrays.items()
+        )
+    )
+    return arrays, buf
+
+
+def _aliased_args(name, a):
+    """(positional args, keyword args) of the call, from the arrays ``a``."""
+    kw = {n: a[n] for n in ("positions", "offset", "inv_freq") if n in a}
+    if name == "apply_rope":
+        return (a["q"], a.get("k")), kw
+    if name == "rope_cache":
+        seq = {} if "positions" in a else {"seq_len": a["cos"].shape[0]}
+        return (8,), {**kw, **seq, "out": (a["cos"], a["sin"])}
+    if name == "add_to":
+        return (a["x"],), kw
+    return (a["positions"], 8), {"out": a["out"]}
+
+
+def _outcome(fn, args, kw):
+    try:
+        fn(*args, **kw)
+    except ACCEPTED_ERRORS as exc:
+        return exc
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(ALIASED))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_aliased_arguments_act_as_copies_or_are_refused(name, data):
+    arrays, buf = data.draw(aliased_call(name))
+    fn = getattr(fastpe, name)
+    copies = {n: a.copy() for n, a in arrays.items()}
+    want = _outcome(fn, *_aliased_args(name, copies))
+    before = buf.copy()
+    got = _outcome(fn, *_aliased_args(name, arrays))
+    outs = [arrays[n] for n in arrays if n in OUTPUTS]
+    clash = any(np.shares_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1 :])
+    note(f"on copies: {want!r}; aliased: {got!r}; outputs share memory: {clash}")
+    if got is not None:
+        assert want is not None or clash, f"a legal call was refused: {got!r}"
+        np.testing.assert_array_equal(buf, before)  # nothing written on refusal
+        return
+    assert want is None, f"on copies {want!r}, yet the aliased call returned"
+    for n in arrays:
+        if n in OUTPUTS:
+            assert arrays[n].tobytes() == copies[n].tobytes(), f"{n} differs from the copies' call"
+
+
+# ------------------------------------------------------------- cold == warm
+#
+# The small-call paths serve arguments whose frequencies or encoding were seen
+# before: each call must give the same result, or the same error type, in a cold
+# state (nothing remembered, as in a new process) as after the same frequencies
+# were planned.
+
+FAST_PATHED = ["sinusoidal", "sinusoidal_at", "add_to", "apply_rope", "rope_cache"]
+
+
+def _clone(v):
+    """A copy of an argument with the same kind, strides and flags, in new memory."""
+    if isinstance(v, memoryview):
+        return memoryview(np.array(v))
+    if isinstance(v, np.ma.MaskedArray) or not isinstance(v, np.ndarray):
+        return copy.deepcopy(v)
+    root = v
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root is v or not root.flags.c_contiguous:
+        c = v.copy()
+    else:
+        new_root = root.copy()
+        c = np.ndarray(
+            v.shape,
+            v.dtype,
+            buffer=new_root,
+            offset=v.ctypes.data - root.ctypes.data,
+            strides=v.strides,
+        )
+    if type(v) is not np.ndarray:
+        c = c.view(type(v))
+    c.flags.writeable = v.flags.writeable
+    return c
+
+
+def _prime(name, kw):
+    """Calls that remember the frequencies or encoding of ``kw`` (errors ignored)."""
+    rule = {
+        k: kw[k]
+        for k in (
+            "rope_parameters",
+            "max_position_embeddings",
+            "precision",
+            "inv_freq",
+            "head_dim",
+        )
+        if k in kw
+    }
+    table = {k: kw[k] for k in ("base", "layout", "convention") if k in kw}
+
+    def last(a):
+        return int(np.shape(a)[-1])
+
+    tries = []
+    if name == "apply_rope":
+        tries.append(lambda: fastpe.apply_rope(np.zeros((1, 1, 1, last(kw["q"]))), **rule))
+        tries.append(lambda: fastpe.apply_rope(np.zeros((1, 1, 1, kw["head_dim"])), **rule))
+    elif name == "rope_cache":
+        tries.append(lambda: fastpe.rope_cache(seq_len=1, **{"head_dim": 8, **rule}))
+    elif name == "add_to":
+        tries.append(lambda: fastpe.sinusoidal(1, last(kw["x"]), **table))
+    else:
+        tries.append(lambda: fastpe.sinusoidal(1, kw["d_model"], **table))
+    for t in tries:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t()
+        except Exception:  # (priming only: the calls compared are checked)
+            pass
+
+
+# Values that a type test written for speed (an int, a str, an ndarray, "not None")
+# may take for another argument's: the small-call paths must treat them as the
+# general path does.
+CONFUSABLE = [
+    None,
+    True,
+    2.0,
+    np.int64(2),
+    np.float64(2.0),
+    np.array(2),
+    np.array([2]),
+    [2],
+    (2,),
+    "2",
+    "half",
+    {},
+]
+
+
+@st.composite
+def confusable_call(draw, name):
+    """A valid call, one of its arguments (or one it does not pass) made CONFUSABLE."""
+    kwargs, guard, _valid = draw(calls(name, n_hostile=0))
+    _fn, kw_names, pos_names, _, _ = SPECS[name]
+    arg = draw(st.sampled_from(pos_names + kw_names))
+    kwargs[arg] = draw(st.sampled_from(CONFUSABLE))
+    return kwargs, guard, False
+
+
+def _signature_of(name, kwargs):
+    """What a call did: its error type, or its result and every array argument after it."""
+    fn, _kw, pos_names, _, _ = SPECS[name]
+    kw = {k: _clone(v) for k, v in kwargs.items()}
+    args = [kw.pop(p) for p in pos_names]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = fn(*args, **kw)
+    except ACCEPTED_ERRORS as exc:
+        return type(exc).__name__
+
+    def bits(v):
+        if isinstance(v, (memoryview, bytearray)):
+            v = np.array(v)
+        if isinstance(v, np.ndarray):
+            return (v.dtype.str, v.shape, np.ascontiguousarray(v).tobytes())
+        if isinstance(v, (tuple, list)):
+            return tuple(bits(x) for x in v)
+        return repr(v)
+
+    return bits(result), bits([*args, *kw.values()])
+
+
+@pytest.mark.parametrize("name", FAST_PATHED)
+@hostile
+@given(data=st.data())
+def test_cold_and_warm_calls_agree(name, data):
+    kwargs, _guard, _valid = data.draw(st.one_of(calls(name), confusable_call(name)))
+    kernel.encoders.clear()
+    kernel.rope_plans.clear()
+    cold = _signature_of(name, kwargs)
+    _prime(name, kwargs)
+    _signature_of(name, kwargs)  # (a call that succeeds remembers its own plan)
+    warm = _signature_of(name, kwargs)
+    assert cold == warm, f"cold {cold if isinstance(cold, str) else 'returned'}, warm " + (
+        warm if isinstance(warm, str) else "returned"
+    )
+
+
+# Each argument of a call that the small-call path takes, replaced in turn by each
+# CONFUSABLE value: exhaustive, as one overlooked pair is one silent divergence.
+FAST_BASES = {
+    "sinusoidal": lambda: {"seq_len": 4, "d_model": 8},
+    "sinusoidal_at": lambda: {"positions": np.arange(3), "d_model": 8},
+    "add_to": lambda: {"x": np.zeros((2, 3, 8), np.float32)},
+    "apply_rope": lambda: {
+        "q": np.ones((1, 2, 3, 8), np.float32),
+        "k": np.ones((1, 2, 3, 8), np.float32),
+    },
+    "rope_cache": lambda: {"head_dim": 8, "seq_len": 4},
+}
+
+
+@pytest.mark.parametrize("name", FAST_PATHED)
+def test_cold_and_warm_calls_agree_for_every_confusable_argument(name):
+    _fn, kw_names, pos_names, _, _ = SPECS[name]
+    for arg in pos_names + kw_names:
+        for value in CONFUSABLE:
+            kwargs = {**FAST_BASES[name](), arg: value}
+            kernel.encoders.clear()
+            kernel.rope_plans.clear()
+            cold = _signature_of(name, kwargs)
+            _prime(name, FAST_BASES[name]())
+            _signature_of(name, FAST_BASES[name]())
+            warm = _signature_of(name, kwargs)
+            assert cold == warm, f"{name}({arg}={value!r}): cold {cold!r:.60}, warm {warm!r:.60}"

@@ -99,13 +99,6 @@ int64_t pe_block_rows(int64_t nf) {
     return b;
 }
 
-PE_INLINE int64_t pe_floordiv(int64_t a, int64_t b) {
-    int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        q -= 1;
-    return q;
-}
-
 /* A plan = [frequencies (4 nf) | table cos-1 ((B/2+1) nf) | table sin ((B/2+1) nf)]. */
 size_t pe_plan_doubles(int64_t nf, int64_t B) { return (size_t)(4 * nf + 2 * (B / 2 + 1) * nf); }
 

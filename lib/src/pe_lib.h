@@ -131,6 +131,14 @@ PE_HIDDEN int pe_openmp_version(void);
 
 PE_HIDDEN const char *pe_strerror(int code);
 
+/* a // b, rounded towards -infinity (Python's) */
+PE_INLINE int64_t pe_floordiv(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q -= 1;
+    return q;
+}
+
 PE_INLINE double pe_extent(int64_t offset, int64_t S) {
     /* largest |position| of offset .. offset+S-1 (in double: no overflow) */
     double a = fabs((double)offset);

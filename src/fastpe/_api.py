@@ -530,7 +530,7 @@ def _offset_positions(
     largest: float | None
     if np.ndim(offset) == 0 and not isinstance(offset, array_types):
         off_scalar = as_int(offset, "offset")
-        largest = abs(off_scalar)
+        largest = min(abs(off_scalar), 2**64)  # (beyond any range; a float sum must not overflow)
     else:
         off, largest = convert(offset, "offset", "i")
         if not _broadcasts(off.shape, batch):

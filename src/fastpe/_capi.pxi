@@ -397,6 +397,26 @@ cdef inline void _rope_cache_row(anyreal *cos, anyreal *sin, int64_t r, int64_t 
             c[j + dup] = c[j]
 
 
+cdef bint _rows_meet(const char *a, const char *b, int64_t n, int64_t stride,
+                     int64_t width) noexcept nogil:
+    """Whether n rows of ``width`` bytes every ``stride`` bytes (stride >= width, or
+    n == 1) from a and from b share a byte: decided exactly, so that the two
+    halves of one buffer's rows (cos and sin side by side) are disjoint.  Row i of
+    b meets row j of a iff |d + (i - j) stride| < width, d = b - a: at most two
+    differences t = i - j in -(n-1) .. n-1 can qualify."""
+    cdef int64_t d = <int64_t>(<uintptr_t>b - <uintptr_t>a)
+    cdef int64_t t, t0, e
+    if n <= 1 or stride == 0:
+        return -width < d < width
+    t0 = _floordiv(-width - d, stride) + 1      # the smallest t with d + t stride > -width
+    for t in range(t0, t0 + 2):
+        if -(n - 1) <= t <= n - 1:
+            e = d + t * stride
+            if -width < e < width:
+                return True
+    return False
+
+
 cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_t n,
                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
                      int num_threads) noexcept nogil:
@@ -404,9 +424,6 @@ cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_
     cdef int64_t nf, W, r
     cdef anyreal *rt = NULL
     cdef double *dt = NULL
-    cdef const char *clo
-    cdef const char *slo
-    cdef size_t span
     cdef int err, nt
     if h == NULL:
         return FASTPE_ENULL
@@ -424,10 +441,8 @@ cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_
         return FASTPE_ESTRIDE
     if n > (INT64_MAX // 16) // W:
         return FASTPE_ESIZE
-    span = ((n - 1) * row_stride + W) * sizeof(anyreal)
-    clo = <const char *>cos
-    slo = <const char *>sin
-    if clo < slo + span and slo < clo + span:
+    if _rows_meet(<const char *>cos, <const char *>sin, n, row_stride * <int64_t>sizeof(anyreal),
+                  W * <int64_t>sizeof(anyreal)):
         return FASTPE_EOVERLAP
     err = _rope_positions(h, &rq, 1, n, positions, offset)
     if err != FASTPE_OK:

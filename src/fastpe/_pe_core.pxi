@@ -124,6 +124,7 @@ cdef extern from "pe_lib.h" nogil:
     void _init_rows "pe_init_rows"(pe_rows *rq, int64_t nseq, int64_t S, bint has_zero,
                                    int64_t zero)
     double _extent "pe_extent"(int64_t offset, int64_t S)
+    int64_t _floordiv "pe_floordiv"(int64_t a, int64_t b)
     int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                     const pe_rows *rq, int num_threads, const double *plan,
                     pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx)

@@ -349,6 +349,18 @@ cdef bint _fast_ids(arr, int64_t rows, int64_t cols, int64_t step, double limit)
         PyBuffer_Release(&v)
 
 
+cdef bint _aliases(arr, const Py_buffer *qv, const Py_buffer *kv, bint have_k) except -1:
+    """Whether the ndarray ``arr`` may share memory with q's (or k's) buffer."""
+    cdef Py_buffer v
+    cdef bint shared
+    if type(arr) is not _NDARRAY:
+        return False    # (declined later: only ndarrays take this path)
+    PyObject_GetBuffer(arr, &v, PyBUF_STRIDES)
+    shared = _overlap(&v, qv) or (have_k and _overlap(&v, kv))
+    PyBuffer_Release(&v)
+    return shared
+
+
 def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, layout,
                max_position_embeddings, precision, inv_freq, attention_factor, num_threads):
     """fastpe.apply_rope for the common case -- C-contiguous ndarrays, an int
@@ -367,6 +379,8 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
     if positions is not None and not (type(offset) is int and offset == 0):
         return None
     offsets = None if positions is not None or _as_i64(offset, &off) else offset
+    if offsets is None and positions is None and type(offset) is not int:
+        return None     # (offset=None: the general path refuses it)
     if type(layout) is not str or (layout != "half" and layout != "interleaved"):
         return None
     nt = _fast_threads(num_threads)
@@ -402,6 +416,11 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
                 return None
         batch = qv.shape[0] if sa != 0 else 1
         S = qv.shape[sa]
+        # positions or offsets kept in q's or k's memory would change while q is
+        # rotated: the general path copies them first
+        if (positions is not None and _aliases(positions, &qv, &kv, have_k)) \
+                or (offsets is not None and _aliases(offsets, &qv, &kv, have_k)):
+            return None
         # every position checked against the exact reduction here, as the general path does
         if positions is not None:
             if not _fast_ids(positions, batch, S, 0, enc.max_position):

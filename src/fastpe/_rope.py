@@ -437,8 +437,7 @@ def rope_cache(
             raise TypeError(
                 f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
             )
-        if np.may_share_memory(cos, sin):
-            raise ValueError("out's cos and sin must not share memory")
+        _disjoint(cos, sin, "out's cos and sin")
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
     # [sin | cos] of the nf frequencies, each entry rounded once into the table's
     # dtype (float64 when the attention factor is still to be applied)
@@ -522,20 +521,51 @@ def _angles(
     return w, attention, enc
 
 
-def _as_position_ids(positions: Any) -> np.ndarray:
-    """Integer position ids as a C-contiguous int64 array (RoPE positions are token
-    indices)."""
+def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
+    """Integer position ids (or offsets: ``name``) as a C-contiguous int64 array
+    (RoPE positions are token indices)."""
+    if positions is None:
+        raise TypeError(f"{name} must be an int or an array of integers, got None")
     if isinstance(positions, np.ma.MaskedArray):
-        raise TypeError("positions must not be a masked array (its mask would be ignored)")
+        raise TypeError(f"{name} must not be a masked array (its mask would be ignored)")
     try:
         arr = np.asarray(positions)
     except Exception as exc:  # ragged nested lists
-        raise TypeError(f"positions must be an array of integers ({exc})") from None
+        raise TypeError(f"{name} must be an array of integers ({exc})") from None
     if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and arr.size == 0):
-        raise TypeError(f"positions must be integers, got dtype {arr.dtype}")
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**62:
-        raise ValueError(f"positions must stay below 2**62, got {int(arr.max())}")
+        raise ValueError(f"{name} must stay below 2**62, got {int(arr.max())}")
     return arr.astype(np.int64, order="C", copy=False)  # (0-d stays 0-d)
+
+
+#: np.shares_memory's work bound: enough for any q/k or cos/sin pair of a real
+#: model (a fused QKV buffer's views take a few steps); past it the pair is refused.
+_OVERLAP_WORK = 1 << 16
+_TOO_HARD: type[Exception] = getattr(np, "exceptions", np).TooHardError  # (NumPy < 1.25: np.)
+
+
+def _disjoint(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    """Refuse two outputs that share an element (decided exactly: disjoint views of
+    one buffer, such as q and k of a fused QKV projection, are fine)."""
+    try:
+        # (NumPy's stubs list only -1 and 0, but a positive bound is documented)
+        shared = np.shares_memory(a, b, max_work=_OVERLAP_WORK)  # type: ignore[arg-type]
+    except _TOO_HARD:
+        raise ValueError(
+            f"{what} may share memory (their strides are too irregular to decide it "
+            "quickly); pass copies"
+        ) from None
+    if shared:
+        raise ValueError(f"{what} must not share memory")
+
+
+def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
+    """``arr`` (an input read while the outputs are written), copied when it may
+    share memory with any of them: q is rotated before k's angles are computed."""
+    if any(np.may_share_memory(arr, o) for o in outputs):
+        return arr.copy()
+    return arr
 
 
 def _as_frequencies(inv_freq: Any) -> np.ndarray:
@@ -600,7 +630,8 @@ def apply_rope(
         viewable without a copy (a PyTorch CPU tensor through DLPack, bfloat16
         included). Each entry is rounded once from the float64 result. Any strides, the last axis
         contiguous; ``k`` may have another number of heads (grouped-query
-        attention). Their sequence axis is ``seq_axis``: -2 for
+        attention). ``q`` and ``k`` may be views of one buffer (a fused QKV
+        projection) as long as they share no element. Their sequence axis is ``seq_axis``: -2 for
         ``(batch, heads, seq, head_dim)``, -3 (or 1) for ``(batch, seq, heads, head_dim)``.
     rope_parameters, max_position_embeddings, precision, inv_freq, attention_factor
         The frequencies, as in :func:`rope_cache` (keyword-only). Repeated calls
@@ -613,7 +644,8 @@ def apply_rope(
         e.g. KV-cache lengths.
     positions : array_like of int, keyword-only
         Position ids, shape ``(seq,)`` or ``(batch, seq)`` (e.g. left padding);
-        excludes ``offset``.
+        excludes ``offset``. ``offset`` and ``positions`` may share memory with
+        ``q`` or ``k``: they are read (copied if need be) before anything is rotated.
     layout : {"half", "interleaved"}, keyword-only
         As in :func:`rope_cache`.
     num_threads : int, keyword-only
@@ -657,8 +689,7 @@ def apply_rope(
     views = [_rope_target(q, "q")]
     if k is not None:
         views.append(_rope_target(k, "k"))
-        if np.may_share_memory(views[0], views[1]):
-            raise ValueError("q and k must not share memory")
+        _disjoint(views[0], views[1], "q and k")
     qv = views[0]
     if head_dim is None:
         head_dim = qv.shape[-1]
@@ -688,7 +719,7 @@ def apply_rope(
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
             raise ValueError("offset applies without positions; add it to positions instead")
-        pos = _as_position_ids(positions)
+        pos = _unaliased(_as_position_ids(positions), views)
         if pos.ndim == 1:
             pos = pos[None]
         if pos.ndim != 2 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
@@ -698,7 +729,7 @@ def apply_rope(
             )
         lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
     else:
-        off = _as_position_ids(offset)
+        off = _unaliased(_as_position_ids(offset, "offset"), views)
         if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
             raise ValueError(
                 f"offset must be an int or one per batch entry ({batch}), got shape {off.shape}"
@@ -716,11 +747,12 @@ def apply_rope(
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
         )
-    # (every argument is checked even when there is nothing to rotate)
-    if hi >= lo and all(v.size for v in views):
+    # (every argument is checked even when there is nothing to rotate; an empty q
+    # leaves k to be rotated all the same)
+    if hi >= lo:
         rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
         check_table_size(rows, 2 * w.size, 8)
-        for v in views:
+        for v in (v for v in views if v.size):
             bits, bf16 = kernel_view(v)
             _kernel.rope_rotate(
                 bits,

@@ -249,7 +249,8 @@ def as_out_array(out: Any) -> np.ndarray:
         )
     # A view of foreign memory never owns its data; an array that does is a copy
     # (e.g. made by a conversion method), and filling it would not fill `out`.
-    if arr.flags.owndata:
+    # An empty one has nothing to fill (NumPy gives empty DLPack imports their own data).
+    if arr.flags.owndata and arr.size:
         raise TypeError(
             f"out ({type(out).__name__}) could only be converted to an array by copying"
         )

@@ -15,7 +15,7 @@ parts by job:
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
 
-from libc.stdint cimport int64_t, uint16_t
+from libc.stdint cimport int64_t, uint16_t, uintptr_t
 from libc.stdlib cimport malloc, calloc, free
 from libc.math cimport isfinite, fabs
 from libc.string cimport memcmp, memcpy, memset

@@ -163,7 +163,9 @@ typedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *spec, double *x, int64_
    with rope_free (no GIL needed).  rotary_dim = 2*nf.
    rope_cache_*: n rows of cos and sin (rotary_dim entries each, at row_stride >=
    rotary_dim) for positions[r] (positions NULL: offset + r), bitwise
-   fastpe.rope_cache's; cos and sin must not overlap (FASTPE_EOVERLAP).
+   fastpe.rope_cache's; cos and sin must not share an element (FASTPE_EOVERLAP;
+   decided on elements: the two halves of one buffer's rows are fine).  Both
+   functions read every position before writing: positions may lie in the output.
    rope_apply_*: rotates in place the first rotary_dim entries of the row (b, s, h)
    at x + b*stride_batch + s*stride_seq + h*stride_head (strides in ELEMENTS, any
    sign; rows whose rotated entries would overlap: FASTPE_ESTRIDE) by the angles of
