@@ -10,7 +10,10 @@ side's values are copied from the other.
 
 from __future__ import annotations
 
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -114,3 +117,41 @@ def test_python_functions_give_the_c_digests(chunk):
         if _digest(got) != int(want, 16):
             bad.append(line)
     assert not bad, f"{len(bad)} of {len(lines)} cases differ, e.g. {bad[:3]}"
+
+
+# The rotation of apply_rope is the library's too (lib/src/rope.c): one call,
+# which polls the binding's callback between chunks of rows.  A SIGINT that
+# arrives mid-rotation raises KeyboardInterrupt with the last rows unrotated.
+ROTATION_INTERRUPT = """
+import os, signal, sys, threading, time, numpy as np, fastpe
+fastpe.kernel._set_chunk_entries(128 * 16)      # 16 rows of 128 per chunk: many polls
+q = np.ones((1, 1, 400000, 128))
+fastpe.apply_rope(q[:, :, :4].copy(), head_dim=128, offset=1)   # warm up (the plan)
+
+def fire():                                     # SIGINT once the rotation has begun
+    while q[0, 0, 0, 0] == 1.0:                 # (row 0, position 1, changes)
+        time.sleep(0.0002)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=fire, daemon=True).start()
+try:
+    fastpe.apply_rope(q, head_dim=128, offset=1, num_threads=1)
+    print("finished")
+except KeyboardInterrupt:
+    print("interrupted", int((q[0, 0, :, 0] == 1.0).sum()))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_interrupts_a_long_rotation():
+    r = subprocess.run(
+        [sys.executable, "-c", ROTATION_INTERRUPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=os.path.dirname(sys.executable),
+    )
+    assert r.returncode == 0, r.stderr
+    words = r.stdout.split()
+    assert words[0] == "interrupted", r.stdout
+    assert int(words[1]) > 0, "every row was rotated before the interrupt was seen"

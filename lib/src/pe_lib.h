@@ -109,6 +109,31 @@ PE_HIDDEN int pe_plan_cache_snapshot(double *out, int n);
 PE_HIDDEN void pe_anchor_init(pe_anchor_cache *ac);
 PE_HIDDEN void pe_anchor_free(pe_anchor_cache *ac);
 
+/* The rows RoPE rotates: every index of the leading axes (all but the last), in
+ * C order.  Row (i_0, .., i_{m-1}) starts at base + sum(i_j * strides[j]) bytes
+ * and takes the angles of table row (i_0 * S if per_batch else 0) + i_sa. */
+#define PE_ROPE_MAX_AXES 64
+typedef struct {
+    char *base;
+    int m;
+    int sa;
+    int per_batch;
+    int kind; /* PE_KIND_* */
+    int half; /* pairs (i, i + nf) rather than (2i, 2i + 1) */
+    int64_t S;
+    int64_t nf;
+    double attention;
+    const double *table;
+    int64_t shape[PE_ROPE_MAX_AXES];
+    int64_t strides[PE_ROPE_MAX_AXES];
+} pe_rope_rows;
+
+/* Rows r0 .. r1-1 rotated by nt threads. */
+PE_HIDDEN void pe_rotate_rows(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt);
+/* All nrows rows, polling between chunks when poll is not NULL (PE_EINTR). */
+PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *R, int64_t nrows, int nt, pe_poll_fn poll,
+                             void *poll_ctx);
+
 /* The shared argument checks of the Vaswani entry points. */
 PE_HIDDEN int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
                               double base, int layout);

@@ -4,35 +4,25 @@
 # one row of the table, filled by the kernel like any encoding) and then every row
 # of the tensor rotated by its token's row, the threads splitting the rows.
 
-cdef enum:
-    ROPE_MAX_AXES = 64          # PyBUF_MAX_NDIM
-
-
-cdef struct pe_rope_rows:
-    # The rows to rotate: every index of the leading axes (all but the last), in C
-    # order.  Row (i_0, .., i_{m-1}) starts at base + sum(i_j * strides[j]) bytes and
-    # takes the angles of table row (i_0 * S if per_batch else 0) + i_sa.
-    char *base
-    int m
-    int sa
-    bint per_batch
-    char kind               # the entries: 'f', 'd', 'e' (float16) or 'b' (bfloat16 bits)
-    bint half
-    int64_t S
-    int64_t nf
-    double attention
-    const double *table
-    int64_t shape[ROPE_MAX_AXES]
-    int64_t strides[ROPE_MAX_AXES]
-
-
-cdef inline double _load(anyreal *x, int64_t j) noexcept nogil:
-    if anyreal is pe_f16:
-        return pe_f16_to_f32(x[j].bits)
-    elif anyreal is pe_bf16:
-        return pe_bf16_to_f32(x[j].bits)
-    else:
-        return x[j]
+# The rows to rotate and their rotation are the library's (lib/src/rope.c).
+cdef extern from "pe_lib.h" nogil:
+    int ROPE_MAX_AXES "PE_ROPE_MAX_AXES"
+    ctypedef struct pe_rope_rows:
+        char *base
+        int m
+        int sa
+        int per_batch
+        int kind
+        int half
+        int64_t S
+        int64_t nf
+        double attention
+        const double *table
+        int64_t shape[64]
+        int64_t strides[64]
+    void _rotate_rows "pe_rotate_rows"(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt)
+    int pe_rope_rotate(const pe_rope_rows *R, int64_t nrows, int nt, pe_poll_fn poll,
+                       void *poll_ctx)
 
 
 cdef inline void _store(anyreal *x, int64_t j, double v) noexcept nogil:
@@ -43,69 +33,6 @@ cdef inline void _store(anyreal *x, int64_t j, double v) noexcept nogil:
         x[j].bits = pe_f64_to_bf16(v)
     else:
         x[j] = <anyreal>v
-
-
-cdef inline void _rotate_row(anyreal *x, const double *sn, const double *cs, int64_t nf,
-                             bint half, double a) noexcept nogil:
-    # each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in float64, rounded once
-    cdef int64_t i, j1, j2
-    cdef double x1, x2, c, s
-    for i in range(nf):
-        j1 = i if half else 2 * i
-        j2 = i + nf if half else 2 * i + 1
-        x1 = _load(x, j1)
-        x2 = _load(x, j2)
-        c = cs[i] * a
-        s = sn[i] * a
-        _store(x, j1, x1 * c - x2 * s)
-        _store(x, j2, x2 * c + x1 * s)
-
-
-cdef void _rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) noexcept nogil:
-    """Rows r0 .. r1-1 (C order of the leading axes), walked with an odometer: no
-    division per row."""
-    cdef int64_t idx[ROPE_MAX_AXES]
-    cdef int64_t rem = r0, off = 0, r, t
-    cdef int j
-    cdef const double *angles
-    for j in range(R.m - 1, -1, -1):
-        idx[j] = rem % R.shape[j]
-        rem //= R.shape[j]
-        off += idx[j] * R.strides[j]
-    for r in range(r0, r1):
-        t = (idx[0] * R.S if R.per_batch else 0) + idx[R.sa]
-        angles = R.table + t * 2 * R.nf
-        if R.kind == c'f':
-            _rotate_row(<float *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
-                        R.attention)
-        elif R.kind == c'd':
-            _rotate_row(<double *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
-                        R.attention)
-        elif R.kind == c'e':
-            _rotate_row(<pe_f16 *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
-                        R.attention)
-        else:
-            _rotate_row(<pe_bf16 *>(R.base + off), angles, angles + R.nf, R.nf, R.half,
-                        R.attention)
-        j = R.m - 1
-        while j >= 0:
-            idx[j] += 1
-            off += R.strides[j]
-            if idx[j] < R.shape[j]:
-                break
-            off -= R.shape[j] * R.strides[j]
-            idx[j] = 0
-            j -= 1
-
-
-cdef void _rotate_rows(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt) noexcept nogil:
-    cdef int64_t n = r1 - r0
-    cdef int t
-    if nt <= 1:      # on the calling thread: no parallel region for small calls
-        _rotate_range(R, r0, r1)
-        return
-    for t in prange(nt, num_threads=nt, schedule="static", chunksize=1):
-        _rotate_range(R, r0 + t * n // nt, r0 + (t + 1) * n // nt)
 
 
 cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int64_t offset,
@@ -122,8 +49,8 @@ cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int
     cdef pe_rows rq
     cdef Py_buffer pview, oview
     cdef bint have_p = False, have_o = False
-    cdef int64_t nf = enc.sp.nf, nrows = 1, ntab, batch, r0, r1, step
-    cdef int j, nt
+    cdef int64_t nf = enc.sp.nf, nrows = 1, ntab, batch
+    cdef int j, nt, err
     cdef double *table = NULL
     cdef double small[512]
     if view.ndim > ROPE_MAX_AXES or view.ndim < 2:
@@ -179,17 +106,12 @@ cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int
         R.table = table
         _fill_interruptibly(table, c'd', 2 * nf, &enc.sp, &rq, num_threads, enc.pmem,
                             &enc.ac)
-        # in chunks, checking for Ctrl-C between them, as a long fill does
+        # one library call: in chunks, checking for Ctrl-C between them, as a long fill does
         nt = _threads(num_threads, nrows, 2 * nf)
-        step = pe_chunk_entries() // (2 * nf) if 2 * nf < pe_chunk_entries() else 1
-        r0 = 0
-        while r0 < nrows:
-            r1 = r0 + step if step < nrows - r0 else nrows
-            with nogil:
-                _rotate_rows(&R, r0, r1, nt)
-            r0 = r1
-            if r0 < nrows:
-                PyErr_CheckSignals()
+        with nogil:
+            err = pe_rope_rotate(&R, nrows, nt, _poll_signals, NULL)
+        if err == PE_EINTR:
+            _raise_pending()
     finally:
         if table != small:
             free(table)
