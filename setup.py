@@ -163,6 +163,7 @@ CYTHON_DIRECTIVES = {
     "freethreading_compatible": True,
 }
 
+
 def _library_sources() -> list[str]:
     """The C library's sources (lib/sources.txt, which CMakeLists.txt reads too)."""
     here = os.path.dirname(os.path.abspath(__file__))

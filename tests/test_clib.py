@@ -103,7 +103,7 @@ def test_the_committed_file_covers_the_sweep():
     conventions = {line.split()[2] for line in lines if line.startswith("spec")}
     assert conventions == {"vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj", "custom"}
     assert dtypes == {"float32", "float64", "float16", "bfloat16"}
-    assert min(offsets) < -(10**12) and max(offsets) > 10**12   # near the limit, both signs
+    assert min(offsets) < -(10**12) and max(offsets) > 10**12  # near the limit, both signs
     assert len(lines) > 2000
 
 
