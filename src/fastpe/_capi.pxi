@@ -1,19 +1,7 @@
-# Included by kernel.pyx (one compilation unit, so that the calls between
-# these parts inline as before): the C API -- its entry points, their argument checks,
-# the plan cache of C callers, the compiled specs -- and the capsule that publishes
-# them (include/fastpe.h).
-
-# ---------------------------------------------------------------------------
-# The fills of the C API: each one call into the library (lib/src/api.c holds
-# the Vaswani entry points and the plan cache of C callers, which run without
-# the GIL from any thread, so their plans cannot live in Python objects).
-# ---------------------------------------------------------------------------
-
-cdef inline int _fill_cached(anyreal *out, int64_t row_stride, const pe_spec *sp,
-                             const pe_rows *rq, int num_threads) noexcept nogil:
-    """A C-API fill with the library's cached plan of its spec."""
-    return pe_fill_cached(out, _kind_of(out), row_stride, sp, rq, num_threads)
-
+# Included by kernel.pyx: the C API -- the Cython API's forwarders to the library
+# (lib/src/api.c, spec.c: the entry points, their checks, the plan cache of C
+# callers, the compiled specs), the spec constructors through Python, the RoPE
+# handles -- and the capsule that publishes them (include/fastpe.h).
 
 cdef inline int _fill_rows(anyreal *out, int64_t row_stride, const pe_spec *sp,
                            const pe_rows *rq, int num_threads, const double *plan) noexcept nogil:
@@ -28,20 +16,6 @@ def _c_plan_cache():
     cdef int i, n = pe_plan_cache_snapshot(snap, 16)
     return [(int(snap[5 * i]), snap[5 * i + 1], snap[5 * i + 2], snap[5 * i + 3],
              int(snap[5 * i + 4])) for i in range(n)]
-
-
-cdef int _positions_error(const real *out, int64_t n, int64_t row_stride, int64_t d,
-                          const double *positions, double limit) noexcept nogil:
-    """FASTPE_EOVERLAP if the n positions lie inside the rows to be written (the
-    documented contract), FASTPE_ERANGE if one is NaN, infinite or beyond limit."""
-    cdef int64_t r
-    if <const char *>positions < <const char *>(out + (n - 1) * row_stride + d) \
-            and <const char *>out < <const char *>(positions + n):
-        return FASTPE_EOVERLAP
-    for r in range(n):
-        if not (fabs(positions[r]) <= limit):
-            return FASTPE_ERANGE
-    return FASTPE_OK
 
 
 # The Cython API (kernel.pxd) of the Vaswani entry points: the library's functions.
