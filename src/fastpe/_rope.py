@@ -98,7 +98,10 @@ def rope_frequencies(
         ``attention_factor`` (yarn, longrope); ``original_max_position_embeddings``
         (yarn, longrope, llama3; defaults to ``max_position_embeddings``).
         An unknown key is an error (it could change the frequencies). ``None``:
-        the default rule with theta 10000.
+        the default rule with theta 10000. The numbers must be finite and > 0
+        (``mscale``, ``mscale_all_dim``: finite; 0 or None, as in transformers,
+        means absent), ``truncate`` a bool, ``original_max_position_embeddings``
+        an int, ``high_freq_factor > low_freq_factor``.
     max_position_embeddings : int, optional
         The config's ``max_position_embeddings``: needed by ``dynamic``, and by
         yarn/longrope/llama3 when ``original_max_position_embeddings`` or (yarn,
@@ -113,7 +116,10 @@ def rope_frequencies(
         model sees the angles it learned. ``"float64"``: the same formula in
         float64, for new models or to study the framework's rounding.
         Either way the result is float64, and fastpe never rounds the angles
-        ``k * inv_freq`` built from it.
+        ``k * inv_freq`` built from it. The float32 steps are torch's, in its
+        order (``scalar / tensor`` is ``reciprocal(tensor) * scalar``), with the
+        correctly rounded power: entries differ from transformers' only where
+        torch's float32 power is one ulp off (docs/rope.md).
 
     Returns
     -------
@@ -121,6 +127,14 @@ def rope_frequencies(
         Radians per position of each rotated pair.
     attention_factor : float
         What the family multiplies cos and sin by (1.0 where it has none).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A parameter of the wrong type or value, named as written
+        (``rope_parameters['beta_fast']``) with its value; also parameters, each
+        valid, whose frequencies are not finite or exceed 1e280 (a tiny
+        ``rope_theta`` or ``factor`` overflows, in float32 first).
 
     Examples
     --------
