@@ -5,6 +5,7 @@ import_fastpe() -- and compared bitwise with fastpe.rope_cache / fastpe.apply_ro
 (tested against mpmath and the published formulas in test_rope.py)."""
 
 import ctypes
+import re
 import threading
 from typing import ClassVar
 
@@ -384,3 +385,21 @@ def test_16_bit_rope_is_the_python_functions_bitwise(t, rope, rng, sfx, dtype, l
     assert err == C["FASTPE_OK"]
     want = fastpe.apply_rope(x0.copy(), rope_parameters=YARN, positions=pos, layout=layout)
     assert np.array_equal(_bits(x), _bits(want))
+
+
+@pytest.mark.parametrize(
+    "make, key",
+    [
+        (lambda t: t.rope_new({"rope_theta": 1e-300}, 64, 0, -1, None), "rope_theta"),
+        (
+            lambda t: t.rope_new({"rope_type": "linear", "factor": 1e-300}, 64, 0, -1, None),
+            "factor",
+        ),
+        (lambda t: t.rope_from_frequencies(p(np.array([1e300])), 1, 1.0), "inv_freq"),
+    ],
+)
+def test_constructors_refuse_overflowing_frequencies_by_name(t, make, key):
+    # (they reached the kernel before, which printed its internal spec)
+    with pytest.raises(ValueError, match=re.escape(key)) as info:
+        make(t)
+    assert "kernel spec" not in str(info.value)

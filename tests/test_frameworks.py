@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import sys
 import types
@@ -222,11 +223,16 @@ def test_fsmt_fairseq_embedding_and_make_positions(d, padding_idx):
     np.testing.assert_array_equal(fastpe.fairseq_positions(tokens, padding_idx), theirs_pos)
     np.testing.assert_array_equal(make_positions_ref(tokens, padding_idx), theirs_pos)
 
-    # the module's forward, continuing from a KV cache of 5 (positions shift, pads too)
+    # the module's forward, continuing from a KV cache of 5 (positions shift, pads too);
+    # its one keyword argument is that length, whatever the installed release calls it
+    # (past_key_values_length until transformers 5.23, cache_length from 5.24)
     layer = Emb(300, d, padding_idx)
     layer.make_weight(300, d, padding_idx)
+    sig = inspect.signature(layer.forward)
+    kw = [p.name for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY]
+    assert len(kw) == 1, f"FSMT's positional-embedding forward{sig}: which is the cache length?"
     with torch.no_grad():
-        fwd = layer(torch.tensor(tokens), past_key_values_length=5).numpy()
+        fwd = layer(torch.tensor(tokens), **{kw[0]: 5}).numpy()
     x = np.zeros((4, 23, d), np.float32)
     fastpe.add_to(x, positions=fastpe.fairseq_positions(tokens, padding_idx) + 5, convention=conv)
     assert_f32_close(x, fwd, angle)

@@ -5,6 +5,8 @@ functions where transformers and torch are installed."""
 from __future__ import annotations
 
 import math
+import re
+import warnings
 
 import mpmath
 import numpy as np
@@ -281,6 +283,186 @@ def test_the_callers_mapping_is_not_changed():
     assert params == {"type": "linear", "factor": 2.0}
 
 
+YARN4K = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+LLAMA3_8K = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+LONGROPE4 = {
+    "rope_type": "longrope",
+    "short_factor": [1.0] * 4,
+    "long_factor": [1.0] * 4,
+    "original_max_position_embeddings": 4096,
+    "factor": 2.0,
+}
+
+# Parameters each valid alone whose frequencies overflow (to inf in float32, past
+# 1e280 in float64) or whose formula breaks down: refused with the key and value.
+OVERFLOWING = [
+    (64, {"rope_theta": 1e-300}, {}, "rope_theta", 1e-300),
+    (64, {"rope_type": "linear", "factor": 1e-300}, {}, "factor", 1e-300),
+    (
+        64,
+        {"rope_type": "dynamic", "factor": 1e300},
+        {"max_position_embeddings": 4096},
+        "factor",
+        1e300,
+    ),
+    (
+        64,
+        {"rope_type": "dynamic", "rope_theta": 1e306, "factor": 4.0},
+        {"max_position_embeddings": 4096, "seq_len": 10**6},
+        "rope_theta",
+        1e306,
+    ),
+    (64, {**LLAMA3_8K, "factor": 1e-300}, {}, "factor", 1e-300),
+    (64, {**YARN4K, "factor": 1e-300}, {}, "factor", 1e-300),
+    (64, {**YARN4K, "rope_theta": 1.0}, {}, "rope_theta", 1.0),  # ln(theta) = 0
+    (64, {**YARN4K, "beta_fast": 5e-324}, {}, "beta_fast", 5e-324),
+    (8, {**LONGROPE4, "short_factor": [1e-300] * 4}, {}, "short_factor", [1e-300] * 4),
+    (8, {**LONGROPE4, "original_max_position_embeddings": 1}, {}, "factor", 2.0),
+    # mscale_all_dim's 0.1 * m * ln(factor) + 1 is 0 at factor e^10: a division by 0
+    (
+        64,
+        {**YARN4K, "factor": 22026.465794806718, "mscale": 1.0, "mscale_all_dim": -1.0},
+        {},
+        "mscale_all_dim",
+        -1.0,
+    ),
+]
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("head_dim, params, kw, key, value", OVERFLOWING)
+def test_overflowing_frequencies_are_refused_by_name(head_dim, params, kw, key, value, precision):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no NumPy RuntimeWarning on the way
+        with pytest.raises(ValueError) as info:
+            fastpe.rope_frequencies(head_dim, params, precision=precision, **kw)
+    assert f"rope_parameters[{key!r}]={value!r}" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "head_dim, params, kw, key, value", [c for c in OVERFLOWING[:6] if "seq_len" not in c[2]]
+)
+def test_cache_and_apply_refuse_them_by_name_too(head_dim, params, kw, key, value):
+    # they handed the frequencies on to the kernel, which printed its internal spec
+    kw = {"max_position_embeddings": kw.get("max_position_embeddings"), "precision": "float32"}
+    for call in (
+        lambda: fastpe.rope_cache(head_dim, params, seq_len=2, **kw),
+        lambda: fastpe.apply_rope(np.ones((1, 1, 2, head_dim)), rope_parameters=params, **kw),
+    ):
+        with pytest.raises(ValueError, match=re.escape(f"rope_parameters[{key!r}]")):
+            call()
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "params, exc, key, value",
+    [
+        ({**YARN4K, "beta_fast": NAN, "truncate": False}, ValueError, "beta_fast", "nan"),
+        ({**YARN4K, "beta_slow": NAN}, ValueError, "beta_slow", "nan"),
+        ({**YARN4K, "beta_fast": -1}, ValueError, "beta_fast", "-1"),
+        ({**YARN4K, "beta_slow": 0.0}, ValueError, "beta_slow", "0.0"),
+        ({**YARN4K, "beta_fast": "32"}, TypeError, "beta_fast", "'32'"),
+        ({**YARN4K, "mscale": "1", "mscale_all_dim": 1.0}, TypeError, "mscale", "'1'"),
+        (
+            {**YARN4K, "mscale_all_dim": math.inf, "mscale": 1.0},
+            ValueError,
+            "mscale_all_dim",
+            "inf",
+        ),
+        ({**YARN4K, "truncate": "no"}, TypeError, "truncate", "'no'"),
+        ({**YARN4K, "attention_factor": -1.0}, ValueError, "attention_factor", "-1.0"),
+        (
+            {**YARN4K, "original_max_position_embeddings": 4096.5},
+            TypeError,
+            "original_max_position_embeddings",
+            "4096.5",
+        ),
+        ({**LLAMA3_8K, "low_freq_factor": "1"}, TypeError, "low_freq_factor", "'1'"),
+        ({**LLAMA3_8K, "high_freq_factor": 1.0}, ValueError, "high_freq_factor", "1.0"),
+        ({**LLAMA3_8K, "high_freq_factor": 0.5}, ValueError, "high_freq_factor", "0.5"),
+        ({"rope_type": "linear", "factor": NAN}, ValueError, "factor", "nan"),
+        ({"rope_theta": None}, ValueError, "rope_theta", "needs"),
+    ],
+)
+def test_parameter_messages_name_the_key_and_value(params, exc, key, value):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(exc) as info:
+            fastpe.rope_frequencies(64, params)
+    msg = str(info.value)
+    assert f"rope_parameters[{key!r}" in msg and value in msg, msg
+
+
+def test_longrope_factor_messages_name_the_entry():
+    with pytest.raises(TypeError, match=re.escape("rope_parameters['long_factor'][2]")):
+        fastpe.rope_frequencies(8, {**LONGROPE4, "long_factor": [1.0, 2.0, "3", 4.0]})
+    with pytest.raises(ValueError, match=re.escape("rope_parameters['short_factor'][1] must")):
+        fastpe.rope_frequencies(8, {**LONGROPE4, "short_factor": [1.0, NAN, 1.0, 1.0]})
+
+
+def test_inv_freq_overflow_is_named_not_a_base():
+    for call in (
+        lambda: fastpe.rope_cache(8, inv_freq=[1.0, 1e300], seq_len=2),
+        lambda: fastpe.apply_rope(np.ones((1, 1, 2, 8)), inv_freq=[1.0, 1e300]),
+    ):
+        with pytest.raises(ValueError, match=re.escape("inv_freq[1] = 1e+300")):
+            call()
+
+
+@pytest.mark.parametrize(
+    "head_dim, exc, match",
+    [
+        ("x", TypeError, "head_dim"),
+        (0, ValueError, "head_dim"),
+        (8.0, TypeError, "head_dim"),
+        (6, ValueError, "more than head_dim=6"),  # 4 frequencies rotate 8 dims
+    ],
+)
+def test_cache_checks_head_dim_with_inv_freq(head_dim, exc, match):
+    with pytest.raises(exc, match=match):
+        fastpe.rope_cache(head_dim, inv_freq=np.ones(4), seq_len=2)
+
+
+def test_cache_inv_freq_may_be_wider_than_the_frequencies():
+    w = 10000.0 ** (-np.arange(0, 8, 2) / 8)
+    a = fastpe.rope_cache(8, inv_freq=w, seq_len=3, dtype=np.float64)
+    b = fastpe.rope_cache(12, inv_freq=w, seq_len=3, dtype=np.float64)  # partial rotary
+    np.testing.assert_array_equal(a, b)
+
+
+def test_bfloat16_inv_freq_is_converted_exactly():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    w = (10000.0 ** (-np.arange(0, 64, 2) / 64)).astype(ml_dtypes.bfloat16)
+    exact = w.astype(np.float64)  # (every bfloat16 is a float64)
+    assert not np.array_equal(exact, 10000.0 ** (-np.arange(0, 64, 2) / 64))
+    want = fastpe.rope_cache(64, inv_freq=exact, seq_len=5, offset=3, dtype=np.float64)
+    got = fastpe.rope_cache(64, inv_freq=w, seq_len=5, offset=3, dtype=np.float64)
+    np.testing.assert_array_equal(got, want)
+    k = np.arange(3, 8)[:, None]
+    np.testing.assert_allclose(got[0][:, :32], np.cos(k * exact), rtol=0, atol=1e-15)
+    q = np.ones((1, 2, 5, 64))
+    want_q = fastpe.apply_rope(q.copy(), offset=3, inv_freq=exact)
+    np.testing.assert_array_equal(fastpe.apply_rope(q, offset=3, inv_freq=w), want_q)
+
+
+def test_torch_bfloat16_inv_freq_is_converted_exactly():
+    torch = pytest.importorskip("torch")
+    w = torch.tensor(10000.0 ** (-np.arange(0, 64, 2) / 64), dtype=torch.bfloat16)
+    exact = w.float().numpy().astype(np.float64)
+    got = fastpe.rope_cache(64, inv_freq=w, seq_len=5, dtype=np.float64)
+    np.testing.assert_array_equal(
+        got, fastpe.rope_cache(64, inv_freq=exact, seq_len=5, dtype=np.float64)
+    )
+
+
 # ---------------------------------------------------------------- transformers itself
 
 CASES = [
@@ -360,6 +542,196 @@ def test_against_transformers(rope_type, extra, head_dim, seq_len):
         head_dim, params, max_position_embeddings=mpe, seq_len=seq_len, precision="float64"
     )
     np.testing.assert_allclose(w64, inv, rtol=16 * 2.0**-24, atol=0)
+
+
+def generated_configs(n_per_type=60, seed=2026):
+    """(rope_type, rope_parameters, head_dim, max_position_embeddings, seq_len) of
+    n configurations per rule from a seeded RNG: round and odd thetas and factors,
+    partial rotary, each rule's own keys over the ranges models use and beyond."""
+    rng = np.random.default_rng(seed)
+
+    def pick(*xs):
+        return xs[int(rng.integers(len(xs)))]
+
+    def theta():
+        if rng.random() < 0.4:
+            return pick(10000.0, 25000.0, 500000.0, 1e6, 5e6)
+        return float(np.round(10 ** rng.uniform(3, 7), int(rng.integers(0, 3))))
+
+    def hd():
+        return pick(32, 48, 64, 80, 96, 128, 160, 256)
+
+    def old():
+        if rng.random() < 0.6:
+            return pick(2048, 4096, 8192, 16384, 32768)
+        return int(rng.integers(500, 40000))
+
+    def prf():
+        return pick(1.0, 1.0, 1.0, 0.5, 0.75, 0.25)
+
+    def num(lo, hi):
+        return float(np.round(rng.uniform(lo, hi), int(rng.integers(0, 3))))
+
+    out = []
+    for _ in range(n_per_type):
+        # (Llama's default rule reads no partial_rotary_factor)
+        out.append(("default", {"rope_theta": theta()}, hd(), 4096, None))
+        p = {"rope_theta": theta(), "factor": num(1, 16), "partial_rotary_factor": prf()}
+        out.append(("linear", p, hd(), 4096, None))
+        mpe = old()
+        seq = pick(None, int(rng.integers(1, mpe)), int(rng.integers(mpe, 8 * mpe)))
+        p = {"rope_theta": theta(), "factor": num(1, 8), "partial_rotary_factor": prf()}
+        out.append(("dynamic", p, hd(), mpe, seq))
+        o, low = old(), pick(0.5, 1.0, 1.0, 2.0, rng.uniform(0.25, 3))
+        p = {
+            "rope_theta": theta(),
+            "factor": pick(8.0, 16.0, 32.0, float(np.round(rng.uniform(1.5, 64), 2))),
+            "low_freq_factor": low,
+            "high_freq_factor": low + pick(1.0, 3.0, 7.0, rng.uniform(0.1, 10)),
+            "original_max_position_embeddings": o,
+            "partial_rotary_factor": prf(),
+        }
+        out.append(("llama3", p, hd(), 8 * o, None))
+        o = old()
+        p = {
+            "rope_theta": theta(),
+            "factor": num(1.5, 64),
+            "original_max_position_embeddings": o,
+            "beta_fast": pick(32.0, 16.0, rng.uniform(4, 64)),
+            "beta_slow": pick(1.0, 2.0, rng.uniform(0.25, 4)),
+            "truncate": bool(rng.random() < 0.6),
+            "partial_rotary_factor": prf(),
+        }
+        if rng.random() < 0.3:
+            p.update(mscale=pick(1.0, 0.707), mscale_all_dim=pick(1.0, 0.707, 0.5))
+        out.append(("yarn", p, hd(), 8 * o, None))
+        o, h, pr = old(), hd(), prf()
+        n = int(h * pr) // 2
+        p = {
+            "rope_theta": theta(),
+            "short_factor": [float(x) for x in np.round(rng.uniform(1, 3, n), 4)],
+            "long_factor": [float(x) for x in np.round(rng.uniform(1, 40, n), 3)],
+            "original_max_position_embeddings": o,
+            "partial_rotary_factor": pr,
+        }
+        seq = pick(None, int(rng.integers(1, o)), int(rng.integers(o + 1, 8 * o)))
+        out.append(("longrope", p, h, 16 * o, seq))
+    return out
+
+
+def transformers_frequencies(rope_type, params, head_dim, mpe, seq_len):
+    """transformers' own frequencies and attention factor for one configuration."""
+    tr = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    config = tr.LlamaConfig(
+        hidden_size=4 * head_dim,
+        num_attention_heads=4,
+        head_dim=head_dim,
+        max_position_embeddings=mpe,
+        rope_parameters={"rope_type": rope_type, **params},
+    )
+    if rope_type == "default":
+        inv, attention = LlamaRotaryEmbedding.compute_default_rope_parameters(config)
+    else:
+        inv, attention = ROPE_INIT_FUNCTIONS[rope_type](config, device="cpu", seq_len=seq_len)
+    return inv.numpy(), attention
+
+
+def float32_ulps(a, b):
+    """How many float32 values lie between a and b (both >= 0)."""
+    a = np.asarray(a, np.float32).view(np.int32).astype(np.int64)
+    return np.abs(a - np.asarray(b, np.float32).view(np.int32).astype(np.int64))
+
+
+@pytest.fixture(scope="module")
+def transformers_cases():
+    pytest.importorskip("torch")
+    tr = pytest.importorskip("transformers")
+    tr.logging.set_verbosity_error()  # (its config checks warn about odd generated values)
+    cases = []
+    for rope_type, params, head_dim, mpe, seq_len in generated_configs():
+        inv, attention = transformers_frequencies(rope_type, params, head_dim, mpe, seq_len)
+        cases.append(
+            (rope_type, {"rope_type": rope_type, **params}, head_dim, mpe, seq_len, inv, attention)
+        )
+    return cases
+
+
+def test_float32_steps_are_torchs_operation_order(transformers_cases, monkeypatch):
+    """With torch's own float32 power in place of the correctly rounded one, the
+    rest of precision="float32" -- scalars cast at each operation, scalar / tensor as
+    reciprocal(tensor) * scalar -- is torch's to the bit, for every rule."""
+    import torch
+
+    from fastpe import _rope
+
+    def torch_pow(self, base, expo):
+        assert self.t is np.float32
+        return (float(base) ** torch.from_numpy(np.asarray(expo, np.float32).copy())).numpy()
+
+    monkeypatch.setattr(_rope._Ops, "pow", torch_pow)
+    for _rope_type, params, head_dim, mpe, seq_len, inv, attention in transformers_cases:
+        w, a = fastpe.rope_frequencies(
+            head_dim, params, max_position_embeddings=mpe, seq_len=seq_len
+        )
+        assert a == attention, (params, head_dim, mpe, seq_len)
+        np.testing.assert_array_equal(w, inv, err_msg=f"{params} {head_dim} {mpe} {seq_len}")
+
+
+# The most float32 ulps between fastpe's frequencies and transformers' over the
+# generated configurations (torch 2.13 CPU). Every difference is torch's float32
+# power, one ulp off the correctly rounded one for about 2 % of entries (the test
+# above): the reciprocal makes that 2 ulps near a power of two, linear's division 3.
+ULPS = {"default": 2, "linear": 3, "dynamic": 2, "yarn": 2, "longrope": 2, "llama3": 3}
+
+
+def llama3_condition(params, head_dim):
+    """How much llama3's blend magnifies a relative change of the power, per entry:
+    1 outside the band, 1 + r (1 - 1/factor) / ((high - low) ((1 - s)/factor + s))
+    inside it (r = L_orig / wavelength, s = (r - low) / (high - low))."""
+    dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+    w = params["rope_theta"] ** (-np.arange(0, dim, 2) / dim)
+    r = params["original_max_position_embeddings"] * w / (2 * math.pi)
+    lo, hi, f = params["low_freq_factor"], params["high_freq_factor"], params["factor"]
+    s = (r - lo) / (hi - lo)
+    inside = (r >= lo) & (r <= hi)
+    return np.where(inside, 1 + r * (1 - 1 / f) / ((hi - lo) * ((1 - s) / f + s)), 1.0)
+
+
+def test_float32_within_a_few_ulps_of_transformers(transformers_cases):
+    bitwise = []
+    for rope_type, params, head_dim, mpe, seq_len, inv, attention in transformers_cases:
+        w, a = fastpe.rope_frequencies(
+            head_dim, params, max_position_embeddings=mpe, seq_len=seq_len
+        )
+        assert a == attention
+        u = float32_ulps(w, inv)
+        bound = ULPS[rope_type] * (
+            llama3_condition(params, head_dim) if rope_type == "llama3" else 1
+        )
+        assert np.all(u <= bound), (params, head_dim, mpe, seq_len, u, bound)
+        bitwise.append(u == 0)
+    assert np.mean(np.concatenate(bitwise)) >= 0.97
+
+
+@pytest.mark.parametrize("head_dim, factor", [(128, 8.0), (64, 32.0)], ids=["3.1", "3.2"])
+def test_float32_llama_3_1_and_3_2_are_transformers_bitwise(head_dim, factor):
+    pytest.importorskip("torch")
+    params = {**LLAMA31_PARAMS, "factor": factor}
+    inv, _ = transformers_frequencies("llama3", params, head_dim, 131072, None)
+    w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
+    np.testing.assert_array_equal(w, inv)
+
+
+LLAMA31_PARAMS = {
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
 
 
 # ---------------------------------------------------------------- the cos/sin cache

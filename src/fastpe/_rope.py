@@ -19,9 +19,13 @@ import numpy as np
 from . import kernel as _kernel
 from ._conventions import kernel_spec
 from ._validate import (
+    MAX_SCALE,
     SUPPORTED,
+    _is_torch_bfloat16,
     as_base,
+    as_bool,
     as_choice,
+    as_finite,
     as_float_dtype,
     as_int,
     as_num_threads,
@@ -94,7 +98,10 @@ def rope_frequencies(
         ``attention_factor`` (yarn, longrope); ``original_max_position_embeddings``
         (yarn, longrope, llama3; defaults to ``max_position_embeddings``).
         An unknown key is an error (it could change the frequencies). ``None``:
-        the default rule with theta 10000.
+        the default rule with theta 10000. The numbers must be finite and > 0
+        (``mscale``, ``mscale_all_dim``: finite; 0 or None, as in transformers,
+        means absent), ``truncate`` a bool, ``original_max_position_embeddings``
+        an int, ``high_freq_factor > low_freq_factor``.
     max_position_embeddings : int, optional
         The config's ``max_position_embeddings``: needed by ``dynamic``, and by
         yarn/longrope/llama3 when ``original_max_position_embeddings`` or (yarn,
@@ -109,7 +116,10 @@ def rope_frequencies(
         model sees the angles it learned. ``"float64"``: the same formula in
         float64, for new models or to study the framework's rounding.
         Either way the result is float64, and fastpe never rounds the angles
-        ``k * inv_freq`` built from it.
+        ``k * inv_freq`` built from it. The float32 steps are torch's, in its
+        order (``scalar / tensor`` is ``reciprocal(tensor) * scalar``), with the
+        correctly rounded power: entries differ from transformers' only where
+        torch's float32 power is one ulp off (docs/rope.md).
 
     Returns
     -------
@@ -117,6 +127,14 @@ def rope_frequencies(
         Radians per position of each rotated pair.
     attention_factor : float
         What the family multiplies cos and sin by (1.0 where it has none).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A parameter of the wrong type or value, named as written
+        (``rope_parameters['beta_fast']``) with its value; also parameters, each
+        valid, whose frequencies are not finite or exceed 1e280 (a tiny
+        ``rope_theta`` or ``factor`` overflows, in float32 first).
 
     Examples
     --------
@@ -141,9 +159,9 @@ def rope_frequencies(
             f"rope_parameters has keys that rope_type={rope_type!r} does not take: {unknown}"
         )
     precision = as_choice(precision, "precision", ("float32", "float64"))
-    theta = as_base(params.get("rope_theta", 10000.0), "rope_theta")
-    prf = params.get("partial_rotary_factor", 1.0)
-    prf = as_base(prf, "partial_rotary_factor", maximum=1.0)
+    p = _Params(params, rope_type, precision)
+    theta = p.positive("rope_theta", 10000.0)
+    prf = p.positive("partial_rotary_factor", 1.0, maximum=1.0)
     dim = int(head_dim * prf)
     if dim < 2 or dim % 2:
         raise ValueError(
@@ -162,12 +180,6 @@ def rope_frequencies(
     f = _Ops(np.float32 if precision == "float32" else np.float64)
     half = np.arange(0, dim, 2, dtype=np.int64)  # 2i, as the framework's arange
 
-    def positive(name, default=None):
-        v = params.get(name, default)
-        if v is None:
-            raise ValueError(f"rope_type={rope_type!r} needs rope_parameters[{name!r}]")
-        return as_base(v, name)
-
     def original():
         v = params.get("original_max_position_embeddings", mpe)
         if v is None:
@@ -175,41 +187,107 @@ def rope_frequencies(
                 f"rope_type={rope_type!r} needs original_max_position_embeddings "
                 "(in rope_parameters) or max_position_embeddings"
             )
-        return as_int(v, "original_max_position_embeddings", minimum=1)
+        return as_int(v, p.name("original_max_position_embeddings"), minimum=1)
 
     attention = 1.0
-    if rope_type in ("default", "linear", "llama3"):
-        inv = f.recip(f.pow(theta, f.div(f.arr(half), dim)))
-        if rope_type == "linear":
-            inv = f.div(inv, positive("factor"))
-        elif rope_type == "llama3":
-            inv = _llama3(
-                f,
-                inv,
-                positive("factor"),
-                positive("low_freq_factor"),
-                positive("high_freq_factor"),
-                original(),
-            )
-    elif rope_type == "dynamic":
-        factor = positive("factor")
-        if mpe is None:
-            raise ValueError("rope_type='dynamic' needs max_position_embeddings")
-        if dim == 2:  # the base's exponent d/(d-2) is undefined
-            raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
-        L = mpe if seq_len is None else max(seq_len, mpe)
-        base = theta * ((factor * L / mpe) - (factor - 1)) ** (dim / (dim - 2))
-        inv = f.recip(f.pow(base, f.div(f.arr(half), dim)))
-    elif rope_type == "yarn":
-        inv, attention = _yarn(f, params, theta, dim, original(), mpe, positive)
-    else:
-        inv, attention = _longrope(f, params, theta, dim, half, original(), mpe, seq_len)
+    # (overflow and division by zero are looked for in the result, not warned about)
+    with np.errstate(all="ignore"):
+        if rope_type in ("default", "linear", "llama3"):
+            inv = f.recip(f.pow(theta, f.div(f.arr(half), dim)))
+            p.check_frequencies(inv, "rope_theta")
+            if rope_type == "linear":
+                inv = f.div(inv, p.positive("factor"))
+                p.check_frequencies(inv, "rope_theta", "factor")
+            elif rope_type == "llama3":
+                inv = _llama3(f, inv, p, original())
+        elif rope_type == "dynamic":
+            inv = _dynamic(f, p, theta, dim, half, mpe, seq_len)
+        elif rope_type == "yarn":
+            inv, attention = _yarn(f, p, theta, dim, original(), mpe)
+        else:
+            inv, attention = _longrope(f, p, theta, dim, half, original(), mpe, seq_len)
     return np.asarray(inv, dtype=np.float64), float(attention)
 
 
+# The largest frequency the kernel takes (it splits 2**27 * w and multiplies by
+# positions), the bound of every knob that scales the frequencies.
+MAX_FREQUENCY = MAX_SCALE
+
+
+class _Params:
+    """One rule's rope_parameters, read with every check in one place: a refusal
+    names the key as the caller wrote it (``rope_parameters['beta_fast']``) and
+    the value."""
+
+    def __init__(self, params: dict[str, Any], rope_type: str, precision: str) -> None:
+        self.params = params
+        self.rope_type = rope_type
+        self.precision = precision
+        self.used: dict[str, Any] = {}  # the value each key was read as
+
+    @staticmethod
+    def name(key: str) -> str:
+        return f"rope_parameters[{key!r}]"
+
+    def positive(self, key: str, default: Any = None, *, maximum: float | None = None) -> float:
+        """A finite number > 0; ``default`` where the key is absent (required without)."""
+        v = self.params.get(key, default)
+        if v is None:
+            raise ValueError(f"rope_type={self.rope_type!r} needs {self.name(key)}")
+        self.used[key] = v = as_base(v, self.name(key), maximum=maximum)
+        return v
+
+    def optional(self, key: str, positive: bool = True, default: Any = None) -> Any:
+        """A finite number (> 0 when ``positive``), or ``default`` where the key is
+        absent or None."""
+        v = self.params.get(key)
+        if v is None:
+            self.used[key] = default
+            return default
+        self.used[key] = v = (as_base if positive else as_finite)(v, self.name(key))
+        return v
+
+    def flag(self, key: str, default: bool) -> bool:
+        self.used[key] = v = as_bool(self.params.get(key, default), self.name(key))
+        return v
+
+    def factors(self, key: str, n: int) -> list[float]:
+        """A list of n finite numbers > 0 (longrope's per-pair factors)."""
+        v = self.params.get(key)
+        if not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+            raise TypeError(
+                f"{self.name(key)} must be a list of {n} numbers, got {type(v).__name__}"
+            )
+        if len(v) != n:
+            raise ValueError(
+                f"{self.name(key)} must have rotary_dim / 2 = {n} entries, got {len(v)}"
+            )
+        self.used[key] = out = [as_base(x, f"{self.name(key)}[{i}]") for i, x in enumerate(v)]
+        return out
+
+    def refuse(self, what: str, *keys: str) -> ValueError:
+        """The refusal of values that are each valid but give ``what`` together."""
+        given = ", ".join(f"{self.name(k)}={self.used.get(k, self.params.get(k))!r}" for k in keys)
+        return ValueError(f"rope_type={self.rope_type!r} with {given} gives {what}")
+
+    def check_frequencies(self, inv: Any, *keys: str) -> None:
+        """Frequencies the kernel can use: finite, >= 0 and at most MAX_FREQUENCY
+        (tiny or huge parameters overflow, in float32 first)."""
+        inv = np.asarray(inv, dtype=np.float64)
+        bad = ~(np.isfinite(inv) & (inv >= 0) & (inv <= MAX_FREQUENCY))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise self.refuse(
+                f"frequencies that are not finite numbers in [0, {MAX_FREQUENCY:g}] "
+                f"(index {i}: {float(inv[i])!r} in precision={self.precision!r})",
+                *keys,
+            )
+
+
 class _Ops:
-    """The framework's tensor arithmetic in one precision: Python scalars are cast
-    to the tensor's dtype at each operation, as torch does for float32 tensors."""
+    """The framework's tensor arithmetic in one precision, in torch's order: Python
+    scalars are cast to the tensor's dtype at each operation, and ``scalar / tensor``
+    is ``reciprocal(tensor) * scalar`` (torch's ``__rtruediv__``), two roundings."""
 
     def __init__(self, dtype):
         self.t = dtype
@@ -221,67 +299,126 @@ class _Ops:
         return self.t(v)
 
     def pow(self, base, expo):
-        # torch's float32 pow is correctly rounded; C's powf (NumPy's) is not
-        # always: evaluate in float64 and round once
-        with np.errstate(over="ignore", under="ignore"):
-            return np.power(np.float64(self.s(base)), np.asarray(expo, np.float64)).astype(self.t)
+        # scalar ** tensor: the base cast to the tensor's dtype, then the correctly
+        # rounded power (evaluated in float64, rounded once). torch's float32 power
+        # is not always correctly rounded (about 2 % of entries one ulp off in torch
+        # 2.13 on CPU), nor is C's powf (NumPy's): no bitwise twin of either here
+        return np.power(np.float64(self.s(base)), np.asarray(expo, np.float64)).astype(self.t)
 
     def recip(self, a):
-        with np.errstate(divide="ignore"):
-            return self.s(1.0) / a
+        return self.s(1.0) / a
+
+    def rdiv(self, scalar, a):
+        return self.recip(a) * self.s(scalar)
 
     def div(self, a, b):
         return a / (self.s(b) if np.ndim(b) == 0 else b)
 
 
-def _llama3(f, inv, factor, low, high, old_len):
+def _llama3(f, inv, p, old_len):
     # wavelengths shorter than old_len/high stay, longer than old_len/low are
     # divided by factor, those between are blended smoothly
+    factor, low = p.positive("factor"), p.positive("low_freq_factor")
+    high = p.positive("high_freq_factor")
+    if not high > low:  # the blend divides by high - low
+        raise ValueError(
+            f"rope_type='llama3' needs {p.name('high_freq_factor')} > "
+            f"{p.name('low_freq_factor')}, got {high!r} and {low!r}"
+        )
     low_wavelen, high_wavelen = old_len / low, old_len / high
-    wavelen = f.s(2 * math.pi) / inv
-    inv_l = np.where(wavelen > f.s(low_wavelen), inv / f.s(factor), inv)
-    smooth = (f.s(old_len) / wavelen - f.s(low)) / f.s(high - low)
-    smoothed = (f.s(1.0) - smooth) * inv_l / f.s(factor) + smooth * inv_l
+    wavelen = f.rdiv(2 * math.pi, inv)
+    inv_l = np.where(wavelen > f.s(low_wavelen), f.div(inv, factor), inv)
+    smooth = f.div(f.rdiv(old_len, wavelen) - f.s(low), high - low)
+    smoothed = f.div((f.s(1.0) - smooth) * inv_l, factor) + smooth * inv_l
     medium = ~(wavelen < f.s(high_wavelen)) & ~(wavelen > f.s(low_wavelen))
-    return np.where(medium, smoothed, inv_l)
+    out = np.where(medium, smoothed, inv_l)
+    p.check_frequencies(out, "rope_theta", "factor", "low_freq_factor", "high_freq_factor")
+    return out
 
 
-def _context_factor(params, rope_type, mpe, old_len):
+def _dynamic(f, p, theta, dim, half, mpe, seq_len):
+    factor = p.positive("factor")
+    if mpe is None:
+        raise ValueError("rope_type='dynamic' needs max_position_embeddings")
+    if dim == 2:  # the base's exponent d/(d-2) is undefined
+        raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
+    L = mpe if seq_len is None else max(seq_len, mpe)
+    # factor * L / mpe - (factor - 1) is at least 1 exactly, but a huge factor
+    # cancels it to 0 or below in floating point
+    scale = (factor * L / mpe) - (factor - 1)
+    try:
+        base = theta * scale ** (dim / (dim - 2)) if scale > 0 else math.nan
+    except OverflowError:
+        base = math.inf
+    if not (math.isfinite(base) and base > 0):
+        raise p.refuse(
+            f"a base theta * (factor * L / max_position_embeddings - (factor - 1)) "
+            f"** (d / (d - 2)) that is not a finite number > 0 (L={L}, "
+            f"max_position_embeddings={mpe}, d={dim})",
+            "rope_theta",
+            "factor",
+        )
+    inv = f.recip(f.pow(base, f.div(f.arr(half), dim)))
+    p.check_frequencies(inv, "rope_theta", "factor")
+    return inv
+
+
+def _context_factor(p, mpe, old_len):
     """``factor``, or the ratio of the context lengths when it is absent (models
     that store max_position_embeddings and the trained length instead)."""
-    factor = params.get("factor")
+    factor = p.optional("factor")
     if factor is None:
         if mpe is None:
             raise ValueError(
-                f"rope_type={rope_type!r} needs rope_parameters['factor'] or "
-                "max_position_embeddings"
+                f"rope_type={p.rope_type!r} needs {p.name('factor')} or max_position_embeddings"
             )
-        factor = mpe / old_len
-    return as_base(factor, "factor")
+        factor = as_base(
+            mpe / old_len, "max_position_embeddings / original_max_position_embeddings"
+        )
+    return factor
 
 
-def _yarn(f, params, theta, dim, old_len, mpe, positive):
-    factor = _context_factor(params, "yarn", mpe, old_len)
-    attention = params.get("attention_factor")
-    mscale, mscale_all = params.get("mscale"), params.get("mscale_all_dim")
+def _yarn(f, p, theta, dim, old_len, mpe):
+    factor = _context_factor(p, mpe, old_len)
+    attention = p.optional("attention_factor")
+    # transformers reads these by truth value: 0 (or None) means absent
+    mscale = p.optional("mscale", positive=False)
+    mscale_all = p.optional("mscale_all_dim", positive=False)
 
     def get_mscale(scale, m=1.0):
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
 
     if attention is None:
-        if mscale and mscale_all:
-            attention = get_mscale(factor, mscale) / get_mscale(factor, mscale_all)
+        both = bool(mscale and mscale_all)
+        if both:
+            num, den = get_mscale(factor, mscale), get_mscale(factor, mscale_all)
+            attention = num / den if den else math.inf
         else:
             attention = get_mscale(factor)
-    attention = as_base(attention, "attention_factor")
-    beta_fast = params.get("beta_fast") or 32
-    beta_slow = params.get("beta_slow") or 1
+        if not (math.isfinite(attention) and attention > 0):
+            keys = ("factor", "mscale", "mscale_all_dim") if both else ("factor",)
+            raise p.refuse(
+                f"an attention factor of {attention!r} (it must be finite and > 0)", *keys
+            )
+    beta_fast = p.optional("beta_fast", default=32.0)
+    beta_slow = p.optional("beta_slow", default=1.0)
 
     def correction_dim(rotations):
         return dim * math.log(old_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
 
-    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    if params.get("truncate", True):
+    try:
+        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    except (ZeroDivisionError, ValueError, OverflowError):  # theta 1, a subnormal beta
+        low = high = math.nan
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise p.refuse(
+            "a ramp d * ln(original_max_position_embeddings / (2 pi beta)) / (2 ln theta) "
+            f"that is not finite (original_max_position_embeddings={old_len}, d={dim})",
+            "rope_theta",
+            "beta_fast",
+            "beta_slow",
+        )
+    if p.flag("truncate", True):
         low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
@@ -289,34 +426,33 @@ def _yarn(f, params, theta, dim, old_len, mpe, positive):
     pos_freqs = f.pow(theta, f.div(f.arr(np.arange(0, dim, 2)), dim))
     extrapolation = f.recip(pos_freqs)
     interpolation = f.recip(f.s(factor) * pos_freqs)
-    ramp = np.clip((f.arr(np.arange(dim // 2)) - f.s(low)) / f.s(high - low), 0, 1)
+    ramp = np.clip(f.div(f.arr(np.arange(dim // 2)) - f.s(low), high - low), 0, 1)
     extra = f.s(1.0) - ramp
-    return interpolation * (f.s(1.0) - extra) + extrapolation * extra, attention
+    inv = interpolation * (f.s(1.0) - extra) + extrapolation * extra
+    p.check_frequencies(inv, "rope_theta", "factor")
+    return inv, attention
 
 
-def _longrope(f, params, theta, dim, half, old_len, mpe, seq_len):
-    factor = _context_factor(params, "longrope", mpe, old_len)
-    attention = params.get("attention_factor")
+def _longrope(f, p, theta, dim, half, old_len, mpe, seq_len):
+    factor = _context_factor(p, mpe, old_len)
+    attention = p.optional("attention_factor")
     if attention is None:
-        attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(old_len))
-    attention = as_base(attention, "attention_factor")
-    lists = {}
-    for name in ("short_factor", "long_factor"):
-        v = params.get(name)
-        if not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
-            raise TypeError(
-                f"rope_parameters[{name!r}] must be a list of {dim // 2} numbers, "
-                f"got {type(v).__name__}"
+        if factor <= 1.0:
+            attention = 1.0
+        elif old_len == 1:  # ln(1) = 0 below
+            raise p.refuse(
+                "no attention factor sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) "
+                "for original_max_position_embeddings=1 (give attention_factor)",
+                "factor",
             )
-        if len(v) != dim // 2:
-            raise ValueError(
-                f"rope_parameters[{name!r}] must have rotary_dim / 2 = {dim // 2} "
-                f"entries, got {len(v)}"
-            )
-        lists[name] = [as_base(x, name) for x in v]
-    ext = lists["long_factor" if seq_len and seq_len > old_len else "short_factor"]
+        else:
+            attention = math.sqrt(1 + math.log(factor) / math.log(old_len))
+    lists = {name: p.factors(name, dim // 2) for name in ("short_factor", "long_factor")}
+    which = "long_factor" if seq_len and seq_len > old_len else "short_factor"
     shape = f.div(f.arr(half), dim)
-    return f.recip(f.arr(ext) * f.pow(theta, shape)), attention
+    inv = f.recip(f.arr(lists[which]) * f.pow(theta, shape))
+    p.check_frequencies(inv, "rope_theta", which)
+    return inv, attention
 
 
 def rope_cache(
@@ -360,19 +496,22 @@ def rope_cache(
         ``"half"``: the ``rotate_half`` layout of GPT-NeoX, LLaMA, Mistral, Qwen
         (``[w_0 .. w_{n-1} | w_0 .. w_{n-1}]``); ``"interleaved"``: GPT-J's
         ``rotate_every_two`` (``w_0 w_0 w_1 w_1 ...``).
-    dtype : float32 or float64, keyword-only
-        Default float32 (or ``out``'s).
+    dtype : float16, bfloat16, float32 or float64, keyword-only
+        Default float32 (or ``out``'s). bfloat16 is ml_dtypes' type.
     inv_freq : array_like of float, keyword-only
         Use these frequencies (radians per position; e.g. a model's own
         ``rotary_emb.inv_freq`` buffer, for bitwise its training-time values)
-        instead of a rule; ``rope_parameters`` must then be None. ``head_dim``
-        is then ``2 * len(inv_freq)``.
+        instead of a rule; ``rope_parameters`` must then be None. Any real dtype,
+        bfloat16 included (ml_dtypes' arrays, PyTorch tensors), converted exactly
+        to float64; finite, >= 0 and <= 1e280. ``head_dim`` must be at least
+        ``2 * len(inv_freq)``, the width of the caches.
     attention_factor : float, keyword-only
         Overrides the family's (1.0 without a rule).
     out : (cos, sin) pair of ndarrays, keyword-only
         Write the caches there (shape ``(seq_len, rotary_dim)`` or
-        ``(*positions.shape, rotary_dim)``, float32 or float64, writable,
-        C-contiguous rows) and return them.
+        ``(*positions.shape, rotary_dim)``, float16, bfloat16, float32 or float64,
+        writable, C-contiguous rows) and return them. ``cos`` and ``sin`` may be
+        views of one buffer (side by side) as long as they share no element.
     num_threads : int, keyword-only
         As in :func:`sinusoidal`.
 
@@ -496,11 +635,16 @@ def _angles(
     """(frequencies, attention factor, compiled encoding) for positions lo .. hi
     (none when hi < lo), every argument checked.  The rule sees the longest
     sequence hi + 1, as transformers' rotary modules do."""
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     if rule.inv_freq is not None:
         if rule.rope_parameters is not None:
             raise ValueError("give rope_parameters or inv_freq, not both")
         w = _as_frequencies(rule.inv_freq)
         attention = 1.0
+        if 2 * w.size > head_dim:
+            raise ValueError(
+                f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
+            )
     else:
         w, attention = rope_frequencies(
             head_dim,
@@ -569,18 +713,27 @@ def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
 
 
 def _as_frequencies(inv_freq: Any) -> np.ndarray:
+    """Frequencies as float64, converted exactly: any real dtype, bfloat16 included
+    (ml_dtypes' arrays, PyTorch tensors: a model's inv_freq buffer can be bfloat16)."""
+    if _is_torch_bfloat16(inv_freq):
+        inv_freq = inv_freq.detach().float()  # (exact: bfloat16 is float32's top half)
     try:
         w = np.asarray(inv_freq)
     except Exception as exc:
         raise TypeError(f"inv_freq must be a 1-D array of frequencies ({exc})") from None
-    if w.dtype.kind not in "fiu" or w.ndim != 1 or w.size < 1:
+    if not (w.dtype.kind in "fiu" or is_bfloat16(w.dtype)) or w.ndim != 1 or w.size < 1:
         raise TypeError(
             f"inv_freq must be a 1-D array of real frequencies, got dtype "
             f"{w.dtype} and shape {w.shape}"
         )
     w = w.astype(np.float64)
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("inv_freq must be finite and >= 0")
+    bad = ~(np.isfinite(w) & (w >= 0) & (w <= MAX_FREQUENCY))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"inv_freq must be finite, >= 0 and <= {MAX_FREQUENCY:g}, got inv_freq[{i}] = "
+            f"{float(w[i])!r}"
+        )
     check_table_size(1, w.size, 8, working_copies=8)
     return w
 
@@ -743,10 +896,6 @@ def apply_rope(
         lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
-    if 2 * w.size > head_dim:
-        raise ValueError(
-            f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
-        )
     # (every argument is checked even when there is nothing to rotate; an empty q
     # leaves k to be rotated all the same)
     if hi >= lo:
