@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from . import _api, _rope
-from ._conventions import Convention, resolve
+from ._conventions import Convention
 from ._validate import as_choice, as_finite, as_int, as_out_array, check_table_size
 
 # torch.library.custom_op, register_fake, register_autograd and opcheck
@@ -75,18 +75,20 @@ _DTYPES = "float32, float64, float16 or bfloat16"
 # ---------------------------------------------------------------- checks and views
 
 
-def _on_cpu(t: Any, name: str) -> None:
+def _on_cpu(t: Any, name: str, fake: bool = False) -> None:
+    """TypeError for a non-tensor, ValueError for a tensor off the CPU (``fake``:
+    shape inference, where meta tensors stand for CPU ones too)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.device.type not in ("cpu", "meta"):  # (meta: shapes only, never computed on)
+    if t.device.type != "cpu" and not (fake and t.device.type == "meta"):
         raise ValueError(
             f"{name} is on device {t.device}: fastpe computes on the CPU; move it there "
             f"with {name}.cpu()"
         )
 
 
-def _float_tensor(t: Any, name: str) -> None:
-    _on_cpu(t, name)
+def _float_tensor(t: Any, name: str, fake: bool = False) -> None:
+    _on_cpu(t, name, fake)
     if t.dtype not in _FLOATS:
         raise TypeError(f"{name} must have dtype {_DTYPES}, got {t.dtype}")
 
@@ -122,7 +124,9 @@ def _eager(*tensors: Any) -> bool:
     if torch.compiler.is_compiling():
         return False
     for t in tensors:
-        if t is not None and (type(t) is not torch.Tensor or t.requires_grad):
+        if t is not None and (
+            type(t) is not torch.Tensor or t.requires_grad or t.device.type != "cpu"
+        ):
             return False
     return True
 
@@ -179,9 +183,7 @@ def _sinusoidal_impl(
     return out
 
 
-_sinusoidal_op = torch.library.custom_op("fastpe::sinusoidal", mutates_args=())(
-    _sinusoidal_impl
-)
+_sinusoidal_op = torch.library.custom_op("fastpe::sinusoidal", mutates_args=())(_sinusoidal_impl)
 
 
 @_sinusoidal_op.register_fake
@@ -249,7 +251,7 @@ _sinusoidal_at_op = torch.library.custom_op("fastpe::sinusoidal_at", mutates_arg
 
 @_sinusoidal_at_op.register_fake
 def _(positions, d_model, dtype, *conv):
-    _on_cpu(positions, "positions")
+    _on_cpu(positions, "positions", fake=True)
     return positions.new_empty((*positions.shape, d_model), dtype=_out_dtype(dtype))
 
 
@@ -320,7 +322,7 @@ _add_to_inplace_op = torch.library.custom_op("fastpe::add_to_", mutates_args=("x
 
 @_add_to_inplace_op.register_fake
 def _(x, offset, offsets, positions, *rest):
-    _float_tensor(x, "x")
+    _float_tensor(x, "x", fake=True)
 
 
 def _add_to_impl(
@@ -350,7 +352,7 @@ _add_to_op = torch.library.custom_op("fastpe::add_to", mutates_args=())(_add_to_
 
 @_add_to_op.register_fake
 def _(x, *rest):
-    _float_tensor(x, "x")
+    _float_tensor(x, "x", fake=True)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
@@ -370,7 +372,7 @@ def _offset_args(offset: Any) -> tuple[int, torch.Tensor | None]:
     """(one offset for all, or None and a tensor of them)."""
     if isinstance(offset, torch.Tensor):
         return 0, offset
-    if np.ndim(offset) != 0:
+    if isinstance(offset, (list, tuple, np.ndarray)):
         return 0, torch.as_tensor(np.asarray(offset))
     return as_int(offset, "offset"), None
 
@@ -443,6 +445,7 @@ def _no_grad_in_place(t: Any, name: str, functional: str) -> None:
 # ---------------------------------------------------------------- RoPE
 
 
+@torch.compiler.assume_constant_result
 def _frequencies(
     head_dim: Any,
     rope_parameters: Mapping[str, Any] | None,
@@ -517,7 +520,7 @@ _rope_cache_op = torch.library.custom_op("fastpe::rope_cache", mutates_args=())(
 @_rope_cache_op.register_fake
 def _(positions, seq_len, offset, inv_freq, attention_factor, layout, dtype):
     if positions is not None:
-        _on_cpu(positions, "positions")
+        _on_cpu(positions, "positions", fake=True)
     shape = _cache_shape(positions, seq_len, len(inv_freq))
     dtype = _out_dtype(dtype)
     return torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)
@@ -553,7 +556,7 @@ def rope_cache(
     if positions is None:
         seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
         offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
-    elif not (np.ndim(offset) == 0 and offset == 0):
+    elif not (isinstance(offset, int) and offset == 0):
         raise ValueError("offset applies to seq_len; add it to positions instead")
     positions = _tensor_or_none(positions)
     args = (positions, seq_len or 0, offset, w, attention, layout, _out_dtype(dtype))
@@ -590,16 +593,16 @@ def _rotate_impl(
     )
 
 
-_apply_rope_inplace_op = torch.library.custom_op(
-    "fastpe::apply_rope_", mutates_args=("q", "k")
-)(_rotate_impl)
+_apply_rope_inplace_op = torch.library.custom_op("fastpe::apply_rope_", mutates_args=("q", "k"))(
+    _rotate_impl
+)
 
 
 @_apply_rope_inplace_op.register_fake
 def _(q, k, *rest):
-    _float_tensor(q, "q")
+    _float_tensor(q, "q", fake=True)
     if k is not None:
-        _float_tensor(k, "k")
+        _float_tensor(k, "k", fake=True)
 
 
 def _apply_rope_impl(
@@ -614,19 +617,18 @@ def _apply_rope_impl(
 ) -> torch.Tensor:
     _float_tensor(q, "q")
     out = q.clone(memory_format=torch.contiguous_format)
-    _rotate_impl(out, None, positions, offset, offsets, seq_axis, layout, inv_freq,
-                 attention_factor)
+    _rotate_impl(
+        out, None, positions, offset, offsets, seq_axis, layout, inv_freq, attention_factor
+    )
     return out
 
 
-_apply_rope_op = torch.library.custom_op("fastpe::apply_rope", mutates_args=())(
-    _apply_rope_impl
-)
+_apply_rope_op = torch.library.custom_op("fastpe::apply_rope", mutates_args=())(_apply_rope_impl)
 
 
 @_apply_rope_op.register_fake
 def _(q, *rest):
-    _float_tensor(q, "q")
+    _float_tensor(q, "q", fake=True)
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
@@ -702,8 +704,17 @@ def apply_rope(
     :func:`rope_cache`).
     """
     args = _rope_args(
-        q, head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings,
-        precision, offset, positions, seq_axis, layout,
+        q,
+        head_dim,
+        rope_parameters,
+        inv_freq,
+        attention_factor,
+        max_position_embeddings,
+        precision,
+        offset,
+        positions,
+        seq_axis,
+        layout,
     )
     out = []
     for x in (q,) if k is None else (q, k):
@@ -733,8 +744,17 @@ def apply_rope_(
     returns ``q``, or ``(q, k)``.  Not differentiable: use :func:`apply_rope` for
     tensors that need a gradient."""
     args = _rope_args(
-        q, head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings,
-        precision, offset, positions, seq_axis, layout,
+        q,
+        head_dim,
+        rope_parameters,
+        inv_freq,
+        attention_factor,
+        max_position_embeddings,
+        precision,
+        offset,
+        positions,
+        seq_axis,
+        layout,
     )
     _no_grad_in_place(q, "q", "apply_rope")
     _no_grad_in_place(k, "k", "apply_rope")
@@ -801,7 +821,11 @@ class RotaryEmbedding(torch.nn.Module):
             if max_position_embeddings is None:
                 max_position_embeddings = getattr(config, "max_position_embeddings", None)
         w, self.attention_scaling = _frequencies(
-            head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings,
+            head_dim,
+            rope_parameters,
+            inv_freq,
+            attention_factor,
+            max_position_embeddings,
             precision,
         )
         self.layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
@@ -904,9 +928,11 @@ def patch_model(model: torch.nn.Module) -> list[str]:
         except (ValueError, TypeError, AttributeError):
             continue
         scaling = getattr(module, "attention_scaling", 1.0)
-        if ours.inv_freq.shape != theirs.shape or not torch.allclose(
-            ours.inv_freq, theirs.detach().float().cpu(), rtol=1e-6, atol=0
-        ) or not np.isclose(ours.attention_scaling, float(scaling), rtol=1e-6):
+        if (
+            ours.inv_freq.shape != theirs.shape
+            or not torch.allclose(ours.inv_freq, theirs.detach().float().cpu(), rtol=1e-6, atol=0)
+            or not np.isclose(ours.attention_scaling, float(scaling), rtol=1e-6)
+        ):
             continue
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
