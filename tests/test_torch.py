@@ -363,6 +363,15 @@ def test_other_devices_are_refused_naming_the_device():
             impl(*args, *([None] * (len(inspect.signature(impl).parameters) - len(args))))
 
 
+def test_meta_tensors_get_shapes_only():
+    # (shape inference: the fake implementations answer, nothing is computed)
+    pos = torch.zeros(2, 3, dtype=torch.int64, device="meta")
+    for t in (*ft.rope_cache(8, positions=pos), ft.sinusoidal_at(pos, 4), ft.add_to(pos.float())):
+        assert t.device.type == "meta"
+    assert ft.rope_cache(8, positions=pos)[0].shape == (2, 3, 8)
+    assert ft.apply_rope(torch.zeros(1, 3, 8, device="meta"), positions=pos[0]).shape == (1, 3, 8)
+
+
 @pytest.mark.parametrize(
     "call, exc, match",
     [

@@ -131,6 +131,30 @@ def _eager(*tensors: Any) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- operators
+
+# The tables and the cache are defined on a Library with one implementation for
+# every device (so a tensor elsewhere meets fastpe's error, not the dispatcher's):
+# one Python call per use, about a third of what a torch.library.custom_op costs
+# (its Python autograd layer), which is what a compiled decoding step pays for
+# its cos and sin.  The operators with autograd or mutation are custom_ops, whose
+# autograd and in-place bookkeeping torch provides.
+_LIB = torch.library.Library("fastpe", "FRAGMENT")
+_PT2 = (torch.Tag.pt2_compliant_tag,)
+_CONV_SCHEMA = (
+    "str name, float base, str denominator, float shift, float position_scale, str layout, "
+    "str odd, int? padding_idx"
+)
+
+
+def _define(schema: str, impl: Any, fake: Any) -> Any:
+    name = schema.split("(", 1)[0]
+    _LIB.define(schema, tags=_PT2)
+    _LIB.impl(name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"fastpe::{name}", fake, lib=_LIB)
+    return getattr(torch.ops.fastpe, name).default
+
+
 # ---------------------------------------------------------------- tables
 
 # A sinusoidal convention travels through an operator as its knobs (an
@@ -183,12 +207,16 @@ def _sinusoidal_impl(
     return out
 
 
-_sinusoidal_op = torch.library.custom_op("fastpe::sinusoidal", mutates_args=())(_sinusoidal_impl)
-
-
-@_sinusoidal_op.register_fake
-def _(seq_len, d_model, offset, dtype, *conv):
+def _sinusoidal_fake(seq_len, d_model, offset, dtype, *conv):
     return torch.empty((seq_len, d_model), dtype=_out_dtype(dtype))
+
+
+_sinusoidal_op = _define(
+    "sinusoidal(SymInt seq_len, SymInt d_model, int offset, ScalarType dtype, "
+    f"{_CONV_SCHEMA}) -> Tensor",
+    _sinusoidal_impl,
+    _sinusoidal_fake,
+)
 
 
 def sinusoidal(
@@ -244,15 +272,16 @@ def _sinusoidal_at_impl(
     return out
 
 
-_sinusoidal_at_op = torch.library.custom_op("fastpe::sinusoidal_at", mutates_args=())(
-    _sinusoidal_at_impl
-)
-
-
-@_sinusoidal_at_op.register_fake
-def _(positions, d_model, dtype, *conv):
+def _sinusoidal_at_fake(positions, d_model, dtype, *conv):
     _on_cpu(positions, "positions", fake=True)
     return positions.new_empty((*positions.shape, d_model), dtype=_out_dtype(dtype))
+
+
+_sinusoidal_at_op = _define(
+    f"sinusoidal_at(Tensor positions, SymInt d_model, ScalarType dtype, {_CONV_SCHEMA}) -> Tensor",
+    _sinusoidal_at_impl,
+    _sinusoidal_at_fake,
+)
 
 
 def sinusoidal_at(
@@ -487,6 +516,22 @@ def _cache_shape(positions: Any, seq_len: int, nf: int) -> tuple[int, ...]:
     return (*lead, 2 * nf)
 
 
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}
+_W_ARRAYS: dict[tuple[float, ...], np.ndarray] = {}
+
+
+def _frequency_array(inv_freq: list[float]) -> np.ndarray:
+    """The frequencies as a float64 ndarray, one per list of values (a decoding
+    loop passes the same ones at every step)."""
+    key = tuple(inv_freq)
+    w = _W_ARRAYS.get(key)
+    if w is None:
+        if len(_W_ARRAYS) >= 64:
+            _W_ARRAYS.clear()
+        w = _W_ARRAYS[key] = np.asarray(key, dtype=np.float64)
+    return w
+
+
 def _cache_impl(
     positions: torch.Tensor | None,
     seq_len: int,
@@ -496,34 +541,62 @@ def _cache_impl(
     layout: str,
     dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    w = _frequency_array(inv_freq)
+    attention = None if attention_factor == 1.0 else attention_factor
+    if (
+        positions is not None
+        and type(positions) is torch.Tensor
+        and positions.dtype == torch.int64
+        and positions.device.type == "cpu"
+        and dtype in _NUMPY
+    ):
+        # a decoding step's few positions: what the general path below does, with
+        # the conversions it would skip anyway (fastpe checks the values)
+        cos, sin = _rope.rope_cache(
+            2 * w.size,
+            positions=positions.detach().numpy().reshape(-1),
+            inv_freq=w,
+            attention_factor=attention,
+            layout=layout,  # type: ignore[arg-type]
+            dtype=_NUMPY[dtype],
+        )
+        shape = (*positions.shape, 2 * w.size)
+        return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
     pos = _ids(positions, "positions")
-    w = np.asarray(inv_freq, dtype=np.float64)
     where: dict[str, Any] = {"seq_len": seq_len, "offset": offset}
     if pos is not None:
         where = {"positions": pos.reshape(-1)}  # (1-D: the kernel's small-call path)
     shape = _cache_shape(positions, seq_len, w.size)
-    cos, sin = _empty(shape, dtype, copies=3), _empty(shape, dtype)
+    kw: dict[str, Any] = {"inv_freq": w, "attention_factor": attention, "layout": layout}
+    if dtype in _NUMPY:  # fastpe allocates (after its checks), torch shares the memory
+        cos, sin = _rope.rope_cache(2 * w.size, **where, **kw, dtype=_NUMPY[dtype])
+        return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
+    tc, ts = _empty(shape, dtype, copies=3), _empty(shape, dtype)
+    rows = (-1, 2 * w.size)
     _rope.rope_cache(
-        2 * w.size,
-        **where,
-        inv_freq=w,
-        attention_factor=None if attention_factor == 1.0 else attention_factor,
-        layout=layout,  # type: ignore[arg-type]
-        out=(_view(cos).reshape(-1, 2 * w.size), _view(sin).reshape(-1, 2 * w.size)),
+        2 * w.size, **where, **kw, out=(_view(tc).reshape(rows), _view(ts).reshape(rows))
     )
-    return cos, sin
+    return tc, ts
 
 
-_rope_cache_op = torch.library.custom_op("fastpe::rope_cache", mutates_args=())(_cache_impl)
-
-
-@_rope_cache_op.register_fake
-def _(positions, seq_len, offset, inv_freq, attention_factor, layout, dtype):
+def _cache_fake(positions, seq_len, offset, inv_freq, attention_factor, layout, dtype):
     if positions is not None:
         _on_cpu(positions, "positions", fake=True)
     shape = _cache_shape(positions, seq_len, len(inv_freq))
     dtype = _out_dtype(dtype)
-    return torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype)
+    device = "cpu" if positions is None else positions.device
+    return (
+        torch.empty(shape, dtype=dtype, device=device),
+        torch.empty(shape, dtype=dtype, device=device),
+    )
+
+
+_rope_cache_op = _define(
+    "rope_cache(Tensor? positions, SymInt seq_len, int offset, float[] inv_freq, "
+    "float attention_factor, str layout, ScalarType dtype) -> (Tensor, Tensor)",
+    _cache_impl,
+    _cache_fake,
+)
 
 
 def rope_cache(
@@ -830,7 +903,6 @@ class RotaryEmbedding(torch.nn.Module):
         )
         self.layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
         self._w = w  # the frequencies as Python floats: the operator's argument
-        self._w_array = np.asarray(w, dtype=np.float64)
         # for code that reads the module's frequencies (never used to compute)
         self.register_buffer("inv_freq", torch.tensor(w, dtype=torch.float32), persistent=False)
 
@@ -838,33 +910,10 @@ class RotaryEmbedding(torch.nn.Module):
         self, x: torch.Tensor, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         dtype = x.dtype if x.dtype in _FLOATS else torch.float32
-        if _eager(position_ids) and dtype != torch.bfloat16:
-            return self._eager_cache(position_ids, dtype)
         args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
-        return _rope_cache_op(*args)  # type: ignore[no-any-return]
-
-    def _eager_cache(
-        self, position_ids: torch.Tensor, dtype: torch.dtype
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        # The operator's work without its argument checks and conversions, for a
-        # decoding step's few positions: int64 ids, a float dtype fastpe allocates
-        # (and so checks) itself; anything else takes the operator's path.
-        if position_ids.device.type != "cpu" or position_ids.dtype != torch.int64:
-            args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
+        if _eager(position_ids):
             return _cache_impl(*args)
-        cos, sin = _rope.rope_cache(
-            2 * len(self._w),
-            positions=position_ids.detach().numpy().reshape(-1),
-            inv_freq=self._w_array,
-            attention_factor=None if self.attention_scaling == 1.0 else self.attention_scaling,
-            layout=self.layout,  # type: ignore[arg-type]
-            dtype=_NUMPY[dtype],
-        )
-        shape = (*position_ids.shape, cos.shape[-1])
-        return torch.from_numpy(cos).reshape(shape), torch.from_numpy(sin).reshape(shape)
-
-
-_NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}
+        return _rope_cache_op(*args)  # type: ignore[no-any-return]
 
 
 def _config_rope_parameters(config: Any) -> dict[str, Any]:
