@@ -15,14 +15,20 @@ import pytest
 
 import fastpe
 
-
-def test_import_fastpe_does_not_import_torch():
-    code = "import sys, fastpe; assert 'torch' not in sys.modules, 'torch was imported'"
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
+# (that `import fastpe` never imports torch is checked in test_api.py, which runs
+# without torch too)
 torch = pytest.importorskip("torch")
 ft = pytest.importorskip("fastpe.torch")
+
+
+def test_older_torch_is_refused_with_an_import_error():
+    code = (
+        "import torch; torch.__version__ = '2.3.1'\n"
+        "try:\n    import fastpe.torch\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "needs torch >= 2.4" in out.stdout and "found torch 2.3.1" in out.stdout
+
 
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
