@@ -141,8 +141,10 @@ def main():
             m(tok, past_key_values=cache, position_ids=step_pos, use_cache=True)
             cache.crop(-1)  # back to the prompt: every step sees the same cache
 
-        t = side_by_side([lambda: step(model, caches[0]), lambda: step(patched, caches[1])], 50)
-        report("forward, decoding step with KV cache (eager)", *t)
+        for mode, wrap in modes:
+            mo, mp = wrap(model), wrap(patched)
+            t = side_by_side([lambda: step(mo, caches[0]), lambda: step(mp, caches[1])], 50)
+            report(f"forward, decoding step with KV cache ({mode})", *t)
 
 
 if __name__ == "__main__":
