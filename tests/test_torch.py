@@ -164,6 +164,26 @@ def test_rope_cache_is_cos_and_sin_of_exact_angles(dtype):
     assert torch.equal(c2, cos[1]) and torch.equal(s2, sin[1])
 
 
+def test_rope_cache_small_call_path_is_the_general_path():
+    # int64 positions take the small-call path, int32 ones the general path: the
+    # same values, and the same error for a position out of range
+    w = ft._frequencies(16, {"rope_type": "yarn", "factor": 4.0,
+                             "original_max_position_embeddings": 64}, None, None, None,
+                        "float32")  # fmt: skip
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        for layout in ("half", "interleaved"):
+            args = (*w, layout, dtype)
+            pos = torch.tensor([[0, 5, 70], [3, 2, 1000]])
+            fast = ft._cache_impl(pos, 0, 0, *args)
+            general = ft._cache_impl(pos.to(torch.int32), 0, 0, *args)
+            for a, b in zip(fast, general, strict=True):
+                assert a.shape == (2, 3, 16) and torch.equal(a, b)
+    far = torch.tensor([2**60])
+    for dtype in (torch.float32, torch.bfloat16):  # (bfloat16: the general path)
+        with pytest.raises(ValueError, match="positions must stay within"):
+            ft._cache_impl(far, 0, 0, *w, "half", dtype)
+
+
 def test_rope_cache_bitwise_the_numpy_api():
     params = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
               "original_max_position_embeddings": 64}  # fmt: skip
@@ -505,6 +525,14 @@ def test_rotary_embedding_matches_transformers(params, dtype):
         # theirs rounds the angle to float32 first: 2^-24 of the angle, plus a rounding
         tol = 2.0**-8 if dtype == torch.bfloat16 else 300 * 2.0**-23
         torch.testing.assert_close(a.float(), b.float(), rtol=0, atol=tol)
+
+
+def test_patch_model_keeps_a_rotary_module_with_other_frequencies():
+    _, patched = tiny_llama()
+    rot = patched.model.rotary_emb
+    rot.inv_freq = rot.inv_freq * 2  # a model that set its own frequencies
+    assert ft.patch_model(patched) == []
+    assert patched.model.rotary_emb is rot
 
 
 def test_patch_model_keeps_dynamic_rope():
