@@ -1,6 +1,8 @@
 """fastpe.sinusoidal: shapes, layouts, out=, threads, the GIL, and bad input."""
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -353,3 +355,9 @@ def test_tiny_base_whose_frequencies_overflow_is_refused(base):
 def test_small_base_with_finite_frequencies_still_works():
     P = fastpe.sinusoidal(1, 34, base=1e-30, dtype=np.float64)
     np.testing.assert_array_equal(P[0], np.tile([0.0, 1.0], 17))
+
+
+def test_import_fastpe_does_not_import_torch():
+    # fastpe.torch is the only module that needs torch, and only when imported
+    code = "import sys, fastpe; assert 'torch' not in sys.modules, 'torch was imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,1046 @@
+"""fastpe inside PyTorch models: operators, autograd and drop-in modules.
+
+Importing this module needs PyTorch (``pip install 'fastpe[torch]'``); ``import
+fastpe`` alone never imports it.
+
+Operators, registered with ``torch.library`` so that ``torch.compile(fullgraph=True)``
+traces through them and ``torch.export`` keeps them in the graph:
+
+=========================  ==============================================================
+``fastpe::sinusoidal``     a ``(seq_len, d_model)`` table (:func:`sinusoidal`)
+``fastpe::sinusoidal_at``  the table of any positions (:func:`sinusoidal_at`)
+``fastpe::add_to``         ``x * scale + PE`` as a new tensor, differentiable (:func:`add_to`)
+``fastpe::add_to_``        the same in place (:func:`add_to_`)
+``fastpe::rope_cache``     RoPE's cos and sin (:func:`rope_cache`)
+``fastpe::apply_rope``     rotated copies of q (and k), differentiable (:func:`apply_rope`)
+``fastpe::apply_rope_``    the rotation in place (:func:`apply_rope_`)
+=========================  ==============================================================
+
+Modules: :class:`RotaryEmbedding` (a transformers model's rotary module, same call),
+:func:`apply_rotary_pos_emb` (transformers' signature), :func:`patch_model` (swaps
+the rotary modules of a loaded model), :class:`SinusoidalPositionalEmbedding` (the
+PyTorch tutorial's module) and :class:`Timesteps` (diffusers' timestep embedding).
+
+Tensors live on the CPU, with dtype float32, float64, float16 or bfloat16; a tensor
+on another device is refused with an error naming it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from . import _api, _rope
+from ._conventions import Convention
+from ._validate import as_choice, as_finite, as_int, as_out_array, check_table_size
+
+# torch.library.custom_op, register_fake, register_autograd and opcheck
+MIN_TORCH = (2, 4)
+
+
+def _torch_version(text: str) -> tuple[int, int]:
+    found = re.match(r"(\d+)\.(\d+)", text)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+if _torch_version(torch.__version__) < MIN_TORCH:
+    raise ImportError(
+        f"fastpe.torch needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]} (torch.library.custom_op); "
+        f"found torch {torch.__version__}: pip install 'fastpe[torch]'"
+    )
+
+__all__ = [
+    "RotaryEmbedding",
+    "SinusoidalPositionalEmbedding",
+    "Timesteps",
+    "add_to",
+    "add_to_",
+    "apply_rope",
+    "apply_rope_",
+    "apply_rotary_pos_emb",
+    "patch_model",
+    "rope_cache",
+    "sinusoidal",
+    "sinusoidal_at",
+]
+
+_FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_DTYPES = "float32, float64, float16 or bfloat16"
+
+
+# ---------------------------------------------------------------- checks and views
+
+
+def _on_cpu(t: Any, name: str, fake: bool = False) -> None:
+    """TypeError for a non-tensor, ValueError for a tensor off the CPU (``fake``:
+    shape inference, where meta tensors stand for CPU ones too)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != "cpu" and not (fake and t.device.type == "meta"):
+        raise ValueError(
+            f"{name} is on device {t.device}: fastpe computes on the CPU; move it there "
+            f"with {name}.cpu()"
+        )
+
+
+def _float_tensor(t: Any, name: str, fake: bool = False) -> None:
+    _on_cpu(t, name, fake)
+    if t.dtype not in _FLOATS:
+        raise TypeError(f"{name} must have dtype {_DTYPES}, got {t.dtype}")
+
+
+def _out_dtype(dtype: Any) -> torch.dtype:
+    if dtype not in _FLOATS:
+        raise TypeError(f"dtype must be torch.{_DTYPES.replace(', ', ', torch.')}, got {dtype}")
+    return dtype  # type: ignore[no-any-return]
+
+
+def _view(t: torch.Tensor) -> np.ndarray:
+    """A zero-copy ndarray of a CPU tensor for the kernel (bfloat16: its bits)."""
+    if t.dtype == torch.bfloat16:
+        return as_out_array(t.detach())
+    return t.detach().numpy()
+
+
+def _ids(t: torch.Tensor | None, name: str) -> np.ndarray | None:
+    """Integer position ids as an ndarray (int64 for the kernel's fast paths)."""
+    if t is None:
+        return None
+    _on_cpu(t, name)
+    if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor, got {t.dtype}")
+    return t.detach().to(torch.int64).numpy()
+
+
+def _eager(*tensors: Any) -> bool:
+    """Whether a call may skip the dispatcher: plain tensors outside compile,
+    export and functorch, none of them needing a gradient.  The operator's own
+    implementation then runs directly (one Python call instead of the
+    dispatcher's several), with the same checks and the same result."""
+    if torch.compiler.is_compiling():
+        return False
+    for t in tensors:
+        if t is not None and (
+            type(t) is not torch.Tensor or t.requires_grad or t.device.type != "cpu"
+        ):
+            return False
+    return True
+
+
+# ---------------------------------------------------------------- operators
+
+# The tables and the cache are defined on a Library with one implementation for
+# every device (so a tensor elsewhere meets fastpe's error, not the dispatcher's):
+# one Python call per use, about a third of what a torch.library.custom_op costs
+# (its Python autograd layer), which is what a compiled decoding step pays for
+# its cos and sin.  The operators with autograd or mutation are custom_ops, whose
+# autograd and in-place bookkeeping torch provides.
+_LIB = torch.library.Library("fastpe", "FRAGMENT")
+_PT2 = (torch.Tag.pt2_compliant_tag,)
+_CONV_SCHEMA = (
+    "str name, float base, str denominator, float shift, float position_scale, str layout, "
+    "str odd, int? padding_idx"
+)
+
+
+def _define(schema: str, impl: Any, fake: Any) -> Any:
+    name = schema.split("(", 1)[0]
+    _LIB.define(schema, tags=_PT2)
+    _LIB.impl(name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"fastpe::{name}", fake, lib=_LIB)
+    return getattr(torch.ops.fastpe, name).default
+
+
+# ---------------------------------------------------------------- tables
+
+# A sinusoidal convention travels through an operator as its knobs (an
+# operator's schema has no place for a Python object).
+
+
+def _knobs(convention: Any, base: Any, layout: Any) -> tuple[Any, ...]:
+    conv = _api._convention(convention, base, layout)
+    return (
+        conv.name,
+        conv.base,
+        conv.denominator,
+        conv.shift,
+        conv.position_scale,
+        conv.layout,
+        conv.odd,
+        conv.padding_idx,
+    )
+
+
+def _empty(shape: tuple[int, ...], dtype: Any, copies: int = 1) -> torch.Tensor:
+    """A new tensor for the kernel to fill, its size checked first (fastpe's
+    MemoryError/ValueError rather than an allocator's RuntimeError)."""
+    dtype = _out_dtype(dtype)
+    rows = int(np.prod(shape[:-1], dtype=object))
+    check_table_size(rows, shape[-1], dtype.itemsize, working_copies=copies)
+    return torch.empty(shape, dtype=dtype)
+
+
+def _sinusoidal_impl(
+    seq_len: int,
+    d_model: int,
+    offset: int,
+    dtype: torch.dtype,
+    name: str,
+    base: float,
+    denominator: str,
+    shift: float,
+    position_scale: float,
+    layout: str,
+    odd: str,
+    padding_idx: int | None,
+) -> torch.Tensor:
+    conv = Convention(name, base, denominator, shift, position_scale, layout, odd, padding_idx)
+    seq_len = as_int(seq_len, "seq_len", minimum=0)
+    d_model = as_int(d_model, "d_model", minimum=1)
+    _api.sinusoidal(0, d_model, offset=offset, convention=conv)  # the checks, no table
+    out = _empty((seq_len, d_model), dtype)
+    _api.sinusoidal(seq_len, d_model, offset=offset, convention=conv, out=_view(out))
+    return out
+
+
+def _sinusoidal_fake(seq_len, d_model, offset, dtype, *conv):
+    return torch.empty((seq_len, d_model), dtype=_out_dtype(dtype))
+
+
+_sinusoidal_op = _define(
+    "sinusoidal(SymInt seq_len, SymInt d_model, int offset, ScalarType dtype, "
+    f"{_CONV_SCHEMA}) -> Tensor",
+    _sinusoidal_impl,
+    _sinusoidal_fake,
+)
+
+
+def sinusoidal(
+    seq_len: int,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    offset: int = 0,
+    dtype: torch.dtype = torch.float32,
+    layout: str = "interleaved",
+    convention: str | Convention = "vaswani",
+) -> torch.Tensor:
+    """:func:`fastpe.sinusoidal` as a new CPU tensor (operator ``fastpe::sinusoidal``).
+
+    The arguments are :func:`fastpe.sinusoidal`'s; ``dtype`` is a torch dtype.
+    A constant: no gradient.
+
+    >>> import torch, fastpe.torch
+    >>> fastpe.torch.sinusoidal(4, 8).shape
+    torch.Size([4, 8])
+    """
+    return _sinusoidal_op(seq_len, d_model, offset, dtype, *_knobs(convention, base, layout))  # type: ignore[no-any-return]
+
+
+def _positions(positions: Any) -> np.ndarray:
+    _on_cpu(positions, "positions")
+    if positions.dtype.is_complex or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be integers or real numbers, got {positions.dtype}")
+    if positions.dtype in (torch.float16, torch.bfloat16):
+        positions = positions.double()  # (exact: float64 holds every 16-bit float)
+    return positions.detach().numpy()  # type: ignore[no-any-return]
+
+
+def _sinusoidal_at_impl(
+    positions: torch.Tensor,
+    d_model: int,
+    dtype: torch.dtype,
+    name: str,
+    base: float,
+    denominator: str,
+    shift: float,
+    position_scale: float,
+    layout: str,
+    odd: str,
+    padding_idx: int | None,
+) -> torch.Tensor:
+    pos = _positions(positions)
+    conv = Convention(name, base, denominator, shift, position_scale, layout, odd, padding_idx)
+    d_model = as_int(d_model, "d_model", minimum=1)
+    _api.sinusoidal_at(pos.reshape(-1)[:0], d_model, convention=conv)  # the checks, no table
+    out = _empty((*pos.shape, d_model), dtype)
+    _api.sinusoidal_at(pos, d_model, convention=conv, out=_view(out))
+    return out
+
+
+def _sinusoidal_at_fake(positions, d_model, dtype, *conv):
+    _on_cpu(positions, "positions", fake=True)
+    return positions.new_empty((*positions.shape, d_model), dtype=_out_dtype(dtype))
+
+
+_sinusoidal_at_op = _define(
+    f"sinusoidal_at(Tensor positions, SymInt d_model, ScalarType dtype, {_CONV_SCHEMA}) -> Tensor",
+    _sinusoidal_at_impl,
+    _sinusoidal_at_fake,
+)
+
+
+def sinusoidal_at(
+    positions: torch.Tensor,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    dtype: torch.dtype = torch.float32,
+    layout: str = "interleaved",
+    convention: str | Convention = "vaswani",
+) -> torch.Tensor:
+    """:func:`fastpe.sinusoidal_at` of a tensor of positions (integer or float, e.g.
+    diffusion timesteps), as a new tensor of shape ``(*positions.shape, d_model)``
+    (operator ``fastpe::sinusoidal_at``).  A constant: no gradient."""
+    knobs = _knobs(convention, base, layout)
+    if _eager(positions):
+        return _sinusoidal_at_impl(positions, d_model, dtype, *knobs)
+    return _sinusoidal_at_op(positions, d_model, dtype, *knobs)  # type: ignore[no-any-return]
+
+
+# ---------------------------------------------------------------- add_to
+
+
+def _add(
+    x: torch.Tensor,
+    offset: int,
+    offsets: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    scale: float,
+    knobs: tuple[Any, ...],
+) -> None:
+    _float_tensor(x, "x")
+    off = _ids(offsets, "offset")
+    pos = None if positions is None else _positions(positions)
+    _api.add_to(
+        _view(x),
+        offset=offset if off is None else off,
+        positions=pos,
+        scale=scale,
+        convention=Convention(*knobs),
+    )
+
+
+def _add_to_inplace_impl(
+    x: torch.Tensor,
+    offset: int,
+    offsets: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    scale: float,
+    name: str,
+    base: float,
+    denominator: str,
+    shift: float,
+    position_scale: float,
+    layout: str,
+    odd: str,
+    padding_idx: int | None,
+) -> None:
+    knobs = (name, base, denominator, shift, position_scale, layout, odd, padding_idx)
+    _add(x, offset, offsets, positions, scale, knobs)
+
+
+_add_to_inplace_op = torch.library.custom_op("fastpe::add_to_", mutates_args=("x",))(
+    _add_to_inplace_impl
+)
+
+
+@_add_to_inplace_op.register_fake
+def _(x, offset, offsets, positions, *rest):
+    _float_tensor(x, "x", fake=True)
+
+
+def _add_to_impl(
+    x: torch.Tensor,
+    offset: int,
+    offsets: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    scale: float,
+    name: str,
+    base: float,
+    denominator: str,
+    shift: float,
+    position_scale: float,
+    layout: str,
+    odd: str,
+    padding_idx: int | None,
+) -> torch.Tensor:
+    _float_tensor(x, "x")
+    out = x.clone(memory_format=torch.contiguous_format)
+    knobs = (name, base, denominator, shift, position_scale, layout, odd, padding_idx)
+    _add(out, offset, offsets, positions, scale, knobs)
+    return out
+
+
+_add_to_op = torch.library.custom_op("fastpe::add_to", mutates_args=())(_add_to_impl)
+
+
+@_add_to_op.register_fake
+def _(x, *rest):
+    _float_tensor(x, "x", fake=True)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _add_to_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    ctx.scale = inputs[4]
+
+
+def _add_to_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    # d(x * scale + PE)/dx = scale; the table is a constant
+    return (grad * ctx.scale,) + (None,) * 12
+
+
+_add_to_op.register_autograd(_add_to_backward, setup_context=_add_to_setup)
+
+
+def _offset_args(offset: Any) -> tuple[int, torch.Tensor | None]:
+    """(one offset for all, or None and a tensor of them)."""
+    if isinstance(offset, torch.Tensor):
+        return 0, offset
+    if isinstance(offset, (list, tuple, np.ndarray)):
+        return 0, torch.as_tensor(np.asarray(offset))
+    return as_int(offset, "offset"), None
+
+
+def _tensor_or_none(values: Any) -> torch.Tensor | None:
+    if values is None or isinstance(values, torch.Tensor):
+        return values
+    return torch.as_tensor(np.asarray(values))
+
+
+def _add_args(
+    x: Any, offset: Any, positions: Any, scale: Any, base: Any, layout: Any, convention: Any
+) -> tuple[Any, ...]:
+    off, offsets = _offset_args(offset)
+    scale = as_finite(scale, "scale")
+    knobs = _knobs(convention, base, layout)
+    return (x, off, offsets, _tensor_or_none(positions), scale, *knobs)
+
+
+def add_to(
+    x: torch.Tensor,
+    *,
+    offset: Any = 0,
+    positions: Any = None,
+    scale: float = 1.0,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    convention: str | Convention = "vaswani",
+) -> torch.Tensor:
+    """``x * scale + PE`` as a new tensor (operator ``fastpe::add_to``); ``x`` is left
+    as it is.  Differentiable in ``x`` (the gradient is ``scale`` times the
+    incoming one).  The arguments are :func:`fastpe.add_to`'s; ``offset`` and
+    ``positions`` may be tensors."""
+    args = _add_args(x, offset, positions, scale, base, layout, convention)
+    if _eager(x, args[2], args[3]):
+        return _add_to_impl(*args)
+    return _add_to_op(*args)  # type: ignore[no-any-return]
+
+
+def add_to_(
+    x: torch.Tensor,
+    *,
+    offset: Any = 0,
+    positions: Any = None,
+    scale: float = 1.0,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    convention: str | Convention = "vaswani",
+) -> torch.Tensor:
+    """:func:`fastpe.add_to` on a tensor, in place (operator ``fastpe::add_to_``);
+    returns ``x``.  Not differentiable: use :func:`add_to` for a tensor that needs
+    a gradient."""
+    args = _add_args(x, offset, positions, scale, base, layout, convention)
+    _no_grad_in_place(x, "x", "add_to")
+    if _eager(x, args[2], args[3]):
+        _add_to_inplace_impl(*args)
+    else:
+        _add_to_inplace_op(*args)
+    return x
+
+
+def _no_grad_in_place(t: Any, name: str, functional: str) -> None:
+    if isinstance(t, torch.Tensor) and t.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name} requires a gradient and the in-place operator has none: use "
+            f"fastpe.torch.{functional} (out of place, differentiable)"
+        )
+
+
+# ---------------------------------------------------------------- RoPE
+
+
+@torch.compiler.assume_constant_result
+def _frequencies(
+    head_dim: Any,
+    rope_parameters: Mapping[str, Any] | None,
+    inv_freq: Any,
+    attention_factor: float | None,
+    max_position_embeddings: int | None,
+    precision: Any,
+) -> tuple[list[float], float]:
+    """(frequencies, attention factor) of the arguments, resolved once in Python:
+    the operators take plain numbers, so compile and export see constants."""
+    if inv_freq is not None:
+        if rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        if isinstance(inv_freq, torch.Tensor):
+            _on_cpu(inv_freq, "inv_freq")
+            inv_freq = inv_freq.detach().double().numpy()
+        w = _rope._as_frequencies(inv_freq)
+        attention = 1.0
+    else:
+        if _rope._rope_type(rope_parameters or {}) in ("dynamic", "longrope"):
+            raise ValueError(
+                "rope_type 'dynamic' and 'longrope' depend on the sequence length: compute "
+                "their frequencies with fastpe.rope_frequencies(..., seq_len=...) and pass "
+                "inv_freq and attention_factor"
+            )
+        w, attention = _rope.rope_frequencies(
+            head_dim,
+            rope_parameters,
+            max_position_embeddings=max_position_embeddings,
+            precision=precision,
+        )
+    if attention_factor is not None:
+        attention = _rope.as_base(attention_factor, "attention_factor")
+    return [float(v) for v in w], attention
+
+
+def _cache_shape(positions: Any, seq_len: int, nf: int) -> tuple[int, ...]:
+    lead = (seq_len,) if positions is None else tuple(positions.shape)
+    return (*lead, 2 * nf)
+
+
+_NUMPY = {torch.float32: np.float32, torch.float64: np.float64, torch.float16: np.float16}
+_W_ARRAYS: dict[tuple[float, ...], np.ndarray] = {}
+
+
+def _frequency_array(inv_freq: list[float]) -> np.ndarray:
+    """The frequencies as a float64 ndarray, one per list of values (a decoding
+    loop passes the same ones at every step)."""
+    key = tuple(inv_freq)
+    w = _W_ARRAYS.get(key)
+    if w is None:
+        if len(_W_ARRAYS) >= 64:
+            _W_ARRAYS.clear()
+        w = _W_ARRAYS[key] = np.asarray(key, dtype=np.float64)
+    return w
+
+
+def _cache_impl(
+    positions: torch.Tensor | None,
+    seq_len: int,
+    offset: int,
+    inv_freq: list[float],
+    attention_factor: float,
+    layout: str,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    w = _frequency_array(inv_freq)
+    attention = None if attention_factor == 1.0 else attention_factor
+    if (
+        positions is not None
+        and type(positions) is torch.Tensor
+        and positions.dtype == torch.int64
+        and positions.device.type == "cpu"
+        and dtype in _NUMPY
+    ):
+        # a decoding step's few positions: what the general path below does, with
+        # the conversions it would skip anyway (fastpe checks the values)
+        cos, sin = _rope.rope_cache(
+            2 * w.size,
+            positions=positions.detach().numpy().reshape(-1),
+            inv_freq=w,
+            attention_factor=attention,
+            layout=layout,  # type: ignore[arg-type]
+            dtype=_NUMPY[dtype],
+        )
+        shape = (*positions.shape, 2 * w.size)
+        return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
+    pos = _ids(positions, "positions")
+    where: dict[str, Any] = {"seq_len": seq_len, "offset": offset}
+    if pos is not None:
+        where = {"positions": pos.reshape(-1)}  # (1-D: the kernel's small-call path)
+    shape = _cache_shape(positions, seq_len, w.size)
+    kw: dict[str, Any] = {"inv_freq": w, "attention_factor": attention, "layout": layout}
+    if dtype in _NUMPY:  # fastpe allocates (after its checks), torch shares the memory
+        cos, sin = _rope.rope_cache(2 * w.size, **where, **kw, dtype=_NUMPY[dtype])
+        return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
+    tc, ts = _empty(shape, dtype, copies=3), _empty(shape, dtype)
+    rows = (-1, 2 * w.size)
+    _rope.rope_cache(
+        2 * w.size, **where, **kw, out=(_view(tc).reshape(rows), _view(ts).reshape(rows))
+    )
+    return tc, ts
+
+
+def _cache_fake(positions, seq_len, offset, inv_freq, attention_factor, layout, dtype):
+    if positions is not None:
+        _on_cpu(positions, "positions", fake=True)
+    shape = _cache_shape(positions, seq_len, len(inv_freq))
+    dtype = _out_dtype(dtype)
+    device = "cpu" if positions is None else positions.device
+    return (
+        torch.empty(shape, dtype=dtype, device=device),
+        torch.empty(shape, dtype=dtype, device=device),
+    )
+
+
+_rope_cache_op = _define(
+    "rope_cache(Tensor? positions, SymInt seq_len, int offset, float[] inv_freq, "
+    "float attention_factor, str layout, ScalarType dtype) -> (Tensor, Tensor)",
+    _cache_impl,
+    _cache_fake,
+)
+
+
+def rope_cache(
+    head_dim: int | None = None,
+    rope_parameters: Mapping[str, Any] | None = None,
+    *,
+    seq_len: int | None = None,
+    offset: int = 0,
+    positions: Any = None,
+    layout: Literal["half", "interleaved"] = "half",
+    dtype: torch.dtype = torch.float32,
+    max_position_embeddings: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+    inv_freq: Any = None,
+    attention_factor: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`fastpe.rope_cache` as new tensors (operator ``fastpe::rope_cache``):
+    ``(cos, sin)`` of shape ``(seq_len, rotary_dim)`` or ``(*positions.shape,
+    rotary_dim)``.  Constants: no gradient.  The frequencies are resolved here, in
+    Python (``dynamic`` and ``longrope`` need ``inv_freq`` from
+    :func:`fastpe.rope_frequencies`); the operator gets them as numbers."""
+    if head_dim is None and inv_freq is None:
+        raise ValueError("give head_dim (with rope_parameters) or inv_freq")
+    w, attention = _frequencies(
+        head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision
+    )
+    layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+    if (seq_len is None) == (positions is None):
+        raise ValueError("give either seq_len (with offset) or positions")
+    if positions is None:
+        seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
+        offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
+    elif not (isinstance(offset, int) and offset == 0):
+        raise ValueError("offset applies to seq_len; add it to positions instead")
+    positions = _tensor_or_none(positions)
+    args = (positions, seq_len or 0, offset, w, attention, layout, _out_dtype(dtype))
+    if positions is not None and _eager(positions):
+        return _cache_impl(*args)
+    return _rope_cache_op(*args)  # type: ignore[no-any-return]
+
+
+def _rotate_impl(
+    q: torch.Tensor,
+    k: torch.Tensor | None,
+    positions: torch.Tensor | None,
+    offset: int,
+    offsets: torch.Tensor | None,
+    seq_axis: int,
+    layout: str,
+    inv_freq: list[float],
+    attention_factor: float,
+) -> None:
+    _float_tensor(q, "q")
+    if k is not None:
+        _float_tensor(k, "k")
+    off = _ids(offsets, "offset")
+    _rope.apply_rope(
+        _view(q),
+        None if k is None else _view(k),
+        head_dim=q.shape[-1],
+        positions=_ids(positions, "positions"),
+        offset=offset if off is None else off,
+        seq_axis=seq_axis,
+        layout=layout,  # type: ignore[arg-type]
+        inv_freq=np.asarray(inv_freq, dtype=np.float64),
+        attention_factor=None if attention_factor == 1.0 else attention_factor,
+    )
+
+
+_apply_rope_inplace_op = torch.library.custom_op("fastpe::apply_rope_", mutates_args=("q", "k"))(
+    _rotate_impl
+)
+
+
+@_apply_rope_inplace_op.register_fake
+def _(q, k, *rest):
+    _float_tensor(q, "q", fake=True)
+    if k is not None:
+        _float_tensor(k, "k", fake=True)
+
+
+def _apply_rope_impl(
+    q: torch.Tensor,
+    positions: torch.Tensor | None,
+    offset: int,
+    offsets: torch.Tensor | None,
+    seq_axis: int,
+    layout: str,
+    inv_freq: list[float],
+    attention_factor: float,
+) -> torch.Tensor:
+    _float_tensor(q, "q")
+    out = q.clone(memory_format=torch.contiguous_format)
+    _rotate_impl(
+        out, None, positions, offset, offsets, seq_axis, layout, inv_freq, attention_factor
+    )
+    return out
+
+
+_apply_rope_op = torch.library.custom_op("fastpe::apply_rope", mutates_args=())(_apply_rope_impl)
+
+
+@_apply_rope_op.register_fake
+def _(q, *rest):
+    _float_tensor(q, "q", fake=True)
+    return torch.empty_like(q, memory_format=torch.contiguous_format)
+
+
+def _apply_rope_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    q, positions, offset, offsets, seq_axis, layout, inv_freq, attention = inputs
+    ctx.save_for_backward(positions, offsets)
+    ctx.args = (q.shape[seq_axis % q.ndim], offset, seq_axis, layout, inv_freq, attention)
+
+
+def _apply_rope_backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    # A rotation's transpose is the rotation by the opposite angle: the gradient
+    # is rotated at the negated positions (same kernel, same attention factor).
+    positions, offsets = ctx.saved_tensors
+    seq, offset, seq_axis, layout, inv_freq, attention = ctx.args
+    if positions is None:
+        steps = torch.arange(seq, dtype=torch.int64, device=grad.device)
+        positions = steps + (offset if offsets is None else offsets.to(torch.int64)[:, None])
+    back = _apply_rope_op(grad, -positions, 0, None, seq_axis, layout, inv_freq, attention)
+    return (back,) + (None,) * 7
+
+
+_apply_rope_op.register_autograd(_apply_rope_backward, setup_context=_apply_rope_setup)
+
+
+def _rope_args(
+    q: Any,
+    head_dim: Any,
+    rope_parameters: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    offset: Any,
+    positions: Any,
+    seq_axis: Any,
+    layout: Any,
+) -> tuple[Any, ...]:
+    if head_dim is None and isinstance(q, torch.Tensor):
+        head_dim = q.shape[-1]
+    w, attention = _frequencies(
+        head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision
+    )
+    layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+    off, offsets = _offset_args(offset)
+    if positions is not None and (offsets is not None or off != 0):
+        raise ValueError("offset applies without positions; add it to positions instead")
+    seq_axis = as_int(seq_axis, "seq_axis")
+    return _tensor_or_none(positions), off, offsets, seq_axis, layout, w, attention
+
+
+def apply_rope(
+    q: torch.Tensor,
+    k: torch.Tensor | None = None,
+    *,
+    rope_parameters: Mapping[str, Any] | None = None,
+    head_dim: int | None = None,
+    offset: Any = 0,
+    positions: Any = None,
+    seq_axis: int = -2,
+    layout: Literal["half", "interleaved"] = "half",
+    max_position_embeddings: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+    inv_freq: Any = None,
+    attention_factor: float | None = None,
+) -> Any:
+    """Rotated copies of ``q`` (and ``k``): :func:`fastpe.apply_rope` out of place
+    (operator ``fastpe::apply_rope``), differentiable in ``q`` and ``k``.  The
+    backward pass rotates the gradient by the opposite angles with the same kernel.
+
+    Returns the rotated ``q``, or ``(q, k)`` when ``k`` is given.  ``head_dim``
+    (which sets the frequencies of ``rope_parameters``) defaults to
+    ``q.shape[-1]``; ``dynamic`` and ``longrope`` need ``inv_freq`` (see
+    :func:`rope_cache`).
+    """
+    args = _rope_args(
+        q,
+        head_dim,
+        rope_parameters,
+        inv_freq,
+        attention_factor,
+        max_position_embeddings,
+        precision,
+        offset,
+        positions,
+        seq_axis,
+        layout,
+    )
+    out = []
+    for x in (q,) if k is None else (q, k):
+        if _eager(x, args[0], args[2]):
+            out.append(_apply_rope_impl(x, *args))
+        else:
+            out.append(_apply_rope_op(x, *args))
+    return out[0] if k is None else (out[0], out[1])
+
+
+def apply_rope_(
+    q: torch.Tensor,
+    k: torch.Tensor | None = None,
+    *,
+    rope_parameters: Mapping[str, Any] | None = None,
+    head_dim: int | None = None,
+    offset: Any = 0,
+    positions: Any = None,
+    seq_axis: int = -2,
+    layout: Literal["half", "interleaved"] = "half",
+    max_position_embeddings: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+    inv_freq: Any = None,
+    attention_factor: float | None = None,
+) -> Any:
+    """:func:`fastpe.apply_rope` on tensors, in place (operator ``fastpe::apply_rope_``);
+    returns ``q``, or ``(q, k)``.  Not differentiable: use :func:`apply_rope` for
+    tensors that need a gradient."""
+    args = _rope_args(
+        q,
+        head_dim,
+        rope_parameters,
+        inv_freq,
+        attention_factor,
+        max_position_embeddings,
+        precision,
+        offset,
+        positions,
+        seq_axis,
+        layout,
+    )
+    _no_grad_in_place(q, "q", "apply_rope")
+    _no_grad_in_place(k, "k", "apply_rope")
+    if _eager(q, k, args[0], args[2]):
+        _rotate_impl(q, k, *args)
+    else:
+        _apply_rope_inplace_op(q, k, *args)
+    return q if k is None else (q, k)
+
+
+# ---------------------------------------------------------------- modules
+
+
+class RotaryEmbedding(torch.nn.Module):
+    """A transformers model's rotary module with fastpe's cos and sin.
+
+    ``forward(x, position_ids) -> (cos, sin)``, each of shape ``(*position_ids.shape,
+    head_dim)`` in ``x.dtype``: the call of ``LlamaRotaryEmbedding`` and its kin, so
+    ``model.model.rotary_emb = RotaryEmbedding(model.config)`` swaps it (or see
+    :func:`patch_model`).  The angles ``k * inv_freq`` are exact and each entry is
+    rounded once (transformers rounds the angle to float32 first).
+
+    Parameters
+    ----------
+    config : transformers config, optional
+        Read for ``rope_parameters`` (or ``rope_scaling`` and ``rope_theta``),
+        ``head_dim`` (or ``hidden_size // num_attention_heads``) and
+        ``max_position_embeddings``.
+    head_dim, rope_parameters, max_position_embeddings, precision : keyword-only
+        Instead of ``config``, or to override it; as in :func:`fastpe.rope_cache`.
+    inv_freq : keyword-only
+        The frequencies themselves (a model's own ``inv_freq`` buffer), instead of
+        a rule; ``attention_factor`` then defaults to 1.
+    attention_factor : float, keyword-only
+        Overrides the family's.
+    layout : {"half", "interleaved"}, keyword-only
+
+    ``rope_type`` ``dynamic`` and ``longrope`` (frequencies that change with the
+    sequence length) are refused.
+    """
+
+    inv_freq: torch.Tensor
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        head_dim: int | None = None,
+        rope_parameters: Mapping[str, Any] | None = None,
+        max_position_embeddings: int | None = None,
+        precision: Literal["float32", "float64"] = "float32",
+        inv_freq: Any = None,
+        attention_factor: float | None = None,
+        layout: Literal["half", "interleaved"] = "half",
+    ) -> None:
+        super().__init__()
+        if config is not None:
+            if head_dim is None:
+                head_dim = getattr(config, "head_dim", None) or (
+                    config.hidden_size // config.num_attention_heads
+                )
+            if rope_parameters is None and inv_freq is None:
+                rope_parameters = _config_rope_parameters(config)
+            if max_position_embeddings is None:
+                max_position_embeddings = getattr(config, "max_position_embeddings", None)
+        w, self.attention_scaling = _frequencies(
+            head_dim,
+            rope_parameters,
+            inv_freq,
+            attention_factor,
+            max_position_embeddings,
+            precision,
+        )
+        self.layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+        self._w = w  # the frequencies as Python floats: the operator's argument
+        # for code that reads the module's frequencies (never used to compute)
+        self.register_buffer("inv_freq", torch.tensor(w, dtype=torch.float32), persistent=False)
+
+    def forward(
+        self, x: torch.Tensor, position_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        dtype = x.dtype if x.dtype in _FLOATS else torch.float32
+        args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
+        if _eager(position_ids):
+            return _cache_impl(*args)
+        return _rope_cache_op(*args)  # type: ignore[no-any-return]
+
+
+def _config_rope_parameters(config: Any) -> dict[str, Any]:
+    """A config's RoPE rule: ``rope_parameters`` (transformers >= 5), else the
+    older ``rope_scaling`` with ``rope_theta`` beside it."""
+    params = getattr(config, "rope_parameters", None)
+    if params is None:
+        params = dict(getattr(config, "rope_scaling", None) or {})
+        if getattr(config, "rope_theta", None) is not None:
+            params.setdefault("rope_theta", config.rope_theta)
+    params = dict(params)
+    prf = getattr(config, "partial_rotary_factor", None)
+    if prf is not None:
+        params.setdefault("partial_rotary_factor", prf)
+    return params
+
+
+def apply_rotary_pos_emb(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
+    unsqueeze_dim: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """transformers' ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``
+    (``position_ids`` is accepted and unused, as in older releases): ``q * cos +
+    rotate_half(q) * sin`` with one fused multiply-add, for the ``half`` layout
+    and any ``cos`` and ``sin`` (e.g. those of :class:`RotaryEmbedding`)."""
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    return _rotate_half_mul(q, cos, sin), _rotate_half_mul(k, cos, sin)
+
+
+def _rotate_half_mul(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return torch.addcmul(x * cos, rotated, sin)
+
+
+def patch_model(model: torch.nn.Module) -> list[str]:
+    """Swap every transformers rotary module of ``model`` for a :class:`RotaryEmbedding`
+    built from its config, in place; returns the names of the modules replaced.
+
+    A rotary module is one whose class name ends in ``RotaryEmbedding`` and that
+    has a ``config``; it is kept (and not listed) when its rule is one
+    :class:`RotaryEmbedding` refuses (``dynamic``, ``longrope``) or when its
+    frequencies differ from the config's (a model that sets its own)."""
+    replaced = []
+    for name, module in list(model.named_modules()):
+        if isinstance(module, RotaryEmbedding) or not type(module).__name__.endswith(
+            "RotaryEmbedding"
+        ):
+            continue
+        config = getattr(module, "config", None)
+        theirs = getattr(module, "inv_freq", None)
+        if config is None or not isinstance(theirs, torch.Tensor):
+            continue
+        try:
+            ours = RotaryEmbedding(config)
+        except (ValueError, TypeError, AttributeError):
+            continue
+        scaling = getattr(module, "attention_scaling", 1.0)
+        if (
+            ours.inv_freq.shape != theirs.shape
+            or not torch.allclose(ours.inv_freq, theirs.detach().float().cpu(), rtol=1e-6, atol=0)
+            or not np.isclose(ours.attention_scaling, float(scaling), rtol=1e-6)
+        ):
+            continue
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, ours)
+        replaced.append(name)
+    return replaced
+
+
+class SinusoidalPositionalEmbedding(torch.nn.Module):
+    """The PyTorch tutorial's ``PositionalEncoding(d_model, dropout=0.1, max_len=5000)``
+    with fastpe's table: ``forward(x)`` for ``x`` of shape ``(seq_len, batch,
+    d_model)`` returns ``dropout(x + pe[:seq_len])``.  ``pe`` is a buffer of shape
+    ``(max_len, 1, d_model)``, as the tutorial's, so its state dicts load both ways;
+    its entries are the correctly rounded values (the tutorial's float32 angles
+    drift at large positions)."""
+
+    pe: torch.Tensor
+
+    def __init__(self, d_model: int, dropout: float = 0.1, max_len: int = 5000) -> None:
+        super().__init__()
+        self.dropout = torch.nn.Dropout(p=dropout)
+        table = sinusoidal(max_len, d_model)
+        self.register_buffer("pe", table.unsqueeze(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.pe[: x.size(0)]
+        return self.dropout(x)  # type: ignore[no-any-return]
+
+
+class Timesteps(torch.nn.Module):
+    """diffusers' ``Timesteps(num_channels, flip_sin_to_cos, downscale_freq_shift,
+    scale=1)``: ``forward(timesteps)`` for a 1-D tensor of (float or integer)
+    timesteps returns their ``(N, num_channels)`` float32 embedding, as
+    ``get_timestep_embedding`` does, with exact angles."""
+
+    def __init__(
+        self,
+        num_channels: int,
+        flip_sin_to_cos: bool,
+        downscale_freq_shift: float,
+        scale: float = 1,
+        max_period: float = 10000,
+    ) -> None:
+        super().__init__()
+        self.num_channels = as_int(num_channels, "num_channels", minimum=1)
+        self.flip_sin_to_cos = flip_sin_to_cos
+        self.downscale_freq_shift = downscale_freq_shift
+        self.scale = scale
+        conv = Convention.diffusers(
+            downscale_freq_shift=downscale_freq_shift,
+            scale=scale,
+            flip_sin_to_cos=flip_sin_to_cos,
+            max_period=max_period,
+        )
+        self._knobs = _knobs(conv, 10000.0, "interleaved")
+
+    def forward(self, timesteps: torch.Tensor) -> torch.Tensor:
+        if timesteps.ndim != 1:
+            raise ValueError(f"timesteps must be a 1-D tensor, got shape {tuple(timesteps.shape)}")
+        if _eager(timesteps):
+            return _sinusoidal_at_impl(timesteps, self.num_channels, torch.float32, *self._knobs)
+        return _sinusoidal_at_op(timesteps, self.num_channels, torch.float32, *self._knobs)  # type: ignore[no-any-return]
