@@ -203,6 +203,7 @@ def test_errors_leave_buffers_untouched(t, rope):
     h = rope(None, 8)
     x = np.ones((1, 2, 3, 8), np.float32)
     cos, sin = np.full((3, 8), 7.0, np.float32), np.full((3, 8), 7.0, np.float32)
+    far = np.array([0, 1, -(2**60)])  # (named: alive while the C function reads it)
     L = LAYOUT["half"]
     cases = [
         (lambda: t.rope_apply_f32(None, p(x), 1, 3, 2, 48, 8, 24, None, 0, L, 0), "FASTPE_ENULL"),
@@ -217,9 +218,7 @@ def test_errors_leave_buffers_untouched(t, rope):
             "FASTPE_ERANGE",
         ),
         (
-            lambda: t.rope_apply_f32(
-                h, p(x), 1, 3, 2, 48, 8, 24, p(np.array([0, 1, -(2**60)])), 0, L, 0
-            ),
+            lambda: t.rope_apply_f32(h, p(x), 1, 3, 2, 48, 8, 24, p(far), 0, L, 0),
             "FASTPE_ERANGE",
         ),
         (lambda: t.rope_cache_f32(None, p(cos), p(sin), 3, 8, None, 0, L, 0), "FASTPE_ENULL"),
@@ -253,8 +252,9 @@ def test_constructors_raise_the_python_apis_errors(t):
         t.rope_from_frequencies(p(w), 2, 1.0)
     with pytest.raises(TypeError, match="NULL"):
         t.rope_from_frequencies(None, 2, 1.0)
+    ones = np.ones(2)
     with pytest.raises(ValueError, match="attention_factor"):
-        t.rope_from_frequencies(p(np.ones(2)), 2, 0.0)
+        t.rope_from_frequencies(p(ones), 2, 0.0)
 
 
 def test_dynamic_rule_follows_seq_len_and_precision(t, rope):
@@ -387,6 +387,9 @@ def test_16_bit_rope_is_the_python_functions_bitwise(t, rope, rng, sfx, dtype, l
     assert np.array_equal(_bits(x), _bits(want))
 
 
+HUGE_FREQUENCY = np.array([1e300])  # (alive for the whole call: the C function reads it)
+
+
 @pytest.mark.parametrize(
     "make, key",
     [
@@ -395,7 +398,7 @@ def test_16_bit_rope_is_the_python_functions_bitwise(t, rope, rng, sfx, dtype, l
             lambda t: t.rope_new({"rope_type": "linear", "factor": 1e-300}, 64, 0, -1, None),
             "factor",
         ),
-        (lambda t: t.rope_from_frequencies(p(np.array([1e300])), 1, 1.0), "inv_freq"),
+        (lambda t: t.rope_from_frequencies(p(HUGE_FREQUENCY), 1, 1.0), "inv_freq"),
     ],
 )
 def test_constructors_refuse_overflowing_frequencies_by_name(t, make, key):
