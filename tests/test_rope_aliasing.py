@@ -230,9 +230,9 @@ def test_c_rotation_reads_positions_kept_in_x_before_writing(t, handle):
     # the positions are read into the angle table before any row is rotated
     x = np.linspace(-1, 1, 4 * 6).reshape(1, 4, 1, 6)
     ids = _ids_in(x, [3, 1, 2, 5])
-    want = x.copy()
+    want, ids_apart = x.copy(), ids.copy()
     L = capi.LAYOUT["half"]
     args = (1, 4, 1, 6, 6, 6)
-    assert t.rope_apply_f64(handle, capi.p(want), *args, capi.p(ids.copy()), 0, L, 1) == 0
+    assert t.rope_apply_f64(handle, capi.p(want), *args, capi.p(ids_apart), 0, L, 1) == 0
     assert t.rope_apply_f64(handle, capi.p(x), *args, capi.p(ids), 0, L, 1) == 0
     np.testing.assert_array_equal(x, want)
