@@ -14,7 +14,7 @@ VENV=${FASTPE_LINT_VENV:-$(mktemp -d)/venv}
 export PATH="$VENV/bin:$PATH"
 PYFILES=(src tests bench tools docs setup.py)
 CFILES=(src/fastpe/csrc/*.h src/fastpe/csrc/*.c src/fastpe/include/fastpe.h tools/*.c bench/*.c
-        tests/ext/*.c)
+        tests/ext/*.c tools/wine/*.c tools/wine/*.h)
 echo "== ruff check";   ruff check "${PYFILES[@]}"
 echo "== ruff format";  ruff format --check "${PYFILES[@]}"
 echo "== cython-lint";  cython-lint --max-line-length 100 src/fastpe/*.pyx src/fastpe/*.pxd \
