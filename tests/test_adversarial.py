@@ -19,6 +19,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from platform_info import UNDER_WINE
 
 import fastpe
 from fastpe import _system, _validate, kernel
@@ -320,6 +321,94 @@ def test_address_space_limit_is_a_memory_error_not_a_crash():
     """)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("MemoryError") and "ulimit -v" in r.stdout, r.stdout
+
+
+def test_physical_memory_is_known_where_fastpe_runs():
+    """The machine's RAM bounds every request up front on Linux, macOS and Windows
+    (Windows has no os.sysconf; GlobalMemoryStatusEx there).  Truth: psutil, or on
+    Linux /proc/meminfo."""
+    if sys.platform not in ("linux", "darwin", "win32"):
+        pytest.skip(f"no RAM query for {sys.platform}")
+    ram = _system.physical_memory()
+    assert ram is not None
+    try:
+        import psutil
+
+        truth = psutil.virtual_memory().total
+    except ImportError:
+        if not LINUX:
+            pytest.skip("psutil is needed for the truth here")
+        with open("/proc/meminfo") as f:
+            truth = 1024 * int(f.readline().split()[1])  # MemTotal: N kB
+    assert abs(ram - truth) <= truth // 100, (ram, truth)
+
+
+def test_request_beyond_ram_is_refused_up_front():
+    """fastpe's MemoryError names the table and the limit, before NumPy's allocator
+    sees the request (which, under memory overcommit, may succeed; on Windows it
+    failed with NumPy's "Unable to allocate", naming no argument)."""
+    if sys.platform not in ("linux", "darwin", "win32"):
+        pytest.skip(f"no RAM query for {sys.platform}")
+    rows = 2**32  # 16 TiB of float32 at 1024 columns, beyond any machine's RAM
+    with pytest.raises(
+        MemoryError, match=rf"^a \({rows}, 1024\) table .* GiB of (working )?memory"
+    ):
+        fastpe.sinusoidal(rows, 1024)
+
+
+def test_job_object_limit_counts(monkeypatch):
+    """A Windows job's memory limit is one of the limits a request is held to."""
+    monkeypatch.setattr(_system, "windows_job_memory_limit", lambda: 512 << 20)
+    with pytest.raises(MemoryError, match=r"more than this process's job object memory limit"):
+        fastpe.sinusoidal(1, 2**24)
+
+
+@pytest.mark.skipif(sys.platform != "win32", reason="Windows job objects")
+@pytest.mark.skipif(
+    UNDER_WINE,
+    reason="Wine accepts a job's memory limit but does not keep it (none is read back)",
+)
+def test_job_object_memory_limit_is_a_memory_error():
+    """A process in a Windows job with a memory limit is refused up front, naming
+    the job's limit (Windows' counterpart of a cgroup limit)."""
+    r = run_child("""
+        import ctypes, fastpe
+        from fastpe import _system
+
+        class BASIC(ctypes.Structure):
+            _fields_ = [("t1", ctypes.c_int64), ("t2", ctypes.c_int64),
+                        ("flags", ctypes.c_uint32), ("wmin", ctypes.c_size_t),
+                        ("wmax", ctypes.c_size_t), ("active", ctypes.c_uint32),
+                        ("affinity", ctypes.c_size_t), ("prio", ctypes.c_uint32),
+                        ("sched", ctypes.c_uint32)]
+
+        class EXTENDED(ctypes.Structure):
+            _fields_ = [("basic", BASIC), ("io", ctypes.c_ulonglong * 6),
+                        ("process", ctypes.c_size_t), ("job", ctypes.c_size_t),
+                        ("peak_process", ctypes.c_size_t), ("peak_job", ctypes.c_size_t)]
+
+        k32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        k32.CreateJobObjectW.restype = ctypes.c_void_p
+        k32.GetCurrentProcess.restype = ctypes.c_void_p
+        job = k32.CreateJobObjectW(None, None)
+        info = EXTENDED()
+        info.basic.flags = 0x100  # JOB_OBJECT_LIMIT_PROCESS_MEMORY
+        info.process = 600 << 20
+        assert k32.SetInformationJobObject(
+            ctypes.c_void_p(job), 9, ctypes.byref(info), ctypes.sizeof(info)
+        ), ctypes.get_last_error()
+        assert k32.AssignProcessToJobObject(
+            ctypes.c_void_p(job), ctypes.c_void_p(k32.GetCurrentProcess())
+        ), ctypes.get_last_error()
+        print("limit", _system.windows_job_memory_limit())
+        try:
+            fastpe.sinusoidal(1, 2**24)
+        except MemoryError as exc:
+            print("MemoryError", exc)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"limit {600 << 20}", r.stdout
+    assert "MemoryError" in r.stdout and "job object memory limit" in r.stdout, r.stdout
 
 
 def fake_cgroup(tmp_path, monkeypatch, proc, files):

@@ -5,6 +5,7 @@ Most cases call ``fastpe._cli.main`` in-process; a few run real subprocesses to
 check the console script, ``python -m fastpe`` and the matplotlib-less path.
 """
 
+import errno
 import json
 import os
 import shutil
@@ -347,6 +348,30 @@ def temp_files(directory):
     return sorted(n for n in os.listdir(directory) if n.endswith(".tmp"))
 
 
+def shown_mode(mode):
+    """The permission bits os.stat reports for a file given ``mode``.  Windows keeps
+    one of them, the owner's write bit (the read-only attribute): its files show
+    0o666 or 0o444."""
+    if sys.platform == "win32":
+        return 0o666 if mode & stat.S_IWRITE else 0o444
+    return mode
+
+
+@pytest.fixture(scope="session")
+def symlinks(tmp_path_factory):
+    """Skips where symbolic links cannot be made."""
+    probe = tmp_path_factory.mktemp("symlink_probe") / "link"
+    try:
+        probe.symlink_to(probe.parent)
+    except (OSError, NotImplementedError) as exc:
+        # Windows: creating one needs a privilege or developer mode
+        pytest.skip(f"symbolic links cannot be made here: {exc}")
+    if not probe.is_symlink():
+        pytest.skip(
+            "making a symbolic link reports success and makes none (Wine's CreateSymbolicLinkW)"
+        )
+
+
 def precious_file(path, mode=0o644):
     path.write_bytes(PRECIOUS)
     os.chmod(path, mode)
@@ -378,7 +403,7 @@ def test_table_refuses_read_only_file(tmp_path, capsys):
     assert err.startswith("fastpe table: error: PermissionError: ")
     assert str(path) in err and "left unchanged" in err
     assert path.read_bytes() == PRECIOUS
-    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert stat.S_IMODE(path.stat().st_mode) == shown_mode(0o444)
     assert temp_files(tmp_path) == []
 
 
@@ -472,7 +497,7 @@ def test_table_refuses_file_of_another_user():
         shutil.rmtree(directory)
 
 
-def test_table_dangling_symlink_into_missing_directory(tmp_path, capsys):
+def test_table_dangling_symlink_into_missing_directory(tmp_path, capsys, symlinks):
     link = tmp_path / "pe.npy"
     target = tmp_path / "unmounted" / "pe.npy"
     link.symlink_to(target)
@@ -485,7 +510,7 @@ def test_table_dangling_symlink_into_missing_directory(tmp_path, capsys):
     assert temp_files(tmp_path) == []
 
 
-def test_table_dangling_symlink_creates_its_target(tmp_path):
+def test_table_dangling_symlink_creates_its_target(tmp_path, symlinks):
     link = tmp_path / "pe.npy"
     target = tmp_path / "data" / "real.npy"
     target.parent.mkdir()
@@ -496,7 +521,7 @@ def test_table_dangling_symlink_creates_its_target(tmp_path):
     assert temp_files(tmp_path) == [] and temp_files(target.parent) == []
 
 
-def test_table_writes_through_symlink(tmp_path):
+def test_table_writes_through_symlink(tmp_path, symlinks):
     real_dir = tmp_path / "data"
     real_dir.mkdir()
     real = precious_file(real_dir / "real.npy", 0o640)
@@ -505,7 +530,7 @@ def test_table_writes_through_symlink(tmp_path):
     assert main(["table", "6", "4", "-q", "-o", str(link)]) == 0
     assert link.is_symlink() and os.readlink(link) == str(real)
     np.testing.assert_array_equal(np.load(real), fastpe.sinusoidal(6, 4))
-    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert stat.S_IMODE(real.stat().st_mode) == shown_mode(0o640)
     assert temp_files(tmp_path) == [] and temp_files(real_dir) == []
 
 
@@ -555,7 +580,7 @@ def test_table_replaces_atomically_and_keeps_mode(tmp_path, monkeypatch):
     assert len(seen[0][1]) == 1 and seen[0][1][0].startswith(".pe.npy.")
     np.testing.assert_array_equal(np.load(path), fastpe.sinusoidal(64, 16))
     assert path.stat().st_ino != inode  # renamed into place, not rewritten
-    assert stat.S_IMODE(path.stat().st_mode) == 0o604
+    assert stat.S_IMODE(path.stat().st_mode) == shown_mode(0o604)
     assert temp_files(tmp_path) == []
 
 
@@ -565,7 +590,7 @@ def test_table_new_file_gets_umask_permissions(tmp_path):
         assert main(["table", "4", "4", "-q", "-o", str(tmp_path / "pe.npy")]) == 0
     finally:
         os.umask(old)
-    assert stat.S_IMODE((tmp_path / "pe.npy").stat().st_mode) == 0o640  # not mkstemp's 0600
+    assert stat.S_IMODE((tmp_path / "pe.npy").stat().st_mode) == shown_mode(0o640)  # not 0600
 
 
 def test_table_missing_directory_refused_before_computing(tmp_path, capsys, no_computing):
@@ -573,6 +598,23 @@ def test_table_missing_directory_refused_before_computing(tmp_path, capsys, no_c
     assert main(["table", "4", "4", "-o", str(path)]) == 1
     err = capsys.readouterr().err
     assert "FileNotFoundError" in err and str(path) in err
+
+
+@pytest.mark.parametrize("winerror", [None, 3])
+def test_os_errors_show_file_names_as_given(tmp_path, winerror):
+    """An OSError from the OS names its files as they were written: quoted, and on
+    Windows with single backslashes (str() of the error doubles them)."""
+    from fastpe._cli import _error_text
+
+    path, other = str(tmp_path / "missing" / "pe.npy"), str(tmp_path / "b")
+    exc = FileNotFoundError(errno.ENOENT, "No such file or directory", path, winerror, other)
+    if winerror is not None and sys.platform != "win32":
+        exc.winerror = winerror  # what Windows sets; elsewhere the attribute is absent
+    code = f"[WinError {winerror}]" if winerror else f"[Errno {errno.ENOENT}]"
+    assert _error_text(exc) == f"{code} No such file or directory: '{path}' -> '{other}'"
+    if sys.platform != "win32" and winerror is None:
+        assert _error_text(exc) == str(exc)  # str()'s own text there
+    assert _error_text(OSError("no file named")) == "no file named"
 
 
 def test_table_read_only_directory_refused_before_computing(tmp_path, capsys, no_computing):
@@ -714,7 +756,7 @@ def test_plot_replaces_atomically_and_keeps_mode(tmp_path, fake_plot):
     assert os.path.dirname(drawn_to) == str(tmp_path) and drawn_to != str(path)
     assert fmt == "png"
     assert path.read_bytes() == b"\x89PNG fake image"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert stat.S_IMODE(path.stat().st_mode) == shown_mode(0o640)
     assert temp_files(tmp_path) == []
 
 
@@ -727,12 +769,16 @@ def test_plot_failure_keeps_old_file(tmp_path, capsys, fake_plot):
     assert temp_files(tmp_path) == []
 
 
-def test_plot_symlink_and_directory(tmp_path, fake_plot):
+def test_plot_through_symlink(tmp_path, fake_plot, symlinks):
     real = precious_file(tmp_path / "real.png")
     link = tmp_path / "pe.png"
     link.symlink_to(real)
     assert main(["plot", "10", "8", "-q", "-o", str(link)]) == 0
     assert link.is_symlink() and real.read_bytes() == b"\x89PNG fake image"
+    assert temp_files(tmp_path) == []
+
+
+def test_plot_output_is_a_directory(tmp_path, fake_plot):
     (tmp_path / "d.png").mkdir()
     assert main(["plot", "10", "8", "-q", "-o", str(tmp_path / "d.png")]) == 1
     assert (tmp_path / "d.png").is_dir()

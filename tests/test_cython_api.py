@@ -5,11 +5,10 @@ with fastpe.sinusoidal."""
 
 import os
 import shutil
-import sys
 
 import numpy as np
 import pytest
-from extbuild import EXT_DIR, build, load, no_compiler_reason, quick_cflags
+from extbuild import EXT_DIR, build, load, no_compiler_reason, openmp_flags, quick_cflags
 
 import fastpe
 import fastpe.kernel
@@ -26,7 +25,7 @@ def cy_probe(tmp_path_factory):
     pytest.importorskip("Cython", reason="Cython is needed to build the Cython probe")
     work = tmp_path_factory.mktemp("cython_api")
     shutil.copy(EXT_DIR / "fastpe_cython_probe.pyx", work)
-    omp = ["/openmp"] if sys.platform == "win32" else ["-fopenmp"]
+    omp = openmp_flags()
     ext = dict(
         name="fastpe_cython_probe",
         sources=["fastpe_cython_probe.pyx"],

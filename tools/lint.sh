@@ -15,7 +15,7 @@ export PATH="$VENV/bin:$PATH"
 PYFILES=(src tests bench tools docs setup.py)
 CFILES=(src/fastpe/csrc/*.h src/fastpe/csrc/*.c src/fastpe/include/fastpe.h tools/*.c bench/*.c
         lib/src/*.c lib/src/*.h lib/include/fastpe/*.h lib/tests/*.c lib/tests/consumer/*.c*
-        tests/ext/*.c)
+        tests/ext/*.c tools/wine/*.c tools/wine/*.h)
 echo "== ruff check";   ruff check "${PYFILES[@]}"
 echo "== ruff format";  ruff format --check "${PYFILES[@]}"
 echo "== cython-lint";  cython-lint --max-line-length 100 src/fastpe/*.pyx src/fastpe/*.pxd \

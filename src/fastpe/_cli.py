@@ -106,11 +106,32 @@ def _positions_arg(text: str) -> list[int]:
     return values
 
 
+def _quoted(path: str) -> str:
+    """A file name as messages show it: quoted, control characters escaped, and on
+    Windows its backslashes single, as the user typed them (repr doubles them;
+    they are never part of a name there, so nothing becomes ambiguous)."""
+    text = repr(path)
+    return text.replace("\\\\", "\\") if sys.platform == "win32" else text
+
+
+def _error_text(exc: BaseException) -> str:
+    """str(exc), with the file names of an OSError raised by the OS (not by this
+    module, which names files itself) shown as :func:`_quoted` shows them."""
+    if not (isinstance(exc, OSError) and isinstance(exc.filename, (str, bytes)) and exc.strerror):
+        return str(exc)
+    winerror = getattr(exc, "winerror", None)  # what str() shows on Windows
+    code = f"[WinError {winerror}]" if winerror else f"[Errno {exc.errno}]"
+    text = f"{code} {exc.strerror}: {_quoted(os.fsdecode(exc.filename))}"
+    if isinstance(exc.filename2, (str, bytes)):
+        text += f" -> {_quoted(os.fsdecode(exc.filename2))}"
+    return text
+
+
 def _suffix(path: str, allowed: Sequence[str], what: str) -> str:
     suffix = os.path.splitext(path)[1].lower()
     if suffix not in allowed:
         raise UsageError(
-            f"cannot tell the {what} format from {path!r}: "
+            f"cannot tell the {what} format from {_quoted(path)}: "
             f"the file name must end in {', '.join(allowed)}"
         )
     return suffix
@@ -203,13 +224,14 @@ class _AtomicOutput:
         except OSError as exc:
             raise type(exc)(
                 exc.errno,
-                f"{exc.strerror or exc}: cannot create a file in {directory!r} for {self._name()}",
+                f"{exc.strerror or exc}: cannot create a file in {_quoted(directory)} "
+                f"for {self._name()}",
             ) from None
 
     def _name(self) -> str:
         if os.path.islink(self.path):
-            return f"{self.path!r} (a link to {self.target!r})"
-        return repr(self.path)
+            return f"{_quoted(self.path)} (a link to {_quoted(self.target)})"
+        return _quoted(self.path)
 
     def _check_existing(self) -> os.stat_result | None:
         try:
@@ -667,7 +689,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, MemoryError) as exc:
-        print(f"{name}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{name}: error: {type(exc).__name__}: {_error_text(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)

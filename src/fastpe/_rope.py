@@ -32,6 +32,7 @@ from ._validate import (
     as_out_array,
     check_out,
     check_table_size,
+    dtype_name,
     is_bfloat16,
     is_output_dtype,
     kernel_view,
@@ -944,7 +945,9 @@ def _rope_target(x: Any, name: str) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise type(exc)(str(exc).replace("out", name, 1)) from None
     if not is_output_dtype(v.dtype):
-        raise TypeError(f"{name} must have dtype {SUPPORTED} (native byte order), got {v.dtype}")
+        raise TypeError(
+            f"{name} must have dtype {SUPPORTED} (native byte order), got {dtype_name(v.dtype)}"
+        )
     if not v.flags.writeable:
         raise ValueError(f"{name} must be writable (it is rotated in place)")
     if not v.flags.aligned:

@@ -51,7 +51,20 @@ def is_output_dtype(dt: np.dtype) -> bool:
     """float16/32/64 in native byte order, or bfloat16."""
     if is_bfloat16(dt):
         return True
-    return dt.isnative and dt in (np.dtype(np.float16), *FLOAT_DTYPES)
+    # Where long double is a double (Windows, some Arm ABIs) NumPy's longdouble
+    # compares equal to float64, but it is a type of its own that the kernel's
+    # buffers refuse: it is refused here, with the other unsupported dtypes.
+    return dt.isnative and dt.char != "g" and dt in (np.dtype(np.float16), *FLOAT_DTYPES)
+
+
+def dtype_name(dt: np.dtype) -> str:
+    """``dt`` as messages name it: NumPy names a 64-bit long double "float64",
+    which in a refusal would read as the supported float64."""
+    if dt.char == "g":
+        if dt.itemsize == 8:
+            return "longdouble (64-bit here, but not float64: convert it to float64)"
+        return f"longdouble ({dt})"
+    return str(dt)
 
 
 def kernel_view(arr: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -170,7 +183,7 @@ def as_float_dtype(value: Any, *, bits_ok: bool = False) -> np.dtype:
     except Exception:  # np.dtype's parser also raises SyntaxError, KeyError, ...
         raise TypeError(f"dtype must be {SUPPORTED}, got {value!r}") from None
     if not is_output_dtype(dt):
-        raise TypeError(f"dtype must be {SUPPORTED} (native byte order), got {dt}")
+        raise TypeError(f"dtype must be {SUPPORTED} (native byte order), got {dtype_name(dt)}")
     return dt if is_bfloat16(dt) else dt.newbyteorder("=")
 
 
@@ -309,7 +322,9 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.nd
     if out.shape != shape:
         raise ValueError(f"out must have shape {shape}, got {out.shape}")
     if not is_output_dtype(out.dtype):
-        raise TypeError(f"out must have dtype {SUPPORTED} (native byte order), got {out.dtype}")
+        raise TypeError(
+            f"out must have dtype {SUPPORTED} (native byte order), got {dtype_name(out.dtype)}"
+        )
     if dtype is not None and is_bfloat16(dtype) and is_bfloat16(out.dtype):
         pass  # ml_dtypes' type, or the bits of a tensor's bfloat16 without it
     elif dtype is not None and out.dtype != dtype:
