@@ -1,11 +1,12 @@
 """The C library (lib/) computes what the Python functions compute, bit for bit.
 
 lib/tests/digest.c sweeps dtype x layout x width x offset (negative, near the
-limit) x positions x thread counts and writes one digest per case to
-lib/tests/digests.txt; ctest (tools/test_clib.sh) compares the static, shared
-and serial builds with that file.  Here the same digests are computed from the
-Python functions' arrays: the committed file is the meeting point, and neither
-side's values are copied from the other.
+limit) x positions x thread counts, for every convention and for RoPE (the cache
+and the rotation of both tensor layouts, from explicit frequencies), and writes
+one digest per case to lib/tests/digests.txt; ctest (tools/test_clib.sh)
+compares the static, shared and serial builds with that file.  Here the same
+digests are computed from the Python functions' arrays: the committed file is
+the meeting point, and neither side's values are copied from the other.
 """
 
 from __future__ import annotations
@@ -71,7 +72,47 @@ def _compute_spec(kind: str, dtype, conv: str, d: int, S: int, offset: int):
     return fastpe.sinusoidal_at(positions, d, dtype=dtype, convention=convention)
 
 
+def _compute_rope(kind: str, dtype, layout: str, nf: int, S: int, offset: int, attention: float):
+    """digest.c's sweep_rope through fastpe.rope_cache / fastpe.apply_rope."""
+    inv_freq = 1.0 / (1 + np.arange(nf, dtype=np.int64) ** 2).astype(np.float64)
+    lay = "half" if layout == "split" else "interleaved"
+    steps = (37 * np.arange(S, dtype=np.int64)) % 11 - 5
+    if kind.startswith("rope_cache"):
+        where = (
+            {"positions": offset + steps}
+            if kind.endswith("_positions")
+            else {"seq_len": S, "offset": offset}
+        )
+        cos, sin = fastpe.rope_cache(
+            2 * nf,
+            layout=lay,
+            dtype=dtype,
+            inv_freq=inv_freq,
+            attention_factor=attention,
+            **where,
+        )
+        return np.stack([cos, sin])
+    bhsd = kind.startswith("rope_bhsd")
+    x = _x_init((2, 3, S, 2 * nf + 2) if bhsd else (2, S, 3, 2 * nf + 2), dtype)
+    where = (
+        {"positions": offset + 3 * np.arange(2)[:, None] + steps[None, :]}
+        if kind.endswith("_positions")
+        else {"offset": offset}
+    )
+    fastpe.apply_rope(
+        x,
+        seq_axis=-2 if bhsd else -3,
+        layout=lay,
+        inv_freq=inv_freq,
+        attention_factor=attention,
+        **where,
+    )
+    return x
+
+
 def _compute(kind: str, dtype, layout: str, d: int, S: int, offset: int, base: float):
+    if kind.startswith("rope"):
+        return _compute_rope(kind, dtype, layout, d, S, offset, base)
     if kind.startswith("spec"):
         return _compute_spec(kind, dtype, layout, d, S, offset)
     if kind == "fill":
@@ -99,12 +140,16 @@ def test_the_committed_file_covers_the_sweep():
         "spec",
         "spec_add",
         "spec_positions",
-    }
+    } | {f"rope_{k}{p}" for k in ("cache", "bshd", "bhsd") for p in ("", "_positions")}
     conventions = {line.split()[2] for line in lines if line.startswith("spec")}
+    rope = [line.split() for line in lines if line.startswith("rope")]
+    assert {int(f[3]) % 2 for f in rope} == {0, 1}  # odd and even nf
+    assert {f[6] for f in rope} == {"1", "1.25"}  # attention factor 1 and another
+    assert {f[2] for f in rope} == {"interleaved", "split"}
     assert conventions == {"vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj", "custom"}
     assert dtypes == {"float32", "float64", "float16", "bfloat16"}
     assert min(offsets) < -(10**12) and max(offsets) > 10**12  # near the limit, both signs
-    assert len(lines) > 2000
+    assert len(lines) > 3500
 
 
 @pytest.mark.parametrize("chunk", range(8))

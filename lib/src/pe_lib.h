@@ -60,6 +60,18 @@ struct fastpe_spec {
     double max_position; /* |positions| allowed by the exact angle reduction */
 };
 
+/* The opaque fastpe_rope of both headers: the [sin | cos] encoding of nf listed
+ * frequencies (sp.wlist == w), with its own copies of them and of its plan. */
+#define PE_ROPE_MAGIC 0x66726f70u /* "frop" */
+struct fastpe_rope {
+    uint32_t magic;
+    pe_spec sp;
+    double *w;
+    double *plan; /* NULL: prepared per call (plans beyond 4 MiB) */
+    double attention;
+    double max_position;
+};
+
 /* A spec handle holding sp (which must not list its frequencies), or NULL. */
 PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
                                                  double max_position);

@@ -20,6 +20,39 @@ PE_INLINE void ROT_FN(pe_rotate_row)(ROT_T *x, const double *sn, const double *c
     }
 }
 
+/* Row r of the cos and sin caches from row r of the [sin | cos] table: rt in the
+ * cache's type, or dt in float64 with the attention factor a still to apply (one
+ * rounding from the float64 product).  Frequency i goes to two places of a row:
+ * i and nf + i (half), or 2i and 2i + 1 (interleaved). */
+PE_INLINE void ROT_FN(pe_rope_cache_row)(ROT_T *cos, ROT_T *sin, int64_t r, int64_t row_stride,
+                                         int64_t nf, int half, const ROT_T *rt, const double *dt,
+                                         double a) {
+    int64_t step = half ? 1 : 2;
+    int64_t dup = half ? nf : 1;
+    ROT_T *c = cos + r * row_stride;
+    ROT_T *s = sin + r * row_stride;
+    if (rt != NULL) {
+        rt += r * 2 * nf;
+        for (int64_t i = 0; i < nf; i++) {
+            int64_t j = i * step;
+            ROT_T vs = rt[i], vc = rt[nf + i];
+            s[j] = vs;
+            s[j + dup] = vs;
+            c[j] = vc;
+            c[j + dup] = vc;
+        }
+    } else {
+        dt += r * 2 * nf;
+        for (int64_t i = 0; i < nf; i++) {
+            int64_t j = i * step;
+            s[j] = ROT_STORE(dt[i] * a);
+            c[j] = ROT_STORE(dt[nf + i] * a);
+            s[j + dup] = s[j];
+            c[j + dup] = c[j];
+        }
+    }
+}
+
 #undef ROT_FN
 #undef ROT_T
 #undef ROT_SFX

@@ -6,7 +6,9 @@
  * kind: fill (the table), add (x = x*0.5 + PE over 2 sequences, x set by
  * x_init), positions / add_positions (row r at position offset + 2.5 r - 3),
  * and spec / spec_add / spec_positions, the same through a compiled spec, whose
- * lines name the convention in the layout field (custom: the knobs of custom()).
+ * lines name the convention in the layout field (custom: the knobs of custom()),
+ * and the RoPE cache and rotations (rope_*, see sweep_rope: d_model is nf, base
+ * the attention factor).
  * Every case is filled with 1, 2 and 3 threads, which must agree bitwise.
  * With no argument the lines are printed; with the committed file as argument
  * they are compared with it (exit 1 on any difference).  tests/test_clib.py
@@ -277,6 +279,130 @@ static void sweep_specs(void) {
     }
 }
 
+/* RoPE, through a handle made from nf frequencies w_i = 1 / (1 + i^2) (exact
+ * divisions: NumPy gets the same doubles) and an attention factor (the base
+ * field of the line).  rope_cache: cos then sin of S rows; rope_bshd / rope_bhsd:
+ * x (2 sequences, 3 heads, head_dim 2nf + 2: the last two entries are not
+ * rotated) rotated in place.  The _positions kinds take explicit positions
+ * (per sequence for the rotations) around offset instead of offset + s. */
+static int64_t rope_pos(int64_t off, int64_t b, int64_t s) {
+    return off + 3 * b + (37 * s) % 11 - 5;
+}
+
+static int run_rope(const char *kind, const fastpe_rope *h, int dt, int lay, int64_t nf, int64_t S,
+                    int64_t off, int nt, void *buf, const int64_t *pos) {
+    const int64_t W = 2 * nf, B = 2, H = 3, D = 2 * nf + 2;
+    const int64_t *p = strstr(kind, "_positions") != NULL ? pos : NULL;
+    if (strncmp(kind, "rope_cache", 10) == 0) {
+        char *c = (char *)buf, *sn = c + (size_t)(S * W) * ITEM[dt];
+        switch (dt) {
+        case 0:
+            return fastpe_rope_cache_f32(h, (float *)c, (float *)sn, S, W, p, off, lay, nt);
+        case 1:
+            return fastpe_rope_cache_f64(h, (double *)c, (double *)sn, S, W, p, off, lay, nt);
+        case 2:
+            return fastpe_rope_cache_f16(h, (uint16_t *)c, (uint16_t *)sn, S, W, p, off, lay, nt);
+        default:
+            return fastpe_rope_cache_bf16(h, (uint16_t *)c, (uint16_t *)sn, S, W, p, off, lay, nt);
+        }
+    }
+    int64_t sb = S * H * D, ss = H * D, sh = D; /* (batch, seq, heads, head_dim) */
+    if (strncmp(kind, "rope_bhsd", 9) == 0)
+        ss = D, sh = S * D; /* (batch, heads, seq, head_dim) */
+    x_init(buf, dt, (size_t)(B * S * H * D));
+    switch (dt) {
+    case 0:
+        return fastpe_rope_apply_f32(h, (float *)buf, B, S, H, sb, ss, sh, p, off, lay, nt);
+    case 1:
+        return fastpe_rope_apply_f64(h, (double *)buf, B, S, H, sb, ss, sh, p, off, lay, nt);
+    case 2:
+        return fastpe_rope_apply_f16(h, (uint16_t *)buf, B, S, H, sb, ss, sh, p, off, lay, nt);
+    default:
+        return fastpe_rope_apply_bf16(h, (uint16_t *)buf, B, S, H, sb, ss, sh, p, off, lay, nt);
+    }
+}
+
+static void one_rope(const char *kind, int dt, int lay, int64_t nf, int64_t S, int64_t off,
+                     double attention) {
+    int cache = strncmp(kind, "rope_cache", 10) == 0;
+    size_t nbytes = (size_t)(cache ? 2 * S * 2 * nf : 2 * S * 3 * (2 * nf + 2)) * ITEM[dt];
+    void *buf = malloc(nbytes + 8);
+    int64_t *pos = (int64_t *)malloc((size_t)(2 * S) * sizeof(int64_t));
+    double *w = (double *)malloc((size_t)nf * sizeof(double));
+    fastpe_rope *h = NULL;
+    uint64_t hs[3];
+    char line[512];
+    if (buf != NULL && pos != NULL && w != NULL) {
+        for (int64_t i = 0; i < nf; i++)
+            w[i] = 1.0 / (double)(1 + i * i);
+        h = fastpe_rope_from_frequencies(w, nf, attention);
+    }
+    if (h == NULL) {
+        fprintf(stderr, "no RoPE handle at nf=%" PRId64 " (or out of memory)\n", nf);
+        exit(2);
+    }
+    for (int64_t b = 0; b < 2; b++) {
+        for (int64_t s = 0; s < S; s++)
+            pos[b * S + s] = rope_pos(off, cache ? 0 : b, s);
+    }
+    for (int nt = 1; nt <= 3; nt++) {
+        int err = run_rope(kind, h, dt, lay, nf, S, off, nt, buf, pos);
+        if (err != FASTPE_OK) {
+            fprintf(stderr, "%s %s nf=%" PRId64 ": %s\n", kind, DTYPES[dt], nf,
+                    fastpe_strerror(err));
+            exit(2);
+        }
+        hs[nt - 1] = digest(buf, nbytes);
+    }
+    if (hs[0] != hs[1] || hs[0] != hs[2]) {
+        fprintf(stderr, "thread counts disagree: %s %s nf=%" PRId64 " S=%" PRId64 "\n", kind,
+                DTYPES[dt], nf, S);
+        failures++;
+    }
+    snprintf(line, sizeof(line),
+             "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %.17g %016" PRIx64 "\n", kind,
+             DTYPES[dt], LAYOUTS[lay], nf, S, off, attention, hs[0]);
+    emit(line);
+    fastpe_rope_free(h);
+    free(buf);
+    free(pos);
+    free(w);
+}
+
+static void sweep_rope(void) {
+    static const int64_t nfs[] = {1, 3, 7, 32, 33};
+    static const int64_t lens[] = {1, 5, 300};
+    static const int64_t offs[] = {0, -37, 1000003};
+    static const double attention[] = {1.0, 1.25};
+    static const char *rotations[] = {"rope_bshd", "rope_bhsd"};
+    for (int f = 0; f < 5; f++) {
+        int64_t nf = nfs[f];
+        for (int lay = 0; lay < 2; lay++) {
+            for (int dt = 0; dt < 4; dt++) {
+                for (int a = 0; a < 2; a++) {
+                    for (int l = 0; l < 3; l++) {
+                        for (int o = 0; o < 3; o++) {
+                            one_rope("rope_cache", dt, lay, nf, lens[l], offs[o], attention[a]);
+                            if (l > 0 && o != 1) {
+                                one_rope(rotations[0], dt, lay, nf, lens[l], offs[o], attention[a]);
+                                one_rope(rotations[1], dt, lay, nf, lens[l], offs[o], attention[a]);
+                            }
+                        }
+                    }
+                    one_rope("rope_cache_positions", dt, lay, nf, 40, 17, attention[a]);
+                    one_rope("rope_bshd_positions", dt, lay, nf, 40, 17, attention[a]);
+                    one_rope("rope_bhsd_positions", dt, lay, nf, 40, 17, attention[a]);
+                }
+                /* a team's worth of work (the library runs small calls on one thread) */
+                if (nf >= 32) {
+                    one_rope("rope_cache", dt, lay, nf, 2100, 12345, 1.25);
+                    one_rope("rope_bhsd", dt, lay, nf, 700, 12345, 1.25);
+                }
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     static const int64_t widths[] = {1, 2, 3, 7, 64, 65, 257};
     static const int64_t lens[] = {1, 5, 300};
@@ -316,6 +442,7 @@ int main(int argc, char **argv) {
         }
     }
     sweep_specs();
+    sweep_rope();
     if (expected != NULL) {
         char extra[512];
         if (fgets(extra, sizeof(extra), expected) != NULL) {

@@ -4,7 +4,7 @@
  * callback (rows done stay written, the rest untouched); a fork after a
  * parallel fill works in the child; threads share the plan cache (run under
  * ThreadSanitizer by tools/test_clib.sh, in the serial build).
- *     fastpe_test_api [errors|specs|poll|fork|threads]...   (no argument: all)
+ *     fastpe_test_api [errors|specs|rope|poll|fork|threads]...   (no argument: all)
  */
 #ifdef Py_PYTHON_H
 #error "the C library's tests must not include Python.h"
@@ -226,6 +226,135 @@ static void test_specs(void) {
     fastpe_spec_free(bad); /* not a spec: left alone */
 }
 
+static void test_rope(void) {
+    float *f = (float *)buf;
+    double *d = (double *)buf;
+    uint16_t *u = (uint16_t *)buf;
+    static const double w[3] = {1.0, 0.5, 0.25};
+    static uint64_t junk[16]; /* zeros: no live handle's magic */
+    const fastpe_rope *bad = (const fastpe_rope *)(void *)junk;
+    const int SP = FASTPE_LAYOUT_SPLIT, IL = FASTPE_LAYOUT_INTERLEAVED;
+    int64_t ipos[64];
+    fastpe_rope *h;
+
+    /* the constructor: NULL for every argument outside its values */
+    const double neg[2] = {1.0, -1e-300}, big[2] = {1.0, 1e281}, nan2[2] = {NAN, 1.0};
+    CHECK(fastpe_rope_from_frequencies(NULL, 3, 1.0) == NULL, "inv_freq NULL");
+    CHECK(fastpe_rope_from_frequencies(w, 0, 1.0) == NULL, "nf 0");
+    CHECK(fastpe_rope_from_frequencies(w, -1, 1.0) == NULL, "nf < 0");
+    CHECK(fastpe_rope_from_frequencies(w, ((int64_t)1 << 31) + 1, 1.0) == NULL, "nf > 2^31");
+    CHECK(fastpe_rope_from_frequencies(neg, 2, 1.0) == NULL, "a frequency < 0");
+    CHECK(fastpe_rope_from_frequencies(big, 2, 1.0) == NULL, "a frequency > 1e280");
+    CHECK(fastpe_rope_from_frequencies(nan2, 2, 1.0) == NULL, "a frequency NaN");
+    CHECK(fastpe_rope_from_frequencies(w, 3, 0.0) == NULL, "attention_factor 0");
+    CHECK(fastpe_rope_from_frequencies(w, 3, -1.0) == NULL, "attention_factor < 0");
+    CHECK(fastpe_rope_from_frequencies(w, 3, NAN) == NULL, "attention_factor NaN");
+    CHECK(fastpe_rope_from_frequencies(w, 3, INFINITY) == NULL, "attention_factor inf");
+    h = fastpe_rope_from_frequencies(w, 3, 1.0);
+    CHECK(h != NULL, "a handle from 3 frequencies");
+    if (h == NULL)
+        return;
+    CHECK(fastpe_rope_rotary_dim(h) == 6, "rotary_dim");
+    CHECK(fastpe_rope_rotary_dim(NULL) == -1 && fastpe_rope_rotary_dim(bad) == -1,
+          "rotary_dim of no handle");
+
+    /* the cache's checks, in the capsule's order */
+    for (int i = 0; i < 64; i++)
+        ipos[i] = i;
+    arm(), expect(fastpe_rope_cache_f32(NULL, f, f + 64, 4, 6, NULL, 0, SP, 1), FASTPE_ENULL,
+                  "cache: handle NULL");
+    arm(), expect(fastpe_rope_cache_f32(bad, f, f + 64, 4, 6, NULL, 0, SP, 1), FASTPE_EHANDLE,
+                  "cache: not a handle");
+    arm(), expect(fastpe_rope_cache_f64(h, d, d + 64, -1, 6, NULL, 0, SP, 1), FASTPE_ESIZE,
+                  "cache: n < 0");
+    arm(), expect(fastpe_rope_cache_f64(h, NULL, NULL, -1, 6, NULL, 0, 2, 1), FASTPE_ESIZE,
+                  "cache: n < 0 comes before the layout and the pointers");
+    arm(), expect(fastpe_rope_cache_f16(h, u, u + 64, 4, 6, NULL, 0, 2, 1), FASTPE_ELAYOUT,
+                  "cache: layout 2");
+    arm(), expect(fastpe_rope_cache_f16(h, NULL, NULL, 0, 6, NULL, 0, SP, 1), FASTPE_OK,
+                  "cache: n 0 writes nothing");
+    arm(), expect(fastpe_rope_cache_bf16(h, u, NULL, 4, 6, NULL, 0, IL, 1), FASTPE_ENULL,
+                  "cache: sin NULL");
+    arm(), expect(fastpe_rope_cache_f32(h, f, f + 64, 4, 5, NULL, 0, SP, 1), FASTPE_ESTRIDE,
+                  "cache: row_stride < rotary_dim");
+    arm(), expect(fastpe_rope_cache_f32(h, f, f + 64, INT64_MAX / 8, 6, NULL, 0, SP, 1),
+                  FASTPE_ESIZE, "cache: rows beyond int64");
+    arm(), expect(fastpe_rope_cache_f32(h, f, f + 5, 4, 6, NULL, 0, SP, 1), FASTPE_EOVERLAP,
+                  "cache: sin's first row inside cos's");
+    arm(), expect(fastpe_rope_cache_f64(h, d + 18, d, 4, 6, NULL, 0, SP, 1), FASTPE_EOVERLAP,
+                  "cache: cos's first row inside sin's last");
+    arm(), expect(fastpe_rope_cache_f32(h, f, f + 21, 4, 6, NULL, 0, SP, 1), FASTPE_EOVERLAP,
+                  "cache: sin's first row across cos's last");
+    arm(), expect(fastpe_rope_cache_f32(h, f + 3, f, 1, 6, NULL, 0, SP, 1), FASTPE_EOVERLAP,
+                  "cache: one row each, half shared");
+    /* side by side in one buffer (stride 12, sin at +6): disjoint, accepted */
+    CHECK(fastpe_rope_cache_f32(h, f, f + 6, 4, 12, NULL, 0, SP, 1) == FASTPE_OK,
+          "cache: cos and sin interleaved by rows");
+    arm(), expect(fastpe_rope_cache_f32(h, f, f + 64, 4, 6, NULL, INT64_MAX - 2, SP, 1),
+                  FASTPE_ERANGE, "cache: offset too large");
+    ipos[2] = INT64_MIN;
+    arm(), expect(fastpe_rope_cache_f32(h, f, f + 64, 4, 6, ipos, 0, SP, 1), FASTPE_ERANGE,
+                  "cache: a position too large");
+    ipos[2] = 2;
+
+    /* the rotation's checks */
+    arm(), expect(fastpe_rope_apply_f32(NULL, f, 1, 4, 2, 48, 12, 6, NULL, 0, SP, 1), FASTPE_ENULL,
+                  "apply: handle NULL");
+    arm(), expect(fastpe_rope_apply_f32(bad, f, 1, 4, 2, 48, 12, 6, NULL, 0, SP, 1), FASTPE_EHANDLE,
+                  "apply: not a handle");
+    arm(), expect(fastpe_rope_apply_f64(h, d, 1, -4, 2, 48, 12, 6, NULL, 0, SP, 1), FASTPE_ESIZE,
+                  "apply: seq < 0");
+    arm(), expect(fastpe_rope_apply_f64(h, d, 1, 4, 2, 48, 12, 6, NULL, 0, 7, 1), FASTPE_ELAYOUT,
+                  "apply: layout 7");
+    arm(), expect(fastpe_rope_apply_f16(h, NULL, 0, 4, 2, 48, 12, 6, NULL, 0, SP, 1), FASTPE_OK,
+                  "apply: batch 0 rotates nothing");
+    arm(), expect(fastpe_rope_apply_f16(h, NULL, 1, 4, 2, 48, 12, 6, NULL, 0, SP, 1), FASTPE_ENULL,
+                  "apply: x NULL");
+    arm(), expect(fastpe_rope_apply_bf16(h, u, 1, 4, 2, 48, 12, 5, NULL, 0, IL, 1), FASTPE_ESTRIDE,
+                  "apply: heads 5 apart, rows of 6");
+    arm(), expect(fastpe_rope_apply_bf16(h, u, 2, 4, 2, 40, 12, 6, NULL, 0, IL, 1), FASTPE_ESTRIDE,
+                  "apply: sequences overlap");
+    arm(), expect(fastpe_rope_apply_f32(h, f, 2, 4, 2, 0, 12, 6, NULL, 0, SP, 1), FASTPE_ESTRIDE,
+                  "apply: stride_batch 0 with 2 sequences");
+    arm(), expect(fastpe_rope_apply_f32(h, f, INT64_MAX / 4, 4, 2, 48, 12, 6, NULL, 0, SP, 1),
+                  FASTPE_ESIZE, "apply: rows beyond int64");
+    arm(), expect(fastpe_rope_apply_f32(h, f, 1, 4, 2, 48, 12, 6, NULL, INT64_MIN, SP, 1),
+                  FASTPE_ERANGE, "apply: offset too large");
+    ipos[5] = INT64_MAX;
+    arm(), expect(fastpe_rope_apply_f64(h, d, 2, 4, 1, 24, 6, 6, ipos, 0, SP, 1), FASTPE_ERANGE,
+                  "apply: a position of the second sequence too large");
+    /* negative strides are fine: rows in reverse order */
+    CHECK(fastpe_rope_apply_f32(h, f + 42, 1, 4, 2, 48, -12, 6, NULL, 0, SP, 1) == FASTPE_OK,
+          "apply: negative stride_seq");
+    fastpe_rope_free(h);
+
+    /* values against libm (a few ulps: both are within 1 ulp of the truth): one
+       frequency 1, attention 0.5 give cos(k)/2 and sin(k)/2, and the rotation
+       of (1, 0) by position k is (cos k, sin k)/2 */
+    h = fastpe_rope_from_frequencies(w, 1, 0.5);
+    CHECK(h != NULL, "a handle from 1 frequency");
+    if (h == NULL)
+        return;
+    CHECK(fastpe_rope_cache_f64(h, d, d + 16, 8, 2, NULL, -3, IL, 1) == FASTPE_OK, "cache");
+    for (int r = 0; r < 8; r++) {
+        double k = r - 3;
+        CHECK(fabs(d[2 * r] - 0.5 * cos(k)) < 3e-16 && d[2 * r + 1] == d[2 * r], "cos(%g)", k);
+        CHECK(fabs(d[16 + 2 * r] - 0.5 * sin(k)) < 3e-16 && d[17 + 2 * r] == d[16 + 2 * r],
+              "sin(%g)", k);
+    }
+    for (int r = 0; r < 8; r++)
+        d[2 * r] = 1.0, d[2 * r + 1] = 0.0;
+    CHECK(fastpe_rope_apply_f64(h, d, 1, 8, 1, 16, 2, 2, NULL, 5, SP, 1) == FASTPE_OK, "apply");
+    for (int r = 0; r < 8; r++) {
+        double k = r + 5;
+        CHECK(fabs(d[2 * r] - 0.5 * cos(k)) < 3e-16 && fabs(d[2 * r + 1] - 0.5 * sin(k)) < 3e-16,
+              "rotation at %g", k);
+    }
+    fastpe_rope_free(h);
+    fastpe_rope_free(NULL);
+    fastpe_rope_free((fastpe_rope *)(void *)junk); /* not a handle: left alone */
+}
+
 typedef struct {
     int calls;
     int stop_at;
@@ -346,6 +475,8 @@ int main(int argc, char **argv) {
             test_errors();
         if (all || strcmp(what, "specs") == 0)
             test_specs();
+        if (all || strcmp(what, "rope") == 0)
+            test_rope();
         if (all || strcmp(what, "poll") == 0)
             test_poll();
 #if !defined(_WIN32)

@@ -1,14 +1,7 @@
 # Included by kernel.pyx: the C API -- the Cython API's forwarders to the library
-# (lib/src/api.c, spec.c: the entry points, their checks, the plan cache of C
-# callers, the compiled specs), the spec constructors through Python, the RoPE
-# handles -- and the capsule that publishes them (include/fastpe.h).
-
-cdef inline int _fill_rows(anyreal *out, int64_t row_stride, const pe_spec *sp,
-                           const pe_rows *rq, int num_threads, const double *plan) noexcept nogil:
-    """A whole fill in one go (arguments validated; plan: this spec's, or NULL)."""
-    return pe_fill_run(out, _kind_of(out), row_stride, sp, rq, num_threads, plan, NULL, NULL,
-                       NULL)
-
+# (lib/src/api.c, spec.c, rope.c: the entry points, their checks, the plan cache of C
+# callers, the compiled specs, the RoPE handles), the spec and RoPE constructors
+# through Python -- and the capsule that publishes them (include/fastpe.h).
 
 def _c_plan_cache():
     """(nf, w0, base, denom, refs) of the C API's cached plans (for tests)."""
@@ -221,48 +214,52 @@ cdef int spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t 
 # ABI 1.3: RoPE, the cos/sin cache and the rotation in place
 # ---------------------------------------------------------------------------
 
-cdef extern from *:
-    """
-    /* The opaque fastpe_rope of fastpe.h: a RoPE encoding ([sin | cos] of nf
-       frequencies) with its own copies of the frequencies and of the plan the
-       Python side's encoding cache prepared for them. */
-    struct fastpe_rope {
-        pe_spec sp;          /* sp.wlist == w */
-        double *w;
-        double *plan;        /* NULL: prepared per call (plans beyond PLAN_MAX_BYTES) */
-        double attention;
-        double max_position;
-    };
-    """
+# The handle is the library's (lib/src/pe_lib.h: struct fastpe_rope; lib/src/rope.c
+# makes it, caches and rotates with it).  The two constructors of the capsule check
+# their arguments here, so that their errors are the Python API's exceptions.
+cdef extern from "pe_lib.h" nogil:
+    # the fields, for rope_cache_fast's handle on the stack over an Encoder's spec
+    # and plan (nothing allocated; never freed)
     ctypedef struct pe_rope_handle "struct fastpe_rope":
+        unsigned int magic
         pe_spec sp
         double *w
         double *plan
         double attention
         double max_position
+    unsigned int PE_ROPE_MAGIC
 
 
-cdef fastpe_rope *_rope_handle(Encoder enc, double attention) except NULL:
-    """A C handle of a RoPE encoding: its spec, frequencies and plan, copied."""
-    cdef int64_t nf = enc.sp.nf
-    cdef size_t nplan = _plan_doubles(nf, _block_rows(nf))
-    cdef pe_rope_handle *h = <pe_rope_handle *>calloc(1, sizeof(pe_rope_handle))
+cdef extern from "fastpe/fastpe.h" nogil:
+    fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
+                                              double attention_factor)
+    void fastpe_rope_free(fastpe_rope *h)
+    int64_t fastpe_rope_rotary_dim(const fastpe_rope *h)
+    int fastpe_rope_cache_f32(const fastpe_rope *, float *, float *, int64_t, int64_t,
+                              const int64_t *, int64_t, int, int)
+    int fastpe_rope_cache_f64(const fastpe_rope *, double *, double *, int64_t, int64_t,
+                              const int64_t *, int64_t, int, int)
+    int fastpe_rope_cache_f16(const fastpe_rope *, uint16_t *, uint16_t *, int64_t, int64_t,
+                              const int64_t *, int64_t, int, int)
+    int fastpe_rope_cache_bf16(const fastpe_rope *, uint16_t *, uint16_t *, int64_t, int64_t,
+                               const int64_t *, int64_t, int, int)
+    int fastpe_rope_apply_f32(const fastpe_rope *, float *, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, int64_t, const int64_t *, int64_t, int, int)
+    int fastpe_rope_apply_f64(const fastpe_rope *, double *, int64_t, int64_t, int64_t, int64_t,
+                              int64_t, int64_t, const int64_t *, int64_t, int, int)
+    int fastpe_rope_apply_f16(const fastpe_rope *, uint16_t *, int64_t, int64_t, int64_t,
+                              int64_t, int64_t, int64_t, const int64_t *, int64_t, int, int)
+    int fastpe_rope_apply_bf16(const fastpe_rope *, uint16_t *, int64_t, int64_t, int64_t,
+                               int64_t, int64_t, int64_t, const int64_t *, int64_t, int, int)
+
+
+cdef fastpe_rope *_rope_handle(w, double attention) except NULL:
+    """The library's handle for frequencies the Python API validated (float64)."""
+    cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
+    cdef fastpe_rope *h = fastpe_rope_from_frequencies(&wv[0], wv.shape[0], attention)
     if h == NULL:
         raise MemoryError("could not allocate a fastpe RoPE handle")
-    h.sp = enc.sp
-    h.w = <double *>malloc(nf * sizeof(double))
-    if enc.pmem != NULL:
-        h.plan = <double *>malloc(nplan * sizeof(double))
-    if h.w == NULL or (enc.pmem != NULL and h.plan == NULL):
-        rope_free(<fastpe_rope *>h)
-        raise MemoryError("could not allocate a fastpe RoPE handle")
-    memcpy(h.w, enc.sp.wlist, nf * sizeof(double))
-    h.sp.wlist = h.w
-    if enc.pmem != NULL:
-        memcpy(h.plan, enc.pmem, nplan * sizeof(double))
-    h.attention = attention
-    h.max_position = enc.max_position
-    return <fastpe_rope *>h
+    return h
 
 
 cdef fastpe_rope *rope_new(object rope_parameters, int64_t head_dim,
@@ -276,7 +273,7 @@ cdef fastpe_rope *rope_new(object rope_parameters, int64_t head_dim,
         max_position_embeddings=max_position_embeddings if max_position_embeddings > 0 else None,
         seq_len=seq_len if seq_len >= 0 else None,
         precision="float32" if precision == NULL else precision.decode())
-    return _rope_handle(_rope._encoder(w), attention)
+    return _rope_handle(_rope._as_frequencies(w), attention)
 
 
 cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
@@ -289,303 +286,79 @@ cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
         raise TypeError("inv_freq must not be NULL")
     as_int(nf, "nf", minimum=1, maximum=2**31)
     w = _rope._as_frequencies(_np.array(<const double[:nf]>inv_freq))
-    return _rope_handle(_rope._encoder(w), as_base(attention_factor, "attention_factor"))
+    return _rope_handle(w, as_base(attention_factor, "attention_factor"))
 
+
+# The Cython API (kernel.pxd) of the RoPE handles: the library's functions.  The
+# 16-bit entries (float16, bfloat16) are uint16_t bit patterns, each rounded once
+# from the float64 result, bitwise the Python functions' dtype=np.float16 / "bfloat16".
 
 cdef void rope_free(fastpe_rope *h) noexcept nogil:
-    cdef pe_rope_handle *p = <pe_rope_handle *>h
-    if p != NULL:
-        free(p.w)
-        free(p.plan)
-        free(p)
+    fastpe_rope_free(h)
 
 
 cdef int64_t rope_rotary_dim(const fastpe_rope *h) noexcept nogil:
-    return 2 * (<const pe_rope_handle *>h).sp.nf if h != NULL else -1
-
-
-cdef int _rope_positions(const pe_rope_handle *h, pe_rows *rq, int64_t nseq, int64_t S,
-                         const int64_t *positions, int64_t offset) noexcept nogil:
-    """rq for the angle rows of nseq x S tokens (positions[b*S + s], or offset + s
-    for every sequence when positions is NULL), their range checked."""
-    cdef int64_t i
-    if positions == NULL:
-        if _extent(offset, S) > h.max_position:
-            return FASTPE_ERANGE
-        nseq = 1
-    else:
-        for i in range(nseq * S):
-            if fabs(<double>positions[i]) > h.max_position:
-                return FASTPE_ERANGE
-    _init_rows(rq, nseq, S, False, 0)
-    rq.offset = offset if positions == NULL else 0
-    rq.pos_i = positions
-    rq.psb = S
-    rq.pss = 1
-    rq.fresh = 1
-    return FASTPE_OK
-
-
-cdef inline char _kind_of(anyreal *x) noexcept nogil:
-    """The entry kind of a pointer's type (as _rope_view names them)."""
-    if anyreal is float:
-        return c'f'
-    elif anyreal is double:
-        return c'd'
-    elif anyreal is pe_f16:
-        return c'e'
-    else:
-        return c'b'
-
-
-cdef inline void _rope_cache_row(anyreal *cos, anyreal *sin, int64_t r, int64_t row_stride,
-                                 int64_t nf, int layout, const anyreal *rt, const double *dt,
-                                 double attention) noexcept nogil:
-    """Row r of the cos and sin caches from row r of the [sin | cos] table: rt in
-    the output type, or dt in float64 with the attention factor still to apply.
-    Frequency i goes to two places of a row: i and nf + i (half-split), or 2i and
-    2i + 1 (interleaved)."""
-    cdef int64_t i, j
-    cdef int64_t step = 1 if layout == FASTPE_LAYOUT_SPLIT else 2
-    cdef int64_t dup = nf if layout == FASTPE_LAYOUT_SPLIT else 1
-    cdef anyreal *c = cos + r * row_stride
-    cdef anyreal *s = sin + r * row_stride
-    cdef anyreal vs, vc
-    if rt != NULL:
-        rt += r * 2 * nf
-        for i in range(nf):
-            j = i * step
-            vs = rt[i]
-            vc = rt[nf + i]
-            s[j] = vs
-            s[j + dup] = vs
-            c[j] = vc
-            c[j + dup] = vc
-    else:
-        dt += r * 2 * nf
-        for i in range(nf):
-            j = i * step
-            _store(s, j, dt[i] * attention)
-            _store(c, j, dt[nf + i] * attention)
-            s[j + dup] = s[j]
-            c[j + dup] = c[j]
-
-
-cdef bint _rows_meet(const char *a, const char *b, int64_t n, int64_t stride,
-                     int64_t width) noexcept nogil:
-    """Whether n rows of ``width`` bytes every ``stride`` bytes (stride >= width, or
-    n == 1) from a and from b share a byte: decided exactly, so that the two
-    halves of one buffer's rows (cos and sin side by side) are disjoint.  Row i of
-    b meets row j of a iff |d + (i - j) stride| < width, d = b - a: at most two
-    differences t = i - j in -(n-1) .. n-1 can qualify."""
-    cdef int64_t d = <int64_t>(<uintptr_t>b - <uintptr_t>a)
-    cdef int64_t t, t0, e
-    if n <= 1 or stride == 0:
-        return -width < d < width
-    t0 = _floordiv(-width - d, stride) + 1      # the smallest t with d + t stride > -width
-    for t in range(t0, t0 + 2):
-        if -(n - 1) <= t <= n - 1:
-            e = d + t * stride
-            if -width < e < width:
-                return True
-    return False
-
-
-cdef int _rope_cache(const pe_rope_handle *h, anyreal *cos, anyreal *sin, int64_t n,
-                     int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                     int num_threads) noexcept nogil:
-    cdef pe_rows rq
-    cdef int64_t nf, W, r
-    cdef anyreal *rt = NULL
-    cdef double *dt = NULL
-    cdef int err, nt
-    if h == NULL:
-        return FASTPE_ENULL
-    if n < 0:
-        return FASTPE_ESIZE
-    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
-        return FASTPE_ELAYOUT
-    if n == 0:
-        return FASTPE_OK
-    nf = h.sp.nf
-    W = 2 * nf
-    if cos == NULL or sin == NULL:
-        return FASTPE_ENULL
-    if row_stride < W and n > 1:
-        return FASTPE_ESTRIDE
-    if n > (INT64_MAX // 16) // W:
-        return FASTPE_ESIZE
-    if _rows_meet(<const char *>cos, <const char *>sin, n, row_stride * <int64_t>sizeof(anyreal),
-                  W * <int64_t>sizeof(anyreal)):
-        return FASTPE_EOVERLAP
-    err = _rope_positions(h, &rq, 1, n, positions, offset)
-    if err != FASTPE_OK:
-        return err
-    # as fastpe.rope_cache: each entry rounded once into the output type, from
-    # float64 when the attention factor is still to be applied
-    if h.attention == 1.0:
-        rt = <anyreal *>malloc(<size_t>(n * W) * sizeof(anyreal))
-        if rt == NULL:
-            return FASTPE_ENOMEM
-        err = _fill_rows(rt, W, &h.sp, &rq, num_threads, h.plan)
-    else:
-        dt = <double *>malloc(<size_t>(n * W) * sizeof(double))
-        if dt == NULL:
-            return FASTPE_ENOMEM
-        err = _fill_rows(dt, W, &h.sp, &rq, num_threads, h.plan)
-    if err == FASTPE_OK:
-        # on as many threads as the fill: a thread's rows are still in its cache
-        nt = _threads(num_threads, n, W)
-        if nt == 1:
-            for r in range(n):
-                _rope_cache_row(cos, sin, r, row_stride, nf, layout, rt, dt, h.attention)
-        else:
-            for r in prange(n, num_threads=nt, schedule="static"):
-                _rope_cache_row(cos, sin, r, row_stride, nf, layout, rt, dt, h.attention)
-    free(rt)
-    free(dt)
-    return err
-
-
-cdef int _rope_apply(const pe_rope_handle *h, anyreal *x, int64_t batch, int64_t seq, int64_t heads,
-                     int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
-                     const int64_t *positions, int64_t offset, int layout,
-                     int num_threads) noexcept nogil:
-    cdef pe_rows rq
-    cdef pe_rope_rows R
-    cdef int64_t nf, W, span, i, j, nrows
-    cdef int64_t n3[3]
-    cdef int64_t st[3]
-    cdef double *table
-    cdef int err
-    if h == NULL:
-        return FASTPE_ENULL
-    if batch < 0 or seq < 0 or heads < 0:
-        return FASTPE_ESIZE
-    if layout != FASTPE_LAYOUT_INTERLEAVED and layout != FASTPE_LAYOUT_SPLIT:
-        return FASTPE_ELAYOUT
-    if batch == 0 or seq == 0 or heads == 0:
-        return FASTPE_OK
-    if x == NULL:
-        return FASTPE_ENULL
-    nf = h.sp.nf
-    W = 2 * nf
-    if batch > (INT64_MAX // 16) // seq or batch * seq > (INT64_MAX // 16) // heads \
-            or batch * seq > (INT64_MAX // 16) // W:
-        return FASTPE_ESIZE
-    # rotated in place: no two rows' rotated entries may share memory (each axis,
-    # by |stride|, steps over everything the axes inside it span)
-    n3[0], n3[1], n3[2] = batch, seq, heads
-    st[0], st[1], st[2] = stride_batch, stride_seq, stride_head
-    for i in range(3):
-        st[i] = st[i] if st[i] >= 0 else -st[i]
-    for i in range(3):              # sort by |stride| (three entries)
-        for j in range(2 - i):
-            if st[j] > st[j + 1]:
-                st[j], st[j + 1] = st[j + 1], st[j]
-                n3[j], n3[j + 1] = n3[j + 1], n3[j]
-    span = W
-    for i in range(3):
-        if n3[i] > 1:
-            if st[i] < span:
-                return FASTPE_ESTRIDE
-            span = st[i] * (n3[i] - 1) + span
-    err = _rope_positions(h, &rq, batch, seq, positions, offset)
-    if err != FASTPE_OK:
-        return err
-    table = <double *>malloc(<size_t>(rq.nseq * seq * W) * sizeof(double))
-    if table == NULL:
-        return FASTPE_ENOMEM
-    err = _fill_rows(table, W, &h.sp, &rq, num_threads, h.plan)
-    if err == FASTPE_OK:
-        # rows in the order of their memory: (batch, heads, seq) when heads are the
-        # outer axis, else (batch, seq, heads)
-        R.base = <char *>x
-        R.m = 3
-        R.shape[0], R.strides[0] = batch, stride_batch * <int64_t>sizeof(anyreal)
-        if (stride_head if stride_head >= 0 else -stride_head) > \
-                (stride_seq if stride_seq >= 0 else -stride_seq):
-            R.sa = 2
-            R.shape[1], R.strides[1] = heads, stride_head * <int64_t>sizeof(anyreal)
-        else:
-            R.sa = 1
-            R.shape[2], R.strides[2] = heads, stride_head * <int64_t>sizeof(anyreal)
-        R.shape[R.sa], R.strides[R.sa] = seq, stride_seq * <int64_t>sizeof(anyreal)
-        R.per_batch = rq.nseq > 1
-        R.kind = _kind_of(x)
-        R.half = layout == FASTPE_LAYOUT_SPLIT
-        R.S = seq
-        R.nf = nf
-        R.attention = h.attention
-        R.table = table
-        nrows = batch * seq * heads
-        _rotate_rows(&R, 0, nrows, _threads(num_threads, nrows, W))
-    free(table)
-    return err
+    return fastpe_rope_rotary_dim(h)
 
 
 cdef int rope_cache_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
                         int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
                         int num_threads) noexcept nogil:
-    return _rope_cache(<const pe_rope_handle *>h, cos, sin, n, row_stride, positions, offset,
-                       layout, num_threads)
+    return fastpe_rope_cache_f32(h, cos, sin, n, row_stride, positions, offset, layout,
+                                 num_threads)
 
 
 cdef int rope_cache_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
                         int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
                         int num_threads) noexcept nogil:
-    return _rope_cache(<const pe_rope_handle *>h, cos, sin, n, row_stride, positions, offset,
-                       layout, num_threads)
+    return fastpe_rope_cache_f64(h, cos, sin, n, row_stride, positions, offset, layout,
+                                 num_threads)
+
+
+cdef int rope_cache_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_cache_f16(h, cos, sin, n, row_stride, positions, offset, layout,
+                                 num_threads)
+
+
+cdef int rope_cache_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                         int64_t row_stride, const int64_t *positions, int64_t offset,
+                         int layout, int num_threads) noexcept nogil:
+    return fastpe_rope_cache_bf16(h, cos, sin, n, row_stride, positions, offset, layout,
+                                  num_threads)
 
 
 cdef int rope_apply_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
                         int64_t stride_head, const int64_t *positions, int64_t offset,
                         int layout, int num_threads) noexcept nogil:
-    return _rope_apply(<const pe_rope_handle *>h, x, batch, seq, heads, stride_batch, stride_seq,
-                       stride_head, positions, offset, layout, num_threads)
+    return fastpe_rope_apply_f32(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                                 positions, offset, layout, num_threads)
 
 
 cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
                         int64_t stride_head, const int64_t *positions, int64_t offset,
                         int layout, int num_threads) noexcept nogil:
-    return _rope_apply(<const pe_rope_handle *>h, x, batch, seq, heads, stride_batch, stride_seq,
-                       stride_head, positions, offset, layout, num_threads)
-
-
-# The 16-bit outputs (float16, bfloat16) as uint16_t bit patterns: each entry
-# rounded once from the float64 result, bitwise the Python functions' dtype=np.float16
-# / "bfloat16" (the same fills as their float32 twins, whose checks they share).
-
-cdef int rope_cache_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                        int num_threads) noexcept nogil:
-    return _rope_cache(<const pe_rope_handle *>h, <pe_f16 *>cos, <pe_f16 *>sin, n, row_stride,
-                       positions, offset, layout, num_threads)
-
-
-cdef int rope_cache_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                         int64_t row_stride, const int64_t *positions, int64_t offset,
-                         int layout, int num_threads) noexcept nogil:
-    return _rope_cache(<const pe_rope_handle *>h, <pe_bf16 *>cos, <pe_bf16 *>sin, n, row_stride,
-                       positions, offset, layout, num_threads)
+    return fastpe_rope_apply_f64(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                                 positions, offset, layout, num_threads)
 
 
 cdef int rope_apply_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
                         int64_t stride_head, const int64_t *positions, int64_t offset,
                         int layout, int num_threads) noexcept nogil:
-    return _rope_apply(<const pe_rope_handle *>h, <pe_f16 *>x, batch, seq, heads, stride_batch,
-                       stride_seq, stride_head, positions, offset, layout, num_threads)
+    return fastpe_rope_apply_f16(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                                 positions, offset, layout, num_threads)
 
 
 cdef int rope_apply_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
                          int64_t heads, int64_t stride_batch, int64_t stride_seq,
                          int64_t stride_head, const int64_t *positions, int64_t offset,
                          int layout, int num_threads) noexcept nogil:
-    return _rope_apply(<const pe_rope_handle *>h, <pe_bf16 *>x, batch, seq, heads, stride_batch,
-                       stride_seq, stride_head, positions, offset, layout, num_threads)
+    return fastpe_rope_apply_bf16(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                  stride_head, positions, offset, layout, num_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -761,12 +534,12 @@ _c_api_table.spec_add_f32 = fastpe_spec_add_f32
 _c_api_table.spec_add_f64 = fastpe_spec_add_f64
 _c_api_table.rope_new = rope_new
 _c_api_table.rope_from_frequencies = rope_from_frequencies
-_c_api_table.rope_free = rope_free
-_c_api_table.rope_rotary_dim = rope_rotary_dim
-_c_api_table.rope_cache_f32 = rope_cache_f32
-_c_api_table.rope_cache_f64 = rope_cache_f64
-_c_api_table.rope_apply_f32 = rope_apply_f32
-_c_api_table.rope_apply_f64 = rope_apply_f64
+_c_api_table.rope_free = fastpe_rope_free
+_c_api_table.rope_rotary_dim = fastpe_rope_rotary_dim
+_c_api_table.rope_cache_f32 = fastpe_rope_cache_f32
+_c_api_table.rope_cache_f64 = fastpe_rope_cache_f64
+_c_api_table.rope_apply_f32 = fastpe_rope_apply_f32
+_c_api_table.rope_apply_f64 = fastpe_rope_apply_f64
 _c_api_table.fill_f16 = fastpe_fill_f16
 _c_api_table.fill_bf16 = fastpe_fill_bf16
 _c_api_table.add_f16 = fastpe_add_f16
@@ -775,10 +548,10 @@ _c_api_table.spec_fill_f16 = fastpe_spec_fill_f16
 _c_api_table.spec_fill_bf16 = fastpe_spec_fill_bf16
 _c_api_table.spec_add_f16 = fastpe_spec_add_f16
 _c_api_table.spec_add_bf16 = fastpe_spec_add_bf16
-_c_api_table.rope_cache_f16 = rope_cache_f16
-_c_api_table.rope_cache_bf16 = rope_cache_bf16
-_c_api_table.rope_apply_f16 = rope_apply_f16
-_c_api_table.rope_apply_bf16 = rope_apply_bf16
+_c_api_table.rope_cache_f16 = fastpe_rope_cache_f16
+_c_api_table.rope_cache_bf16 = fastpe_rope_cache_bf16
+_c_api_table.rope_apply_f16 = fastpe_rope_apply_f16
+_c_api_table.rope_apply_bf16 = fastpe_rope_apply_bf16
 
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)

@@ -417,9 +417,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             pp = <const int64_t *>pv.buf
         if (8 + 2 * 8) * <double>n * W >= _small_request:   # the general path checks memory
             return None
+        h.magic = PE_ROPE_MAGIC
         h.sp = enc.sp
         h.w = NULL
-        h.plan = enc.pmem
+        h.plan = <double *>enc.pmem
         h.attention = plan[1]
         h.max_position = enc.max_position
         if out is None:
@@ -442,11 +443,11 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
                 return None
             with nogil:
                 if cv.itemsize == 4:
-                    err = _rope_cache(&h, <float *>cv.buf, <float *>sv.buf, n, cstride, pp, off,
-                                      lay, nt)
+                    err = fastpe_rope_cache_f32(<fastpe_rope *>&h, <float *>cv.buf,
+                                                <float *>sv.buf, n, cstride, pp, off, lay, nt)
                 else:
-                    err = _rope_cache(&h, <double *>cv.buf, <double *>sv.buf, n, cstride, pp,
-                                      off, lay, nt)
+                    err = fastpe_rope_cache_f64(<fastpe_rope *>&h, <double *>cv.buf,
+                                                <double *>sv.buf, n, cstride, pp, off, lay, nt)
         finally:
             PyBuffer_Release(&sv)
         # an error is found before anything is written: the general path raises it

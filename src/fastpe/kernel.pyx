@@ -15,12 +15,10 @@ parts by job:
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
 
-from libc.stdint cimport int64_t, uint16_t, uintptr_t
-from libc.stdlib cimport malloc, calloc, free
+from libc.stdint cimport int64_t, uint16_t
+from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs
-from libc.string cimport memcmp, memcpy, memset
-from libc.stdint cimport INT64_MAX
-from cython.parallel cimport prange
+from libc.string cimport memcmp, memset
 from cpython.buffer cimport (
     PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS, PyBUF_STRIDES, PyBUF_FORMAT,
 )

@@ -65,7 +65,7 @@ extern "C" {
 #define FASTPE_EOVERLAP 9  /* an input overlaps the rows being written */
 #define FASTPE_EINTR    10 /* the poll callback asked the fill to stop */
 #define FASTPE_EINVAL   11 /* an argument outside its documented values (e.g. a dtype) */
-#define FASTPE_EHANDLE  12 /* a handle that is not a live fastpe_spec */
+#define FASTPE_EHANDLE  12 /* a handle that is not a live fastpe_spec / fastpe_rope */
 
 /* The knobs of a convention (fastpe_knobs): the denominator of the frequency
  * ladder (h = d_model / 2), the column layout, and what an odd width does. */
@@ -204,6 +204,58 @@ FASTPE_API int fastpe_spec_add_f16(const fastpe_spec *spec, uint16_t *x, int64_t
 FASTPE_API int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x, int64_t nseq,
                                     int64_t seq_len, int64_t row_stride, int64_t offset,
                                     double scale, int num_threads);
+
+/* ---- RoPE: the cos/sin cache and the rotation in place ----------------------
+ * A handle holds a model's own frequencies (inv_freq, nf entries: finite, >= 0,
+ * at most 1e280) and attention factor (finite, > 0): NULL for any other
+ * argument, nf outside 1 .. 2^31 or no memory.  Immutable once made, used from
+ * any thread, freed with fastpe_rope_free.  rotary_dim = 2*nf (-1 for NULL).
+ * fastpe_rope_cache_*: n rows of cos and sin (rotary_dim entries each, at
+ * row_stride >= rotary_dim) for positions[r] (NULL: offset + r), bitwise
+ * fastpe.rope_cache's; cos and sin must not share an element (FASTPE_EOVERLAP).
+ * fastpe_rope_apply_*: rotates in place the first rotary_dim entries of the row
+ * (b, s, h) at x + b*stride_batch + s*stride_seq + h*stride_head (elements, any
+ * sign; rows must not overlap: FASTPE_ESTRIDE) by the angles of positions[b*seq
+ * + s] (NULL: offset + s), bitwise fastpe.apply_rope's.  layout:
+ * FASTPE_LAYOUT_SPLIT for the half-split (rotate_half) pairs,
+ * FASTPE_LAYOUT_INTERLEAVED for GPT-J's.  A handle that is not a live one:
+ * FASTPE_EHANDLE.  16-bit types are uint16_t bit patterns, rounded once. */
+typedef struct fastpe_rope fastpe_rope;
+
+FASTPE_API fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
+                                                     double attention_factor);
+FASTPE_API void fastpe_rope_free(fastpe_rope *rope);
+FASTPE_API int64_t fastpe_rope_rotary_dim(const fastpe_rope *rope);
+FASTPE_API int fastpe_rope_cache_f32(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
+                                     int64_t row_stride, const int64_t *positions, int64_t offset,
+                                     int layout, int num_threads);
+FASTPE_API int fastpe_rope_cache_f64(const fastpe_rope *rope, double *cos, double *sin, int64_t n,
+                                     int64_t row_stride, const int64_t *positions, int64_t offset,
+                                     int layout, int num_threads);
+FASTPE_API int fastpe_rope_cache_f16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                     int64_t n, int64_t row_stride, const int64_t *positions,
+                                     int64_t offset, int layout, int num_threads);
+FASTPE_API int fastpe_rope_cache_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                      int64_t n, int64_t row_stride, const int64_t *positions,
+                                      int64_t offset, int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq,
+                                     int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                     int64_t stride_head, const int64_t *positions, int64_t offset,
+                                     int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq,
+                                     int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                     int64_t stride_head, const int64_t *positions, int64_t offset,
+                                     int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                     int64_t seq, int64_t heads, int64_t stride_batch,
+                                     int64_t stride_seq, int64_t stride_head,
+                                     const int64_t *positions, int64_t offset, int layout,
+                                     int num_threads);
+FASTPE_API int fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                      int64_t seq, int64_t heads, int64_t stride_batch,
+                                      int64_t stride_seq, int64_t stride_head,
+                                      const int64_t *positions, int64_t offset, int layout,
+                                      int num_threads);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,159 @@
+/*
+ * The RoPE cache and rotation entry points for one entry type: included by
+ * rope.c with ROPE_T (the element type), ROPE_SFX (f32, f64, f16, bf16) and
+ * ROPE_KIND (PE_KIND_*) defined.  Every check comes before anything is
+ * written, in the order of the capsule's functions (their error codes).
+ */
+#define ROPE_FN(name) PE_CAT(name, ROPE_SFX)
+
+int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                               int64_t row_stride, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    pe_rows rq;
+    ROPE_T *rt = NULL;
+    double *dt = NULL;
+    int64_t nf, W;
+    int err = rope_check(h), half;
+    if (err != FASTPE_OK)
+        return err;
+    if (n < 0)
+        return FASTPE_ESIZE;
+    if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
+        return FASTPE_ELAYOUT;
+    if (n == 0)
+        return FASTPE_OK;
+    nf = h->sp.nf;
+    W = 2 * nf;
+    half = layout == FASTPE_LAYOUT_SPLIT;
+    if (cos == NULL || sin == NULL)
+        return FASTPE_ENULL;
+    if (row_stride < W && n > 1)
+        return FASTPE_ESTRIDE;
+    if (n > (INT64_MAX / 16) / W)
+        return FASTPE_ESIZE;
+    if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
+                  W * (int64_t)sizeof(ROPE_T)))
+        return FASTPE_EOVERLAP;
+    err = rope_positions(h, &rq, 1, n, positions, offset);
+    if (err != FASTPE_OK)
+        return err;
+    /* as fastpe.rope_cache: each entry rounded once into the output type, from
+       float64 when the attention factor is still to be applied */
+    if (h->attention == 1.0) {
+        rt = (ROPE_T *)malloc((size_t)(n * W) * sizeof(ROPE_T));
+        if (rt == NULL)
+            return FASTPE_ENOMEM;
+        err = pe_fill_run(rt, ROPE_KIND, W, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
+    } else {
+        dt = (double *)malloc((size_t)(n * W) * sizeof(double));
+        if (dt == NULL)
+            return FASTPE_ENOMEM;
+        err = pe_fill_run(dt, PE_KIND_F64, W, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
+    }
+    if (err == FASTPE_OK) {
+        /* on as many threads as the fill: a thread's rows are still in its cache */
+        int nt = pe_threads(num_threads, n, W, -1);
+        int64_t r;
+        if (nt == 1) {
+            for (r = 0; r < n; r++)
+                ROPE_FN(pe_rope_cache_row)(cos, sin, r, row_stride, nf, half, rt, dt, h->attention);
+        } else {
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (r = 0; r < n; r++)
+                ROPE_FN(pe_rope_cache_row)(cos, sin, r, row_stride, nf, half, rt, dt, h->attention);
+        }
+    }
+    free(rt);
+    free(dt);
+    return err;
+}
+
+int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                               int64_t stride_head, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    pe_rows rq;
+    pe_rope_rows R;
+    int64_t nf, W, span, nrows;
+    int64_t n3[3], st[3];
+    double *table;
+    int err = rope_check(h);
+    if (err != FASTPE_OK)
+        return err;
+    if (batch < 0 || seq < 0 || heads < 0)
+        return FASTPE_ESIZE;
+    if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
+        return FASTPE_ELAYOUT;
+    if (batch == 0 || seq == 0 || heads == 0)
+        return FASTPE_OK;
+    if (x == NULL)
+        return FASTPE_ENULL;
+    nf = h->sp.nf;
+    W = 2 * nf;
+    if (batch > (INT64_MAX / 16) / seq || batch * seq > (INT64_MAX / 16) / heads ||
+        batch * seq > (INT64_MAX / 16) / W)
+        return FASTPE_ESIZE;
+    /* rotated in place: no two rows' rotated entries may share memory (each axis,
+       by |stride|, steps over everything the axes inside it span) */
+    n3[0] = batch, n3[1] = seq, n3[2] = heads;
+    st[0] = stride_batch, st[1] = stride_seq, st[2] = stride_head;
+    for (int i = 0; i < 3; i++)
+        st[i] = st[i] >= 0 ? st[i] : -st[i];
+    for (int i = 0; i < 3; i++) { /* sort by |stride| (three entries) */
+        for (int j = 0; j < 2 - i; j++) {
+            if (st[j] > st[j + 1]) {
+                int64_t ts = st[j], tn = n3[j];
+                st[j] = st[j + 1], n3[j] = n3[j + 1];
+                st[j + 1] = ts, n3[j + 1] = tn;
+            }
+        }
+    }
+    span = W;
+    for (int i = 0; i < 3; i++) {
+        if (n3[i] > 1) {
+            if (st[i] < span)
+                return FASTPE_ESTRIDE;
+            span = st[i] * (n3[i] - 1) + span;
+        }
+    }
+    err = rope_positions(h, &rq, batch, seq, positions, offset);
+    if (err != FASTPE_OK)
+        return err;
+    table = (double *)malloc((size_t)(rq.nseq * seq * W) * sizeof(double));
+    if (table == NULL)
+        return FASTPE_ENOMEM;
+    err = pe_fill_run(table, PE_KIND_F64, W, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
+    if (err == FASTPE_OK) {
+        /* rows in the order of their memory: (batch, heads, seq) when heads are the
+           outer axis, else (batch, seq, heads) */
+        int64_t ah = stride_head >= 0 ? stride_head : -stride_head;
+        int64_t as = stride_seq >= 0 ? stride_seq : -stride_seq;
+        R.base = (char *)x;
+        R.m = 3;
+        R.shape[0] = batch, R.strides[0] = stride_batch * (int64_t)sizeof(ROPE_T);
+        if (ah > as) {
+            R.sa = 2;
+            R.shape[1] = heads, R.strides[1] = stride_head * (int64_t)sizeof(ROPE_T);
+        } else {
+            R.sa = 1;
+            R.shape[2] = heads, R.strides[2] = stride_head * (int64_t)sizeof(ROPE_T);
+        }
+        R.shape[R.sa] = seq, R.strides[R.sa] = stride_seq * (int64_t)sizeof(ROPE_T);
+        R.per_batch = rq.nseq > 1;
+        R.kind = ROPE_KIND;
+        R.half = layout == FASTPE_LAYOUT_SPLIT;
+        R.S = seq;
+        R.nf = nf;
+        R.attention = h->attention;
+        R.table = table;
+        nrows = batch * seq * heads;
+        pe_rotate_rows(&R, 0, nrows, pe_threads(num_threads, nrows, W, -1));
+    }
+    free(table);
+    return err;
+}
+
+#undef ROPE_FN
+#undef ROPE_T
+#undef ROPE_SFX
+#undef ROPE_KIND
