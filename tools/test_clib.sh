@@ -25,6 +25,9 @@ command -v clang > /dev/null && compilers+=(clang)
 
 build() {  # name cc cmake-args... -> configure, build, ctest, install, move, consume
     local name=$1 cc=$2; shift 2
+    # the C++ twin of cc: fastpe.pc carries this compiler's own OpenMP flag
+    local cxx=c++
+    [ "$cc" = clang ] && cxx=clang++
     local b="$WORK/build-$name" p="$WORK/prefix-$name"
     echo "== $name ($cc)"
     CC=$cc cmake -S "$SRC" -B "$b" -DCMAKE_BUILD_TYPE=Release "$@" > "$b.log" 2>&1 \
@@ -40,7 +43,7 @@ build() {  # name cc cmake-args... -> configure, build, ctest, install, move, co
     mv "$p" "$p-moved"          # relocatable: nothing may point at the old prefix
     p="$p-moved"
     # find_package(fastpe), C and C++
-    CC=$cc cmake -S "$SRC/lib/tests/consumer" -B "$b-consumer" -DCMAKE_PREFIX_PATH="$p" \
+    CC=$cc CXX=$cxx cmake -S "$SRC/lib/tests/consumer" -B "$b-consumer" -DCMAKE_PREFIX_PATH="$p" \
         -DCMAKE_BUILD_TYPE=Release > "$b-consumer.log" 2>&1 \
         || { cat "$b-consumer.log"; fail "$name: find_package(fastpe) failed"; }
     cmake --build "$b-consumer" > "$b-consumer-build.log" 2>&1 \
@@ -56,7 +59,7 @@ build() {  # name cc cmake-args... -> configure, build, ctest, install, move, co
         $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs $static fastpe) -lm \
         || fail "$name: the pkg-config C consumer does not build"
     # shellcheck disable=SC2046
-    c++ -o "$b/pc_cxx" "$SRC/lib/tests/consumer/main.cpp" \
+    $cxx -o "$b/pc_cxx" "$SRC/lib/tests/consumer/main.cpp" \
         $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs $static fastpe) \
         || fail "$name: the pkg-config C++ consumer does not build"
     LD_LIBRARY_PATH="$p/lib:$p/lib64" "$b/pc_c"
