@@ -76,11 +76,11 @@ int pe_set_idle_teams(int on) {
 #define IDLE_WINDOW_NS 100000000LL /* 100 ms: /proc/stat counts 10 ms ticks */
 
 static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
-static long long idle_at_ns = -1;   /* when the last sample was taken (monotonic) */
-static long long idle_busy = 0;     /* its busy ticks of this process's cores */
-static long long idle_total = 0;    /* its total ticks of those cores */
-static long long idle_self_ns = 0;  /* its CPU time of this process */
-static int idle_cap = 1 << 30;      /* cores idle over the last window (none yet: all) */
+static long long idle_at_ns = -1;  /* when the last sample was taken (monotonic) */
+static long long idle_busy = 0;    /* its busy ticks of this process's cores */
+static long long idle_total = 0;   /* its total ticks of those cores */
+static long long idle_self_ns = 0; /* its CPU time of this process */
+static int idle_cap = 1 << 30;     /* cores idle over the last window (none yet: all) */
 
 static long long now_ns(clockid_t clock) {
     struct timespec ts;
@@ -143,7 +143,8 @@ int pe_idle_team(int nt) {
                     double others = (double)db / per_core - own;
                     double idle = n - (others > 0 ? others : 0);
                     /* a core counts when at least 3/4 of it was idle */
-                    __atomic_store_n(&idle_cap, idle < 1 ? 1 : (int)(idle + 0.25), __ATOMIC_RELAXED);
+                    __atomic_store_n(&idle_cap, idle < 1 ? 1 : (int)(idle + 0.25),
+                                     __ATOMIC_RELAXED);
                 }
                 idle_at_ns = t;
                 idle_busy = busy;
