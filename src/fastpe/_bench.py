@@ -458,17 +458,17 @@ def busy_calls(quick: bool = False) -> dict[str, Callable[[int | None], object]]
 
 
 def _one_vs_default(fn: Callable[[int | None], object], rounds: int, n: int) -> dict:
-    """Times of ``n`` calls on one thread, then ``n`` with the default team,
-    ``rounds`` times over: the median and the maximum of each."""
+    """Times of ``rounds * n`` calls on one thread and as many with the default
+    team, alternated call by call (the machine's own load drifts; both see the
+    same): the median and the maximum of each."""
     times: dict[str, list[float]] = {"1": [], "default": []}
     fn(1)
     fn(None)
-    for _ in range(rounds):
+    for _ in range(rounds * n):
         for key, nt in (("1", 1), ("default", None)):
-            for _ in range(n):
-                t0 = time.perf_counter()
-                fn(nt)
-                times[key].append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            fn(nt)
+            times[key].append(time.perf_counter() - t0)
     return {
         key: {"median_s": float(np.median(v)), "max_s": float(np.max(v))}
         for key, v in times.items()
