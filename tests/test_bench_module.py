@@ -167,8 +167,10 @@ def test_busy_section(monkeypatch):
     checks = {c[0]: c for c in _bench.busy_targets(busy)}
     for name in busy["states"]["idle"]:
         assert checks[f"{name}: idle speed-up"][1] == 2.0
-    verdicts = sorted((c[2], c[4]) for c in checks.values() if c[3] == "max")
-    assert verdicts == [(1.25, False)] * 4 + [(1.25, True)] * 4
+    # default / one thread: 1.1 beside the nice 19 loops (within 1.25), 1.5 at nice 0
+    for what, value, bound, kind, ok in checks.values():
+        if kind == "max":
+            assert bound == 1.25 and ok == ("nice 19" in what), (what, value)
     lines = _bench.format_busy(busy)
     assert any("busy nice 19" in line and "1.10" in line for line in lines)
 
