@@ -19,7 +19,16 @@ def test_competitor_formulas_are_the_sinusoidal_table():
 
 def test_quick_run_prints_table(capsys):
     rc = _bench.main(
-        ["--quick", "--size", "16x8", "--no-add-to", "--no-small", "--no-rope", "--no-progress"]
+        [
+            "--quick",
+            "--size",
+            "16x8",
+            "--no-add-to",
+            "--no-small",
+            "--no-rope",
+            "--no-busy",
+            "--no-progress",
+        ]
     )
     out = capsys.readouterr().out
     assert rc == 0
@@ -38,6 +47,7 @@ def test_json_output(capsys):
             "--no-add-to",
             "--no-small",
             "--no-rope",
+            "--no-busy",
             "--no-progress",
             "--json",
         ]
@@ -100,6 +110,10 @@ def test_rope_section(monkeypatch, capsys):
         ("apply_rope q, k / np.copyto q, k", 0.5, True),
         ("apply_rope decoding step (us)", 1000.0, False),
         ("apply_rope vs NumPy rotate_half", 3.0, False),
+        # every other layout against the same copy (2 ms): 4, 5, 6 ms
+        ("apply_rope heads-first interleaved / np.copyto q, k", 2.0, False),
+        ("apply_rope positions-first half / np.copyto q, k", 2.5, False),
+        ("apply_rope positions-first interleaved / np.copyto q, k", 3.0, False),
     ]
     machine = {"platform": "p", "processor": "x", "cpu_count": 2, "python": "3"}
     text = _bench.format_table(
@@ -115,8 +129,60 @@ def test_add_to_comparison_small():
         "fastpe.add_to positions=",
         "NumPy x*=s; x+=table",
         "NumPy x*=s; x+=table[positions]",
+        "fastpe.add_to(x) [scale 1]",
+        "np.add(x, table, out=x) [limit]",
     }
     assert all(t > 0 for t in res["median_s"].values())
+
+
+def test_busy_section(monkeypatch):
+    """The busy column: every kind of call in every state, its verdict from the
+    ratio of the medians, and background processes that are gone afterwards."""
+    seen = []
+
+    def fake(fn, rounds, n):
+        state = len(seen) // 4  # calls in order: 4 kinds per state
+        seen.append(fn)
+        one = 1e-3
+        return {
+            "1": {"median_s": one, "max_s": 2 * one},
+            "default": {"median_s": one * (0.5, 1.1, 1.5)[state], "max_s": 9e-3},
+        }
+
+    monkeypatch.setattr(_bench, "_one_vs_default", fake)
+    spinners = []
+    real = _bench.Spinners.__exit__
+
+    def exit_and_check(self, *exc):
+        spinners.extend(self.procs)
+        real(self, *exc)
+
+    monkeypatch.setattr(_bench.Spinners, "__exit__", exit_and_check)
+    busy = _bench.measure_busy(quick=True)
+    assert busy["quick"] and len(seen) == 12 and len(spinners) == 2 * busy["spinners"]
+    # every background process was killed and reaped
+    assert all(p.returncode is not None for p in spinners)
+    assert {c[3] for c in _bench.busy_targets(busy)} == {"info", "info-max"}
+    busy["quick"] = False  # the full shapes' verdicts
+    checks = {c[0]: c for c in _bench.busy_targets(busy)}
+    for name in busy["states"]["idle"]:
+        assert checks[f"{name}: idle speed-up"][1] == 2.0
+    # default / one thread: 1.1 beside the nice 19 loops (within 1.25), 1.5 at nice 0
+    for what, value, bound, kind, ok in checks.values():
+        if kind == "max":
+            assert bound == 1.25 and ok == ("nice 19" in what), (what, value)
+    lines = _bench.format_busy(busy)
+    assert any("busy nice 19" in line and "1.10" in line for line in lines)
+
+
+def test_spinners_run_and_stop():
+    import os
+
+    with _bench.Spinners(19, 2, settle=0.5) as sp:
+        for p in sp.procs:
+            assert p.poll() is None
+            assert os.getpriority(os.PRIO_PROCESS, p.pid) == 19
+    assert all(p.returncode is not None for p in sp.procs)
 
 
 @pytest.mark.parametrize("bad", ["4096", "0x5", "axb", "1x2x3"])

@@ -83,6 +83,8 @@ int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
         int cpus = pe_usable_cpus();
         if (nt > cpus)
             nt = cpus;
+        if (num_threads <= 0)
+            nt = pe_idle_team(nt); /* a default team leaves busy cores alone */
     }
     if (nt > N)
         nt = (int)N;

@@ -164,6 +164,8 @@ PE_HIDDEN int pe_forked_child(void);
 PE_HIDDEN void pe_set_cpu_quota(int n);
 PE_HIDDEN int pe_cgroup_cpu_quota(void);
 PE_HIDDEN int pe_max_threads(void);
+PE_HIDDEN int pe_idle_team(int nt);
+PE_HIDDEN int pe_set_idle_teams(int on);
 PE_HIDDEN int pe_openmp_version(void);
 
 PE_HIDDEN const char *pe_strerror(int code);

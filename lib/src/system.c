@@ -53,6 +53,117 @@ int pe_max_threads(void) {
 
 int pe_openmp_version(void) { return FASTPE_OPENMP_VERSION; }
 
+/* Default teams on a busy machine.  A team thread that the scheduler has not
+ * run yet holds every other thread at the region's barriers for up to a
+ * scheduler slice (milliseconds), so a two-thread fill beside one busy process
+ * costs many times a one-thread fill.  A default-sized team (num_threads not
+ * given) therefore takes only the cores that other processes left idle
+ * recently: CPU time of this process's cores from /proc/stat, less this
+ * process's own CPU time (its team threads, spinning ones included), over at
+ * least IDLE_WINDOW_NS, re-read at most that often.  The estimate only sizes
+ * the team; every entry is computed the same way by any team. */
+static volatile int idle_teams_on = 1;
+
+int pe_set_idle_teams(int on) {
+    int old = idle_teams_on;
+    idle_teams_on = on != 0;
+    return old;
+}
+
+#if defined(__linux__) && defined(CPU_COUNT)
+#include <time.h>
+
+#define IDLE_WINDOW_NS 100000000LL /* 100 ms: /proc/stat counts 10 ms ticks */
+
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static long long idle_at_ns = -1;  /* when the last sample was taken (monotonic) */
+static long long idle_busy = 0;    /* its busy ticks of this process's cores */
+static long long idle_total = 0;   /* its total ticks of those cores */
+static long long idle_self_ns = 0; /* its CPU time of this process */
+static int idle_cap = 1 << 30;     /* cores idle over the last window (none yet: all) */
+
+static long long now_ns(clockid_t clock) {
+    struct timespec ts;
+    if (clock_gettime(clock, &ts) != 0)
+        return -1;
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Busy and total ticks of the cores in set, summed from /proc/stat's per-core
+ * lines ("cpuN user nice system idle iowait irq softirq steal ..."); 0 if the
+ * file cannot be read.  Steal counts as busy: the hypervisor ran something
+ * else there. */
+static int read_ticks(const cpu_set_t *set, long long *busy, long long *total) {
+    FILE *f = fopen("/proc/stat", "r");
+    char line[512];
+    int seen = 0;
+    *busy = *total = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long long v[8] = {0};
+        int cpu;
+        if (strncmp(line, "cpu", 3) != 0)
+            break; /* the per-core lines come first */
+        if (line[3] < '0' || line[3] > '9')
+            continue; /* the all-cores line */
+        if (sscanf(line + 3, "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 5)
+            continue;
+        if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, set))
+            continue;
+        long long idle = (long long)(v[3] + v[4]);
+        long long all = (long long)(v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7]);
+        *busy += all - idle;
+        *total += all;
+        seen = 1;
+    }
+    fclose(f);
+    return seen;
+}
+
+int pe_idle_team(int nt) {
+    cpu_set_t set;
+    long long busy, total;
+    if (!idle_teams_on || nt <= 1)
+        return nt;
+    long long t = now_ns(CLOCK_MONOTONIC);
+    if (t >= 0 && pthread_mutex_trylock(&idle_lock) == 0) {
+        /* another caller taking a sample: this one uses the last estimate */
+        if (idle_at_ns < 0 || t - idle_at_ns >= IDLE_WINDOW_NS) {
+            long long self = now_ns(CLOCK_PROCESS_CPUTIME_ID);
+            if (sched_getaffinity(0, sizeof(set), &set) == 0 && self >= 0 &&
+                read_ticks(&set, &busy, &total)) {
+                int n = CPU_COUNT(&set);
+                long long db = busy - idle_busy, dt = total - idle_total;
+                if (idle_at_ns >= 0 && dt > 0 && n > 0) {
+                    /* ticks per core over the window, and this process's share in ticks */
+                    double per_core = (double)dt / n;
+                    double own = (double)(self - idle_self_ns) / (double)(t - idle_at_ns);
+                    double others = (double)db / per_core - own;
+                    double idle = n - (others > 0 ? others : 0);
+                    /* a core counts when at least 3/4 of it was idle */
+                    __atomic_store_n(&idle_cap, idle < 1 ? 1 : (int)(idle + 0.25),
+                                     __ATOMIC_RELAXED);
+                }
+                idle_at_ns = t;
+                idle_busy = busy;
+                idle_total = total;
+                idle_self_ns = self;
+            }
+        }
+        pthread_mutex_unlock(&idle_lock);
+    }
+    int k = __atomic_load_n(&idle_cap, __ATOMIC_RELAXED);
+    return k < nt ? k : nt;
+}
+
+static void idle_sample(void) { (void)pe_idle_team(2); }
+#else
+int pe_idle_team(int nt) { return nt; }
+static void idle_sample(void) {}
+#endif
+
 /* Fork guard.  GNU libgomp's thread pool does not survive fork(): the child has
  * only the forking thread, but the pool's bookkeeping still lists the parent's
  * workers, so a 2+-thread team in the child waits for them forever.  A
@@ -204,6 +315,7 @@ static void init_once(void) {
     pe_default_stream_bytes(&f64, &f32);
     pe_set_stream_bytes(f64, f32, NULL, NULL);
     pe_set_cpu_quota(pe_cgroup_cpu_quota());
+    idle_sample(); /* the first window starts here */
     init_error = install_fork_guard();
 }
 

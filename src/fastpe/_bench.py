@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -227,6 +228,9 @@ def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: boo
     }
 
 
+ADD_LIMIT = "np.add(x, table, out=x) [limit]"
+
+
 def measure_add_to(shape, *, quick: bool = False) -> dict:
     """Fused ``fastpe.add_to`` against the best NumPy equivalents with a precomputed
     table, on the same (batch, seq_len, d_model) float32 array, in one run."""
@@ -246,12 +250,16 @@ def measure_add_to(shape, *, quick: bool = False) -> dict:
         np.multiply(x, scale, out=x)
         np.add(x, table[positions], out=x)
 
+    # x += PE against np.add of the precomputed table: one read and one write of
+    # x, the memory limit (each call adds values in [-1, 1]: x stays finite)
     res = _median_times(
         {
             "fastpe.add_to": lambda: _api.add_to(x, scale=0.5),
             "fastpe.add_to positions=": lambda: _api.add_to(x, positions=positions, scale=0.5),
             "NumPy x*=s; x+=table": numpy_broadcast,
             "NumPy x*=s; x+=table[positions]": numpy_gather,
+            "fastpe.add_to(x) [scale 1]": lambda: _api.add_to(x),
+            ADD_LIMIT: lambda: np.add(x, table, out=x),
         },
         min_repeats,
         budget,
@@ -304,6 +312,20 @@ def measure_rope(*, quick: bool = False) -> dict:
             numpy_rotate_half(k, cos, sin),
         ),
     }
+    # every layout: heads before positions (above) or positions before heads,
+    # half-split or interleaved pairs, each against the same copy pass
+    qp = np.ascontiguousarray(q.transpose(0, 2, 1, 3))
+    kp = np.ascontiguousarray(k.transpose(0, 2, 1, 3))
+    for axis, (a, b) in (("heads-first", (q, k)), ("positions-first", (qp, kp))):
+        for layout in ("half", "interleaved"):
+            if (axis, layout) != ("heads-first", "half"):
+                fns[f"apply_rope {axis} {layout}"] = partial(
+                    _rope.apply_rope,
+                    a,
+                    b,
+                    seq_axis=-2 if axis == "heads-first" else 1,
+                    layout=layout,
+                )
     apply_rotary_pos_emb = _transformers_apply()
     if apply_rotary_pos_emb is not None:
         import torch
@@ -322,6 +344,14 @@ def measure_rope(*, quick: bool = False) -> dict:
     return {"shape": list(shape), "dtype": "float32", "median_s": med}
 
 
+ROPE_LAYOUTS = [
+    f"apply_rope {axis} {layout}"
+    for axis in ("heads-first", "positions-first")
+    for layout in ("half", "interleaved")
+    if (axis, layout) != ("heads-first", "half")
+]
+
+
 def rope_targets(rope: dict) -> list[tuple[str, float, float, str, bool]]:
     med = rope["median_s"]
     fp = med["fastpe.apply_rope(q, k)"]
@@ -337,6 +367,16 @@ def rope_targets(rope: dict) -> list[tuple[str, float, float, str, bool]]:
         ("apply_rope decoding step (us)", med["fastpe decoding step"] * 1e6, 5.0, "max"),
         ("apply_rope vs NumPy rotate_half", med["NumPy rotate_half formula"] / fp, 5.0, "info"),
     ]
+    for name in ROPE_LAYOUTS:
+        if name in med:
+            checks.append(
+                (
+                    f"{name} / np.copyto q, k",
+                    med[name] / med["np.copyto q and k [memory pass]"],
+                    1.0,
+                    "max" if full else "info-max",
+                )
+            )
     if "transformers apply_rotary_pos_emb" in med:
         checks.append(
             (
@@ -350,6 +390,149 @@ def rope_targets(rope: dict) -> list[tuple[str, float, float, str, bool]]:
         (what, v, bound, kind, v <= bound if kind.endswith("max") else v >= bound)
         for what, v, bound, kind in checks
     ]
+
+
+# --------------------------------------------------------------------------- busy machine
+
+# A process that keeps one core busy until it is killed: the background load of
+# the busy column (niceness set by the child itself, so no pre-exec hook runs
+# in this possibly threaded process).
+_SPIN = "import os, sys\nos.nice(int(sys.argv[1]))\nwhile True:\n    pass\n"
+
+BUSY_STATES = [("idle", None), ("busy nice 19", 19), ("busy nice 0", 0)]
+
+
+class Spinners:
+    """``count`` busy-looping processes at niceness ``nice`` while the block runs
+    (none for ``nice=None``).  They are killed and reaped on the way out, on
+    errors and KeyboardInterrupt too."""
+
+    def __init__(self, nice: int | None, count: int, settle: float = 0.3) -> None:
+        self.nice, self.count, self.settle = nice, count, settle
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> Spinners:
+        if self.nice is not None:
+            for _ in range(self.count):
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, "-c", _SPIN, str(self.nice)],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+        # the spinners start, and a default team has seen them (or their end)
+        time.sleep(self.settle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []
+
+
+def busy_calls(quick: bool = False) -> dict[str, Callable[[int | None], object]]:
+    """One call of each kind, given its num_threads: a table into out=, add_to,
+    apply_rope on q and k (positions before heads) and rope_cache."""
+    rng = np.random.default_rng(0)
+    S, D = (1024, 512) if quick else (4096, 1024)
+    out = np.empty((S, D), np.float32)
+    x = rng.standard_normal((2, 1024, 512) if quick else (8, 2048, 1024), dtype=np.float32)
+    qshape = (1, 1024, 8, 128) if quick else (1, 4096, 32, 128)
+    q = rng.standard_normal(qshape, dtype=np.float32)
+    k = rng.standard_normal(qshape, dtype=np.float32)
+    cache_len = 4096 if quick else 16384
+    return {
+        f"table {S}x{D} float32 out=": lambda nt: _api.sinusoidal(S, D, out=out, num_threads=nt),
+        f"add_to {'x'.join(map(str, x.shape))} float32": lambda nt: _api.add_to(x, num_threads=nt),
+        f"apply_rope q, k {'x'.join(map(str, qshape))}": lambda nt: _rope.apply_rope(
+            q, k, seq_axis=1, num_threads=nt
+        ),
+        f"rope_cache 128 x {cache_len}": lambda nt: _rope.rope_cache(
+            128, seq_len=cache_len, num_threads=nt
+        ),
+    }
+
+
+def _one_vs_default(fn: Callable[[int | None], object], rounds: int, n: int) -> dict:
+    """Times of ``rounds * n`` calls on one thread and as many with the default
+    team, alternated call by call (the machine's own load drifts; both see the
+    same): the median and the maximum of each."""
+    times: dict[str, list[float]] = {"1": [], "default": []}
+    fn(1)
+    fn(None)
+    for _ in range(rounds * n):
+        for key, nt in (("1", 1), ("default", None)):
+            t0 = time.perf_counter()
+            fn(nt)
+            times[key].append(time.perf_counter() - t0)
+    return {
+        key: {"median_s": float(np.median(v)), "max_s": float(np.max(v))}
+        for key, v in times.items()
+    }
+
+
+def busy_spinner_count() -> int:
+    """One background process per two usable cores (at least one)."""
+    return max(1, _api.build_info()["usable_cpus"] // 2)
+
+
+def measure_busy(*, quick: bool = False) -> dict:
+    """Each kind of call on one thread and with the default team, on this
+    machine as it is ("idle") and beside one busy-looping process per two cores
+    at ``nice 19`` and, separately, at ``nice 0``; the benchmark starts and
+    stops those processes itself.  Medians and maxima: a team thread the
+    scheduler has not run yet stalls a call for a scheduler slice."""
+    rounds, n = (2, 3) if quick else (3, 10)
+    calls = busy_calls(quick)
+    count = busy_spinner_count()
+    out: dict = {"spinners": count, "quick": quick, "states": {}}
+    for state, nice in BUSY_STATES:
+        with Spinners(nice, count):
+            out["states"][state] = {
+                name: _one_vs_default(fn, rounds, n) for name, fn in calls.items()
+            }
+    return out
+
+
+def busy_targets(busy: dict) -> list[tuple[str, float, float, str, bool]]:
+    """Busy states: the default call's median over the one-thread call's, at
+    most 1.25 (the full shapes; "info-max" for --quick).  Idle: the speed-up."""
+    checks = []
+    for state, calls in busy["states"].items():
+        for name, r in calls.items():
+            ratio = r["default"]["median_s"] / r["1"]["median_s"]
+            if state == "idle":
+                checks.append((f"{name}: idle speed-up", 1 / ratio, 1.0, "info"))
+            else:
+                kind = "info-max" if busy["quick"] else "max"
+                checks.append((f"{name}: {state}, default / 1 thread", ratio, 1.25, kind))
+    return [
+        (what, v, bound, kind, v <= bound if kind.endswith("max") else v >= bound)
+        for what, v, bound, kind in checks
+    ]
+
+
+def format_busy(busy: dict) -> list[str]:
+    lines = [
+        "",
+        f"Busy machine ({busy['spinners']} background busy loop(s) per state; ms, median / max):",
+    ]
+    hdr = f"  {'call':<36} {'state':<13} {'1 thread':>16} {'default':>16} {'ratio':>6}"
+    lines.append(hdr)
+    for state, calls in busy["states"].items():
+        for name, r in calls.items():
+            one, dflt = r["1"], r["default"]
+            lines.append(
+                f"  {name:<36} {state:<13} "
+                f"{one['median_s'] * 1e3:>7.2f} / {one['max_s'] * 1e3:>6.1f} "
+                f"{dflt['median_s'] * 1e3:>7.2f} / {dflt['max_s'] * 1e3:>6.1f} "
+                f"{dflt['median_s'] / one['median_s']:>6.2f}"
+            )
+    return lines
 
 
 # --------------------------------------------------------------------------- small calls
@@ -606,6 +789,15 @@ def targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
                 "min",
             )
         )
+        if ADD_LIMIT in a:
+            checks.append(
+                (
+                    f"add_to {tag}: add_to(x) / np.add(x, table)",
+                    a["fastpe.add_to(x) [scale 1]"] / a[ADD_LIMIT],
+                    1.2,
+                    "max",
+                )
+            )
     return [
         (what, v, bound, kind, (v >= bound) if kind in ("min", "info") else (v <= bound))
         for what, v, bound, kind in checks
@@ -617,6 +809,7 @@ def all_targets(result: dict) -> list[tuple[str, float, float, str, bool]]:
         targets(result)
         + (small_targets(result["small"]) if result.get("small") else [])
         + (rope_targets(result["rope"]) if result.get("rope") else [])
+        + (busy_targets(result["busy"]) if result.get("busy") else [])
     )
 
 
@@ -671,13 +864,16 @@ def format_table(result: dict) -> str:
         for name, t in r["median_s"].items():
             unit = (t * 1e6, "us") if name == "fastpe decoding step" else (t * 1e3, "ms")
             lines.append(f"  {name:<52} {unit[0]:>9.2f} {unit[1]}")
+    if result.get("busy"):
+        lines.extend(format_busy(result["busy"]))
     lines.append("")
     lines.append("Targets, from this run:")
     checks = all_targets(result)
+    width = max([52] + [len(c[0]) for c in checks])
     for what, v, bound, kind, ok in checks:
         verdict = "info" if kind.startswith("info") else ("PASS" if ok else "FAIL")
         lines.append(
-            f"  {verdict:<4}  {what:<52} {v:8.2f}  (target "
+            f"  {verdict:<4}  {what:<{width}} {v:8.2f}  (target "
             f"{'<=' if kind.endswith('max') else '>='} {bound:g})"
         )
     if not checks:
@@ -726,6 +922,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--no-rope", action="store_true", help="skip RoPE (apply_rope on q and k, one step)"
+    )
+    parser.add_argument(
+        "--no-busy",
+        action="store_true",
+        help="skip the busy-machine column (calls beside background busy loops)",
     )
     parser.add_argument(
         "--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)"
@@ -786,6 +987,8 @@ def run(args: argparse.Namespace) -> int:
         result["small"] = measure_small(quick=args.quick)
     if not args.no_rope:
         result["rope"] = measure_rope(quick=args.quick)
+    if not args.no_busy:
+        result["busy"] = measure_busy(quick=args.quick)
     if args.json:
         checks = all_targets(result)
         result["targets"] = [

@@ -82,6 +82,22 @@ def max_threads():
     return pe_max_threads()
 
 
+def default_team():
+    """Threads a large call with ``num_threads=None`` would use now: ``max_threads()``,
+    less the cores other processes kept busy over the last 0.1 s or more (Linux;
+    see ``_set_idle_teams``)."""
+    return pe_idle_team(pe_max_threads())
+
+
+def _set_idle_teams(bint on):
+    """Size default teams (``num_threads=None``) from the cores other processes left
+    idle (on by default) or take every usable core; returns the old setting.  A
+    team thread that the scheduler has not run yet stalls the whole call for a
+    scheduler slice, so on a busy machine a smaller team is the faster one.  For
+    tests and measurements: the team size never changes the results."""
+    return bool(pe_set_idle_teams(on))
+
+
 def usable_cpus():
     """Cores this process may run on now (affinity mask, cgroup CPU quota)."""
     return pe_usable_cpus()
