@@ -329,7 +329,8 @@ def configs(draw, rope_type: str):
         params["factor"] = draw(number(1.0, 64.0))
         maybe("low_freq_factor", number(0.25, 4.0), True)
         low = params.get("low_freq_factor")
-        above = low + draw(st.floats(0.01, 10.0)) if isinstance(low, (int, float)) else 4.0
+        finite = isinstance(low, (int, float)) and abs(low) < 1e300  # (not NaN, inf, 10**400)
+        above = low + draw(st.floats(0.01, 10.0)) if finite else 4.0
         maybe("high_freq_factor", st.just(above) | number(0.5, 16.0), True)
     if rope_type == "longrope":
         prf = params.get("partial_rotary_factor", 1.0)
