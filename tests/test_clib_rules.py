@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import event, given, settings
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 import fastpe
@@ -350,7 +350,6 @@ def configs(draw, rope_type: str):
 
 
 @pytest.mark.parametrize("rope_type", ROPE_TYPES)
-@settings(max_examples=300)
 @given(data=st.data())
 def test_generated_parameters_good_and_bad(rope_type, data):
     """Bitwise the same frequencies, or refused by both."""

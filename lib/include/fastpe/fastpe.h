@@ -265,10 +265,10 @@ FASTPE_API int fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int6
  * where transformers reads None as absent) is NaN for the double fields, NULL for
  * the lists, FASTPE_ROPE_UNSET for the int64 fields and -1 for truncate: the
  * initialiser's values.  A field that the rope_type does not read must stay
- * absent (fastpe.rope_frequencies refuses an unknown key), and so may not be
- * NaN on purpose: a NaN value is read as absent.  mscale and mscale_all_dim of
- * 0 also mean absent (transformers reads them by truth value), but a 0 is a key
- * given.  Codes: FASTPE_ENULL (a NULL pointer), FASTPE_ESIZE (head_dim outside
+ * absent (fastpe.rope_frequencies refuses an unknown key).  NaN is never a
+ * value: a NaN field reads as absent.  mscale and mscale_all_dim of 0 mean no
+ * mscale (transformers reads them by truth value), but a 0 is a key given.
+ * Codes: FASTPE_ENULL (a NULL pointer), FASTPE_ESIZE (head_dim outside
  * 2 .. 2^31, capacity < nf), FASTPE_EBASE (frequencies that are not finite
  * numbers in [0, 1e280], or dynamic's base not finite and > 0), FASTPE_EINVAL
  * (any other value or combination the Python rules refuse, and a size this
