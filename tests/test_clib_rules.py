@@ -14,12 +14,12 @@ nothing written -- and the other way round.  Values the struct cannot hold
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from test_rope import generated_configs
 
 import fastpe
 from fastpe import kernel
@@ -269,9 +269,6 @@ def test_real_configs(model, precision):
 def test_generated_configs():
     """tests/test_rope.py's seeded sweep of every rule (compared there with
     transformers), in both precisions."""
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-    from test_rope import generated_configs
-
     for rope_type, params, head_dim, mpe, seq_len in generated_configs(40):
         for precision in PRECISIONS:
             got = compare(head_dim, {"rope_type": rope_type, **params}, mpe, seq_len, precision)
