@@ -2,7 +2,8 @@
 
 lib/tests/digest.c sweeps dtype x layout x width x offset (negative, near the
 limit) x positions x thread counts, for every convention and for RoPE (the cache
-and the rotation of both tensor layouts, from explicit frequencies), and writes
+and the rotation of both tensor layouts, from explicit frequencies; the caches
+of handles made from each rope_type's rule), and writes
 one digest per case to lib/tests/digests.txt; ctest (tools/test_clib.sh)
 compares the static, shared and serial builds with that file.  Here the same
 digests are computed from the Python functions' arrays: the committed file is
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -110,7 +112,69 @@ def _compute_rope(kind: str, dtype, layout: str, nf: int, S: int, offset: int, a
     return x
 
 
+# digest.c's rule_params: one model's rope_parameters (and max_position_embeddings)
+# per rope_type, at head_dim
+RULES = {
+    "default": (128, {"rope_theta": 500000.0}, None),
+    "linear": (96, {"rope_type": "linear", "factor": 4.0, "partial_rotary_factor": 0.5}, None),
+    "dynamic": (64, {"rope_type": "dynamic", "factor": 2.0}, 64),
+    "yarn": (
+        64,
+        {
+            "rope_type": "yarn",
+            "factor": 40.0,
+            "original_max_position_embeddings": 4096,
+            "mscale": 0.707,
+            "mscale_all_dim": 1.0,
+        },
+        None,
+    ),
+    "longrope": (
+        16,
+        {
+            "rope_type": "longrope",
+            "short_factor": [1.0 + i / 8.0 for i in range(8)],
+            "long_factor": [1.0 + 3.0 * i for i in range(8)],
+            "factor": 8.0,
+            "original_max_position_embeddings": 100,
+        },
+        None,
+    ),
+    "llama3": (
+        128,
+        {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        None,
+    ),
+}
+
+
+def _compute_rule(kind: str, dtype, layout: str, head_dim: int, S: int, offset: int, bits: int):
+    """digest.c's sweep_rules through fastpe.rope_cache with rope_parameters."""
+    want_dim, params, mpe = RULES[kind.removeprefix("rope_rule_")]
+    assert head_dim == want_dim
+    cos, sin = fastpe.rope_cache(
+        head_dim,
+        params,
+        seq_len=S,
+        offset=offset,
+        layout="half" if layout == "split" else "interleaved",
+        dtype=dtype,
+        max_position_embeddings=mpe,
+        precision=f"float{bits}",
+    )
+    return np.stack([cos, sin])
+
+
 def _compute(kind: str, dtype, layout: str, d: int, S: int, offset: int, base: float):
+    if kind.startswith("rope_rule_"):
+        return _compute_rule(kind, dtype, layout, d, S, offset, int(base))
     if kind.startswith("rope"):
         return _compute_rope(kind, dtype, layout, d, S, offset, base)
     if kind.startswith("spec"):
@@ -140,9 +204,15 @@ def test_the_committed_file_covers_the_sweep():
         "spec",
         "spec_add",
         "spec_positions",
-    } | {f"rope_{k}{p}" for k in ("cache", "bshd", "bhsd") for p in ("", "_positions")}
+    } | {f"rope_{k}{p}" for k in ("cache", "bshd", "bhsd") for p in ("", "_positions")} | {
+        f"rope_rule_{t}" for t in RULES
+    }
     conventions = {line.split()[2] for line in lines if line.startswith("spec")}
-    rope = [line.split() for line in lines if line.startswith("rope")]
+    rope = [line.split() for line in lines if line.startswith("rope") and "_rule_" not in line]
+    rules = [line.split() for line in lines if line.startswith("rope_rule_")]
+    assert {(f[0], f[6]) for f in rules} == {
+        (f"rope_rule_{t}", b) for t in RULES for b in ("32", "64")
+    }
     assert {int(f[3]) % 2 for f in rope} == {0, 1}  # odd and even nf
     assert {f[6] for f in rope} == {"1", "1.25"}  # attention factor 1 and another
     assert {f[2] for f in rope} == {"interleaved", "split"}
@@ -200,3 +270,20 @@ def test_ctrl_c_interrupts_a_long_rotation():
     words = r.stdout.split()
     assert words[0] == "interrupted", r.stdout
     assert int(words[1]) > 0, "every row was rotated before the interrupt was seen"
+
+
+def test_every_code_has_its_message():
+    """fastpe.kernel.ERROR_MESSAGES holds the library's message for every code its
+    header defines: a code added later without a message (or beyond the range the
+    binding reads) fails here."""
+    header = (DIGESTS.parent.parent / "include" / "fastpe" / "fastpe.h").read_text()
+    codes = {
+        name: int(value)
+        for name, value in re.findall(r"^#define (FASTPE_E[A-Z]+)\s+(\d+)", header, re.M)
+    }
+    assert codes["FASTPE_EHANDLE"] == 12 and len(codes) >= 12
+    for name, code in codes.items():
+        message = fastpe.kernel.ERROR_MESSAGES.get(code)
+        assert message is not None, f"{name} = {code} has no entry in ERROR_MESSAGES"
+        assert message and message != "unknown fastpe error code", f"{name} = {code}"
+    assert set(fastpe.kernel.ERROR_MESSAGES) == set(codes.values())

@@ -379,6 +379,8 @@ const char *pe_strerror(int code) {
         return "interrupted by the poll callback";
     case FASTPE_EINVAL:
         return "an argument is outside its documented values";
+    case FASTPE_EHANDLE:
+        return "not a live fastpe_spec or fastpe_rope handle";
     default:
         return "unknown fastpe error code";
     }

@@ -29,40 +29,41 @@
  * buffer they are copied from stays in L2). */
 #define STREAM_MAX_WIDTH 32768
 
-/* Tunables: written at initialisation and by the test setters only (never
- * while a fill runs).  Fills with less work than serial_below (in table
- * entries) run on the calling thread: waking a team whose workers went to
- * sleep between calls costs more than it saves (bench/serial_threshold.py). */
-static int64_t serial_below = 131072;
+/* Tunables: written at initialisation and by the test setters (relaxed
+ * atomics, pe_sys.h: a call running meanwhile sees either value).  Fills with
+ * less work than serial_below (in table entries) run on the calling thread:
+ * waking a team whose workers went to sleep between calls costs more than it
+ * saves (bench/serial_threshold.py). */
+static PE_RELAXED(int64_t) serial_below = 131072;
 /* Entries per chunk of an interruptible fill: a few ms of work for the plain
  * table, tens of ms at worst (one accurate evaluation per row, one thread). */
-static int64_t chunk_entries = (int64_t)1 << 23;
+static PE_RELAXED(int64_t) chunk_entries = (int64_t)1 << 23;
 /* Fills of at least this many bytes into memory the caller already has use
  * streaming stores (set from the cache size at initialisation). */
-static double stream_bytes_f64 = (double)(32 << 20);
-static double stream_bytes_f32 = (double)(64 << 20);
+static PE_RELAXED(double) stream_bytes_f64 = (double)(32 << 20);
+static PE_RELAXED(double) stream_bytes_f32 = (double)(64 << 20);
 
 int64_t pe_set_serial_below(int64_t work) {
-    int64_t old = serial_below;
-    serial_below = work;
+    int64_t old = pe_relaxed_load(&serial_below);
+    pe_relaxed_store(&serial_below, work);
     return old;
 }
 
 int64_t pe_set_chunk_entries(int64_t n) {
-    int64_t old = chunk_entries;
-    chunk_entries = n >= 1 ? n : 1;
+    int64_t old = pe_relaxed_load(&chunk_entries);
+    pe_relaxed_store(&chunk_entries, n >= 1 ? n : 1);
     return old;
 }
 
-int64_t pe_chunk_entries(void) { return chunk_entries; }
+int64_t pe_chunk_entries(void) { return pe_relaxed_load(&chunk_entries); }
 
 void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32) {
     if (old_f64 != NULL)
-        *old_f64 = stream_bytes_f64;
+        *old_f64 = pe_relaxed_load(&stream_bytes_f64);
     if (old_f32 != NULL)
-        *old_f32 = stream_bytes_f32;
-    stream_bytes_f64 = f64;
-    stream_bytes_f32 = f32;
+        *old_f32 = pe_relaxed_load(&stream_bytes_f32);
+    pe_relaxed_store(&stream_bytes_f64, f64);
+    pe_relaxed_store(&stream_bytes_f32, f32);
 }
 
 /* The team size of a fill of N rows of D entries (work: its cost in entries
@@ -73,7 +74,7 @@ int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
     int nt = num_threads;
     if (work < 0)
         work = N * D;
-    if (work < serial_below || N <= 1 || pe_forked_child())
+    if (work < pe_relaxed_load(&serial_below) || N <= 1 || pe_forked_child())
         return 1;
     if (nt <= 0)
         nt = pe_omp_max_threads();
@@ -289,7 +290,7 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
         f->nt = (int)f->units;
     if (f->nt < 1)
         f->nt = 1;
-    double stream_from = itemsize == 8 ? stream_bytes_f64 : stream_bytes_f32;
+    double stream_from = pe_relaxed_load(itemsize == 8 ? &stream_bytes_f64 : &stream_bytes_f32);
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
     f->per_thread = 3 * nf + (rq->add ? D : (f->stream ? 2 * D : 0));
@@ -355,7 +356,7 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
     int64_t step = f.units;
     if (poll != NULL) {
         int64_t per_unit = sp->d * (f.shared ? rq->nseq : 1);
-        step = per_unit < chunk_entries ? chunk_entries / per_unit : 1;
+        step = per_unit < pe_chunk_entries() ? pe_chunk_entries() / per_unit : 1;
     }
     int64_t u0 = 0;
     while (u0 < f.units) {

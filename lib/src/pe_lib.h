@@ -90,6 +90,9 @@ typedef int (*pe_poll_fn)(void *ctx);
 #define PE_EINTR   10
 #define PE_EINVAL  11
 #define PE_EHANDLE 12
+/* The highest code: fastpe.kernel.ERROR_MESSAGES holds 1 .. PE_ELAST (a test
+ * checks it against the header's list). */
+#define PE_ELAST PE_EHANDLE
 
 #define PE_MAX_WIDTH ((int64_t)1 << 40)
 

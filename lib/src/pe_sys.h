@@ -53,4 +53,22 @@ PE_INLINE void pe_mutex_lock(pe_mutex *m) { pthread_mutex_lock(m); }
 PE_INLINE void pe_mutex_unlock(pe_mutex *m) { pthread_mutex_unlock(m); }
 #endif
 
+/* The tunables (the fill's thresholds, the cgroup quota) are written by the
+ * test setters while other threads' calls may read them: relaxed atomics make
+ * that defined (a call sees the old value or the new one, never a torn one),
+ * at the cost of a plain load.  C11 <stdatomic.h> where the compiler has it;
+ * elsewhere (MSVC's C, C++) volatile: aligned 4- and 8-byte values are read
+ * and written whole on the platforms those builds target. */
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && !defined(__STDC_NO_ATOMICS__) &&   \
+    !defined(__cplusplus)
+#include <stdatomic.h>
+#define PE_RELAXED(T)          _Atomic T
+#define pe_relaxed_load(p)     atomic_load_explicit((p), memory_order_relaxed)
+#define pe_relaxed_store(p, v) atomic_store_explicit((p), (v), memory_order_relaxed)
+#else
+#define PE_RELAXED(T)          volatile T
+#define pe_relaxed_load(p)     (*(p))
+#define pe_relaxed_store(p, v) (*(p) = (v))
+#endif
+
 #endif /* FASTPE_PE_SYS_H */

@@ -17,9 +17,9 @@
 /* The CPU quota of this process's cgroup, in whole cores (0: none); written
  * once, at initialisation (and by the Python binding, which reads it the same
  * way and lets its tests substitute the files). */
-static int cpu_quota = 0;
+static PE_RELAXED(int) cpu_quota = 0;
 
-void pe_set_cpu_quota(int n) { cpu_quota = n > 0 ? n : 0; }
+void pe_set_cpu_quota(int n) { pe_relaxed_store(&cpu_quota, n > 0 ? n : 0); }
 
 /* Cores this process may run on.  Teams never exceed it: threads beyond the
  * cores only slow a fill down, and every thread libgomp cannot create (a task
@@ -35,8 +35,9 @@ int pe_usable_cpus(void) {
 #endif
     if (n < 1)
         n = pe_omp_num_procs();
-    if (cpu_quota > 0 && cpu_quota < n)
-        n = cpu_quota;
+    int quota = pe_relaxed_load(&cpu_quota);
+    if (quota > 0 && quota < n)
+        n = quota;
     return n < 1 ? 1 : n;
 }
 

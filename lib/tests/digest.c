@@ -7,8 +7,10 @@
  * x_init), positions / add_positions (row r at position offset + 2.5 r - 3),
  * and spec / spec_add / spec_positions, the same through a compiled spec, whose
  * lines name the convention in the layout field (custom: the knobs of custom()),
- * and the RoPE cache and rotations (rope_*, see sweep_rope: d_model is nf, base
- * the attention factor).
+ * the RoPE cache and rotations (rope_*, see sweep_rope: d_model is nf, base
+ * the attention factor), and the RoPE caches of handles from the rules
+ * (rope_rule_<rope_type>, see sweep_rules: d_model is head_dim, base the
+ * precision's bits).
  * Every case is filled with 1, 2 and 3 threads, which must agree bitwise.
  * With no argument the lines are printed; with the committed file as argument
  * they are compared with it (exit 1 on any difference).  tests/test_clib.py
@@ -403,6 +405,117 @@ static void sweep_rope(void) {
     }
 }
 
+/* RoPE handles from the rules (fastpe_rope_from_params), one model's config per
+ * rope_type: the cos and sin caches of S rows at offset, as rope_cache_* (the
+ * line's kind is rope_rule_<type>, d its head_dim, the base field the
+ * precision's bits).  The rule sees the sequence length offset + S, as
+ * fastpe.rope_cache gives it. */
+static const char *RULES[6] = {"default", "linear", "dynamic", "yarn", "longrope", "llama3"};
+static double short_factor[8], long_factor[8];
+
+static int64_t rule_params(int type, int64_t seq_len, int bits, fastpe_rope_params *p) {
+    int64_t head_dim = 64;
+    fastpe_rope_params_init(p);
+    p->rope_type = type;
+    p->precision = bits == 32 ? FASTPE_PRECISION_FLOAT32 : FASTPE_PRECISION_FLOAT64;
+    p->seq_len = seq_len;
+    switch (type) {
+    case FASTPE_ROPE_DEFAULT:
+        p->rope_theta = 500000.0;
+        head_dim = 128;
+        break;
+    case FASTPE_ROPE_LINEAR:
+        p->factor = 4.0;
+        p->partial_rotary_factor = 0.5;
+        head_dim = 96;
+        break;
+    case FASTPE_ROPE_DYNAMIC:
+        p->factor = 2.0;
+        p->max_position_embeddings = 64;
+        break;
+    case FASTPE_ROPE_YARN: /* DeepSeek's: an attention factor from mscale / mscale_all_dim */
+        p->factor = 40.0;
+        p->original_max_position_embeddings = 4096;
+        p->mscale = 0.707;
+        p->mscale_all_dim = 1.0;
+        break;
+    case FASTPE_ROPE_LONGROPE: /* long_factor beyond 100 positions */
+        for (int i = 0; i < 8; i++) {
+            short_factor[i] = 1.0 + i / 8.0;
+            long_factor[i] = 1.0 + 3.0 * i;
+        }
+        p->short_factor = short_factor;
+        p->long_factor = long_factor;
+        p->short_factor_len = p->long_factor_len = 8;
+        p->factor = 8.0;
+        p->original_max_position_embeddings = 100;
+        head_dim = 16;
+        break;
+    default: /* Llama 3.1's */
+        p->rope_theta = 500000.0;
+        p->factor = 8.0;
+        p->low_freq_factor = 1.0;
+        p->high_freq_factor = 4.0;
+        p->original_max_position_embeddings = 8192;
+        head_dim = 128;
+        break;
+    }
+    return head_dim;
+}
+
+static void one_rule(int type, int dt, int lay, int64_t S, int64_t off, int bits) {
+    fastpe_rope_params p;
+    fastpe_rope *h = NULL;
+    int64_t head_dim = rule_params(type, off + S, bits, &p), nf;
+    int err = fastpe_rope_from_params(&p, head_dim, &h);
+    size_t nbytes;
+    void *buf;
+    uint64_t hs[3];
+    char line[512];
+    if (err != FASTPE_OK) {
+        fprintf(stderr, "no RoPE handle for rope_type %s: %s\n", RULES[type], fastpe_strerror(err));
+        exit(2);
+    }
+    nf = fastpe_rope_rotary_dim(h) / 2;
+    nbytes = (size_t)(2 * S * 2 * nf) * ITEM[dt];
+    buf = malloc(nbytes + 8);
+    if (buf == NULL) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    for (int nt = 1; nt <= 3; nt++) {
+        err = run_rope("rope_cache", h, dt, lay, nf, S, off, nt, buf, NULL);
+        if (err != FASTPE_OK) {
+            fprintf(stderr, "rope_rule_%s %s: %s\n", RULES[type], DTYPES[dt], fastpe_strerror(err));
+            exit(2);
+        }
+        hs[nt - 1] = digest(buf, nbytes);
+    }
+    if (hs[0] != hs[1] || hs[0] != hs[2]) {
+        fprintf(stderr, "thread counts disagree: rope_rule_%s %s\n", RULES[type], DTYPES[dt]);
+        failures++;
+    }
+    snprintf(line, sizeof(line),
+             "rope_rule_%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %d %016" PRIx64 "\n",
+             RULES[type], DTYPES[dt], LAYOUTS[lay], head_dim, S, off, bits, hs[0]);
+    emit(line);
+    fastpe_rope_free(h);
+    free(buf);
+}
+
+static void sweep_rules(void) {
+    for (int type = 0; type < 6; type++) {
+        for (int bits = 32; bits <= 64; bits += 32) {
+            for (int lay = 0; lay < 2; lay++) {
+                for (int dt = 0; dt < 4; dt++) {
+                    one_rule(type, dt, lay, 5, 3, bits);
+                    one_rule(type, dt, lay, 300, 1000, bits);
+                }
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     static const int64_t widths[] = {1, 2, 3, 7, 64, 65, 257};
     static const int64_t lens[] = {1, 5, 300};
@@ -443,6 +556,7 @@ int main(int argc, char **argv) {
     }
     sweep_specs();
     sweep_rope();
+    sweep_rules();
     if (expected != NULL) {
         char extra[512];
         if (fgets(extra, sizeof(extra), expected) != NULL) {

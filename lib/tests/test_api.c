@@ -4,7 +4,7 @@
  * callback (rows done stay written, the rest untouched); a fork after a
  * parallel fill works in the child; threads share the plan cache (run under
  * ThreadSanitizer by tools/test_clib.sh, in the serial build).
- *     fastpe_test_api [errors|specs|rope|poll|fork|threads]...   (no argument: all)
+ *     fastpe_test_api [errors|specs|rope|rules|poll|fork|threads]...   (no argument: all)
  */
 #ifdef Py_PYTHON_H
 #error "the C library's tests must not include Python.h"
@@ -355,6 +355,156 @@ static void test_rope(void) {
     fastpe_rope_free((fastpe_rope *)(void *)junk); /* not a handle: left alone */
 }
 
+/* The RoPE rules: each refusal its code, nothing written (the frequencies, nf
+ * and the attention factor all live in buf). */
+static int rules(const fastpe_rope_params *p, int64_t head_dim, int64_t capacity) {
+    return fastpe_rope_frequencies(p, head_dim, (double *)buf, capacity, (int64_t *)(buf + 4096),
+                                   (double *)(buf + 4104));
+}
+
+static void test_rules(void) {
+    fastpe_rope_params p, q;
+    const double ones[4] = {1.0, 1.0, 1.0, 1.0}, zero4[4] = {1.0, 0.0, 1.0, 1.0};
+    double w[64], w64[32], att = 0.0;
+    int64_t nf = 0;
+    fastpe_rope *h, *g;
+    for (int code = 1; code <= FASTPE_EHANDLE; code++)
+        CHECK(strcmp(fastpe_strerror(code), fastpe_strerror(-1)) != 0, "no message for %d", code);
+    fastpe_rope_params_init(NULL); /* ignored */
+    fastpe_rope_params_init(&p);
+    CHECK(p.size == sizeof(p) && p.rope_type == FASTPE_ROPE_DEFAULT && isnan(p.rope_theta) &&
+              p.seq_len == FASTPE_ROPE_UNSET && p.truncate == -1 && p.short_factor == NULL,
+          "the initialiser's values");
+#define RULE(setup, head_dim, code, what)                                                          \
+    do {                                                                                           \
+        fastpe_rope_params_init(&q);                                                               \
+        setup;                                                                                     \
+        arm(), expect(rules(&q, head_dim, 64), code, what);                                        \
+    } while (0)
+    arm(), expect(rules(NULL, 64, 64), FASTPE_ENULL, "params NULL");
+    arm(),
+        expect(fastpe_rope_frequencies(&p, 64, NULL, 64, &nf, &att), FASTPE_ENULL, "inv_freq NULL");
+    arm(), expect(fastpe_rope_frequencies(&p, 64, (double *)buf, 64, NULL, &att), FASTPE_ENULL,
+                  "nf NULL");
+    arm(), expect(fastpe_rope_frequencies(&p, 64, (double *)buf, 64, &nf, NULL), FASTPE_ENULL,
+                  "attention_factor NULL");
+    arm(), expect(rules(&p, 64, 31), FASTPE_ESIZE, "capacity < nf");
+    RULE(q.size = 0, 64, FASTPE_EINVAL, "size 0");
+    RULE(q.size = sizeof(q) + 8, 64, FASTPE_EINVAL, "a size this library does not know");
+    RULE((void)0, 1, FASTPE_ESIZE, "head_dim 1");
+    RULE((void)0, ((int64_t)1 << 31) + 2, FASTPE_ESIZE, "head_dim > 2^31");
+    RULE((void)0, 7, FASTPE_EINVAL, "odd rotary_dim");
+    RULE(q.partial_rotary_factor = 0.01, 64, FASTPE_EINVAL, "rotary_dim 0");
+    RULE(q.partial_rotary_factor = 1.5, 64, FASTPE_EINVAL, "partial_rotary_factor > 1");
+    RULE(q.rope_type = -1, 64, FASTPE_EINVAL, "rope_type -1");
+    RULE(q.rope_type = 6, 64, FASTPE_EINVAL, "rope_type 6");
+    RULE(q.precision = 2, 64, FASTPE_EINVAL, "precision 2");
+    RULE(q.rope_theta = 0.0, 64, FASTPE_EINVAL, "rope_theta 0");
+    RULE(q.rope_theta = -INFINITY, 64, FASTPE_EINVAL, "rope_theta -inf");
+    RULE(q.rope_theta = 1e-300, 64, FASTPE_EBASE, "frequencies past 1e280");
+    RULE(q.factor = 2.0, 64, FASTPE_EINVAL, "a key the default rule does not take");
+    RULE(q.mscale = 0.0, 64, FASTPE_EINVAL, "mscale 0 is a key given");
+    RULE(q.max_position_embeddings = 0, 64, FASTPE_EINVAL, "max_position_embeddings 0");
+    RULE(q.seq_len = -1, 64, FASTPE_EINVAL, "seq_len -1");
+    RULE(q.rope_type = FASTPE_ROPE_LINEAR, 64, FASTPE_EINVAL, "linear without factor");
+    RULE((q.rope_type = FASTPE_ROPE_LINEAR, q.factor = -2.0), 64, FASTPE_EINVAL, "factor < 0");
+    RULE((q.rope_type = FASTPE_ROPE_LINEAR, q.factor = 2.0, q.truncate = 1), 64, FASTPE_EINVAL,
+         "truncate outside yarn");
+    RULE((q.rope_type = FASTPE_ROPE_LINEAR, q.factor = 2.0, q.original_max_position_embeddings = 8),
+         64, FASTPE_EINVAL, "original_max_position_embeddings outside its rules");
+    RULE((q.rope_type = FASTPE_ROPE_DYNAMIC, q.factor = 2.0), 64, FASTPE_EINVAL,
+         "dynamic without max_position_embeddings");
+    RULE((q.rope_type = FASTPE_ROPE_DYNAMIC, q.factor = 2.0, q.max_position_embeddings = 8), 2,
+         FASTPE_EINVAL, "dynamic at rotary_dim 2");
+    RULE((q.rope_type = FASTPE_ROPE_DYNAMIC, q.factor = 1e300, q.max_position_embeddings = 8), 64,
+         FASTPE_EBASE, "dynamic's base cancels to 0");
+    RULE((q.rope_type = FASTPE_ROPE_LLAMA3, q.factor = 8.0, q.low_freq_factor = 1.0,
+          q.high_freq_factor = 4.0),
+         64, FASTPE_EINVAL, "llama3 without a length");
+    RULE((q.rope_type = FASTPE_ROPE_LLAMA3, q.factor = 8.0, q.low_freq_factor = 1.0,
+          q.high_freq_factor = 1.0, q.original_max_position_embeddings = 8192),
+         64, FASTPE_EINVAL, "llama3 high_freq_factor == low_freq_factor");
+    RULE((q.rope_type = FASTPE_ROPE_LLAMA3, q.factor = 8.0, q.low_freq_factor = 1.0,
+          q.high_freq_factor = 4.0, q.original_max_position_embeddings = -5),
+         64, FASTPE_EINVAL, "original_max_position_embeddings < 1");
+    RULE((q.rope_type = FASTPE_ROPE_YARN, q.original_max_position_embeddings = 4096), 64,
+         FASTPE_EINVAL, "yarn without factor or max_position_embeddings");
+    RULE((q.rope_type = FASTPE_ROPE_YARN, q.factor = 4.0, q.original_max_position_embeddings = 4096,
+          q.truncate = 2),
+         64, FASTPE_EINVAL, "truncate 2");
+    RULE((q.rope_type = FASTPE_ROPE_YARN, q.factor = 4.0, q.original_max_position_embeddings = 4096,
+          q.rope_theta = 1.0),
+         64, FASTPE_EINVAL, "yarn with theta 1 (ln theta = 0)");
+    RULE((q.rope_type = FASTPE_ROPE_YARN, q.factor = 4.0, q.original_max_position_embeddings = 4096,
+          q.beta_slow = 0.0),
+         64, FASTPE_EINVAL, "beta_slow 0");
+    RULE((q.rope_type = FASTPE_ROPE_YARN, q.factor = 4.0, q.original_max_position_embeddings = 4096,
+          q.mscale = INFINITY),
+         64, FASTPE_EINVAL, "mscale inf");
+    RULE((q.rope_type = FASTPE_ROPE_LONGROPE, q.factor = 2.0, q.short_factor = ones,
+          q.short_factor_len = 4, q.long_factor = ones, q.long_factor_len = 3,
+          q.original_max_position_embeddings = 4096),
+         8, FASTPE_EINVAL, "long_factor of the wrong length");
+    RULE((q.rope_type = FASTPE_ROPE_LONGROPE, q.factor = 2.0, q.short_factor = ones,
+          q.short_factor_len = 4, q.original_max_position_embeddings = 4096),
+         8, FASTPE_EINVAL, "longrope without long_factor");
+    RULE((q.rope_type = FASTPE_ROPE_LONGROPE, q.factor = 2.0, q.short_factor = zero4,
+          q.short_factor_len = 4, q.long_factor = ones, q.long_factor_len = 4,
+          q.original_max_position_embeddings = 4096),
+         8, FASTPE_EINVAL, "a short_factor entry 0");
+    RULE((q.rope_type = FASTPE_ROPE_LONGROPE, q.factor = 2.0, q.short_factor = ones,
+          q.short_factor_len = 4, q.long_factor = ones, q.long_factor_len = 4,
+          q.original_max_position_embeddings = 1),
+         8, FASTPE_EINVAL, "longrope's attention factor at original length 1");
+#undef RULE
+
+    /* the default rule in float64: theta^(-2i/d), to a few ulps; in float32, float values */
+    p.precision = FASTPE_PRECISION_FLOAT64;
+    CHECK(fastpe_rope_frequencies(&p, 64, w64, 32, &nf, &att) == FASTPE_OK && nf == 32 &&
+              att == 1.0,
+          "the default rule");
+    for (int i = 0; i < 32; i++)
+        CHECK(fabs(w64[i] - pow(10000.0, -2.0 * i / 64)) <= 4e-16 * w64[i], "w[%d] = %.17g", i,
+              w64[i]);
+    p.precision = FASTPE_PRECISION_FLOAT32;
+    CHECK(fastpe_rope_frequencies(&p, 64, w, 64, &nf, &att) == FASTPE_OK && nf == 32, "float32");
+    for (int i = 0; i < 32; i++)
+        CHECK(w[i] == (double)(float)w[i] && fabs(w[i] - w64[i]) <= 2e-7 * w64[i], "w32[%d]", i);
+
+    /* a handle from the rule caches as one from its frequencies */
+    fastpe_rope_params_init(&q);
+    q.rope_type = FASTPE_ROPE_YARN;
+    q.factor = 40.0;
+    q.original_max_position_embeddings = 4096;
+    q.mscale = q.mscale_all_dim = 0.707;
+    q.attention_factor = 1.5;
+    CHECK(fastpe_rope_frequencies(&q, 64, w, 64, &nf, &att) == FASTPE_OK && att == 1.5, "yarn");
+    h = (fastpe_rope *)(void *)buf;
+    CHECK(fastpe_rope_from_params(&q, 64, &h) == FASTPE_OK && h != NULL, "from_params");
+    g = fastpe_rope_from_frequencies(w, nf, att);
+    if (h != NULL && g != NULL) {
+        double *a = (double *)malloc(4 * 9 * 64 * sizeof(double));
+        CHECK(a != NULL, "out of memory");
+        if (a != NULL) {
+            CHECK(fastpe_rope_cache_f64(h, a, a + 9 * 64, 9, 64, NULL, 5, FASTPE_LAYOUT_SPLIT, 1) ==
+                          FASTPE_OK &&
+                      fastpe_rope_cache_f64(g, a + 18 * 64, a + 27 * 64, 9, 64, NULL, 5,
+                                            FASTPE_LAYOUT_SPLIT, 1) == FASTPE_OK &&
+                      memcmp(a, a + 18 * 64, 18 * 64 * sizeof(double)) == 0,
+                  "the rule's handle == the frequencies' handle");
+            free(a);
+        }
+    }
+    fastpe_rope_free(h);
+    fastpe_rope_free(g);
+    h = (fastpe_rope *)(void *)buf;
+    q.factor = -1.0;
+    CHECK(fastpe_rope_from_params(&q, 64, &h) == FASTPE_EINVAL && h == NULL, "*rope NULL on error");
+    h = (fastpe_rope *)(void *)buf;
+    CHECK(fastpe_rope_from_params(NULL, 64, &h) == FASTPE_ENULL && h == NULL, "params NULL");
+    CHECK(fastpe_rope_from_params(&p, 64, NULL) == FASTPE_ENULL, "rope NULL");
+}
+
 typedef struct {
     int calls;
     int stop_at;
@@ -477,6 +627,8 @@ int main(int argc, char **argv) {
             test_specs();
         if (all || strcmp(what, "rope") == 0)
             test_rope();
+        if (all || strcmp(what, "rules") == 0)
+            test_rules();
         if (all || strcmp(what, "poll") == 0)
             test_poll();
 #if !defined(_WIN32)

@@ -253,6 +253,107 @@ cdef extern from "fastpe/fastpe.h" nogil:
                                int64_t, int64_t, int64_t, const int64_t *, int64_t, int, int)
 
 
+cdef extern from "fastpe/fastpe.h" nogil:
+    ctypedef struct fastpe_rope_params:
+        size_t size
+        int rope_type
+        int precision
+        double rope_theta
+        double partial_rotary_factor
+        double factor
+        double attention_factor
+        double beta_fast
+        double beta_slow
+        double mscale
+        double mscale_all_dim
+        double low_freq_factor
+        double high_freq_factor
+        int truncate
+        const double *short_factor
+        int64_t short_factor_len
+        const double *long_factor
+        int64_t long_factor_len
+        int64_t original_max_position_embeddings
+        int64_t max_position_embeddings
+        int64_t seq_len
+    void fastpe_rope_params_init(fastpe_rope_params *p)
+    int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
+                                int64_t capacity, int64_t *nf, double *attention_factor)
+    int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim,
+                                fastpe_rope **rope)
+
+
+_PARAM_DOUBLES = ("rope_theta", "partial_rotary_factor", "factor", "attention_factor",
+                  "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
+                  "high_freq_factor")
+_PARAM_INTS = ("rope_type", "precision", "truncate", "original_max_position_embeddings",
+               "max_position_embeddings", "seq_len", "size")
+
+
+def _rope_params_native(int64_t head_dim, dict fields, capacity=None, bint handle=False):
+    """The library's fastpe_rope_frequencies (or, with ``handle``,
+    fastpe_rope_from_params) for a fastpe_rope_params from fastpe_rope_params_init
+    with ``fields`` (struct field names; short_factor / long_factor as float64
+    arrays, their length the array's) set: (code, inv_freq, attention_factor,
+    nf), the output buffer NaN-filled before the call (to see what is written).
+    For the tests that compare the native rules with fastpe.rope_frequencies."""
+    cdef fastpe_rope_params p
+    cdef double[::1] out
+    cdef double[::1] sf
+    cdef double[::1] lf
+    cdef int64_t nf = -1, cap
+    cdef double attention = _np.nan
+    cdef fastpe_rope *h = NULL
+    cdef int err
+    fastpe_rope_params_init(&p)
+    unknown = set(fields) - set(_PARAM_DOUBLES) - set(_PARAM_INTS) - {"short_factor",
+                                                                      "long_factor"}
+    if unknown:
+        raise ValueError(f"not fields of fastpe_rope_params: {sorted(unknown)}")
+    d = {k: float(fields[k]) for k in _PARAM_DOUBLES if k in fields}
+    i = {k: int(fields[k]) for k in _PARAM_INTS if k in fields}
+    p.rope_theta = d.get("rope_theta", p.rope_theta)
+    p.partial_rotary_factor = d.get("partial_rotary_factor", p.partial_rotary_factor)
+    p.factor = d.get("factor", p.factor)
+    p.attention_factor = d.get("attention_factor", p.attention_factor)
+    p.beta_fast = d.get("beta_fast", p.beta_fast)
+    p.beta_slow = d.get("beta_slow", p.beta_slow)
+    p.mscale = d.get("mscale", p.mscale)
+    p.mscale_all_dim = d.get("mscale_all_dim", p.mscale_all_dim)
+    p.low_freq_factor = d.get("low_freq_factor", p.low_freq_factor)
+    p.high_freq_factor = d.get("high_freq_factor", p.high_freq_factor)
+    p.rope_type = i.get("rope_type", p.rope_type)
+    p.precision = i.get("precision", p.precision)
+    p.truncate = i.get("truncate", p.truncate)
+    p.original_max_position_embeddings = i.get("original_max_position_embeddings",
+                                               p.original_max_position_embeddings)
+    p.max_position_embeddings = i.get("max_position_embeddings", p.max_position_embeddings)
+    p.seq_len = i.get("seq_len", p.seq_len)
+    p.size = i.get("size", p.size)
+    # the arrays stay referenced by these locals for the whole call
+    short_factor = fields.get("short_factor")
+    long_factor = fields.get("long_factor")
+    if short_factor is not None:
+        sf = _np.ascontiguousarray(short_factor, dtype=_np.float64)
+        p.short_factor = &sf[0] if sf.shape[0] else <const double *>&attention
+        p.short_factor_len = sf.shape[0]
+    if long_factor is not None:
+        lf = _np.ascontiguousarray(long_factor, dtype=_np.float64)
+        p.long_factor = &lf[0] if lf.shape[0] else <const double *>&attention
+        p.long_factor_len = lf.shape[0]
+    if handle:
+        err = fastpe_rope_from_params(&p, head_dim, &h)
+        if h != NULL:
+            nf = fastpe_rope_rotary_dim(h) // 2
+            fastpe_rope_free(h)
+        return err, None, _np.nan, nf
+    cap = head_dim // 2 if capacity is None else capacity
+    buf = _np.full(max(cap, 1), _np.nan)
+    out = buf
+    err = fastpe_rope_frequencies(&p, head_dim, &out[0], cap, &nf, &attention)
+    return err, buf, attention, nf
+
+
 cdef fastpe_rope *_rope_handle(w, double attention) except NULL:
     """The library's handle for frequencies the Python API validated (float64)."""
     cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)

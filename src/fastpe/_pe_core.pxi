@@ -91,6 +91,7 @@ cdef extern from "pe_lib.h" nogil:
     int pe_omp_thread_limit()
     int PE_EINTR
     int PE_EINVAL
+    int PE_ELAST
     ctypedef struct pe_rows:
         int64_t nseq
         int64_t S

@@ -53,8 +53,8 @@ include "_buffers.pxi"
 # Python entry points (private: the public API in fastpe._api validates first)
 # ---------------------------------------------------------------------------
 
-# the library's fastpe_strerror, for every code it returns
-ERROR_MESSAGES = {code: pe_strerror(code).decode() for code in range(1, PE_EINVAL + 1)}
+# the library's fastpe_strerror, for every code it returns (1 .. the highest)
+ERROR_MESSAGES = {code: pe_strerror(code).decode() for code in range(1, PE_ELAST + 1)}
 
 
 def _raise_for(int err):

@@ -257,6 +257,69 @@ FASTPE_API int fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int6
                                       const int64_t *positions, int64_t offset, int layout,
                                       int num_threads);
 
+/* ---- RoPE from the published rules ----------------------------------------
+ * The frequencies of a model's rope_parameters (transformers' ROPE_INIT_FUNCTIONS,
+ * fastpe.rope_frequencies): bitwise the Python function's inv_freq and attention
+ * factor, in both precisions.  Fill the struct with fastpe_rope_params_init, then
+ * set the fields the config gives.  "Absent" (the key not in the config, or None
+ * where transformers reads None as absent) is NaN for the double fields, NULL for
+ * the lists, FASTPE_ROPE_UNSET for the int64 fields and -1 for truncate: the
+ * initialiser's values.  A field that the rope_type does not read must stay
+ * absent (fastpe.rope_frequencies refuses an unknown key).  NaN is never a
+ * value: a NaN field reads as absent.  mscale and mscale_all_dim of 0 mean no
+ * mscale (transformers reads them by truth value), but a 0 is a key given.
+ * Codes: FASTPE_ENULL (a NULL pointer), FASTPE_ESIZE (head_dim outside
+ * 2 .. 2^31, capacity < nf), FASTPE_EBASE (frequencies that are not finite
+ * numbers in [0, 1e280], or dynamic's base not finite and > 0), FASTPE_EINVAL
+ * (any other value or combination the Python rules refuse, and a size this
+ * library does not know); nothing is written on error. */
+#ifndef FASTPE_NO_CONSTANTS
+#define FASTPE_ROPE_DEFAULT      0
+#define FASTPE_ROPE_LINEAR       1
+#define FASTPE_ROPE_DYNAMIC      2
+#define FASTPE_ROPE_YARN         3
+#define FASTPE_ROPE_LONGROPE     4
+#define FASTPE_ROPE_LLAMA3       5
+#define FASTPE_PRECISION_FLOAT32 0         /* the framework's float32 steps (the default) */
+#define FASTPE_PRECISION_FLOAT64 1         /* the same formula in float64 */
+#define FASTPE_ROPE_UNSET        INT64_MIN /* an absent int64 field */
+#endif
+
+typedef struct fastpe_rope_params {
+    size_t size;                   /* sizeof(fastpe_rope_params): set by fastpe_rope_params_init */
+    int rope_type;                 /* FASTPE_ROPE_*: FASTPE_ROPE_DEFAULT */
+    int precision;                 /* FASTPE_PRECISION_*: FASTPE_PRECISION_FLOAT32 */
+    double rope_theta;             /* absent: 10000 */
+    double partial_rotary_factor;  /* absent: 1; rotary_dim = (int64)(head_dim * it) */
+    double factor;                 /* linear, dynamic, llama3 (required); yarn, longrope */
+    double attention_factor;       /* yarn, longrope */
+    double beta_fast, beta_slow;   /* yarn: absent 32 and 1 */
+    double mscale, mscale_all_dim; /* yarn: finite, any sign; absent or 0: none */
+    double low_freq_factor, high_freq_factor; /* llama3 (required) */
+    int truncate;                             /* yarn: -1 absent (true), 0 or 1 */
+    const double *short_factor;               /* longrope (required): rotary_dim/2 entries */
+    int64_t short_factor_len;
+    const double *long_factor; /* longrope (required): rotary_dim/2 entries */
+    int64_t long_factor_len;
+    int64_t original_max_position_embeddings; /* yarn, longrope, llama3 */
+    /* not keys of rope_parameters: the config's length, and the current one */
+    int64_t max_position_embeddings; /* >= 1 */
+    int64_t seq_len;                 /* >= 0: dynamic and longrope depend on it */
+} fastpe_rope_params;
+
+/* Every field absent, the default rule, float32; NULL is ignored. */
+FASTPE_API void fastpe_rope_params_init(fastpe_rope_params *p);
+/* inv_freq[0 .. *nf-1] and *attention_factor of the rule (nf = rotary_dim / 2,
+ * at most head_dim / 2: a capacity of head_dim / 2 always suffices). */
+FASTPE_API int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head_dim,
+                                       double *inv_freq, int64_t capacity, int64_t *nf,
+                                       double *attention_factor);
+/* A handle of the rule's frequencies and attention factor (as
+ * fastpe_rope_from_frequencies): FASTPE_OK and *rope, or a code of
+ * fastpe_rope_frequencies (or FASTPE_ENOMEM) and *rope = NULL. */
+FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim,
+                                       fastpe_rope **rope);
+
 #ifdef __cplusplus
 }
 #endif

@@ -316,6 +316,10 @@ typedef struct fastpe_api {
 #define FASTPE_EOVERLAP                                                                            \
     9 /* positions overlap the rows being written (the                                             \
        *_positions_* functions; see "Memory" above) */
+/* A spec or RoPE handle that is not a live one (freed, or never made by this
+   table): the spec_* and rope_* functions.  (The C library's own header,
+   <fastpe/fastpe.h>, lists two more: FASTPE_EINTR 10, FASTPE_EINVAL 11.) */
+#define FASTPE_EHANDLE 12
 /* Returned by this header's wrappers only (never by the kernel): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100

@@ -1,0 +1,419 @@
+/*
+ * The RoPE rules (fastpe._rope.rope_frequencies, itself transformers'
+ * ROPE_INIT_FUNCTIONS) natively: the same checks, in the same order, and the
+ * same frequencies bit for bit.  The Python function is the reference; the
+ * tests compare the two over every rule, precision and refusal.
+ *
+ * The float32 precision follows the framework's tensor steps: every Python
+ * scalar is rounded to float32 where torch casts it, and each elementary
+ * operation of float32 operands is rounded to float32.  Those operations are
+ * computed here in double and rounded once (rnd): for +, -, * and / of two
+ * float32 values the double result rounded to float is the float32 result
+ * (double has more than 2 * 24 + 2 bits), so one code serves both precisions.
+ * The power is pow() in double of the float32 operands, rounded once, as the
+ * Python function's (NumPy's power on the float64 casts).
+ */
+#include "pe_lib.h"
+#include "fastpe/fastpe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* as fastpe._rope.MAX_FREQUENCY */
+#define MAX_FREQUENCY 1e280
+#define PI            3.141592653589793 /* math.pi */
+#define TWO_PI        6.283185307179586 /* 2 * math.pi, one rounding */
+
+void fastpe_rope_params_init(fastpe_rope_params *p) {
+    if (p == NULL)
+        return;
+    memset(p, 0, sizeof(*p));
+    p->size = sizeof(*p);
+    p->rope_type = FASTPE_ROPE_DEFAULT;
+    p->precision = FASTPE_PRECISION_FLOAT32;
+    p->rope_theta = p->partial_rotary_factor = p->factor = p->attention_factor = NAN;
+    p->beta_fast = p->beta_slow = p->mscale = p->mscale_all_dim = NAN;
+    p->low_freq_factor = p->high_freq_factor = NAN;
+    p->truncate = -1;
+    p->short_factor = p->long_factor = NULL;
+    p->short_factor_len = p->long_factor_len = 0;
+    p->original_max_position_embeddings = FASTPE_ROPE_UNSET;
+    p->max_position_embeddings = FASTPE_ROPE_UNSET;
+    p->seq_len = FASTPE_ROPE_UNSET;
+}
+
+/* The values a rule computes with, every check passed. */
+typedef struct {
+    int type;
+    int f32;           /* the float32 steps */
+    int64_t dim;       /* rotary_dim */
+    double theta;      /* the base of the power (dynamic: the scaled base) */
+    double factor;     /* linear, llama3, yarn: the divisor of the frequencies */
+    double low, high;  /* llama3: the freq factors; yarn: the ramp's ends */
+    double old_len;    /* llama3: original_max_position_embeddings */
+    const double *fac; /* longrope: the chosen per-pair factors */
+    double attention;
+} rule;
+
+/* One operation's result in the rule's precision. */
+static double rnd(const rule *R, double x) { return R->f32 ? (double)(float)x : x; }
+
+/* A finite number > 0 (as fastpe._validate.as_base). */
+static int positive(double v) { return isfinite(v) && v > 0.0; }
+
+#define ABSENT(v)   isnan(v)
+#define ABSENT_I(v) ((v) == FASTPE_ROPE_UNSET)
+
+enum {
+    K_FACTOR = 1 << 0,
+    K_ATTENTION = 1 << 1,
+    K_BETA_FAST = 1 << 2,
+    K_BETA_SLOW = 1 << 3,
+    K_MSCALE = 1 << 4,
+    K_MSCALE_ALL = 1 << 5,
+    K_LOW = 1 << 6,
+    K_HIGH = 1 << 7,
+    K_TRUNCATE = 1 << 8,
+    K_SHORT = 1 << 9,
+    K_LONG = 1 << 10,
+    K_ORIGINAL = 1 << 11
+};
+
+/* The keys each rule reads besides rope_theta and partial_rotary_factor
+ * (fastpe._rope._KEYS). */
+static const int keys_of[6] = {
+    0,
+    K_FACTOR,
+    K_FACTOR,
+    K_FACTOR | K_ATTENTION | K_BETA_FAST | K_BETA_SLOW | K_MSCALE | K_MSCALE_ALL | K_TRUNCATE |
+        K_ORIGINAL,
+    K_FACTOR | K_ATTENTION | K_SHORT | K_LONG | K_ORIGINAL,
+    K_FACTOR | K_LOW | K_HIGH | K_ORIGINAL,
+};
+
+static int keys_given(const fastpe_rope_params *p) {
+    return (ABSENT(p->factor) ? 0 : K_FACTOR) | (ABSENT(p->attention_factor) ? 0 : K_ATTENTION) |
+           (ABSENT(p->beta_fast) ? 0 : K_BETA_FAST) | (ABSENT(p->beta_slow) ? 0 : K_BETA_SLOW) |
+           (ABSENT(p->mscale) ? 0 : K_MSCALE) | (ABSENT(p->mscale_all_dim) ? 0 : K_MSCALE_ALL) |
+           (ABSENT(p->low_freq_factor) ? 0 : K_LOW) | (ABSENT(p->high_freq_factor) ? 0 : K_HIGH) |
+           (p->truncate == -1 ? 0 : K_TRUNCATE) | (p->short_factor == NULL ? 0 : K_SHORT) |
+           (p->long_factor == NULL ? 0 : K_LONG) |
+           (ABSENT_I(p->original_max_position_embeddings) ? 0 : K_ORIGINAL);
+}
+
+/* original_max_position_embeddings, or max_position_embeddings (already checked). */
+static int original_len(const fastpe_rope_params *p, int64_t *out) {
+    int64_t v = p->original_max_position_embeddings;
+    if (ABSENT_I(v))
+        v = p->max_position_embeddings;
+    if (ABSENT_I(v) || v < 1)
+        return FASTPE_EINVAL;
+    *out = v;
+    return FASTPE_OK;
+}
+
+/* factor, or max_position_embeddings / original_max_position_embeddings
+ * (fastpe._rope._context_factor; the quotient is correctly rounded for lengths
+ * up to 2^53, as Python's int / int). */
+static int context_factor(const fastpe_rope_params *p, int64_t old_len, double *out) {
+    if (!ABSENT(p->factor)) {
+        if (!positive(p->factor))
+            return FASTPE_EINVAL;
+        *out = p->factor;
+        return FASTPE_OK;
+    }
+    if (ABSENT_I(p->max_position_embeddings))
+        return FASTPE_EINVAL;
+    *out = (double)p->max_position_embeddings / (double)old_len;
+    return FASTPE_OK;
+}
+
+/* A finite number (> 0 when pos), or dflt when absent. */
+static int optional(double v, int pos, double dflt, double *out) {
+    if (ABSENT(v)) {
+        *out = dflt;
+        return FASTPE_OK;
+    }
+    if (!(pos ? positive(v) : isfinite(v)))
+        return FASTPE_EINVAL;
+    *out = v;
+    return FASTPE_OK;
+}
+
+static double get_mscale(double scale, double m) {
+    return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+}
+
+static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
+    double factor, attention, mscale, mscale_all, beta_fast, beta_slow, low, high, d;
+    int err = context_factor(p, old_len, &factor);
+    if (err == FASTPE_OK)
+        err = optional(p->attention_factor, 1, NAN, &attention);
+    if (err == FASTPE_OK)
+        err = optional(p->mscale, 0, 0.0, &mscale);
+    if (err == FASTPE_OK)
+        err = optional(p->mscale_all_dim, 0, 0.0, &mscale_all);
+    if (err != FASTPE_OK)
+        return err;
+    if (isnan(attention)) {
+        if (mscale != 0.0 && mscale_all != 0.0) {
+            double num = get_mscale(factor, mscale), den = get_mscale(factor, mscale_all);
+            attention = den != 0.0 ? num / den : INFINITY;
+        } else {
+            attention = get_mscale(factor, 1.0);
+        }
+        if (!positive(attention))
+            return FASTPE_EINVAL;
+    }
+    err = optional(p->beta_fast, 1, 32.0, &beta_fast);
+    if (err == FASTPE_OK)
+        err = optional(p->beta_slow, 1, 1.0, &beta_slow);
+    if (err != FASTPE_OK)
+        return err;
+    /* the dimension of a number of rotations: a log of 0 or a theta of 1 give
+     * a non-finite ramp, refused (Python's math errors) */
+    d = (double)R->dim;
+    low = d * log((double)old_len / (beta_fast * 2 * PI)) / (2 * log(R->theta));
+    high = d * log((double)old_len / (beta_slow * 2 * PI)) / (2 * log(R->theta));
+    if (!(isfinite(low) && isfinite(high)))
+        return FASTPE_EINVAL;
+    if (p->truncate != -1 && p->truncate != 0 && p->truncate != 1)
+        return FASTPE_EINVAL;
+    if (p->truncate != 0) {
+        low = floor(low);
+        high = ceil(high);
+    }
+    /* Python's max(low, 0) and min(high, dim - 1): the first unless the second is
+     * strictly beyond it */
+    if (0.0 > low)
+        low = 0.0;
+    if (d - 1 < high)
+        high = d - 1;
+    if (low == high)
+        high += 0.001; /* the framework's guard against a zero-width ramp */
+    R->factor = factor;
+    R->low = low;
+    R->high = high;
+    R->attention = attention;
+    return FASTPE_OK;
+}
+
+static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
+    double factor, attention;
+    int64_t n = R->dim / 2;
+    int err = context_factor(p, old_len, &factor);
+    if (err == FASTPE_OK)
+        err = optional(p->attention_factor, 1, NAN, &attention);
+    if (err != FASTPE_OK)
+        return err;
+    if (isnan(attention)) {
+        if (factor <= 1.0)
+            attention = 1.0;
+        else if (old_len == 1) /* ln(1) = 0 */
+            return FASTPE_EINVAL;
+        else
+            attention = sqrt(1 + log(factor) / log((double)old_len));
+    }
+    if (p->short_factor == NULL || p->short_factor_len != n || p->long_factor == NULL ||
+        p->long_factor_len != n)
+        return FASTPE_EINVAL;
+    for (int64_t i = 0; i < n; i++) {
+        if (!positive(p->short_factor[i]))
+            return FASTPE_EINVAL;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        if (!positive(p->long_factor[i]))
+            return FASTPE_EINVAL;
+    }
+    R->fac = !ABSENT_I(p->seq_len) && p->seq_len > old_len ? p->long_factor : p->short_factor;
+    R->attention = attention;
+    return FASTPE_OK;
+}
+
+static int dynamic(const fastpe_rope_params *p, rule *R) {
+    double factor = p->factor, scale, base, L, mpe;
+    if (!positive(factor))
+        return FASTPE_EINVAL;
+    if (ABSENT_I(p->max_position_embeddings))
+        return FASTPE_EINVAL;
+    if (R->dim == 2) /* the base's exponent d / (d - 2) is undefined */
+        return FASTPE_EINVAL;
+    mpe = (double)p->max_position_embeddings;
+    L = !ABSENT_I(p->seq_len) && p->seq_len > p->max_position_embeddings ? (double)p->seq_len : mpe;
+    /* at least 1 exactly, but a huge factor cancels it to 0 or below */
+    scale = (factor * L / mpe) - (factor - 1);
+    base = scale > 0 ? R->theta * pow(scale, (double)R->dim / (double)(R->dim - 2)) : NAN;
+    if (!(isfinite(base) && base > 0))
+        return FASTPE_EBASE;
+    R->theta = base;
+    return FASTPE_OK;
+}
+
+/* Every value of the rule checked, in fastpe.rope_frequencies' order. */
+static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
+    int err;
+    int64_t old_len = 0;
+    if (p->size != sizeof(fastpe_rope_params))
+        return FASTPE_EINVAL;
+    if (head_dim < 2 || head_dim > ((int64_t)1 << 31))
+        return FASTPE_ESIZE;
+    if (p->rope_type < FASTPE_ROPE_DEFAULT || p->rope_type > FASTPE_ROPE_LLAMA3)
+        return FASTPE_EINVAL;
+    if (keys_given(p) & ~keys_of[p->rope_type])
+        return FASTPE_EINVAL;
+    if (p->precision != FASTPE_PRECISION_FLOAT32 && p->precision != FASTPE_PRECISION_FLOAT64)
+        return FASTPE_EINVAL;
+    memset(R, 0, sizeof(*R));
+    R->type = p->rope_type;
+    R->f32 = p->precision == FASTPE_PRECISION_FLOAT32;
+    R->attention = 1.0;
+    R->theta = ABSENT(p->rope_theta) ? 10000.0 : p->rope_theta;
+    if (!positive(R->theta))
+        return FASTPE_EINVAL;
+    if (!ABSENT(p->partial_rotary_factor) &&
+        !(positive(p->partial_rotary_factor) && p->partial_rotary_factor <= 1.0))
+        return FASTPE_EINVAL;
+    R->dim = ABSENT(p->partial_rotary_factor)
+                 ? head_dim
+                 : (int64_t)((double)head_dim * p->partial_rotary_factor);
+    if (R->dim < 2 || R->dim % 2)
+        return FASTPE_EINVAL;
+    if (!ABSENT_I(p->max_position_embeddings) && p->max_position_embeddings < 1)
+        return FASTPE_EINVAL;
+    if (!ABSENT_I(p->seq_len) && p->seq_len < 0)
+        return FASTPE_EINVAL;
+    switch (R->type) {
+    case FASTPE_ROPE_LINEAR:
+        R->factor = p->factor;
+        return positive(R->factor) ? FASTPE_OK : FASTPE_EINVAL;
+    case FASTPE_ROPE_LLAMA3:
+        err = original_len(p, &old_len);
+        if (err != FASTPE_OK)
+            return err;
+        R->factor = p->factor;
+        R->low = p->low_freq_factor;
+        R->high = p->high_freq_factor;
+        if (!(positive(R->factor) && positive(R->low) && positive(R->high)))
+            return FASTPE_EINVAL;
+        if (!(R->high > R->low)) /* the blend divides by high - low */
+            return FASTPE_EINVAL;
+        R->old_len = (double)old_len;
+        return FASTPE_OK;
+    case FASTPE_ROPE_DYNAMIC:
+        return dynamic(p, R);
+    case FASTPE_ROPE_YARN:
+        err = original_len(p, &old_len);
+        return err != FASTPE_OK ? err : yarn(p, R, old_len);
+    case FASTPE_ROPE_LONGROPE:
+        err = original_len(p, &old_len);
+        return err != FASTPE_OK ? err : longrope(p, R, old_len);
+    default:
+        return FASTPE_OK;
+    }
+}
+
+/* Within what the kernel takes (fastpe._rope._Params.check_frequencies). */
+static int usable(double w) { return w >= 0.0 && w <= MAX_FREQUENCY; }
+
+/* Frequency i, or -1 where a step's frequencies are refused. */
+static double frequency(const rule *R, int64_t i) {
+    double e = rnd(R, rnd(R, (double)(2 * i)) / rnd(R, (double)R->dim));
+    double pw = rnd(R, pow(rnd(R, R->theta), e)), inv, wavelen, inv_l, smooth, s;
+    switch (R->type) {
+    case FASTPE_ROPE_YARN: {
+        double extrapolation = rnd(R, 1.0 / pw);
+        double interpolation = rnd(R, 1.0 / rnd(R, rnd(R, R->factor) * pw));
+        double ramp = rnd(R, rnd(R, rnd(R, (double)i) - rnd(R, R->low)) / rnd(R, R->high - R->low));
+        double extra;
+        /* np.clip: NaN stays NaN (then refused) */
+        if (ramp < 0.0)
+            ramp = 0.0;
+        else if (ramp > 1.0)
+            ramp = 1.0;
+        extra = rnd(R, 1.0 - ramp);
+        inv = rnd(R, rnd(R, interpolation * rnd(R, 1.0 - extra)) + rnd(R, extrapolation * extra));
+        return usable(inv) ? inv : -1.0;
+    }
+    case FASTPE_ROPE_LONGROPE:
+        inv = rnd(R, 1.0 / rnd(R, rnd(R, R->fac[i]) * pw));
+        return usable(inv) ? inv : -1.0;
+    default:
+        break;
+    }
+    inv = rnd(R, 1.0 / pw);
+    if (!usable(inv))
+        return -1.0;
+    if (R->type == FASTPE_ROPE_LINEAR) {
+        inv = rnd(R, inv / rnd(R, R->factor));
+    } else if (R->type == FASTPE_ROPE_LLAMA3) {
+        /* wavelengths shorter than old_len / high stay, longer than old_len / low
+         * are divided by factor, those between are blended */
+        double low_wavelen = R->old_len / R->low, high_wavelen = R->old_len / R->high;
+        wavelen = rnd(R, rnd(R, 1.0 / inv) * rnd(R, TWO_PI));
+        inv_l = wavelen > rnd(R, low_wavelen) ? rnd(R, inv / rnd(R, R->factor)) : inv;
+        smooth = rnd(R, rnd(R, 1.0 / wavelen) * rnd(R, R->old_len));
+        smooth = rnd(R, rnd(R, smooth - rnd(R, R->low)) / rnd(R, R->high - R->low));
+        s = rnd(R, rnd(R, rnd(R, 1.0 - smooth) * inv_l) / rnd(R, R->factor));
+        s = rnd(R, s + rnd(R, smooth * inv_l));
+        if (!(wavelen < rnd(R, high_wavelen)) && !(wavelen > rnd(R, low_wavelen)))
+            inv = s;
+        else
+            inv = inv_l;
+    }
+    return usable(inv) ? inv : -1.0;
+}
+
+int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
+                            int64_t capacity, int64_t *nf, double *attention_factor) {
+    rule R;
+    int64_t n;
+    int err;
+    if (p == NULL || inv_freq == NULL || nf == NULL || attention_factor == NULL)
+        return FASTPE_ENULL;
+    err = resolve(p, head_dim, &R);
+    if (err != FASTPE_OK)
+        return err;
+    n = R.dim / 2;
+    if (capacity < n)
+        return FASTPE_ESIZE;
+    /* every frequency checked before the first is written */
+    for (int64_t i = 0; i < n; i++) {
+        if (frequency(&R, i) < 0.0)
+            return FASTPE_EBASE;
+    }
+    for (int64_t i = 0; i < n; i++)
+        inv_freq[i] = frequency(&R, i);
+    *nf = n;
+    *attention_factor = R.attention;
+    return FASTPE_OK;
+}
+
+int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
+    rule R;
+    double *w;
+    int err;
+    if (rope == NULL)
+        return FASTPE_ENULL;
+    *rope = NULL;
+    if (p == NULL)
+        return FASTPE_ENULL;
+    err = resolve(p, head_dim, &R);
+    if (err != FASTPE_OK)
+        return err;
+    w = (double *)malloc((size_t)(R.dim / 2) * sizeof(double));
+    if (w == NULL)
+        return FASTPE_ENOMEM;
+    for (int64_t i = 0; i < R.dim / 2 && err == FASTPE_OK; i++) {
+        w[i] = frequency(&R, i);
+        if (w[i] < 0.0)
+            err = FASTPE_EBASE;
+    }
+    if (err == FASTPE_OK) {
+        *rope = fastpe_rope_from_frequencies(w, R.dim / 2, R.attention);
+        if (*rope == NULL)
+            err = FASTPE_ENOMEM;
+    }
+    free(w);
+    return err;
+}
