@@ -589,6 +589,10 @@ def test_compiled_rotary_embedding_reads_the_table(dtype):
     want = rot(x, pos)  # eager: the operator's code
     assert torch.equal(cos, want[0]) and torch.equal(sin, want[1])
     assert cos.dtype == dtype and cos.shape == (2, 4, 16)
+    for ids in (pos.to(torch.uint8), pos.to(torch.int32)):  # integers as the operator reads them
+        (c, s), targets = graph_targets(rot, x, ids)
+        assert not any(t.startswith("fastpe.") for t in targets), targets
+        assert torch.equal(c, want[0]) and torch.equal(s, want[1])
 
 
 BAD_POSITIONS = [64, 65, -1, -64, 2**40]

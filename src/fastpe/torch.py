@@ -932,6 +932,7 @@ class RotaryEmbedding(torch.nn.Module):
             and torch.compiler.is_compiling()
             and not torch.compiler.is_exporting()
             and isinstance(position_ids, torch.Tensor)
+            and position_ids.device.type == "cpu"
             and not position_ids.dtype.is_floating_point
             and not position_ids.dtype.is_complex
             and position_ids.dtype != torch.bool
@@ -942,8 +943,9 @@ class RotaryEmbedding(torch.nn.Module):
             # the table is sent to index table_size, which the compiled code's
             # bounds check refuses (a negative one would otherwise wrap around).
             cos, sin = _table(self, dtype)
-            inside = (position_ids >= 0) & (position_ids < self.table_size)
-            index = torch.where(inside, position_ids, self.table_size)
+            # (int64 as the operator reads them: an 8-bit index would be a mask)
+            ids = position_ids.long()
+            index = torch.where((ids >= 0) & (ids < self.table_size), ids, self.table_size)
             return cos[index], sin[index]
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
 
