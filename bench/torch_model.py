@@ -3,7 +3,8 @@ with fastpe.torch.patch_model, side by side on the same threads: the rotary modu
 (cos, sin) and the whole forward, for one decoding step (one token after a KV cache
 of PROMPT tokens) and a PROMPT-token prompt, eager and compiled (inductor).  Also
 transformers' apply_rotary_pos_emb next to fastpe.torch's.  Medians of rounds that
-alternate the two models.
+alternate the two models.  Compiled, the patched rotary module reads its table of
+cos and sin (RotaryEmbedding's table_size: the config's max_position_embeddings).
 
     OMP_NUM_THREADS=1 python bench/torch_model.py --threads 1
     python bench/torch_model.py --threads 2 --no-compile

@@ -541,6 +541,103 @@ def test_patch_model_keeps_dynamic_rope():
     assert type(patched.model.rotary_emb) is type(model.model.rotary_emb)
 
 
+# ---------------------------------------------------------------- compiled table
+
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+        "original_max_position_embeddings": 16}  # fmt: skip
+
+
+def graph_targets(fn, *args):
+    """Call the compiled fn (aot_eager) and return its result and the names of the
+    functions its traced graphs call."""
+    seen = set()
+
+    def backend(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    torch._dynamo.reset()
+    return torch.compile(fn, fullgraph=True, backend=backend)(*args), seen
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rotary_table_is_bitwise_the_numpy_api(dtype, layout):
+    rot = ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, table_size=300, layout=layout)
+    cos, sin = rot.table(dtype)
+    assert cos.shape == sin.shape == (300, 16) and cos.dtype == sin.dtype == dtype
+    if dtype == torch.bfloat16:
+        np_dtype = pytest.importorskip("ml_dtypes").bfloat16
+    else:
+        np_dtype = {torch.float16: np.float16, torch.float32: np.float32}.get(dtype, np.float64)
+    pos = np.arange(300)
+    want = fastpe.rope_cache(16, YARN, positions=pos, layout=layout, dtype=np_dtype)
+    for got, w in zip((cos, sin), want, strict=True):
+        bits = got.view(torch.int16) if dtype.itemsize == 2 else got
+        np.testing.assert_array_equal(bits.numpy(), w.view(bits.numpy().dtype))
+    assert rot.table(dtype)[0] is cos  # computed once
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_rotary_embedding_reads_the_table(dtype):
+    rot = ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, max_position_embeddings=64)
+    assert rot.table_size == 64
+    x = torch.zeros(1, dtype=dtype)
+    pos = torch.tensor([[0, 1, 63, 17], [5, 40, 2, 9]])
+    (cos, sin), targets = graph_targets(rot, x, pos)
+    assert not any(t.startswith("fastpe.") for t in targets), targets
+    want = rot(x, pos)  # eager: the operator's code
+    assert torch.equal(cos, want[0]) and torch.equal(sin, want[1])
+    assert cos.dtype == dtype and cos.shape == (2, 4, 16)
+    for ids in (pos.to(torch.uint8), pos.to(torch.int32)):  # integers as the operator reads them
+        (c, s), targets = graph_targets(rot, x, ids)
+        assert not any(t.startswith("fastpe.") for t in targets), targets
+        assert torch.equal(c, want[0]) and torch.equal(s, want[1])
+
+
+BAD_POSITIONS = [64, 65, -1, -64, 2**40]
+
+
+# (inductor's own code warns of a deprecated torch.jit function while it compiles)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_compiled_table_refuses_positions_outside_it():
+    rot = ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, table_size=64)
+    x, good = torch.zeros(1), torch.tensor([[0, 63]])
+    for backend in ("aot_eager", "inductor"):  # inductor: its generated bounds check
+        torch._dynamo.reset()
+        compiled = torch.compile(rot, fullgraph=True, backend=backend)
+        cos, sin = compiled(x, good)
+        assert torch.equal(cos, rot(x, good)[0]) and torch.equal(sin, rot(x, good)[1])
+        for bad in BAD_POSITIONS:
+            with pytest.raises((RuntimeError, IndexError), match="out of bounds"):
+                compiled(x, torch.tensor([[3, bad]]))
+
+
+def test_compiled_rotary_embedding_without_a_table_calls_the_operator():
+    x, pos = torch.zeros(1), torch.tensor([[10**6, -7]])
+    for rot in (
+        ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, max_position_embeddings=64,
+                           table_size=0),
+        ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN),  # no max_position_embeddings
+    ):  # fmt: skip
+        assert rot.table_size == 0
+        (cos, sin), targets = graph_targets(rot, x, pos)
+        assert "fastpe.rope_cache.default" in targets
+        want = fastpe.rope_cache(16, YARN, positions=pos.numpy())
+        np.testing.assert_array_equal(cos.numpy(), want[0])
+        np.testing.assert_array_equal(sin.numpy(), want[1])
+
+
+@pytest.mark.parametrize(
+    "size, exc, match",
+    [(-1, ValueError, "table_size"), (1.5, TypeError, "table_size"),
+     (2**41, ValueError, "table_size")],
+)  # fmt: skip
+def test_bad_table_size(size, exc, match):
+    with pytest.raises(exc, match=match):
+        ft.RotaryEmbedding(head_dim=16, table_size=size)
+
+
 def test_apply_rotary_pos_emb_matches_transformers():
     m = pytest.importorskip("transformers.models.llama.modeling_llama")
     g = torch.Generator().manual_seed(5)

@@ -864,6 +864,15 @@ class RotaryEmbedding(torch.nn.Module):
     attention_factor : float, keyword-only
         Overrides the family's.
     layout : {"half", "interleaved"}, keyword-only
+    table_size : int, keyword-only
+        Positions ``0 .. table_size - 1`` that a compiled graph reads from a table
+        of fastpe's cos and sin (bitwise the operator's values) instead of calling
+        the operator; default ``max_position_embeddings`` (none without it), 0 for
+        no table.  The table of a dtype is computed when ``torch.compile`` first
+        traces the module for it (``table_size * rotary_dim * 2`` entries), and a
+        compiled graph refuses (a RuntimeError or IndexError from the compiled
+        code) any position outside it.  Eager calls and ``torch.export`` always use
+        the operator, for any position.
 
     ``rope_type`` ``dynamic`` and ``longrope`` (frequencies that change with the
     sequence length) are refused.
@@ -882,6 +891,7 @@ class RotaryEmbedding(torch.nn.Module):
         inv_freq: Any = None,
         attention_factor: float | None = None,
         layout: Literal["half", "interleaved"] = "half",
+        table_size: int | None = None,
     ) -> None:
         super().__init__()
         if config is not None:
@@ -902,6 +912,10 @@ class RotaryEmbedding(torch.nn.Module):
             precision,
         )
         self.layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+        if table_size is None:
+            table_size = 0 if max_position_embeddings is None else max_position_embeddings
+        self.table_size = as_int(table_size, "table_size", minimum=0, maximum=2**40)
+        self._tables: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
         self._w = w  # the frequencies as Python floats: the operator's argument
         # for code that reads the module's frequencies (never used to compute)
         self.register_buffer("inv_freq", torch.tensor(w, dtype=torch.float32), persistent=False)
@@ -913,7 +927,47 @@ class RotaryEmbedding(torch.nn.Module):
         args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
         if _eager(position_ids):
             return _cache_impl(*args)
+        if (
+            self.table_size
+            and torch.compiler.is_compiling()
+            and not torch.compiler.is_exporting()
+            and isinstance(position_ids, torch.Tensor)
+            and position_ids.device.type == "cpu"
+            and not position_ids.dtype.is_floating_point
+            and not position_ids.dtype.is_complex
+            and position_ids.dtype != torch.bool
+        ):
+            # From a compiled graph the operator is a trip from the dispatcher into
+            # Python that costs more than a decoding step's fused rotation; a
+            # lookup in a constant table fuses into it instead.  A position outside
+            # the table is sent to index table_size, which the compiled code's
+            # bounds check refuses (a negative one would otherwise wrap around).
+            cos, sin = _table(self, dtype)
+            # (int64 as the operator reads them: an 8-bit index would be a mask)
+            ids = position_ids.long()
+            index = torch.where((ids >= 0) & (ids < self.table_size), ids, self.table_size)
+            return cos[index], sin[index]
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
+
+    def table(self, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(cos, sin)`` of positions ``0 .. table_size - 1`` in ``dtype`` that a
+        compiled graph reads, computed on first use (by the operator's code, so
+        bitwise its values) and kept."""
+        dtype = _out_dtype(dtype)
+        tables = self._tables.get(dtype)
+        if tables is None:
+            tables = _cache_impl(
+                None, self.table_size, 0, self._w, self.attention_scaling, self.layout, dtype
+            )
+            self._tables[dtype] = tables
+        return tables
+
+
+@torch.compiler.assume_constant_result
+def _table(module: RotaryEmbedding, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The module's table, computed once outside the traced graph (whose constant
+    it becomes)."""
+    return module.table(dtype)
 
 
 def _config_rope_parameters(config: Any) -> dict[str, Any]:
