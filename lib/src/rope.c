@@ -72,6 +72,7 @@
 #define ROT_AVX2     __attribute__((target("avx2")))
 #define ROT_T        float
 #define ROT_SFX      f32_avx2
+#define ROT_PAIRS    0
 #define ROT_LOAD(v)  ((double)(v))
 #define ROT_STORE(v) ((float)(v))
 #define ROT_ATTR     ROT_AVX2
@@ -80,6 +81,7 @@
 
 #define ROT_T        double
 #define ROT_SFX      f64_avx2
+#define ROT_PAIRS    0
 #define ROT_LOAD(v)  (v)
 #define ROT_STORE(v) (v)
 #define ROT_ATTR     ROT_AVX2
@@ -101,6 +103,68 @@
 #define ROT_ATTR     ROT_AVX2
 #define ROT_CACHE    0
 #include "rope_rows.inc.c"
+#endif
+
+#if PE_HAVE_V512
+#include <immintrin.h>
+
+/* Interleaved rows by hand for AVX2: the compiler's loops pull each pair apart
+ * and back; here a pair stays in place, and (x1 c, x2 c) and (x2 s, x1 s)
+ * combine in one addsub into (x1 c - x2 s, x2 c + x1 s): the portable loop's
+ * IEEE operations, hence its bits. */
+static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT sn,
+                                           const double *PE_RESTRICT cs, int64_t nf, double a) {
+    float *PE_RESTRICT x = (float *)row;
+    const __m256d va = _mm256_set1_pd(a);
+    int64_t i = 0;
+    for (; i + 4 <= nf; i += 4) { /* four pairs: eight floats */
+        __m256 v = _mm256_loadu_ps(x + 2 * i);
+        __m256d c4 = _mm256_mul_pd(_mm256_loadu_pd(cs + i), va);
+        __m256d s4 = _mm256_mul_pd(_mm256_loadu_pd(sn + i), va);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        __m256d rlo = _mm256_addsub_pd(
+            _mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
+            _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), _mm256_permute4x64_pd(s4, 0x50)));
+        __m256d rhi = _mm256_addsub_pd(
+            _mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
+            _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), _mm256_permute4x64_pd(s4, 0xFA)));
+        _mm256_storeu_ps(x + 2 * i, _mm256_set_m128(_mm256_cvtpd_ps(rhi), _mm256_cvtpd_ps(rlo)));
+    }
+    for (; i < nf; i++) {
+        double x1 = x[2 * i], x2 = x[2 * i + 1];
+        double c = cs[i] * a, s = sn[i] * a;
+        x[2 * i] = (float)(x1 * c - x2 * s);
+        x[2 * i + 1] = (float)(x2 * c + x1 * s);
+    }
+}
+
+static ROT_AVX2 void pe_rot_pairs_f64_avx2(char *row, const double *PE_RESTRICT sn,
+                                           const double *PE_RESTRICT cs, int64_t nf, double a) {
+    double *PE_RESTRICT x = (double *)row;
+    const __m256d va = _mm256_set1_pd(a);
+    int64_t i = 0;
+    for (; i + 4 <= nf; i += 4) { /* four pairs: eight doubles */
+        __m256d c4 = _mm256_mul_pd(_mm256_loadu_pd(cs + i), va);
+        __m256d s4 = _mm256_mul_pd(_mm256_loadu_pd(sn + i), va);
+        __m256d lo = _mm256_loadu_pd(x + 2 * i);
+        __m256d hi = _mm256_loadu_pd(x + 2 * i + 4);
+        _mm256_storeu_pd(x + 2 * i,
+                         _mm256_addsub_pd(_mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
+                                          _mm256_mul_pd(_mm256_permute_pd(lo, 0x5),
+                                                        _mm256_permute4x64_pd(s4, 0x50))));
+        _mm256_storeu_pd(x + 2 * i + 4,
+                         _mm256_addsub_pd(_mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
+                                          _mm256_mul_pd(_mm256_permute_pd(hi, 0x5),
+                                                        _mm256_permute4x64_pd(s4, 0xFA))));
+    }
+    for (; i < nf; i++) {
+        double x1 = x[2 * i], x2 = x[2 * i + 1];
+        double c = cs[i] * a, s = sn[i] * a;
+        x[2 * i] = x1 * c - x2 * s;
+        x[2 * i + 1] = x2 * c + x1 * s;
+    }
+}
 #endif
 
 typedef void (*rot_fn)(char *row, const double *sn, const double *cs, int64_t nf, double a);

@@ -2,7 +2,8 @@
  * One RoPE row rotated in place, per entry type: included by rope.c with ROT_T
  * (the element type), ROT_SFX (f32, f64, f16, bf16), ROT_LOAD(x) and
  * ROT_STORE(v) defined (ROT_ATTR optional; ROT_CACHE 0 leaves out the cache rows, for
- * a second compilation of the rotations).  Each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in
+ * a second compilation of the rotations; ROT_PAIRS 0 the interleaved loop, where
+ * one is written by hand).  Each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in
  * float64, rounded once into the row's type.
  */
 #define ROT_FN(name) PE_CAT(name, ROT_SFX)
@@ -29,6 +30,7 @@ static ROT_ATTR void ROT_FN(pe_rot_half)(char *row, const double *PE_RESTRICT sn
     }
 }
 
+#if !defined(ROT_PAIRS) || ROT_PAIRS
 static ROT_ATTR void ROT_FN(pe_rot_pairs)(char *row, const double *PE_RESTRICT sn,
                                           const double *PE_RESTRICT cs, int64_t nf, double a) {
     ROT_T *PE_RESTRICT x = (ROT_T *)row;
@@ -41,6 +43,7 @@ static ROT_ATTR void ROT_FN(pe_rot_pairs)(char *row, const double *PE_RESTRICT s
         x[2 * i + 1] = ROT_STORE(x2 * c + x1 * s);
     }
 }
+#endif
 #undef ROT_ATTR
 
 #if !defined(ROT_CACHE) || ROT_CACHE
@@ -85,3 +88,4 @@ PE_INLINE void ROT_FN(pe_rope_cache_row)(ROT_T *cos, ROT_T *sin, int64_t r, int6
 #undef ROT_LOAD
 #undef ROT_STORE
 #undef ROT_CACHE
+#undef ROT_PAIRS
