@@ -368,24 +368,42 @@ static void job_part(const rope_job *J, int64_t u0, int64_t u1) {
     }
 }
 
-/* units u0 .. u1-1 on nt threads, each a contiguous share */
-static void job_run(const rope_job *J, int64_t u0, int64_t u1, int nt) {
-    int64_t n = u1 - u0;
+/* Units 0 .. U-1 on nt threads in ONE parallel region (each region costs a
+ * wait for every team thread, milliseconds on a busy machine), each thread a
+ * contiguous share taken `step` units at a time.  The calling thread (thread 0
+ * of the team) polls between its steps; a stop it sees ends every thread's
+ * share at its next step. */
+static int job_run(const rope_job *J, int64_t U, int64_t step, int nt, pe_poll_fn poll,
+                   void *poll_ctx) {
+    volatile int stop = 0;
     int t;
-    if (nt <= 1 || n <= 1) { /* on the calling thread: no parallel region */
-        job_part(J, u0, u1);
-        return;
+    if (nt > U)
+        nt = (int)U;
+    if (nt <= 1) { /* on the calling thread: no parallel region */
+        for (int64_t u0 = 0; u0 < U; u0 += step) {
+            job_part(J, u0, step < U - u0 ? u0 + step : U);
+            if (u0 + step < U && poll != NULL && poll(poll_ctx) != 0)
+                return PE_EINTR;
+        }
+        return FASTPE_OK;
     }
-    if (nt > n)
-        nt = (int)n;
 #pragma omp parallel for num_threads(nt) schedule(static, 1)
-    for (t = 0; t < nt; t++)
-        job_part(J, u0 + t * n / nt, u0 + (t + 1) * n / nt);
+    for (t = 0; t < nt; t++) {
+        int64_t a = t * U / nt, b = (t + 1) * U / nt;
+        for (int64_t u0 = a; u0 < b && !stop; u0 += step) {
+            job_part(J, u0, step < b - u0 ? u0 + step : b);
+            if (t == 0 && u0 + step < b && poll != NULL && poll(poll_ctx) != 0) {
+                stop = 1;
+#pragma omp flush
+            }
+        }
+    }
+    return stop ? PE_EINTR : FASTPE_OK;
 }
 
 int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn poll, void *poll_ctx) {
     rope_job J;
-    int64_t W, nb, U, total = 0, step, u0 = 0;
+    int64_t W, nb, U, total = 0, step;
     int i;
     if (nR < 1 || nR > 2)
         return FASTPE_ESIZE;
@@ -418,24 +436,14 @@ int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn pol
     if (!J.blocked) { /* units: rows, in as many equal parts as threads */
         J.nblk = U = nt > 1 ? nt : 1;
     }
-    /* in chunks of about pe_chunk_entries entries, polling between them, as a
+    /* in steps of about pe_chunk_entries entries, polling between them, as a
        long fill does */
     step = U;
-    if (poll != NULL) {
-        double per_unit = (double)total / (double)U * (double)W;
-        double s = (double)pe_chunk_entries() / per_unit;
+    if (poll != NULL && J.blocked) {
+        double s = (double)pe_chunk_entries() / ((double)total / (double)U * (double)W);
         step = s >= (double)U ? U : s >= 1.0 ? (int64_t)s : 1;
-        if (!J.blocked)
-            step = U;
     }
-    while (u0 < U) {
-        int64_t u1 = step < U - u0 ? u0 + step : U;
-        job_run(&J, u0, u1, nt);
-        u0 = u1;
-        if (u0 < U && poll != NULL && poll(poll_ctx) != 0)
-            return PE_EINTR;
-    }
-    return FASTPE_OK;
+    return job_run(&J, U, step, nt, poll, poll_ctx);
 }
 
 /* ---- the RoPE handles ------------------------------------------------------
