@@ -191,11 +191,8 @@ int pe_rope_set_wide(int on) {
 
 static rot_fn rot_choose(const pe_rope_rows *R) {
 #if PE_HAVE_V512
-    static int avx2 = -1;
-    if (avx2 < 0) {
-        __builtin_cpu_init();
-        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
+    /* (the CPU's features were read by pe_init, through pe_v512_init) */
+    int avx2 = __builtin_cpu_supports("avx2");
     if (rope_wide && pe_v512) {
         switch (R->kind) {
         case PE_KIND_F32:
