@@ -6,8 +6,18 @@ model's inv_freq array, a batch of four at their own offsets, and one step's cos
 cache.  Medians of repeats.
 
     python bench/rope_apply.py
+    python bench/rope_apply.py --layouts   # only the table of layouts below
+
+The table of layouts: q and k of 4096 positions x 128 float32, 32 heads each and
+32 / 8 (grouped-query attention), heads before positions (batch, heads, seq, dim)
+and positions before heads (batch, seq, heads, dim), half-split and interleaved,
+on 1 and 2 threads, each next to np.copyto of q and k into preallocated arrays
+(one read and one write of each: the memory limit of a pass in place).  Only the
+public API is used, so the same script times another build of fastpe: run it
+with each build's python in turn to compare them.
 """
 
+import sys
 import timeit
 
 import numpy as np
@@ -19,7 +29,37 @@ def median(fn, number, repeat=7):
     return float(np.median(timeit.repeat(fn, number=number, repeat=repeat))) / number
 
 
+def layouts(repeat=7):
+    """One line per case: threads, heads, axes, pairs, apply_rope and copy medians."""
+    rng = np.random.default_rng(0)
+    print(f"fastpe {fastpe.__version__}, {fastpe.build_info()['max_threads']} threads max")
+    for kv_heads in (32, 8):
+        for axes in ("bhsd", "bshd"):
+            shape = {"bhsd": lambda h: (1, h, 4096, 128), "bshd": lambda h: (1, 4096, h, 128)}
+            q = rng.standard_normal(shape[axes](32)).astype(np.float32)
+            k = rng.standard_normal(shape[axes](kv_heads)).astype(np.float32)
+            dq, dk = np.empty_like(q), np.empty_like(k)
+            sa = 2 if axes == "bhsd" else 1
+            for threads in (1, 2):
+                t_copy = median(lambda: (np.copyto(dq, q), np.copyto(dk, k)), 1, repeat)
+                for layout in ("half", "interleaved"):
+
+                    def rope(layout=layout, threads=threads):
+                        fastpe.apply_rope(q, k, layout=layout, seq_axis=sa, num_threads=threads)
+
+                    rope()  # warm up (frequencies, table, pages)
+                    t = median(rope, 1, repeat)
+                    print(
+                        f"layout threads={threads} q=32 k={kv_heads} {axes} {layout:11s} "
+                        f"apply_rope {t * 1e3:6.2f} ms  copyto {t_copy * 1e3:6.2f} ms  "
+                        f"ratio {t / t_copy:.2f}"
+                    )
+
+
 def main():
+    if "--layouts" in sys.argv[1:]:
+        layouts()
+        return
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 32, 4096, 128)).astype(np.float32)
     k = rng.standard_normal((1, 32, 4096, 128)).astype(np.float32)

@@ -143,11 +143,18 @@ typedef struct {
     int64_t strides[PE_ROPE_MAX_AXES];
 } pe_rope_rows;
 
-/* Rows r0 .. r1-1 rotated by nt threads. */
-PE_HIDDEN void pe_rotate_rows(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt);
-/* All nrows rows, polling between chunks when poll is not NULL (PE_EINTR). */
-PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *R, int64_t nrows, int nt, pe_poll_fn poll,
+/* Every row of R[0] .. R[nR-1] (nR 1 or 2: q and k, sharing the table, S and
+ * per_batch) on nt threads, polling between chunks when poll is not NULL
+ * (PE_EINTR). */
+PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_poll_fn poll,
                              void *poll_ctx);
+/* Whether rows are walked in blocks of positions (1, the default) or in their
+ * axes' C order (0); the same bits.  Returns the old setting. */
+PE_HIDDEN int pe_rope_set_blocked(int on);
+/* Whether rows are rotated by the AVX-512/AVX2 loops where the CPU has them (1,
+ * the default) or by the portable ones (0); the same bits.  Returns the old
+ * setting. */
+PE_HIDDEN int pe_rope_set_wide(int on);
 
 /* The shared argument checks of the Vaswani entry points. */
 PE_HIDDEN int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,

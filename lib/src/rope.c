@@ -5,6 +5,7 @@
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
+#include "csrc/pe_v512.h"
 
 #define ROT_T        float
 #define ROT_SFX      f32
@@ -30,11 +31,219 @@
 #define ROT_STORE(v) pe_f64_to_bf16(v)
 #include "rope_rows.inc.c"
 
+#if PE_HAVE_V512
+/* the same rotations compiled for AVX-512F, used where pe_v512 is set */
+#define ROT_V512     __attribute__((target("avx512f,prefer-vector-width=512")))
+#define ROT_T        float
+#define ROT_SFX      f32_v512
+#define ROT_LOAD(v)  ((double)(v))
+#define ROT_STORE(v) ((float)(v))
+#define ROT_ATTR     ROT_V512
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+
+#define ROT_T        double
+#define ROT_SFX      f64_v512
+#define ROT_LOAD(v)  (v)
+#define ROT_STORE(v) (v)
+#define ROT_ATTR     ROT_V512
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+
+#define ROT_T        uint16_t
+#define ROT_SFX      f16_v512
+#define ROT_LOAD(v)  ((double)pe_f16_to_f32(v))
+#define ROT_STORE(v) pe_f64_to_f16(v)
+#define ROT_ATTR     ROT_V512
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+
+#define ROT_T        uint16_t
+#define ROT_SFX      bf16_v512
+#define ROT_LOAD(v)  ((double)pe_bf16_to_f32(v))
+#define ROT_STORE(v) pe_f64_to_bf16(v)
+#define ROT_ATTR     ROT_V512
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+#endif
+
+#if PE_HAVE_V512
+/* and for AVX2, used where the CPU has it but not AVX-512F */
+#define ROT_AVX2     __attribute__((target("avx2")))
+#define ROT_T        float
+#define ROT_SFX      f32_avx2
+#define ROT_PAIRS    0
+#define ROT_LOAD(v)  ((double)(v))
+#define ROT_STORE(v) ((float)(v))
+#define ROT_ATTR     ROT_AVX2
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+
+#define ROT_T        double
+#define ROT_SFX      f64_avx2
+#define ROT_PAIRS    0
+#define ROT_LOAD(v)  (v)
+#define ROT_STORE(v) (v)
+#define ROT_ATTR     ROT_AVX2
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+
+#define ROT_T        uint16_t
+#define ROT_SFX      f16_avx2
+#define ROT_LOAD(v)  ((double)pe_f16_to_f32(v))
+#define ROT_STORE(v) pe_f64_to_f16(v)
+#define ROT_ATTR     ROT_AVX2
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+
+#define ROT_T        uint16_t
+#define ROT_SFX      bf16_avx2
+#define ROT_LOAD(v)  ((double)pe_bf16_to_f32(v))
+#define ROT_STORE(v) pe_f64_to_bf16(v)
+#define ROT_ATTR     ROT_AVX2
+#define ROT_CACHE    0
+#include "rope_rows.inc.c"
+#endif
+
+#if PE_HAVE_V512
+#include <immintrin.h>
+
+/* Interleaved rows by hand for AVX2: the compiler's loops pull each pair apart
+ * and back; here a pair stays in place, and (x1 c, x2 c) and (x2 s, x1 s)
+ * combine in one addsub into (x1 c - x2 s, x2 c + x1 s): the portable loop's
+ * IEEE operations, hence its bits. */
+static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT sn,
+                                           const double *PE_RESTRICT cs, int64_t nf, double a) {
+    float *PE_RESTRICT x = (float *)row;
+    const __m256d va = _mm256_set1_pd(a);
+    int64_t i = 0;
+    for (; i + 4 <= nf; i += 4) { /* four pairs: eight floats */
+        __m256 v = _mm256_loadu_ps(x + 2 * i);
+        __m256d c4 = _mm256_mul_pd(_mm256_loadu_pd(cs + i), va);
+        __m256d s4 = _mm256_mul_pd(_mm256_loadu_pd(sn + i), va);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        __m256d rlo = _mm256_addsub_pd(
+            _mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
+            _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), _mm256_permute4x64_pd(s4, 0x50)));
+        __m256d rhi = _mm256_addsub_pd(
+            _mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
+            _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), _mm256_permute4x64_pd(s4, 0xFA)));
+        _mm256_storeu_ps(x + 2 * i, _mm256_set_m128(_mm256_cvtpd_ps(rhi), _mm256_cvtpd_ps(rlo)));
+    }
+    for (; i < nf; i++) {
+        double x1 = x[2 * i], x2 = x[2 * i + 1];
+        double c = cs[i] * a, s = sn[i] * a;
+        x[2 * i] = (float)(x1 * c - x2 * s);
+        x[2 * i + 1] = (float)(x2 * c + x1 * s);
+    }
+}
+
+static ROT_AVX2 void pe_rot_pairs_f64_avx2(char *row, const double *PE_RESTRICT sn,
+                                           const double *PE_RESTRICT cs, int64_t nf, double a) {
+    double *PE_RESTRICT x = (double *)row;
+    const __m256d va = _mm256_set1_pd(a);
+    int64_t i = 0;
+    for (; i + 4 <= nf; i += 4) { /* four pairs: eight doubles */
+        __m256d c4 = _mm256_mul_pd(_mm256_loadu_pd(cs + i), va);
+        __m256d s4 = _mm256_mul_pd(_mm256_loadu_pd(sn + i), va);
+        __m256d lo = _mm256_loadu_pd(x + 2 * i);
+        __m256d hi = _mm256_loadu_pd(x + 2 * i + 4);
+        _mm256_storeu_pd(x + 2 * i,
+                         _mm256_addsub_pd(_mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
+                                          _mm256_mul_pd(_mm256_permute_pd(lo, 0x5),
+                                                        _mm256_permute4x64_pd(s4, 0x50))));
+        _mm256_storeu_pd(x + 2 * i + 4,
+                         _mm256_addsub_pd(_mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
+                                          _mm256_mul_pd(_mm256_permute_pd(hi, 0x5),
+                                                        _mm256_permute4x64_pd(s4, 0xFA))));
+    }
+    for (; i < nf; i++) {
+        double x1 = x[2 * i], x2 = x[2 * i + 1];
+        double c = cs[i] * a, s = sn[i] * a;
+        x[2 * i] = x1 * c - x2 * s;
+        x[2 * i + 1] = x2 * c + x1 * s;
+    }
+}
+#endif
+
+typedef void (*rot_fn)(char *row, const double *sn, const double *cs, int64_t nf, double a);
+
+/* 1: the rows walked in blocks of positions (below); 0: in the C order of their
+ * axes, as one pass per head.  The same bits either way: for tests. */
+static int rope_blocked = 1;
+
+int pe_rope_set_blocked(int on) {
+    int old = rope_blocked;
+    rope_blocked = on != 0;
+    return old;
+}
+
+/* 1: the rows rotated by the AVX-512 or AVX2 loops where the CPU has them; 0:
+ * by the portable ones.  The same bits either way: for tests. */
+static int rope_wide = 1;
+
+int pe_rope_set_wide(int on) {
+    int old = rope_wide;
+    rope_wide = on != 0;
+    return old;
+}
+
+static rot_fn rot_choose(const pe_rope_rows *R) {
+#if PE_HAVE_V512
+    /* (the CPU's features were read by pe_init, through pe_v512_init) */
+    int avx2 = __builtin_cpu_supports("avx2");
+    if (rope_wide && pe_v512) {
+        switch (R->kind) {
+        case PE_KIND_F32:
+            return R->half ? pe_rot_half_f32_v512 : pe_rot_pairs_f32_v512;
+        case PE_KIND_F64:
+            return R->half ? pe_rot_half_f64_v512 : pe_rot_pairs_f64_v512;
+        case PE_KIND_F16:
+            return R->half ? pe_rot_half_f16_v512 : pe_rot_pairs_f16_v512;
+        default:
+            return R->half ? pe_rot_half_bf16_v512 : pe_rot_pairs_bf16_v512;
+        }
+    }
+    if (rope_wide && avx2) {
+        switch (R->kind) {
+        case PE_KIND_F32:
+            return R->half ? pe_rot_half_f32_avx2 : pe_rot_pairs_f32_avx2;
+        case PE_KIND_F64:
+            return R->half ? pe_rot_half_f64_avx2 : pe_rot_pairs_f64_avx2;
+        case PE_KIND_F16:
+            return R->half ? pe_rot_half_f16_avx2 : pe_rot_pairs_f16_avx2;
+        default:
+            return R->half ? pe_rot_half_bf16_avx2 : pe_rot_pairs_bf16_avx2;
+        }
+    }
+#endif
+    switch (R->kind) {
+    case PE_KIND_F32:
+        return R->half ? pe_rot_half_f32 : pe_rot_pairs_f32;
+    case PE_KIND_F64:
+        return R->half ? pe_rot_half_f64 : pe_rot_pairs_f64;
+    case PE_KIND_F16:
+        return R->half ? pe_rot_half_f16 : pe_rot_pairs_f16;
+    default:
+        return R->half ? pe_rot_half_bf16 : pe_rot_pairs_bf16;
+    }
+}
+
+static int64_t rope_nrows(const pe_rope_rows *R) {
+    int64_t n = 1;
+    for (int j = 0; j < R->m; j++)
+        n *= R->shape[j];
+    return n;
+}
+
 /* Rows r0 .. r1-1 (C order of the leading axes), walked with an odometer: no
  * division per row. */
-static void rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) {
+static void rotate_range(const pe_rope_rows *R, rot_fn fn, int64_t r0, int64_t r1) {
     int64_t idx[PE_ROPE_MAX_AXES];
     int64_t rem = r0, off = 0;
+    if (r0 >= r1)
+        return;
     for (int j = R->m - 1; j >= 0; j--) {
         idx[j] = rem % R->shape[j];
         rem /= R->shape[j];
@@ -43,23 +252,7 @@ static void rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         int64_t t = (R->per_batch ? idx[0] * R->S : 0) + idx[R->sa];
         const double *angles = R->table + t * 2 * R->nf;
-        char *row = R->base + off;
-        switch (R->kind) {
-        case PE_KIND_F32:
-            pe_rotate_row_f32((float *)row, angles, angles + R->nf, R->nf, R->half, R->attention);
-            break;
-        case PE_KIND_F64:
-            pe_rotate_row_f64((double *)row, angles, angles + R->nf, R->nf, R->half, R->attention);
-            break;
-        case PE_KIND_F16:
-            pe_rotate_row_f16((uint16_t *)row, angles, angles + R->nf, R->nf, R->half,
-                              R->attention);
-            break;
-        default:
-            pe_rotate_row_bf16((uint16_t *)row, angles, angles + R->nf, R->nf, R->half,
-                               R->attention);
-            break;
-        }
+        fn(R->base + off, angles, angles + R->nf, R->nf, R->attention);
         for (int j = R->m - 1; j >= 0; j--) {
             idx[j] += 1;
             off += R->strides[j];
@@ -71,33 +264,183 @@ static void rotate_range(const pe_rope_rows *R, int64_t r0, int64_t r1) {
     }
 }
 
-void pe_rotate_rows(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt) {
-    int64_t n = r1 - r0;
-    int t;
-    if (nt <= 1) { /* on the calling thread: no parallel region for small calls */
-        rotate_range(R, r0, r1);
-        return;
+/* The rows of sequence b (when per_batch) at positions s0 .. s1-1, in the C
+ * order of their axes: every head's rows at these positions while their angles
+ * (s1 - s0 rows of the table) stay in the cache, rather than one pass over the
+ * whole table per head. */
+/* heads walked together (at most) in the heads-first layout */
+#define ROPE_GROUP 8
+static void rotate_block(const pe_rope_rows *R, rot_fn fn, int64_t b, int64_t s0, int64_t s1) {
+    int64_t lo[PE_ROPE_MAX_AXES], hi[PE_ROPE_MAX_AXES], idx[PE_ROPE_MAX_AXES];
+    int64_t off = 0, W = 2 * R->nf, inner, ist;
+    int m = R->m, last = R->m - 1, j;
+    const double *tb = R->table + (R->per_batch ? b * R->S : 0) * W;
+    for (j = 0; j < m; j++) {
+        lo[j] = 0;
+        hi[j] = R->shape[j];
     }
-#pragma omp parallel for num_threads(nt) schedule(static, 1)
-    for (t = 0; t < nt; t++)
-        rotate_range(R, r0 + t * n / nt, r0 + (t + 1) * n / nt);
+    lo[R->sa] = s0, hi[R->sa] = s1;
+    if (R->per_batch)
+        lo[0] = b, hi[0] = b + 1;
+    for (j = 0; j < m; j++) {
+        if (hi[j] <= lo[j])
+            return;
+        idx[j] = lo[j];
+        off += lo[j] * R->strides[j];
+    }
+    inner = hi[last] - lo[last];
+    ist = R->strides[last];
+    for (;;) {
+        if (last == R->sa) {
+            /* positions innermost in memory (heads first): up to ROPE_GROUP heads
+               walk the block's positions side by side, each angle row read once
+               for all of them; long streams, as many as a prefetcher follows */
+            char *rows[ROPE_GROUP];
+            int g, ng = 0;
+            const double *ang = tb + s0 * W;
+            for (;;) {
+                rows[ng++] = R->base + off;
+                for (j = last - 1; j >= 0; j--) {
+                    idx[j] += 1;
+                    off += R->strides[j];
+                    if (idx[j] < hi[j])
+                        break;
+                    off -= (hi[j] - lo[j]) * R->strides[j];
+                    idx[j] = lo[j];
+                }
+                if (j < 0 || ng == ROPE_GROUP)
+                    break;
+            }
+            for (int64_t i = 0; i < inner; i++, ang += W) {
+                for (g = 0; g < ng; g++)
+                    fn(rows[g] + i * ist, ang, ang + R->nf, R->nf, R->attention);
+            }
+            if (j < 0)
+                return;
+            continue;
+        } else {
+            char *row = R->base + off;
+            const double *ang = tb + idx[R->sa] * W;
+            for (int64_t i = 0; i < inner; i++, row += ist)
+                fn(row, ang, ang + R->nf, R->nf, R->attention);
+        }
+        for (j = last - 1; j >= 0; j--) {
+            idx[j] += 1;
+            off += R->strides[j];
+            if (idx[j] < hi[j])
+                break;
+            off -= (hi[j] - lo[j]) * R->strides[j];
+            idx[j] = lo[j];
+        }
+        if (j < 0)
+            return;
+    }
 }
 
-int pe_rope_rotate(const pe_rope_rows *R, int64_t nrows, int nt, pe_poll_fn poll, void *poll_ctx) {
-    /* in chunks of about pe_chunk_entries entries, polling between them, as a
-       long fill does */
-    int64_t W = 2 * R->nf;
-    int64_t chunk = pe_chunk_entries();
-    int64_t step = poll == NULL ? nrows : (W < chunk ? chunk / W : 1);
-    int64_t r0 = 0;
-    while (r0 < nrows) {
-        int64_t r1 = step < nrows - r0 ? r0 + step : nrows;
-        pe_rotate_rows(R, r0, r1, nt);
-        r0 = r1;
-        if (r0 < nrows && poll != NULL && poll(poll_ctx) != 0)
-            return PE_EINTR;
+/* One rotation of up to two tensors (q and k) by one table.  Blocked: the work
+ * is nb x nblk units (a sequence when the table has one per sequence, and a
+ * block of PB positions), each rotating every row of each tensor at those
+ * positions; else rows split evenly (few positions: decoding steps). */
+typedef struct {
+    const pe_rope_rows *R[2];
+    rot_fn fn[2];
+    int64_t nrows[2];
+    int n;
+    int blocked;
+    int64_t nblk, PB;
+} rope_job;
+
+static void job_part(const rope_job *J, int64_t u0, int64_t u1) {
+    for (int i = 0; i < J->n; i++) {
+        const pe_rope_rows *R = J->R[i];
+        if (!J->blocked) {
+            rotate_range(R, J->fn[i], u0 * J->nrows[i] / J->nblk, u1 * J->nrows[i] / J->nblk);
+            continue;
+        }
+        for (int64_t u = u0; u < u1; u++) {
+            int64_t b = u / J->nblk, s0 = (u % J->nblk) * J->PB;
+            int64_t s1 = s0 + J->PB < R->S ? s0 + J->PB : R->S;
+            rotate_block(R, J->fn[i], b, s0, s1);
+        }
     }
-    return FASTPE_OK;
+}
+
+/* Units 0 .. U-1 on nt threads in ONE parallel region (each region costs a
+ * wait for every team thread, milliseconds on a busy machine), each thread a
+ * contiguous share taken `step` units at a time.  The calling thread (thread 0
+ * of the team) polls between its steps; a stop it sees ends every thread's
+ * share at its next step. */
+static int job_run(const rope_job *J, int64_t U, int64_t step, int nt, pe_poll_fn poll,
+                   void *poll_ctx) {
+    volatile int stop = 0;
+    int t;
+    if (nt > U)
+        nt = (int)U;
+    if (nt <= 1) { /* on the calling thread: no parallel region */
+        for (int64_t u0 = 0; u0 < U; u0 += step) {
+            job_part(J, u0, step < U - u0 ? u0 + step : U);
+            if (u0 + step < U && poll != NULL && poll(poll_ctx) != 0)
+                return PE_EINTR;
+        }
+        return FASTPE_OK;
+    }
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+    for (t = 0; t < nt; t++) {
+        int64_t a = t * U / nt, b = (t + 1) * U / nt;
+        for (int64_t u0 = a; u0 < b && !stop; u0 += step) {
+            job_part(J, u0, step < b - u0 ? u0 + step : b);
+            if (t == 0 && u0 + step < b && poll != NULL && poll(poll_ctx) != 0) {
+                stop = 1;
+#pragma omp flush
+            }
+        }
+    }
+    return stop ? PE_EINTR : FASTPE_OK;
+}
+
+int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn poll, void *poll_ctx) {
+    rope_job J;
+    int64_t W, nb, U, total = 0, step;
+    int i;
+    if (nR < 1 || nR > 2)
+        return FASTPE_ESIZE;
+    J.n = 0;
+    for (i = 0; i < nR; i++) {
+        int64_t n = rope_nrows(Rs[i]);
+        if (n > 0) {
+            J.R[J.n] = Rs[i];
+            J.fn[J.n] = rot_choose(Rs[i]);
+            J.nrows[J.n] = n;
+            total += n;
+            J.n++;
+        }
+    }
+    if (J.n == 0 || J.R[0]->S == 0 || J.R[0]->nf == 0)
+        return FASTPE_OK;
+    W = 2 * J.R[0]->nf;
+    nb = J.R[0]->per_batch ? J.R[0]->shape[0] : 1;
+    /* blocks of about 256 KiB of angles (in L2 while every head uses them; much
+       smaller blocks measured slower: short streams restart the prefetcher),
+       smaller while that leaves fewer than 4 blocks per thread */
+    J.PB = ((int64_t)256 << 10) / (W * (int64_t)sizeof(double));
+    if (J.PB < 1)
+        J.PB = 1;
+    while (J.PB > 1 && nb * ((J.R[0]->S + J.PB - 1) / J.PB) < 4 * (int64_t)nt)
+        J.PB = (J.PB + 1) / 2;
+    J.nblk = (J.R[0]->S + J.PB - 1) / J.PB;
+    U = nb * J.nblk;
+    J.blocked = rope_blocked && (U > 1 || nt <= 1) && U >= nt;
+    if (!J.blocked) { /* units: rows, in as many equal parts as threads */
+        J.nblk = U = nt > 1 ? nt : 1;
+    }
+    /* in steps of about pe_chunk_entries entries, polling between them, as a
+       long fill does */
+    step = U;
+    if (poll != NULL && J.blocked) {
+        double s = (double)pe_chunk_entries() / ((double)total / (double)U * (double)W);
+        step = s >= (double)U ? U : s >= 1.0 ? (int64_t)s : 1;
+    }
+    return job_run(&J, U, step, nt, poll, poll_ctx);
 }
 
 /* ---- the RoPE handles ------------------------------------------------------

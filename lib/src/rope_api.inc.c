@@ -147,7 +147,10 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
         R.attention = h->attention;
         R.table = table;
         nrows = batch * seq * heads;
-        pe_rotate_rows(&R, 0, nrows, pe_threads(num_threads, nrows, W, -1));
+        {
+            const pe_rope_rows *Rs = &R;
+            err = pe_rope_rotate(&Rs, 1, pe_threads(num_threads, nrows, W, -1), NULL, NULL);
+        }
     }
     free(table);
     return err;

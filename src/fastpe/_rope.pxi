@@ -20,9 +20,23 @@ cdef extern from "pe_lib.h" nogil:
         const double *table
         int64_t shape[64]
         int64_t strides[64]
-    void _rotate_rows "pe_rotate_rows"(const pe_rope_rows *R, int64_t r0, int64_t r1, int nt)
-    int pe_rope_rotate(const pe_rope_rows *R, int64_t nrows, int nt, pe_poll_fn poll,
-                       void *poll_ctx)
+    int pe_rope_rotate(const pe_rope_rows **R, int nR, int nt, pe_poll_fn poll, void *poll_ctx)
+    int pe_rope_set_blocked(int on)
+    int pe_rope_set_wide(int on)
+
+
+def _set_rope_blocked(bint on):
+    """Walk the rows in blocks of positions (True, the default) or in the C order
+    of their axes, one pass per head (False): the same bits; for tests.  Returns
+    the old setting."""
+    return bool(pe_rope_set_blocked(on))
+
+
+def _set_rope_wide(bint on):
+    """Rotate rows with the AVX-512/AVX2 loops where the CPU has them (True, the
+    default) or the portable ones (False): the same bits; for tests.  Returns the
+    old setting."""
+    return bool(pe_rope_set_wide(on))
 
 
 cdef inline void _store(anyreal *x, int64_t j, double v) noexcept nogil:
@@ -35,24 +49,19 @@ cdef inline void _store(anyreal *x, int64_t j, double v) noexcept nogil:
         x[j] = <anyreal>v
 
 
-cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int64_t offset,
-                      offsets, positions, bint half, double attention, int num_threads):
-    """Rotate the rows of the held buffer ``view`` of entries ``kind`` (see _rope_view;
-    checked by the caller: writable, aligned, last axis contiguous holding 2 nf entries or more,
-    rows not overlapping; ``sa`` an axis before the last).  Token (b, s) -- b the
-    index on axis 0 unless the sequence axis is 0, s the index on axis ``sa`` --
-    is at position ``(offsets[b] if offsets is not None else offset) +
-    (positions[b or 0, s] if positions is not None else s)``: ``offsets`` a 1-D
-    int64 array of one entry per batch index, ``positions`` a 2-D int64 array of
-    1 or batch rows; their range is the caller's to check."""
-    cdef pe_rope_rows R
-    cdef pe_rows rq
-    cdef Py_buffer pview, oview
-    cdef bint have_p = False, have_o = False
-    cdef int64_t nf = enc.sp.nf, nrows = 1, ntab, batch
-    cdef int j, nt, err
-    cdef double *table = NULL
-    cdef double small[512]
+cdef inline int64_t _rope_nrows(const pe_rope_rows *R) noexcept nogil:
+    cdef int64_t n = 1
+    cdef int j
+    for j in range(R.m):
+        n *= R.shape[j]
+    return n
+
+
+cdef int _rope_rows_of(pe_rope_rows *R, const Py_buffer *view, char kind, int sa, bint half,
+                       int64_t nf, double attention) except -1:
+    """R for the rows of ``view`` (all but its last axis); their number."""
+    cdef int j
+    cdef int64_t nrows = 1
     if view.ndim > ROPE_MAX_AXES or view.ndim < 2:
         raise ValueError("the rotated array must have 2 to 64 axes")
     R.base = <char *>view.buf
@@ -67,6 +76,43 @@ cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int
         R.shape[j] = view.shape[j]
         R.strides[j] = view.strides[j]
         nrows *= view.shape[j]
+    return nrows > 0
+
+
+cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
+                      Encoder enc, int sa, int64_t offset, offsets, positions, bint half,
+                      double attention, int num_threads):
+    """Rotate the rows of the held buffer ``view`` of entries ``kind`` (see _rope_view;
+    checked by the caller: writable, aligned, last axis contiguous holding 2 nf entries or more,
+    rows not overlapping; ``sa`` an axis before the last), and those of ``kview`` (k: entries
+    ``kkind``, the same batch and sequence axes) unless it is NULL, in one pass by one table.
+    Token (b, s) -- b the
+    index on axis 0 unless the sequence axis is 0, s the index on axis ``sa`` --
+    is at position ``(offsets[b] if offsets is not None else offset) +
+    (positions[b or 0, s] if positions is not None else s)``: ``offsets`` a 1-D
+    int64 array of one entry per batch index, ``positions`` a 2-D int64 array of
+    1 or batch rows; their range is the caller's to check."""
+    cdef pe_rope_rows R, RK
+    cdef const pe_rope_rows *Rs[2]
+    cdef pe_rows rq
+    cdef Py_buffer pview, oview
+    cdef bint have_p = False, have_o = False
+    cdef int64_t nf = enc.sp.nf, nrows = 0, ntab, batch
+    cdef int nR = 0, nt, err, j
+    cdef double *table = NULL
+    cdef double small[512]
+    if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
+        Rs[nR] = &R
+        nR += 1
+    if kview != NULL:
+        if kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa] \
+                or kview.shape[0] != view.shape[0]:
+            raise ValueError("q and k must agree on the batch and sequence axes")
+        if _rope_rows_of(&RK, kview, kkind, sa, half, nf, attention):
+            Rs[nR] = &RK
+            nR += 1
+    for j in range(nR):
+        nrows += _rope_nrows(Rs[j])
     batch = view.shape[0] if sa != 0 else 1
     _init_rows(&rq, 1, R.S, False, 0)
     rq.offset = offset
@@ -93,9 +139,10 @@ cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int
             rq.pss = pview.strides[1] // 8
             if pview.shape[0] > 1:
                 rq.nseq = batch
-        R.per_batch = rq.nseq > 1
+        R.per_batch = RK.per_batch = rq.nseq > 1
+        R.table = RK.table = NULL
         ntab = rq.nseq * R.S
-        if nrows == 0 or ntab == 0 or nf == 0:
+        if nR == 0 or ntab == 0 or nf == 0:
             return
         if ntab * 2 * nf <= 512:
             table = small
@@ -103,13 +150,14 @@ cdef object _rope_run(const Py_buffer *view, char kind, Encoder enc, int sa, int
             table = <double *>malloc(<size_t>(ntab * 2 * nf) * sizeof(double))
             if table == NULL:
                 raise MemoryError("could not allocate the RoPE angle table")
-        R.table = table
+        R.table = RK.table = table
         _fill_interruptibly(table, c'd', 2 * nf, &enc.sp, &rq, num_threads, enc.pmem,
                             &enc.ac)
-        # one library call: in chunks, checking for Ctrl-C between them, as a long fill does
+        # one library call for q and k: in chunks, checking for Ctrl-C between them,
+        # as a long fill does
         nt = _threads(num_threads, nrows, 2 * nf)
         with nogil:
-            err = pe_rope_rotate(&R, nrows, nt, _poll_signals, NULL)
+            err = pe_rope_rotate(Rs, nR, nt, _poll_signals, NULL)
         if err == PE_EINTR:
             _raise_pending()
     finally:
@@ -141,22 +189,35 @@ cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16) except -1
 
 
 def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions, bint half,
-                double attention, int num_threads, bint bfloat16=False):
+                double attention, int num_threads, bint bfloat16=False, k=None,
+                bint k_bfloat16=False):
     """Rotate the rows of ``x`` in place by the angles of ``enc`` (a RoPE encoding:
-    [sin | cos] of nf frequencies) at each token's position (see _rope_run);
-    ``bfloat16``: x holds bfloat16 entries as uint16 bits.  The buffer checks are
-    made here; the range of the positions, that rows do not overlap, and the shapes
-    of offsets and positions against q are the caller's."""
-    cdef Py_buffer view
-    cdef char kind = _rope_view(x, &view, 2 * enc.sp.nf, bfloat16)
+    [sin | cos] of nf frequencies) at each token's position (see _rope_run), and
+    those of ``k`` (if not None; the same batch and sequence axes) by the same
+    table in the same pass; ``bfloat16``, ``k_bfloat16``: x, k hold bfloat16
+    entries as uint16 bits.  The buffer checks are made here; the range of the
+    positions, that rows do not overlap, and the shapes of offsets and positions
+    against q are the caller's."""
+    cdef Py_buffer view, kview
+    cdef char kind = _rope_view(x, &view, 2 * enc.sp.nf, bfloat16), kkind = 0
     if kind == 0:
         raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
                          "buffer whose last axis is contiguous and holds the rotated pairs")
     try:
         if not 0 <= seq_axis < view.ndim - 1:
             raise ValueError("seq_axis must be an axis of x before its last")
-        _rope_run(&view, kind, enc, seq_axis, offset, offsets, positions, half, attention,
-                  num_threads)
+        if k is not None:
+            kkind = _rope_view(k, &kview, 2 * enc.sp.nf, k_bfloat16)
+            if kkind == 0:
+                raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
+                                 "float64 buffer whose last axis is contiguous and holds the "
+                                 "rotated pairs")
+        try:
+            _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc, seq_axis, offset,
+                      offsets, positions, half, attention, num_threads)
+        finally:
+            if kkind:
+                PyBuffer_Release(&kview)
     finally:
         PyBuffer_Release(&view)
 
@@ -354,10 +415,8 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
                 return None
         elif _extent(off, S) > enc.max_position:
             return None
-        _rope_run(&qv, qkind, enc, sa, off, offsets, positions, layout == "half", plan[1], nt)
-        if have_k:
-            _rope_run(&kv, kkind, enc, sa, off, offsets, positions, layout == "half", plan[1],
-                      nt)
+        _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, enc, sa, off, offsets, positions,
+                  layout == "half", plan[1], nt)
     finally:
         PyBuffer_Release(&qv)
         if have_k:

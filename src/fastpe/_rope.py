@@ -902,10 +902,11 @@ def apply_rope(
     if hi >= lo:
         rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
         check_table_size(rows, 2 * w.size, 8)
-        for v in (v for v in views if v.size):
-            bits, bf16 = kernel_view(v)
+        # q and k in one pass by one table
+        parts = [kernel_view(v) for v in views if v.size]
+        if parts:
             _kernel.rope_rotate(
-                bits,
+                parts[0][0],
                 enc,
                 sa,
                 off_scalar,
@@ -914,7 +915,9 @@ def apply_rope(
                 layout == "half",
                 attention,
                 nthreads,
-                bf16,
+                parts[0][1],
+                parts[1][0] if len(parts) > 1 else None,
+                len(parts) > 1 and parts[1][1],
             )
     _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
     return q if k is None else (q, k)
