@@ -443,6 +443,41 @@ int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn pol
     return job_run(&J, U, step, nt, poll, poll_ctx);
 }
 
+/* The angle table of rq's positions (one fill: into a stack buffer when small),
+ * then every row of R[0] .. R[nR-1] by it on one team, polling between chunks of
+ * both.  The R[i].table fields are set here and cleared before returning. */
+int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
+                int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
+                void *poll_ctx) {
+    int64_t W = 2 * sp->nf, ntab = rq->nseq * rq->S, nrows = 0;
+    double small[512];
+    double *table = small;
+    int i, err;
+    if (nR < 1 || nR > 2)
+        return FASTPE_ESIZE;
+    for (i = 0; i < nR; i++)
+        nrows += rope_nrows(R[i]);
+    if (nrows == 0 || ntab == 0 || W == 0)
+        return FASTPE_OK;
+    if (ntab > (int64_t)(sizeof(small) / sizeof(double)) / W) {
+        table = (double *)malloc((size_t)(ntab * W) * sizeof(double));
+        if (table == NULL)
+            return FASTPE_ENOMEM;
+    }
+    err = pe_fill_run(table, PE_KIND_F64, W, sp, rq, num_threads, plan, ac, poll, poll_ctx);
+    if (err == FASTPE_OK) {
+        for (i = 0; i < nR; i++)
+            R[i]->table = table;
+        err = pe_rope_rotate((const pe_rope_rows *const *)R, nR,
+                             pe_threads(num_threads, nrows, W, -1), poll, poll_ctx);
+        for (i = 0; i < nR; i++)
+            R[i]->table = NULL;
+    }
+    if (table != small)
+        free(table);
+    return err;
+}
+
 /* ---- the RoPE handles ------------------------------------------------------
  * A handle is the encoding fastpe._rope._encoder compiles for ("rope", w): the
  * [sin | cos] rows of nf listed frequencies, with its own copy of them and of

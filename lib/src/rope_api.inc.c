@@ -74,9 +74,8 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
                                int layout, int num_threads) {
     pe_rows rq;
     pe_rope_rows R;
-    int64_t nf, W, span, nrows;
+    int64_t nf, W, span;
     int64_t n3[3], st[3];
-    double *table;
     int err = rope_check(h);
     if (err != FASTPE_OK)
         return err;
@@ -119,15 +118,12 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
     err = rope_positions(h, &rq, batch, seq, positions, offset);
     if (err != FASTPE_OK)
         return err;
-    table = (double *)malloc((size_t)(rq.nseq * seq * W) * sizeof(double));
-    if (table == NULL)
-        return FASTPE_ENOMEM;
-    err = pe_fill_run(table, PE_KIND_F64, W, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
-    if (err == FASTPE_OK) {
+    {
         /* rows in the order of their memory: (batch, heads, seq) when heads are the
            outer axis, else (batch, seq, heads) */
         int64_t ah = stride_head >= 0 ? stride_head : -stride_head;
         int64_t as = stride_seq >= 0 ? stride_seq : -stride_seq;
+        pe_rope_rows *Rs = &R;
         R.base = (char *)x;
         R.m = 3;
         R.shape[0] = batch, R.strides[0] = stride_batch * (int64_t)sizeof(ROPE_T);
@@ -145,14 +141,8 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
         R.S = seq;
         R.nf = nf;
         R.attention = h->attention;
-        R.table = table;
-        nrows = batch * seq * heads;
-        {
-            const pe_rope_rows *Rs = &R;
-            err = pe_rope_rotate(&Rs, 1, pe_threads(num_threads, nrows, W, -1), NULL, NULL);
-        }
+        err = pe_rope_run(&Rs, 1, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
     }
-    free(table);
     return err;
 }
 

@@ -20,7 +20,9 @@ cdef extern from "pe_lib.h" nogil:
         const double *table
         int64_t shape[64]
         int64_t strides[64]
-    int pe_rope_rotate(const pe_rope_rows **R, int nR, int nt, pe_poll_fn poll, void *poll_ctx)
+    int pe_rope_run(pe_rope_rows **R, int nR, const pe_spec *sp, const pe_rows *rq,
+                    int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
+                    void *poll_ctx)
     int pe_rope_set_blocked(int on)
     int pe_rope_set_wide(int on)
 
@@ -47,14 +49,6 @@ cdef inline void _store(anyreal *x, int64_t j, double v) noexcept nogil:
         x[j].bits = pe_f64_to_bf16(v)
     else:
         x[j] = <anyreal>v
-
-
-cdef inline int64_t _rope_nrows(const pe_rope_rows *R) noexcept nogil:
-    cdef int64_t n = 1
-    cdef int j
-    for j in range(R.m):
-        n *= R.shape[j]
-    return n
 
 
 cdef int _rope_rows_of(pe_rope_rows *R, const Py_buffer *view, char kind, int sa, bint half,
@@ -93,14 +87,12 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
     int64 array of one entry per batch index, ``positions`` a 2-D int64 array of
     1 or batch rows; their range is the caller's to check."""
     cdef pe_rope_rows R, RK
-    cdef const pe_rope_rows *Rs[2]
+    cdef pe_rope_rows *Rs[2]
     cdef pe_rows rq
     cdef Py_buffer pview, oview
     cdef bint have_p = False, have_o = False
-    cdef int64_t nf = enc.sp.nf, nrows = 0, ntab, batch
-    cdef int nR = 0, nt, err, j
-    cdef double *table = NULL
-    cdef double small[512]
+    cdef int64_t nf = enc.sp.nf, batch
+    cdef int nR = 0, err
     if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
         Rs[nR] = &R
         nR += 1
@@ -111,8 +103,6 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
         if _rope_rows_of(&RK, kview, kkind, sa, half, nf, attention):
             Rs[nR] = &RK
             nR += 1
-    for j in range(nR):
-        nrows += _rope_nrows(Rs[j])
     batch = view.shape[0] if sa != 0 else 1
     _init_rows(&rq, 1, R.S, False, 0)
     rq.offset = offset
@@ -140,29 +130,18 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
             if pview.shape[0] > 1:
                 rq.nseq = batch
         R.per_batch = RK.per_batch = rq.nseq > 1
-        R.table = RK.table = NULL
-        ntab = rq.nseq * R.S
-        if nR == 0 or ntab == 0 or nf == 0:
+        if nR == 0:
             return
-        if ntab * 2 * nf <= 512:
-            table = small
-        else:
-            table = <double *>malloc(<size_t>(ntab * 2 * nf) * sizeof(double))
-            if table == NULL:
-                raise MemoryError("could not allocate the RoPE angle table")
-        R.table = RK.table = table
-        _fill_interruptibly(table, c'd', 2 * nf, &enc.sp, &rq, num_threads, enc.pmem,
-                            &enc.ac)
-        # one library call for q and k: in chunks, checking for Ctrl-C between them,
-        # as a long fill does
-        nt = _threads(num_threads, nrows, 2 * nf)
+        # one library call for q and k: the angle table, then both rotated by it, in
+        # chunks checking for Ctrl-C between them, as a long fill does
         with nogil:
-            err = pe_rope_rotate(Rs, nR, nt, _poll_signals, NULL)
+            err = pe_rope_run(Rs, nR, &enc.sp, &rq, num_threads, enc.pmem, &enc.ac,
+                              _poll_signals, NULL)
         if err == PE_EINTR:
             _raise_pending()
+        if err != FASTPE_OK:
+            _raise_for(err)
     finally:
-        if table != small:
-            free(table)
         if have_o:
             PyBuffer_Release(&oview)
         if have_p:
