@@ -153,8 +153,8 @@ PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_po
  * of R[0] .. R[nR-1] by it (nR 1 or 2; their table fields are set here), poll
  * NULL or called between chunks (PE_EINTR). */
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
-                          int num_threads, const double *plan, pe_anchor_cache *ac,
-                          pe_poll_fn poll, void *poll_ctx);
+                          int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
+                          void *poll_ctx);
 /* Whether rows are walked in blocks of positions (1, the default) or in their
  * axes' C order (0); the same bits.  Returns the old setting. */
 PE_HIDDEN int pe_rope_set_blocked(int on);
