@@ -169,6 +169,141 @@ def test_add_to_shared_positions_match_the_row_by_row_path(conv, d, dtype):
     assert none.any()
 
 
+# ------------------------------------------- blocked adds (rows shared by sequences)
+
+BF16 = "bfloat16"
+
+
+def _round_bf16(v):
+    """float64 -> the bits of bfloat16, nearest even, from the double's own bits
+    (keep sign, exponent and 7 mantissa bits, round on the 45 below; normal range:
+    the entries here are far from bfloat16's subnormals)."""
+    u = np.ascontiguousarray(v, F64).view(np.uint64)
+    r = (u + np.uint64(2**44 - 1) + ((u >> np.uint64(45)) & np.uint64(1))) >> np.uint64(45)
+    exact = (r << np.uint64(45)).view(F64)  # representable: converts exactly
+    return exact.astype(_as_dtype(BF16)).view(np.uint16)
+
+
+def _as_dtype(name):
+    if name == BF16:
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+
+def _expected_bits(x, positions, scale, conv="vaswani"):
+    """The bits of x*scale + PE(positions) computed in float64 (NumPy) and rounded
+    once to x's dtype, as unsigned integers."""
+    pe = fastpe.sinusoidal_at(positions, x.shape[-1], dtype=F64, convention=conv)
+    v = x.astype(F64) * scale + pe
+    if x.dtype.name == BF16:
+        return _round_bf16(v).astype(np.uint16)
+    return v.astype(x.dtype).view(f"u{x.dtype.itemsize}")
+
+
+def _forms(batch, S, rng):
+    """add_to keyword arguments, each with the positions every row gets."""
+    ar = np.arange(S)
+    shape = (*batch, S)
+    offs = rng.integers(-300, 3000, size=batch)
+    starts = rng.integers(-40, 700, size=(*batch, 1))
+    same = rng.integers(-500, 500, size=S)
+    arb = rng.integers(-500, 500, size=shape)
+    return {
+        "offset": ({"offset": 0}, np.broadcast_to(ar, shape)),
+        "offset negative": ({"offset": -(S // 2) - 3}, np.broadcast_to(ar - S // 2 - 3, shape)),
+        "offset large": ({"offset": 10**9 + 17}, np.broadcast_to(ar + 10**9 + 17, shape)),
+        "offsets": ({"offset": offs}, offs[..., None] + ar),
+        "offsets equal": ({"offset": np.full(batch, 5)}, np.broadcast_to(ar + 5, shape)),
+        "offsets far apart": (
+            {"offset": (np.arange(np.prod(batch)) * 999_983 - 10**6).reshape(batch)},
+            (np.arange(np.prod(batch)) * 999_983 - 10**6).reshape(batch)[..., None] + ar,
+        ),
+        "positions broadcast arange": ({"positions": ar[None]}, np.broadcast_to(ar, shape)),
+        "positions arange + offsets": (
+            {"positions": ar, "offset": offs},
+            offs[..., None] + ar,
+        ),
+        "positions consecutive per sequence": ({"positions": starts + ar}, starts + ar),
+        "positions repeated per sequence": (
+            {"positions": np.ascontiguousarray(np.broadcast_to(same, shape))},
+            np.broadcast_to(same, shape),
+        ),
+        "positions broadcast arbitrary": ({"positions": same}, np.broadcast_to(same, shape)),
+        "positions arbitrary": ({"positions": arb}, arb),
+    }
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", BF16])
+@pytest.mark.parametrize(
+    "shape",
+    [(3, 600, 7), (4, 70, 600), (2, 3, 45, 33), (5, 1, 16)],
+    ids=["long-narrow", "wide", "4d", "one-step"],
+)
+def test_add_to_blocked_forms_bitwise(dtype, shape):
+    # every form of the positions (rows encoded once per block and added to each
+    # sequence using them, or row by row) gives each entry the float64 value
+    # rounded once, on any thread count, into contiguous and strided x
+    dt = _as_dtype(dtype)
+    batch, S, d = shape[:-2], shape[-2], shape[-1]
+    rng = np.random.default_rng(sum(shape))
+    x0 = rng.standard_normal(shape).astype(dt)
+    for name, (kw, positions) in _forms(batch, S, rng).items():
+        for scale in (1.0, -0.5):
+            expect = _expected_bits(x0, positions, scale)
+            for nt in (1, 2, 3):
+                for strided in (False, True):
+                    if strided:
+                        x = np.zeros((*shape[:-1], d + 5), dt)[..., 2 : d + 2]
+                        x[...] = x0
+                    else:
+                        x = x0.copy()
+                    fastpe.add_to(x, scale=scale, num_threads=nt, **kw)
+                    got = np.ascontiguousarray(x).view(expect.dtype)
+                    assert np.array_equal(got, expect), (name, scale, nt, strided)
+
+
+@pytest.mark.parametrize("conv,d", [("tensor2tensor", 9), ("fairseq", 9), ("vaswani", 33)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", BF16])
+def test_add_to_blocked_forms_match_the_row_by_row_path(conv, d, dtype):
+    # the blocked adds write a block of rows as a table is written, then give the
+    # no-encoding column and fairseq's padding position -0.0: an extra sequence
+    # with scattered positions sends the same rows through the row-by-row path,
+    # whose bits (signs of zero included) the blocked forms must reproduce
+    dt = _as_dtype(dtype)
+    S, nseq = 300, 4
+    rng = np.random.default_rng(d)
+    x = rng.standard_normal((nseq, S, d)).astype(dt)
+    x[0] = -0.0
+    x[2, :5] = -0.0
+    ar = np.arange(S)
+    offs = np.array([0, 1, 7, 290])
+    same = rng.integers(0, 400, size=S)
+    forms = [
+        ({"positions": offs[:, None] + ar}, offs[:, None] + ar),
+        ({"positions": ar[None]}, np.broadcast_to(ar, (nseq, S))),
+        ({"positions": np.tile(same, (nseq, 1))}, np.tile(same, (nseq, 1))),
+        ({"positions": same}, np.tile(same, (nseq, 1))),
+    ]
+    if conv != "fairseq":  # (fairseq's default positions start after its padding index)
+        forms += [
+            ({"offset": offs}, offs[:, None] + ar),
+            ({"offset": 0}, np.broadcast_to(ar, (nseq, S))),
+        ]
+    scattered = rng.permutation(S)[None]
+    for kw, posmat in forms:
+        for scale in (0.5, 0.0):
+            for nt in (1, 2, 3):
+                ref = np.concatenate([x, x[:1]])
+                pos = np.concatenate([posmat, scattered])
+                fastpe.add_to(ref, positions=pos, convention=conv, scale=scale, num_threads=nt)
+                ref_bits = ref[:nseq].view(f"u{dt.itemsize}")
+                got = x.copy()
+                fastpe.add_to(got, convention=conv, scale=scale, num_threads=nt, **kw)
+                assert np.array_equal(got.view(ref_bits.dtype), ref_bits), (kw, scale, nt)
+    assert (np.signbit(x) & (x == 0)).any()
+
+
 @pytest.mark.parametrize(
     "make, exc, match",
     [

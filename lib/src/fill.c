@@ -204,14 +204,44 @@ typedef struct {
     int nt;
     int stream;         /* streaming (non-temporal) stores */
     int contiguous;     /* one sequence of consecutive positions: mirrored pairs */
-    int shared;         /* add: every sequence has the same positions */
-    int64_t units;      /* what the threads split: rows, or steps when shared */
+    int blocked;        /* add: PE_BLK_POS or PE_BLK_STEP (0: row by row) */
+    int64_t units;      /* what the threads split: rows, or (block, sequence) pairs */
     int64_t per_thread; /* scratch doubles per thread */
     double *mem;        /* scratch (and the plan when the caller had none) */
     double *scratch;
     int64_t seed; /* centre whose anchor thread 0's scratch holds (INT64_MIN: none) */
     int64_t last; /* the same after the last range ran */
+    /* the blocked add: sequence i (in order of start) covers the coordinates
+       start[i] .. start[i]+S-1 (positions, or steps for PE_BLK_STEP) and is
+       sequence seq[i] of x; block blk[n] (coordinates blk[n]*nb ..) is used by
+       the sequences act[n] .. act[n] + cum[n+1]-cum[n] - 1 */
+    int64_t nb;
+    int64_t nblk;
+    int64_t *pr; /* (start[i], seq[i]) pairs, nseq of them; NULL: start0, i */
+    int64_t start0;
+    int64_t *blk; /* blk, act (nblk each), cum (nblk+1) */
+    int64_t *act;
+    int64_t *cum;
 } pe_fill;
+
+/* Blocked adds.  Rows by position: each sequence's positions run consecutively
+ * from its start (an offset, one per sequence, or consecutive position ids), and
+ * the rows are written as a table is.  Rows by step: every sequence has the same
+ * positions (any, fractional too), encoded step by step. */
+#define PE_BLK_POS  1
+#define PE_BLK_STEP 2
+/* A block of encoded rows (float64) is about this many bytes: it stays in L2
+ * while it is added to every sequence that uses it. */
+#define ADD_BLOCK_BYTES 131072
+
+/* Sequence i of a blocked add in order of start: its first coordinate and its
+ * index in x. */
+PE_INLINE int64_t pe_add_start(const pe_fill *f, int64_t i) {
+    return f->pr != NULL ? f->pr[2 * i] : f->start0;
+}
+PE_INLINE int64_t pe_add_seq(const pe_fill *f, int64_t i) {
+    return f->pr != NULL ? f->pr[2 * i + 1] : i;
+}
 
 PE_INLINE int64_t pe_int_position(const pe_rows *rq, int64_t b, int64_t s) {
     int64_t K = rq->offs != NULL ? rq->offs[b * rq->offs_stride] : rq->offset;
@@ -259,7 +289,149 @@ static size_t pe_itemsize(int kind) {
 
 static void pe_fill_free(pe_fill *f) {
     free(f->mem);
+    free(f->pr);
+    free(f->blk);
     f->mem = NULL;
+    f->pr = NULL;
+    f->blk = NULL;
+}
+
+/* Rows per block of a blocked add of rows D wide (any size gives the same bits:
+ * every row is a pure function of its position). */
+static int64_t pe_add_block_rows(int64_t D) {
+    int64_t nb = 256;
+    while (nb > 1 && nb * D * 8 > ADD_BLOCK_BYTES)
+        nb /= 2;
+    return nb;
+}
+
+static int pe_cmp_pair(const void *pa, const void *pb) {
+    const int64_t *a = (const int64_t *)pa, *b = (const int64_t *)pb;
+    if (a[0] != b[0])
+        return a[0] < b[0] ? -1 : 1;
+    return a[1] < b[1] ? -1 : (a[1] > b[1] ? 1 : 0);
+}
+
+/* Which blocked add fits the positions of rq: PE_BLK_POS when every sequence's
+ * positions run consecutively, PE_BLK_STEP when every sequence has the same
+ * positions, else 0.  A pass over the position ids (cheap beside the rows). */
+static int pe_add_mode(const pe_rows *rq) {
+    int64_t nseq = rq->nseq, S = rq->S, b, s;
+    if (rq->pos_i == NULL && rq->pos_f == NULL)
+        return PE_BLK_POS;
+    if (rq->pos_i != NULL) {
+        int run = 1;
+        for (b = 0; b < nseq && run; b++) {
+            const int64_t *p = rq->pos_i + b * rq->psb;
+            for (s = 1; s < S; s++) {
+                if (p[s * rq->pss] != p[0] + s) {
+                    run = 0;
+                    break;
+                }
+            }
+        }
+        if (run)
+            return PE_BLK_POS;
+    }
+    if (rq->offs != NULL) {
+        for (b = 1; b < nseq; b++)
+            if (rq->offs[b * rq->offs_stride] != rq->offs[0])
+                return 0;
+    }
+    if (rq->psb != 0) {
+        for (b = 1; b < nseq; b++) {
+            for (s = 0; s < S; s++) {
+                int64_t k = b * rq->psb + s * rq->pss;
+                if (rq->pos_i != NULL ? rq->pos_i[k] != rq->pos_i[s * rq->pss]
+                                      : rq->pos_f[k] != rq->pos_f[s * rq->pss])
+                    return 0;
+            }
+        }
+    }
+    return PE_BLK_STEP;
+}
+
+/* Blocks ka .. kb of a blocked add: counted (f->blk NULL) or listed, with the
+ * sequences that use each (*lo, *hi: the sweep's window over the sorted starts). */
+static void pe_add_blocks(pe_fill *f, int64_t ka, int64_t kb, int64_t *lo, int64_t *hi) {
+    int64_t nseq = f->c.rq->nseq, S = f->c.rq->S, nb = f->nb;
+    for (int64_t k = ka; k <= kb; k++) {
+        if (f->blk != NULL) {
+            if (f->pr == NULL) { /* every sequence uses every block */
+                *lo = 0;
+                *hi = nseq;
+            }
+            while (*lo < nseq && pe_floordiv(pe_add_start(f, *lo) + S - 1, nb) < k)
+                (*lo)++;
+            while (*hi < nseq && pe_floordiv(pe_add_start(f, *hi), nb) <= k)
+                (*hi)++;
+            f->blk[f->nblk] = k;
+            f->act[f->nblk] = *lo;
+            f->cum[f->nblk + 1] = f->cum[f->nblk] + (*hi - *lo);
+        }
+        f->nblk++;
+    }
+}
+
+/* The plan of a blocked add: the sequences in order of their first coordinate
+ * and the blocks they use (each listed once, with the sequences using it). */
+static int pe_add_plan(pe_fill *f, const pe_rows *rq, int mode) {
+    int64_t nseq = rq->nseq, S = rq->S, nb = f->nb, b, i, pass;
+    int sorted = 1;
+    f->start0 = mode == PE_BLK_POS ? rq->offset : 0;
+    if (mode == PE_BLK_POS && (rq->offs != NULL || rq->pos_i != NULL)) {
+        /* one start per sequence (in order of start: the blocks each uses are
+           then a window that slides along) */
+        f->pr = (int64_t *)malloc((size_t)(2 * nseq) * sizeof(int64_t));
+        if (f->pr == NULL)
+            return FASTPE_ENOMEM;
+    }
+    for (b = 0; b < nseq && f->pr != NULL; b++) {
+        int64_t st = 0;
+        if (mode == PE_BLK_POS) {
+            st = rq->offs != NULL ? rq->offs[b * rq->offs_stride] : rq->offset;
+            if (rq->pos_i != NULL)
+                st += rq->pos_i[b * rq->psb];
+        }
+        f->pr[2 * b] = st;
+        f->pr[2 * b + 1] = b;
+        if (b > 0 && st < f->pr[2 * b - 2])
+            sorted = 0;
+    }
+    if (!sorted)
+        qsort(f->pr, (size_t)nseq, 2 * sizeof(int64_t), pe_cmp_pair);
+    /* pass 0 counts the blocks, pass 1 lists them: the union of the sequences'
+       block ranges, which are sorted at both ends */
+    for (pass = 0; pass < 2; pass++) {
+        int64_t ka = 0, kb = -1, lo = 0, hi = 0;
+        f->nblk = 0;
+        for (i = 0; i < nseq; i++) {
+            int64_t ks = pe_floordiv(pe_add_start(f, i), nb);
+            int64_t ke = pe_floordiv(pe_add_start(f, i) + S - 1, nb);
+            if (i > 0 && f->pr == NULL)
+                break; /* (every sequence has the same blocks) */
+            if (i == 0 || ks > kb) {
+                if (i > 0)
+                    pe_add_blocks(f, ka, kb, &lo, &hi);
+                ka = ks;
+                kb = ke;
+            } else if (ke > kb) {
+                kb = ke;
+            }
+        }
+        pe_add_blocks(f, ka, kb, &lo, &hi);
+        if (pass == 0) {
+            f->blk = (int64_t *)malloc((size_t)(3 * f->nblk + 1) * sizeof(int64_t));
+            if (f->blk == NULL)
+                return FASTPE_ENOMEM;
+            f->act = f->blk + f->nblk;
+            f->cum = f->act + f->nblk;
+            f->cum[0] = 0;
+        }
+    }
+    f->blocked = mode;
+    f->units = f->cum[f->nblk];
+    return FASTPE_OK;
 }
 
 /* Decide the team and the store kind, allocate scratch, and build the plan
@@ -277,10 +449,21 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     f->last = INT64_MIN;
     f->contiguous = rq->nseq == 1 && rq->pos_i == NULL && rq->pos_f == NULL && rq->offs == NULL &&
                     !rq->has_zero_pos;
-    /* positions independent of the sequence: one encoded row per step serves all */
-    f->shared =
-        rq->add && rq->offs == NULL && ((rq->pos_i == NULL && rq->pos_f == NULL) || rq->psb == 0);
-    f->units = f->shared ? S : N;
+    f->c.rq = rq;
+    f->units = N;
+    if (rq->add && N > 0) {
+        /* rows shared by several sequences (or consecutive in one) are encoded
+           once per block and added to each sequence using them */
+        int mode = pe_add_mode(rq);
+        f->nb = pe_add_block_rows(D);
+        if (mode != 0) {
+            int err = pe_add_plan(f, rq, mode);
+            if (err != FASTPE_OK) {
+                pe_fill_free(f);
+                return err;
+            }
+        }
+    }
     /* rows at explicit positions may each need an accurate evaluation */
     f->nt = pe_threads(num_threads, N, D,
                        f->contiguous || (rq->pos_i == NULL && rq->pos_f == NULL)
@@ -293,11 +476,13 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     double stream_from = pe_relaxed_load(itemsize == 8 ? &stream_bytes_f64 : &stream_bytes_f32);
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
-    f->per_thread = 3 * nf + (rq->add ? D : (f->stream ? 2 * D : 0));
+    f->per_thread = 3 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
     f->mem = (double *)malloc((own + (size_t)(f->per_thread * f->nt)) * sizeof(double));
-    if (f->mem == NULL)
+    if (f->mem == NULL) {
+        pe_fill_free(f);
         return FASTPE_ENOMEM;
+    }
     f->scratch = f->mem + own;
     if (plan == NULL) {
         int err =
@@ -355,8 +540,9 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
     }
     int64_t step = f.units;
     if (poll != NULL) {
-        int64_t per_unit = sp->d * (f.shared ? rq->nseq : 1);
-        step = per_unit < pe_chunk_entries() ? pe_chunk_entries() / per_unit : 1;
+        int64_t per_unit = sp->d * (f.blocked ? (f.nb < rq->S ? f.nb : rq->S) : 1);
+        int64_t chunk = pe_chunk_entries();
+        step = per_unit < chunk ? chunk / per_unit : 1;
     }
     int64_t u0 = 0;
     while (u0 < f.units) {
@@ -422,7 +608,9 @@ int pe_frequencies_finite(const pe_spec *sp) {
 double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int add) {
     int nt = pe_threads(num_threads, rows, sp->d, -1);
     double nf = (double)sp->nf, B = (double)pe_block_rows(sp->nf);
-    double per_thread = 4 * nf + (add ? 1.0 : 2.0) * (double)sp->d;
+    double per_thread = 4 * nf + (add ? (double)pe_add_block_rows(sp->d) : 2.0) * (double)sp->d;
     double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
-    return (per_thread * nt + plan) * 8.0;
+    /* a blocked add's lists: a start per sequence and at most one block per row */
+    double lists = add ? 5.0 * (double)rows + 1 : 0.0;
+    return (per_thread * nt + plan + lists) * 8.0;
 }

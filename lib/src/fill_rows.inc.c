@@ -133,11 +133,61 @@ static void DRV_FN(fill_blocks)(DRV_T *out, int64_t row_stride, const pe_ctx *c,
     }
 }
 
+/* The blocked add of units u_lo .. u_hi-1, each unit one (block, sequence)
+ * pair: a block's rows are encoded once into blk (float64, in L2) and added to
+ * the part of every sequence of the range that uses it, so x is read and written
+ * in long contiguous runs.  Consecutive units of one block share its rows. */
+static void DRV_FN(add_blocked)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_t u_lo,
+                                int64_t u_hi, double *ev, int64_t *cached, double *blk) {
+    const pe_ctx *c = &f->c;
+    const pe_rows *rq = c->rq;
+    const pe_spec *sp = c->sp;
+    int64_t D = sp->d, S = rq->S, nb = f->nb;
+    int64_t lo = 0, hi = f->nblk - 1, n, u = u_lo;
+    /* the block holding unit u_lo: the last n with cum[n] <= u_lo */
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (f->cum[mid] <= u_lo)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    for (n = lo; u < u_hi; n++) {
+        int64_t end = f->cum[n + 1] < u_hi ? f->cum[n + 1] : u_hi;
+        int64_t i0 = f->act[n] + (u - f->cum[n]), i1 = f->act[n] + (end - f->cum[n]);
+        int64_t k0 = f->blk[n] * nb;
+        /* the coordinates these sequences use in the block (their starts are sorted) */
+        int64_t first = pe_add_start(f, i0), last = pe_add_start(f, i1 - 1) + S;
+        int64_t c0 = first > k0 ? first : k0, c1 = last < k0 + nb ? last : k0 + nb;
+        if (f->blocked == PE_BLK_POS) {
+            /* as a table is written (mirrored pairs), then what an added row has
+               beyond a table row: -0.0 (x + -0.0 == x) where no encoding goes */
+            pe_drv_fill_blocks_f64(blk, D, c, c0, c1 - c0, 0, c1 - c0, ev, cached, NULL, 0);
+            if (sp->zero_col >= 0) {
+                for (int64_t r = 0; r < c1 - c0; r++)
+                    blk[r * D + sp->zero_col] = -0.0;
+            }
+            if (rq->has_zero_pos && c0 <= rq->zero_pos && rq->zero_pos < c1)
+                pe_zero_row_f64(blk + (rq->zero_pos - c0) * D, D, -0.0);
+        } else {
+            for (int64_t r = c0; r < c1; r++)
+                pe_drv_encode_row_f64(blk + (r - c0) * D, c, 0, r, ev, cached, -0.0);
+        }
+        for (int64_t i = i0; i < i1; i++) {
+            int64_t st = pe_add_start(f, i), b = pe_add_seq(f, i);
+            int64_t r0 = st > c0 ? st : c0, r1 = st + S < c1 ? st + S : c1;
+            DRV_T *dest = out + (b * S + (r0 - st)) * row_stride;
+            for (int64_t r = r0; r < r1; r++, dest += row_stride)
+                DRV_W(pe_add_row)(dest, blk + (r - c0) * D, D, rq->scale);
+        }
+        u = end;
+    }
+}
+
 /* Units u_lo .. u_hi-1 of a fill, written by thread t (its scratch).  The
  * fused add (rq->add) encodes a row into a per-thread float64 buffer (it stays
- * in L1), then adds it to x (x rounded once).  When every sequence has the
- * same positions, each encoded row serves all of them: the threads split the
- * steps, not the rows, and the row of the next sequence is prefetched. */
+ * in L1), then adds it to x (x rounded once); rows that several sequences
+ * share (or consecutive rows of one) are added by blocks (add_blocked). */
 static void DRV_FN(fill_part)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_t u_lo,
                               int64_t u_hi, int t) {
     const pe_ctx *c = &f->c;
@@ -169,16 +219,8 @@ static void DRV_FN(fill_part)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_
         }
         if (stream)
             pe_stream_fence();
-    } else if (f->shared) {
-        for (int64_t r = u_lo; r < u_hi; r++) { /* r: the step */
-            pe_drv_encode_row_f64(buf, c, 0, r, ev, &cached, -0.0);
-            for (int64_t b = 0; b < rq->nseq; b++) {
-                DRV_T *dest = out + (b * S + r) * row_stride;
-                if (b + 1 < rq->nseq)
-                    pe_prefetch_write(dest + S * row_stride, (size_t)D * sizeof(DRV_T));
-                DRV_W(pe_add_row)(dest, buf, D, rq->scale);
-            }
-        }
+    } else if (f->blocked) {
+        DRV_FN(add_blocked)(out, row_stride, f, u_lo, u_hi, ev, &cached, buf);
     } else {
         for (int64_t r = u_lo; r < u_hi; r++) {
             int64_t b = r / S;
