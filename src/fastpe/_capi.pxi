@@ -295,7 +295,8 @@ def _rope_params_native(int64_t head_dim, dict fields, capacity=None, bint handl
     fastpe_rope_from_params) for a fastpe_rope_params from fastpe_rope_params_init
     with ``fields`` (struct field names; short_factor / long_factor as float64
     arrays, their length the array's) set: (code, inv_freq, attention_factor,
-    nf), the output buffer NaN-filled before the call (to see what is written).
+    nf), the output buffer (``capacity`` entries, default head_dim // 2 up to 2**20)
+    NaN-filled before the call (to see what is written).
     For the tests that compare the native rules with fastpe.rope_frequencies."""
     cdef fastpe_rope_params p
     cdef double[::1] out
@@ -347,7 +348,9 @@ def _rope_params_native(int64_t head_dim, dict fields, capacity=None, bint handl
             nf = fastpe_rope_rotary_dim(h) // 2
             fastpe_rope_free(h)
         return err, None, _np.nan, nf
-    cap = head_dim // 2 if capacity is None else capacity
+    # (at most 2**20 entries by default: a refused head_dim of 2**31 must not cost
+    # an 8 GiB buffer)
+    cap = min(head_dim // 2, 1 << 20) if capacity is None else capacity
     buf = _np.full(max(cap, 1), _np.nan)
     out = buf
     err = fastpe_rope_frequencies(&p, head_dim, &out[0], cap, &nf, &attention)
