@@ -396,8 +396,19 @@ def rope_targets(rope: dict) -> list[tuple[str, float, float, str, bool]]:
 
 # A process that keeps one core busy until it is killed: the background load of
 # the busy column (niceness set by the child itself, so no pre-exec hook runs
-# in this possibly threaded process).
-_SPIN = "import os, sys\nos.nice(int(sys.argv[1]))\nwhile True:\n    pass\n"
+# in this possibly threaded process; Windows has no niceness: a priority class).
+_SPIN = (
+    "import os, sys\nif hasattr(os, 'nice'):\n    os.nice(int(sys.argv[1]))\n"
+    "while True:\n    pass\n"
+)
+
+
+def _priority_class(nice: int) -> int:
+    """Windows' creation flag nearest to a niceness (0 elsewhere: the child sets it)."""
+    if sys.platform != "win32" or nice <= 0:
+        return 0
+    return subprocess.IDLE_PRIORITY_CLASS if nice >= 10 else subprocess.BELOW_NORMAL_PRIORITY_CLASS
+
 
 BUSY_STATES = [("idle", None), ("busy nice 19", 19), ("busy nice 0", 0)]
 
@@ -420,6 +431,7 @@ class Spinners:
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
+                        creationflags=_priority_class(self.nice),
                     )
                 )
         # the spinners start, and a default team has seen them (or their end)
