@@ -466,6 +466,8 @@ int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn pol
     J.PB = ((int64_t)256 << 10) / (W * (int64_t)sizeof(double));
     if (J.PB < 1)
         J.PB = 1;
+    if (nb * J.R[0]->S < 4 * (int64_t)nt)
+        J.PB = 1; /* where the halving below ends, without its divisions (a decoding step) */
     while (J.PB > 1 && nb * ((J.R[0]->S + J.PB - 1) / J.PB) < 4 * (int64_t)nt)
         J.PB = (J.PB + 1) / 2;
     J.nblk = (J.R[0]->S + J.PB - 1) / J.PB;

@@ -3,8 +3,9 @@
  * (the element type), ROT_SFX (f32, f64, f16, bf16), ROT_LOAD(x) and
  * ROT_STORE(v) defined (ROT_ATTR optional; ROT_CACHE 0 leaves out the cache rows, for
  * a second compilation of the rotations; ROT_PAIRS 0 the interleaved loop and
- * ROT_HALF 0 the half-split one, where one is written by hand).  Each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in
- * float64, rounded once into the row's type.
+ * ROT_HALF 0 the half-split one, where one is written by hand).  Each pair
+ * (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in float64, rounded once into the
+ * row's type.
  */
 #define ROT_FN(name) PE_CAT(name, ROT_SFX)
 
