@@ -112,7 +112,13 @@
 /* Interleaved rows by hand for AVX2: the compiler's loops pull each pair apart
  * and back; here a pair stays in place, and (x1 c, x2 c) and (x2 s, x1 s)
  * combine in one addsub into (x1 c - x2 s, x2 c + x1 s): the portable loop's
- * IEEE operations, hence its bits. */
+ * IEEE operations, hence its bits.  Each (c0, c0, c1, c1) is a 128-bit
+ * broadcast from memory and an in-lane permute: a lane-crossing permute costs
+ * two cycles a time on AMD, which bound the loop. */
+static ROT_AVX2 inline __m256d pe_dup2(const double *p) {
+    return _mm256_permute_pd(_mm256_broadcast_pd((const __m128d *)p), 0xC);
+}
+
 static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT sn,
                                            const double *PE_RESTRICT cs, int64_t nf, double a) {
     float *PE_RESTRICT x = (float *)row;
@@ -120,21 +126,22 @@ static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT 
     const int one = a == 1.0; /* c * 1.0 == c exactly: the multiplies skipped */
     int64_t i = 0;
     for (; i + 4 <= nf; i += 4) { /* four pairs: eight floats */
-        __m256 v = _mm256_loadu_ps(x + 2 * i);
-        __m256d c4 = _mm256_loadu_pd(cs + i), s4 = _mm256_loadu_pd(sn + i);
+        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * i));
+        __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * i + 4));
+        __m256d clo = pe_dup2(cs + i), chi = pe_dup2(cs + i + 2);
+        __m256d slo = pe_dup2(sn + i), shi = pe_dup2(sn + i + 2);
         if (!one) {
-            c4 = _mm256_mul_pd(c4, va);
-            s4 = _mm256_mul_pd(s4, va);
+            clo = _mm256_mul_pd(clo, va);
+            chi = _mm256_mul_pd(chi, va);
+            slo = _mm256_mul_pd(slo, va);
+            shi = _mm256_mul_pd(shi, va);
         }
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-        __m256d rlo = _mm256_addsub_pd(
-            _mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
-            _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), _mm256_permute4x64_pd(s4, 0x50)));
-        __m256d rhi = _mm256_addsub_pd(
-            _mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
-            _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), _mm256_permute4x64_pd(s4, 0xFA)));
-        _mm256_storeu_ps(x + 2 * i, _mm256_set_m128(_mm256_cvtpd_ps(rhi), _mm256_cvtpd_ps(rlo)));
+        __m256d rlo = _mm256_addsub_pd(_mm256_mul_pd(lo, clo),
+                                       _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), slo));
+        __m256d rhi = _mm256_addsub_pd(_mm256_mul_pd(hi, chi),
+                                       _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), shi));
+        _mm_storeu_ps(x + 2 * i, _mm256_cvtpd_ps(rlo));
+        _mm_storeu_ps(x + 2 * i + 4, _mm256_cvtpd_ps(rhi));
     }
     for (; i < nf; i++) {
         double x1 = x[2 * i], x2 = x[2 * i + 1];
@@ -183,21 +190,22 @@ static ROT_AVX2 void pe_rot_pairs_f64_avx2(char *row, const double *PE_RESTRICT 
     const int one = a == 1.0; /* c * 1.0 == c exactly: the multiplies skipped */
     int64_t i = 0;
     for (; i + 4 <= nf; i += 4) { /* four pairs: eight doubles */
-        __m256d c4 = _mm256_loadu_pd(cs + i), s4 = _mm256_loadu_pd(sn + i);
+        __m256d clo = pe_dup2(cs + i), chi = pe_dup2(cs + i + 2);
+        __m256d slo = pe_dup2(sn + i), shi = pe_dup2(sn + i + 2);
         if (!one) {
-            c4 = _mm256_mul_pd(c4, va);
-            s4 = _mm256_mul_pd(s4, va);
+            clo = _mm256_mul_pd(clo, va);
+            chi = _mm256_mul_pd(chi, va);
+            slo = _mm256_mul_pd(slo, va);
+            shi = _mm256_mul_pd(shi, va);
         }
         __m256d lo = _mm256_loadu_pd(x + 2 * i);
         __m256d hi = _mm256_loadu_pd(x + 2 * i + 4);
         _mm256_storeu_pd(x + 2 * i,
-                         _mm256_addsub_pd(_mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
-                                          _mm256_mul_pd(_mm256_permute_pd(lo, 0x5),
-                                                        _mm256_permute4x64_pd(s4, 0x50))));
+                         _mm256_addsub_pd(_mm256_mul_pd(lo, clo),
+                                          _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), slo)));
         _mm256_storeu_pd(x + 2 * i + 4,
-                         _mm256_addsub_pd(_mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
-                                          _mm256_mul_pd(_mm256_permute_pd(hi, 0x5),
-                                                        _mm256_permute4x64_pd(s4, 0xFA))));
+                         _mm256_addsub_pd(_mm256_mul_pd(hi, chi),
+                                          _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), shi)));
     }
     for (; i < nf; i++) {
         double x1 = x[2 * i], x2 = x[2 * i + 1];
