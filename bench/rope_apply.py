@@ -7,6 +7,11 @@ cache.  Medians of repeats.
 
     python bench/rope_apply.py
     python bench/rope_apply.py --layouts   # only the table of layouts below
+    python bench/rope_apply.py --step      # only the decoding step, in loops of calls
+
+The decoding step alone: loops of 100000 calls (time.perf_counter_ns for the wall
+time and time.thread_time_ns for this thread's CPU time, which leaves out the time
+other work on a shared machine holds the core), seven loops, medians.
 
 The table of layouts: q and k of 4096 positions x 128 float32, 32 heads each and
 32 / 8 (grouped-query attention), heads before positions (batch, heads, seq, dim)
@@ -18,6 +23,7 @@ with each build's python in turn to compare them.
 """
 
 import sys
+import time
 import timeit
 
 import numpy as np
@@ -56,9 +62,34 @@ def layouts(repeat=7):
                     )
 
 
+def step(calls=100_000, loops=7):
+    """A decoding step, q and k and then q alone: wall and CPU medians per call."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
+    k = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
+    apply_rope = fastpe.apply_rope
+    print(f"fastpe {fastpe.__version__}")
+    for name, args in (("q and k", (q, k)), ("q alone", (q,))):
+        apply_rope(*args, offset=100000)  # warm up (frequencies, anchors)
+        wall, cpu = [], []
+        for _ in range(loops):
+            t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+            for _ in range(calls):
+                apply_rope(*args, offset=100000)
+            cpu.append((time.thread_time_ns() - c0) / calls / 1e3)
+            wall.append((time.perf_counter_ns() - t0) / calls / 1e3)
+        print(
+            f"step {name} (1, 32, 1, 128) float32 at 100000: wall {np.median(wall):.2f} us, "
+            f"cpu {np.median(cpu):.2f} us (min {min(cpu):.2f})"
+        )
+
+
 def main():
     if "--layouts" in sys.argv[1:]:
         layouts()
+        return
+    if "--step" in sys.argv[1:]:
+        step()
         return
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 32, 4096, 128)).astype(np.float32)

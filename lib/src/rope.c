@@ -73,6 +73,7 @@
 #define ROT_T        float
 #define ROT_SFX      f32_avx2
 #define ROT_PAIRS    0
+#define ROT_HALF     0
 #define ROT_LOAD(v)  ((double)(v))
 #define ROT_STORE(v) ((float)(v))
 #define ROT_ATTR     ROT_AVX2
@@ -111,25 +112,36 @@
 /* Interleaved rows by hand for AVX2: the compiler's loops pull each pair apart
  * and back; here a pair stays in place, and (x1 c, x2 c) and (x2 s, x1 s)
  * combine in one addsub into (x1 c - x2 s, x2 c + x1 s): the portable loop's
- * IEEE operations, hence its bits. */
+ * IEEE operations, hence its bits.  Each (c0, c0, c1, c1) is a 128-bit
+ * broadcast from memory and an in-lane permute: a lane-crossing permute costs
+ * two cycles a time on AMD, which bound the loop. */
+static ROT_AVX2 inline __m256d pe_dup2(const double *p) {
+    return _mm256_permute_pd(_mm256_broadcast_pd((const __m128d *)p), 0xC);
+}
+
 static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT sn,
                                            const double *PE_RESTRICT cs, int64_t nf, double a) {
     float *PE_RESTRICT x = (float *)row;
     const __m256d va = _mm256_set1_pd(a);
+    const int one = a == 1.0; /* c * 1.0 == c exactly: the multiplies skipped */
     int64_t i = 0;
     for (; i + 4 <= nf; i += 4) { /* four pairs: eight floats */
-        __m256 v = _mm256_loadu_ps(x + 2 * i);
-        __m256d c4 = _mm256_mul_pd(_mm256_loadu_pd(cs + i), va);
-        __m256d s4 = _mm256_mul_pd(_mm256_loadu_pd(sn + i), va);
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-        __m256d rlo = _mm256_addsub_pd(
-            _mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
-            _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), _mm256_permute4x64_pd(s4, 0x50)));
-        __m256d rhi = _mm256_addsub_pd(
-            _mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
-            _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), _mm256_permute4x64_pd(s4, 0xFA)));
-        _mm256_storeu_ps(x + 2 * i, _mm256_set_m128(_mm256_cvtpd_ps(rhi), _mm256_cvtpd_ps(rlo)));
+        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * i));
+        __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(x + 2 * i + 4));
+        __m256d clo = pe_dup2(cs + i), chi = pe_dup2(cs + i + 2);
+        __m256d slo = pe_dup2(sn + i), shi = pe_dup2(sn + i + 2);
+        if (!one) {
+            clo = _mm256_mul_pd(clo, va);
+            chi = _mm256_mul_pd(chi, va);
+            slo = _mm256_mul_pd(slo, va);
+            shi = _mm256_mul_pd(shi, va);
+        }
+        __m256d rlo = _mm256_addsub_pd(_mm256_mul_pd(lo, clo),
+                                       _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), slo));
+        __m256d rhi = _mm256_addsub_pd(_mm256_mul_pd(hi, chi),
+                                       _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), shi));
+        _mm_storeu_ps(x + 2 * i, _mm256_cvtpd_ps(rlo));
+        _mm_storeu_ps(x + 2 * i + 4, _mm256_cvtpd_ps(rhi));
     }
     for (; i < nf; i++) {
         double x1 = x[2 * i], x2 = x[2 * i + 1];
@@ -139,24 +151,61 @@ static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT 
     }
 }
 
+/* Half-split float32 rows by hand for AVX2: four floats at a time widened
+ * straight from memory and narrowed straight into it (the compiler's loop
+ * splits and joins 256-bit halves, and the conversions are what limit a row);
+ * the portable loop's IEEE operations, hence its bits. */
+static ROT_AVX2 void pe_rot_half_f32_avx2(char *row, const double *PE_RESTRICT sn,
+                                          const double *PE_RESTRICT cs, int64_t nf, double a) {
+    float *PE_RESTRICT x1p = (float *)row;
+    float *PE_RESTRICT x2p = (float *)row + nf;
+    const __m256d va = _mm256_set1_pd(a);
+    const int one = a == 1.0; /* c * 1.0 == c exactly: the multiplies skipped */
+    int64_t i = 0;
+    for (; i + 4 <= nf; i += 4) {
+        __m256d x1 = _mm256_cvtps_pd(_mm_loadu_ps(x1p + i));
+        __m256d x2 = _mm256_cvtps_pd(_mm_loadu_ps(x2p + i));
+        __m256d c4 = _mm256_loadu_pd(cs + i), s4 = _mm256_loadu_pd(sn + i);
+        if (!one) {
+            c4 = _mm256_mul_pd(c4, va);
+            s4 = _mm256_mul_pd(s4, va);
+        }
+        _mm_storeu_ps(x1p + i,
+                      _mm256_cvtpd_ps(_mm256_sub_pd(_mm256_mul_pd(x1, c4), _mm256_mul_pd(x2, s4))));
+        _mm_storeu_ps(x2p + i,
+                      _mm256_cvtpd_ps(_mm256_add_pd(_mm256_mul_pd(x2, c4), _mm256_mul_pd(x1, s4))));
+    }
+    for (; i < nf; i++) {
+        double x1 = x1p[i], x2 = x2p[i];
+        double c = cs[i] * a, s = sn[i] * a;
+        x1p[i] = (float)(x1 * c - x2 * s);
+        x2p[i] = (float)(x2 * c + x1 * s);
+    }
+}
+
 static ROT_AVX2 void pe_rot_pairs_f64_avx2(char *row, const double *PE_RESTRICT sn,
                                            const double *PE_RESTRICT cs, int64_t nf, double a) {
     double *PE_RESTRICT x = (double *)row;
     const __m256d va = _mm256_set1_pd(a);
+    const int one = a == 1.0; /* c * 1.0 == c exactly: the multiplies skipped */
     int64_t i = 0;
     for (; i + 4 <= nf; i += 4) { /* four pairs: eight doubles */
-        __m256d c4 = _mm256_mul_pd(_mm256_loadu_pd(cs + i), va);
-        __m256d s4 = _mm256_mul_pd(_mm256_loadu_pd(sn + i), va);
+        __m256d clo = pe_dup2(cs + i), chi = pe_dup2(cs + i + 2);
+        __m256d slo = pe_dup2(sn + i), shi = pe_dup2(sn + i + 2);
+        if (!one) {
+            clo = _mm256_mul_pd(clo, va);
+            chi = _mm256_mul_pd(chi, va);
+            slo = _mm256_mul_pd(slo, va);
+            shi = _mm256_mul_pd(shi, va);
+        }
         __m256d lo = _mm256_loadu_pd(x + 2 * i);
         __m256d hi = _mm256_loadu_pd(x + 2 * i + 4);
         _mm256_storeu_pd(x + 2 * i,
-                         _mm256_addsub_pd(_mm256_mul_pd(lo, _mm256_permute4x64_pd(c4, 0x50)),
-                                          _mm256_mul_pd(_mm256_permute_pd(lo, 0x5),
-                                                        _mm256_permute4x64_pd(s4, 0x50))));
+                         _mm256_addsub_pd(_mm256_mul_pd(lo, clo),
+                                          _mm256_mul_pd(_mm256_permute_pd(lo, 0x5), slo)));
         _mm256_storeu_pd(x + 2 * i + 4,
-                         _mm256_addsub_pd(_mm256_mul_pd(hi, _mm256_permute4x64_pd(c4, 0xFA)),
-                                          _mm256_mul_pd(_mm256_permute_pd(hi, 0x5),
-                                                        _mm256_permute4x64_pd(s4, 0xFA))));
+                         _mm256_addsub_pd(_mm256_mul_pd(hi, chi),
+                                          _mm256_mul_pd(_mm256_permute_pd(hi, 0x5), shi)));
     }
     for (; i < nf; i++) {
         double x1 = x[2 * i], x2 = x[2 * i + 1];
@@ -425,6 +474,8 @@ int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn pol
     J.PB = ((int64_t)256 << 10) / (W * (int64_t)sizeof(double));
     if (J.PB < 1)
         J.PB = 1;
+    if (nb * J.R[0]->S < 4 * (int64_t)nt)
+        J.PB = 1; /* where the halving below ends, without its divisions (a decoding step) */
     while (J.PB > 1 && nb * ((J.R[0]->S + J.PB - 1) / J.PB) < 4 * (int64_t)nt)
         J.PB = (J.PB + 1) / 2;
     J.nblk = (J.R[0]->S + J.PB - 1) / J.PB;

@@ -2,9 +2,10 @@
  * One RoPE row rotated in place, per entry type: included by rope.c with ROT_T
  * (the element type), ROT_SFX (f32, f64, f16, bf16), ROT_LOAD(x) and
  * ROT_STORE(v) defined (ROT_ATTR optional; ROT_CACHE 0 leaves out the cache rows, for
- * a second compilation of the rotations; ROT_PAIRS 0 the interleaved loop, where
- * one is written by hand).  Each pair (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in
- * float64, rounded once into the row's type.
+ * a second compilation of the rotations; ROT_PAIRS 0 the interleaved loop and
+ * ROT_HALF 0 the half-split one, where one is written by hand).  Each pair
+ * (x1, x2) -> (x1 c - x2 s, x2 c + x1 s) in float64, rounded once into the
+ * row's type.
  */
 #define ROT_FN(name) PE_CAT(name, ROT_SFX)
 
@@ -16,10 +17,20 @@
 #ifndef ROT_ATTR
 #define ROT_ATTR
 #endif
+#if !defined(ROT_HALF) || ROT_HALF
 static ROT_ATTR void ROT_FN(pe_rot_half)(char *row, const double *PE_RESTRICT sn,
                                          const double *PE_RESTRICT cs, int64_t nf, double a) {
     ROT_T *PE_RESTRICT x1p = (ROT_T *)row;
     ROT_T *PE_RESTRICT x2p = (ROT_T *)row + nf;
+    if (a == 1.0) { /* c * 1.0 == c exactly: two multiplies fewer, the same bits */
+        for (int64_t i = 0; i < nf; i++) {
+            double x1 = ROT_LOAD(x1p[i]);
+            double x2 = ROT_LOAD(x2p[i]);
+            x1p[i] = ROT_STORE(x1 * cs[i] - x2 * sn[i]);
+            x2p[i] = ROT_STORE(x2 * cs[i] + x1 * sn[i]);
+        }
+        return;
+    }
     for (int64_t i = 0; i < nf; i++) {
         double x1 = ROT_LOAD(x1p[i]);
         double x2 = ROT_LOAD(x2p[i]);
@@ -30,10 +41,21 @@ static ROT_ATTR void ROT_FN(pe_rot_half)(char *row, const double *PE_RESTRICT sn
     }
 }
 
+#endif
+
 #if !defined(ROT_PAIRS) || ROT_PAIRS
 static ROT_ATTR void ROT_FN(pe_rot_pairs)(char *row, const double *PE_RESTRICT sn,
                                           const double *PE_RESTRICT cs, int64_t nf, double a) {
     ROT_T *PE_RESTRICT x = (ROT_T *)row;
+    if (a == 1.0) { /* as in pe_rot_half */
+        for (int64_t i = 0; i < nf; i++) {
+            double x1 = ROT_LOAD(x[2 * i]);
+            double x2 = ROT_LOAD(x[2 * i + 1]);
+            x[2 * i] = ROT_STORE(x1 * cs[i] - x2 * sn[i]);
+            x[2 * i + 1] = ROT_STORE(x2 * cs[i] + x1 * sn[i]);
+        }
+        return;
+    }
     for (int64_t i = 0; i < nf; i++) {
         double x1 = ROT_LOAD(x[2 * i]);
         double x2 = ROT_LOAD(x[2 * i + 1]);
@@ -89,3 +111,4 @@ PE_INLINE void ROT_FN(pe_rope_cache_row)(ROT_T *cos, ROT_T *sin, int64_t r, int6
 #undef ROT_STORE
 #undef ROT_CACHE
 #undef ROT_PAIRS
+#undef ROT_HALF

@@ -73,6 +73,19 @@ cdef int _rope_rows_of(pe_rope_rows *R, const Py_buffer *view, char kind, int sa
     return nrows > 0
 
 
+#: rotations of at most this many entries (q and k) run with the GIL held
+cdef enum:
+    _ROPE_HOLD_GIL = 32768
+
+
+cdef inline int64_t _rope_nrows(const pe_rope_rows *R) noexcept nogil:
+    cdef int64_t n = 1
+    cdef int j
+    for j in range(R.m):
+        n *= R.shape[j]
+    return n
+
+
 cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
                       Encoder enc, int sa, int64_t offset, offsets, positions, bint half,
                       double attention, int num_threads):
@@ -91,11 +104,12 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
     cdef pe_rows rq
     cdef Py_buffer pview, oview
     cdef bint have_p = False, have_o = False
-    cdef int64_t nf = enc.sp.nf, batch
+    cdef int64_t nf = enc.sp.nf, batch, nrows = 0
     cdef int nR = 0, err
     if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
         Rs[nR] = &R
         nR += 1
+        nrows += _rope_nrows(&R)
     if kview != NULL:
         if kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa] \
                 or kview.shape[0] != view.shape[0]:
@@ -103,6 +117,7 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
         if _rope_rows_of(&RK, kview, kkind, sa, half, nf, attention):
             Rs[nR] = &RK
             nR += 1
+            nrows += _rope_nrows(&RK)
     batch = view.shape[0] if sa != 0 else 1
     _init_rows(&rq, 1, R.S, False, 0)
     rq.offset = offset
@@ -134,9 +149,15 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
             return
         # one library call for q and k: the angle table, then both rotated by it, in
         # chunks checking for Ctrl-C between them, as a long fill does
-        with nogil:
+        if nrows * 2 * nf <= _ROPE_HOLD_GIL:
+            # a decoding step's few microseconds: releasing and taking back the GIL
+            # would cost a tenth of them
             err = pe_rope_run(Rs, nR, &enc.sp, &rq, num_threads, enc.pmem, &enc.ac,
                               _poll_signals, NULL)
+        else:
+            with nogil:
+                err = pe_rope_run(Rs, nR, &enc.sp, &rq, num_threads, enc.pmem, &enc.ac,
+                                  _poll_signals, NULL)
         if err == PE_EINTR:
             _raise_pending()
         if err != FASTPE_OK:
@@ -218,6 +239,11 @@ def rope_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
     an inv_freq that is a C-contiguous 1-D float32/float64 ndarray): values only,
     with their types, so a later change to the caller's dict or array is a
     different key."""
+    return _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+
+
+cdef object _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq):
+    # (a C call from the fast paths: no Python call per decoding step)
     cdef list items
     cdef Py_buffer v
     cdef char code
@@ -358,8 +384,8 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
         head_dim = shape[nd - 1]
     elif not _as_i64(head_dim, &hd):
         return None
-    plan = rope_plans.get(rope_plan_key(rope_parameters, head_dim, max_position_embeddings,
-                                        precision, inv_freq))
+    plan = rope_plans.get(_plan_key(rope_parameters, head_dim, max_position_embeddings,
+                                    precision, inv_freq))
     if plan is None:
         return None
     enc = plan[0]
@@ -426,8 +452,8 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x' or (out is not None and want != 0):
         return None
-    plan = rope_plans.get(rope_plan_key(rope_parameters, head_dim, max_position_embeddings,
-                                        precision, inv_freq))
+    plan = rope_plans.get(_plan_key(rope_parameters, head_dim, max_position_embeddings,
+                                    precision, inv_freq))
     if plan is None:
         return None
     enc = plan[0]
