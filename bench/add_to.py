@@ -8,6 +8,8 @@ offsets (``offset=[0, 7, 14, ...]``).  Medians of repeats, in ms.
 
     python bench/add_to.py                      # this interpreter's fastpe
     python bench/add_to.py --compare OLD_PYTHON # alternated with another build
+    python bench/add_to.py --large --runs 5 --compare OLD_PYTHON
+                                                # (32, 2048, 1024) float32/float64 only
 
 With ``--compare``, this script runs three times under each interpreter,
 alternating (old, new, old, ...), and prints the medians of the three runs' medians
@@ -42,15 +44,15 @@ def median_ms(fn, repeat):
     return float(np.median(timeit.repeat(fn, number=1, repeat=repeat))) * 1e3
 
 
-def measure(quick=False):
+def measure(quick=False, shapes=SHAPES, dtypes=DTYPES):
     """{key: ms} for every shape, dtype, thread count and form in this process."""
     import fastpe
 
     res = {}
-    for shape in SHAPES:
+    for shape in shapes:
         nseq, seq_len, d = shape
         repeat = 3 if quick else (7 if nseq * seq_len * d > 2**24 else 25)
-        for dn in DTYPES:
+        for dn in dtypes:
             dt = _dtype(dn)
             x = np.random.default_rng(0).standard_normal(shape).astype(dt)
             tab = fastpe.sinusoidal(seq_len, d, dtype=np.float64).astype(dt)
@@ -69,7 +71,7 @@ def measure(quick=False):
     return res
 
 
-def table(new, old=None):
+def table(new, old=None, shapes=SHAPES, dtypes=DTYPES):
     print("ms, medians; ratio = add_to / np.add(x, tab, out=x) of the same run")
     head = f"{'shape':16} {'dtype':9} {'thr':>3} {'np.add':>7}"
     for form in FORMS:
@@ -77,8 +79,8 @@ def table(new, old=None):
         if old is not None:
             head += f" {'old':>7} {'new/old':>7}"
     print(head)
-    for shape in SHAPES:
-        for dn in DTYPES:
+    for shape in shapes:
+        for dn in dtypes:
             for nt in (1, 2):
                 k = f"{shape}|{dn}|{nt}|"
                 ref = new[k + "np.add"]
@@ -97,16 +99,19 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer repeats")
     ap.add_argument("--json", action="store_true", help="print the raw medians as JSON")
+    ap.add_argument("--large", action="store_true", help="the large x, float32 and float64 only")
     args = ap.parse_args()
+    shapes, dtypes = (SHAPES[:1], DTYPES[:2]) if args.large else (SHAPES, DTYPES)
     if args.compare is None:
-        res = measure(args.quick)
+        res = measure(args.quick, shapes, dtypes)
         if args.json:
             print(json.dumps(res))
         else:
-            table(res)
+            table(res, None, shapes, dtypes)
         return 0
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
     cmd = [__file__, "--json"] + (["--quick"] if args.quick else [])
+    cmd += ["--large"] if args.large else []
     for i in range(args.runs):
         for which, py in (("old", args.compare), ("new", sys.executable)):
             out = subprocess.run([py, *cmd], check=True, capture_output=True, text=True).stdout
@@ -116,7 +121,7 @@ def main():
     import fastpe
 
     print(f"fastpe {fastpe.__version__}, {args.runs} alternated runs of each build")
-    table(med["new"], med["old"])
+    table(med["new"], med["old"], shapes, dtypes)
     return 0
 
 

@@ -263,6 +263,38 @@ def test_add_to_blocked_forms_bitwise(dtype, shape):
                     assert np.array_equal(got, expect), (name, scale, nt, strided)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", BF16])
+def test_add_to_rows_of_every_length_and_alignment(dtype):
+    # the add loop runs over x's row in runs of whole cache lines after a head that
+    # reaches a line boundary: every width around the run lengths (32, 64 and 128
+    # entries), starting at every entry of a 64-byte line, gets each entry rounded
+    # once from float64
+    dt = _as_dtype(dtype)
+    rng = np.random.default_rng(7)
+    lane = 64 // dt.itemsize
+    for d in (1, 2, 31, 32, 33, 63, 64, 65, 127, 128, 129, 191, 255, 256, 257, 300):
+        for start in range(0, lane, 3 if lane > 16 else 1):
+            buf = np.zeros(4 * (d + lane) + 64, dt)
+            base = (-buf.ctypes.data % 64) // dt.itemsize + start
+            x = buf[base : base + 4 * (d + lane)].reshape(4, d + lane)[:, :d]
+            x[...] = rng.standard_normal((4, d)).astype(dt)
+            x0 = x.copy()
+            before = buf.copy()
+            outside = np.ones(buf.shape, bool)
+            outside[base : base + 4 * (d + lane)].reshape(4, d + lane)[:, :d] = False
+            for kw, positions in (
+                ({"offset": 3}, np.arange(3, 7)),
+                ({"positions": np.arange(4) * 5}, np.arange(4) * 5),
+            ):
+                x[...] = x0
+                fastpe.add_to(x, scale=-0.75, **kw)
+                expect = _expected_bits(x0, positions, -0.75)
+                got = np.ascontiguousarray(x).view(expect.dtype)
+                assert np.array_equal(got, expect), (d, start, kw)
+                # nothing beside x's rows is touched
+                assert np.array_equal(buf[outside].view(np.uint8), before[outside].view(np.uint8))
+
+
 @pytest.mark.parametrize("conv,d", [("tensor2tensor", 9), ("fairseq", 9), ("vaswani", 33)])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", BF16])
 def test_add_to_blocked_forms_match_the_row_by_row_path(conv, d, dtype):

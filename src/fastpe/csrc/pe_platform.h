@@ -59,4 +59,17 @@ PE_INLINE int64_t pe_head(const void *p, size_t unit, int64_t n) {
     return h < n ? h : n;
 }
 
+/* A hint that the line at address a will soon be read and written, kept out of
+ * the outer caches (the fused add's x: each line is visited once).  A hint
+ * never faults, so a line past the end of x is harmless; the address is an
+ * integer so that no out-of-bounds pointer is formed. */
+#define PE_ADD_AHEAD 1024
+PE_INLINE void pe_prefetch_x(uintptr_t a) {
+#if defined(__GNUC__) || defined(__clang__)
+    __builtin_prefetch((const void *)a, 1, 0);
+#else
+    (void)a;
+#endif
+}
+
 #endif /* FASTPE_PE_PLATFORM_H */

@@ -198,15 +198,24 @@ PE_INLINE void PE_FN(pe_zero_row)(PE_T *row, int64_t d, double zero) {
 }
 
 /* The fused add: x = x*scale + pe, pe a finished row in double, so x is rounded
- * once (the same value a float64 table added in float64 would give). */
+ * once (the same value a float64 table added in float64 would give).  Four
+ * lines of x at a time, first asking for the four lines PE_ADD_AHEAD bytes on:
+ * with pe coming from L2 (a blocked add), the hardware prefetchers alone leave
+ * the loop waiting on x (docs/performance.md). */
 PE_TARGET_CLONES
 static void PE_FN(pe_add_row)(PE_T *PE_RESTRICT x, const double *PE_RESTRICT pe, int64_t n,
                               double scale) {
-    int64_t h = pe_head(x, sizeof(PE_T), n), i;
+    const int64_t chunk = 256 / (int64_t)sizeof(PE_T);
+    int64_t h = pe_head(x, sizeof(PE_T), n), i, k, e;
     for (i = 0; i < h; i++)
         x[i] = PE_PUT(PE_GET(x[i]) * scale + pe[i]);
-    for (i = h; i < n; i++)
-        x[i] = PE_PUT(PE_GET(x[i]) * scale + pe[i]);
+    for (; i < n; i = e) {
+        e = n - i > chunk ? i + chunk : n;
+        for (k = 0; k < 256; k += 64)
+            pe_prefetch_x((uintptr_t)(x + i) + PE_ADD_AHEAD + (uintptr_t)k);
+        for (k = i; k < e; k++)
+            x[k] = PE_PUT(PE_GET(x[k]) * scale + pe[k]);
+    }
 }
 
 #undef PE_T
