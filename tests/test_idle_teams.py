@@ -75,3 +75,26 @@ def test_default_calls_are_bitwise_the_same_on_a_busy_machine():
                     np.testing.assert_array_equal(g, w)
     finally:
         kernel._set_serial_below(old)
+
+
+@pytest.mark.parametrize(
+    ("n", "others", "own", "last", "want"),
+    [
+        (16, 0.0, 0.0, 2**30, 16),  # idle: every core
+        (16, 0.3, 0.0, 16, 15),  # a core counts when at least 3/4 of it was idle
+        (16, 0.2, 0.0, 16, 16),
+        (16, 8.0, 0.0, 16, 8),  # half the cores busy
+        (16, 8.0, 1.0, 4, 8),  # a window with idle cores left raises the estimate
+        (16, 15.9, 0.1, 16, 1),  # never below one thread
+        (16, 20.0, 0.0, 16, 1),
+        (16, -0.5, 0.2, 3, 16),  # tick rounding: others below zero count as none
+        # every core in use (this process's oversized teams squeezing the others):
+        (16, 0.2, 15.8, 8, 8),  # the others look idle: the estimate does not rise
+        (16, 7.9, 7.7, 4, 4),
+        (16, 12.0, 4.0, 8, 4),  # but it falls
+        (2, 0.03, 1.97, 1, 1),
+        (2, 0.0, 1.0, 1, 2),  # a core left idle: the estimate rises
+    ],
+)
+def test_idle_estimate(n, others, own, last, want):
+    assert kernel._idle_estimate(n, others, own, last) == want

@@ -183,6 +183,9 @@ PE_HIDDEN int pe_cgroup_cpu_quota(void);
 PE_HIDDEN int pe_max_threads(void);
 PE_HIDDEN int pe_idle_team(int nt);
 PE_HIDDEN int pe_set_idle_teams(int on);
+/* The default team's cap after a window of n cores in which other processes
+ * used `others` cores and this one `own` (on average), the last cap `last`. */
+PE_HIDDEN int pe_idle_estimate(int n, double others, double own, int last);
 PE_HIDDEN int pe_openmp_version(void);
 
 PE_HIDDEN const char *pe_strerror(int code);

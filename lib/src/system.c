@@ -65,6 +65,19 @@ int pe_openmp_version(void) { return FASTPE_OPENMP_VERSION; }
  * the team; every entry is computed the same way by any team. */
 static volatile int idle_teams_on = 1;
 
+int pe_idle_estimate(int n, double others, double own, int last) {
+    double idle = n - (others > 0 ? others : 0);
+    /* a core counts when at least 3/4 of it was idle */
+    int cap = idle < 1 ? 1 : (int)(idle + 0.25);
+    /* A window with every core in use shows what the others got, not what they
+       wanted: a team larger than the idle cores (an explicit num_threads)
+       squeezes low-priority processes, which then look idle.  Such a window may
+       lower the estimate only. */
+    if (others + own >= n - 0.5 && cap > last)
+        cap = last;
+    return cap;
+}
+
 int pe_set_idle_teams(int on) {
     int old = idle_teams_on;
     idle_teams_on = on != 0;
@@ -142,9 +155,8 @@ int pe_idle_team(int nt) {
                     double per_core = (double)dt / n;
                     double own = (double)(self - idle_self_ns) / (double)(t - idle_at_ns);
                     double others = (double)db / per_core - own;
-                    double idle = n - (others > 0 ? others : 0);
-                    /* a core counts when at least 3/4 of it was idle */
-                    __atomic_store_n(&idle_cap, idle < 1 ? 1 : (int)(idle + 0.25),
+                    int last = __atomic_load_n(&idle_cap, __ATOMIC_RELAXED);
+                    __atomic_store_n(&idle_cap, pe_idle_estimate(n, others, own, last),
                                      __ATOMIC_RELAXED);
                 }
                 idle_at_ns = t;

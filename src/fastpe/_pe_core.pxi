@@ -145,6 +145,7 @@ cdef extern from "pe_lib.h" nogil:
     int pe_max_threads()
     int pe_idle_team(int nt)
     int pe_set_idle_teams(int on)
+    int pe_idle_estimate(int n, double others, double own, int last)
     const char *pe_strerror(int code)
     # the library's exported functions, for the capsule table (_capi.pxi)
     int fastpe_fill_f32(float *, int64_t, int64_t, int64_t, double, int64_t, int, int)

@@ -98,6 +98,13 @@ def _set_idle_teams(bint on):
     return bool(pe_set_idle_teams(on))
 
 
+def _idle_estimate(int n, double others, double own, int last):
+    """The default team's cap after a sampling window of ``n`` cores in which
+    other processes used ``others`` cores and this one ``own`` on average, the
+    last cap being ``last`` (the rule ``default_team`` applies; for tests)."""
+    return pe_idle_estimate(n, others, own, last)
+
+
 def usable_cpus():
     """Cores this process may run on now (affinity mask, cgroup CPU quota)."""
     return pe_usable_cpus()
