@@ -515,7 +515,10 @@ int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows
         if (table == NULL)
             return FASTPE_ENOMEM;
     }
-    err = pe_fill_run(table, PE_KIND_F64, W, sp, rq, num_threads, plan, ac, poll, poll_ctx);
+    /* one position (a decoding step): its row without the fill's setup, same bits */
+    err = ntab == 1 ? pe_fill_one_f64(table, sp, rq, plan, ac) : PE_EINVAL;
+    if (err == PE_EINVAL)
+        err = pe_fill_run(table, PE_KIND_F64, W, sp, rq, num_threads, plan, ac, poll, poll_ctx);
     if (err == FASTPE_OK) {
         for (i = 0; i < nR; i++)
             R[i]->table = table;
