@@ -540,6 +540,22 @@ static int job_run(const rope_job *J, int64_t U, int64_t step, int nt, pe_poll_f
     return stop ? PE_EINTR : FASTPE_OK;
 }
 
+/* The byte step between consecutive rows of R when they are evenly spaced in
+ * their C order (any step when there is one row); 0 when they are not. */
+static int64_t rope_even_step(const pe_rope_rows *R) {
+    int64_t step = 0, next = 0;
+    for (int j = R->m - 1; j >= 0; j--) {
+        if (R->shape[j] == 1)
+            continue;
+        if (step == 0)
+            step = R->strides[j];
+        else if (R->strides[j] != next)
+            return 0;
+        next = R->strides[j] * R->shape[j];
+    }
+    return step != 0 ? step : 1;
+}
+
 int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn poll, void *poll_ctx) {
     rope_job J;
     int64_t W, nb, U, total = 0, step;
@@ -560,6 +576,21 @@ int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn pol
     }
     if (J.n == 0 || J.R[0]->S == 0 || J.R[0]->nf == 0)
         return FASTPE_OK;
+    if (nt <= 1 && J.R[0]->S == 1 && !J.R[0]->per_batch) {
+        /* one angle row for every row (a decoding step) on one thread: evenly
+           spaced rows in a plain loop, without the walk's bookkeeping per row */
+        for (i = 0; i < J.n; i++) {
+            const pe_rope_rows *R = J.R[i];
+            int64_t st = rope_even_step(R);
+            if (st == 0) {
+                rotate_range(R, J.fn[i], 0, J.nrows[i]);
+                continue;
+            }
+            for (int64_t r = 0; r < J.nrows[i]; r++)
+                J.fn[i](R->base + r * st, R->table, R->table + R->nf, R->nf, R->attention);
+        }
+        return FASTPE_OK;
+    }
     W = 2 * J.R[0]->nf;
     nb = J.R[0]->per_batch ? J.R[0]->shape[0] : 1;
     /* blocks of about 256 KiB of angles (in L2 while every head uses them; much
