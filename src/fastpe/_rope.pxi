@@ -389,8 +389,8 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
         if head_dim is None:
             hd = qv.shape[nd - 1]
             head_dim = hd
-        plan = (<dict?>rope_plans).get(_plan_key(rope_parameters, head_dim,
-                                                max_position_embeddings, precision, inv_freq))
+        key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+        plan = (<dict?>rope_plans).get(key)
         if plan is None:
             return None
         enc = plan[0]
