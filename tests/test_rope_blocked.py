@@ -158,6 +158,17 @@ def test_decoding_steps_and_long_prompts(threads, walk, loops):
     check(q, k, 2, 128, None, "interleaved", {"offset": offs}, offs[:, None], threads)
     q, k = make((1, 3, 2100, 128), np.float32, rng), make((1, 2, 2100, 128), np.float32, rng)
     check(q, k, 2, 128, None, "half", {"offset": 0}, np.arange(2100)[None], threads)
+    # one position in views: rows not evenly spaced (the first 3 heads of 5 in each of
+    # 2 sequences), rows evenly spaced with gaps (every other head), the rest untouched
+    base = make((2, 5, 1, 128), np.float32, rng)
+    kbase = make((2, 6, 1, 128), np.float64, rng)
+    for layout in ("half", "interleaved"):
+        before, kbefore = base.copy(), kbase.copy()
+        check(
+            base[:, :3], kbase[:, ::2], 2, 128, None, layout, {"offset": 4097}, [[4097]], threads
+        )
+        assert np.array_equal(base[:, 3:], before[:, 3:])
+        assert np.array_equal(kbase[:, 1::2], kbefore[:, 1::2])
 
 
 def test_q_alone_and_k_of_another_dtype_take_the_general_path_bitwise():

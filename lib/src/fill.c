@@ -283,6 +283,54 @@ PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *ca
 
 #undef DRV_FN
 
+/* The float64 row of a fill of one integer position (rq: one sequence of one
+ * step, no zero position, not an add) with a prepared plan, written by the
+ * same write_at as pe_fill_run writes it (hence its bits), without the fill's
+ * setup: a decoding step's angle row.  The anchor comes from ac when it holds
+ * the right one (read under the lock, no copy) and goes back into it when
+ * evaluated.  PE_EINVAL when the fill is not of that kind (pe_fill_run then
+ * writes it). */
+int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const double *plan,
+                    pe_anchor_cache *ac) {
+    double ev[3 * 256];
+    pe_ctx c;
+    int64_t K, centre, cached;
+    if (rq->nseq * rq->S != 1 || plan == NULL || sp->nf > 256 || rq->pos_f != NULL ||
+        rq->has_zero_pos || rq->add)
+        return PE_EINVAL;
+    c.sp = sp;
+    c.rq = rq;
+    c.nf = sp->nf;
+    c.B = pe_block_rows(sp->nf);
+    c.fr = pe_freq_view((double *)plan, sp->nf);
+    c.Tm = plan + 4 * sp->nf;
+    c.Ts = c.Tm + (c.B / 2 + 1) * sp->nf;
+    K = pe_int_position(rq, 0, 0);
+    centre = pe_centre(K, c.B);
+    if (ac != NULL && K != 0) {
+        pe_mutex_lock(&ac->lock);
+        if (ac->centre == centre && ac->data != NULL) {
+            pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0);
+            pe_mutex_unlock(&ac->lock);
+            return FASTPE_OK;
+        }
+        pe_mutex_unlock(&ac->lock);
+    }
+    cached = INT64_MIN;
+    pe_drv_write_at_f64(row, &c, K, ev, &cached, NULL, 0, 0.0);
+    if (ac != NULL && cached != INT64_MIN) {
+        pe_mutex_lock(&ac->lock);
+        if (ac->data == NULL)
+            ac->data = (double *)malloc((size_t)(2 * sp->nf) * sizeof(double));
+        if (ac->data != NULL) {
+            memcpy(ac->data, ev, (size_t)(2 * sp->nf) * sizeof(double));
+            ac->centre = cached;
+        }
+        pe_mutex_unlock(&ac->lock);
+    }
+    return FASTPE_OK;
+}
+
 static size_t pe_itemsize(int kind) {
     return kind == PE_KIND_F32 ? 4 : (kind == PE_KIND_F64 ? 8 : 2);
 }

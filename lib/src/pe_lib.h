@@ -115,6 +115,10 @@ PE_HIDDEN void pe_init_rows(pe_rows *rq, int64_t nseq, int64_t S, int has_zero, 
 PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                           const pe_rows *rq, int num_threads, const double *plan,
                           pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
+/* The float64 row of a one-position fill (one integer position, plan given)
+ * as pe_fill_run writes it, without its setup; PE_EINVAL for any other fill. */
+PE_HIDDEN int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const double *plan,
+                              pe_anchor_cache *ac);
 /* The same with the library's shared plan cache (plans keyed by spec). */
 PE_HIDDEN int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                              const pe_rows *rq, int num_threads);

@@ -372,30 +372,31 @@ def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, lay
     if type(layout) is not str or (layout != "half" and layout != "interleaved"):
         return None
     nt = _fast_threads(num_threads)
-    shape = (<object>q).shape
-    nd = len(shape)
-    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+    if nt < 0 or (head_dim is not None and not _as_i64(head_dim, &hd)):
         return None
-    if sa < 0:
-        sa += nd
-    if sa == nd - 1:
-        return None
-    if head_dim is None:
-        head_dim = shape[nd - 1]
-    elif not _as_i64(head_dim, &hd):
-        return None
-    plan = rope_plans.get(_plan_key(rope_parameters, head_dim, max_position_embeddings,
-                                    precision, inv_freq))
-    if plan is None:
-        return None
-    enc = plan[0]
-    hd = head_dim
-    if 2 * enc.sp.nf > hd:    # (never planned so; the rows below rely on it)
-        return None
-    qkind = _rope_fast_view(q, &qv, hd)
+    # q's buffer first: its shape without a Python attribute, a tuple and an int each
+    qkind = _rope_fast_view(q, &qv, 0)
     if qkind == 0:
         return None
     try:
+        nd = qv.ndim
+        if not -nd <= sa < nd:
+            return None
+        if sa < 0:
+            sa += nd
+        if sa == nd - 1:
+            return None
+        if head_dim is None:
+            hd = qv.shape[nd - 1]
+            head_dim = hd
+        key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+        plan = (<dict?>rope_plans).get(key)
+        if plan is None:
+            return None
+        enc = plan[0]
+        # (2 nf > hd: never planned so; the rows below rely on it)
+        if 2 * enc.sp.nf > hd or qv.shape[nd - 1] < hd:
+            return None
         if k is not None:
             kkind = _rope_fast_view(k, &kv, hd)
             have_k = kkind != 0
