@@ -1,0 +1,533 @@
+"""Optional: fastpe.rope_presets against the vision and multimodal frameworks' own code.
+
+Each test skips where its framework does not import (CI: ``tools/test_frameworks.sh``
+with the pinned ``requirements-frameworks.txt``).  Three things are compared:
+
+- the frequencies: a preset's float32 ones are the framework's own ``inv_freq`` to
+  the bit once torch's float32 power stands in for the correctly rounded one
+  fastpe uses (``fastpe._rope._Ops.pow``, as tests/test_rope.py does), and within a
+  few ulps without it;
+- the cos/sin each framework builds, with its own layout code run on float64
+  angles, against the preset expanded by :func:`expand` (the layout rules written
+  out here, independently of fastpe's kernel): within 1e-13;
+- the position ids: :func:`fastpe.rope_presets.qwen_vl_position_ids` against the
+  model's ``get_rope_index``, and each preset's ``grid`` against the grid the
+  framework builds (through the cos/sin above).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_frameworks import _import
+
+import fastpe
+from fastpe import rope_presets
+
+F64 = np.float64
+
+
+def float32_ulps(a, b):
+    a = np.asarray(a, np.float32).view(np.int32).astype(np.int64)
+    return np.abs(a - np.asarray(b, np.float32).view(np.int32).astype(np.int64))
+
+
+def f64_tol(max_angle):
+    """1e-13 plus a float64 framework's own error: it rounds each angle
+    ``position * frequency`` once (half an ulp, 2**-53 relative), fastpe does not."""
+    return 1e-13 + 2.0**-53 * float(max_angle)
+
+
+def axis_of_pairs(preset):
+    """The position axis each rotary pair follows, from the preset's sections."""
+    n = len(preset.inv_freq)
+    if preset.sections is None:
+        return np.zeros(n, dtype=int)
+    if preset.section_layout == "contiguous":
+        return np.repeat(np.arange(len(preset.sections)), preset.sections)
+    s = preset.sections  # Qwen3-VL: H at i % 3 == 1 below 3*s[1], W at i % 3 == 2 below 3*s[2]
+    i = np.arange(n)
+    return np.where(
+        (i % 3 == 1) & (i < 3 * s[1]), 1, np.where((i % 3 == 2) & (i < 3 * s[2]), 2, 0)
+    )
+
+
+def expand(preset, positions):
+    """float64 (cos, sin) of shape (tokens, rotary_dim) in the preset's layout."""
+    pos = np.asarray(positions, dtype=F64)
+    pos = pos[:, None] if pos.ndim == 1 else pos
+    angle = pos[:, axis_of_pairs(preset)] * preset.inv_freq
+    full = (
+        np.concatenate([angle, angle], axis=-1)
+        if preset.layout == "half"
+        else np.repeat(angle, 2, axis=-1)
+    )
+    a = preset.attention_factor
+    return np.cos(full) * a, np.sin(full) * a
+
+
+@pytest.fixture
+def torch_pow(monkeypatch):
+    """torch's own power (float32 or float64, as the step's precision) inside
+    fastpe's frequency steps, in place of the correctly rounded one."""
+    torch = _import("torch")
+    from fastpe import _rope
+
+    def pow_(self, base, expo):
+        e = torch.from_numpy(np.array(expo, dtype=self.t))
+        return (float(base) ** e).numpy()
+
+    monkeypatch.setattr(_rope._Ops, "pow", pow_)
+
+
+class _Outer:
+    """Stands in for ``torch`` in diffusers' embeddings module: records the
+    frequencies each ``torch.outer(pos, freqs)`` gets, and runs everything else."""
+
+    def __init__(self, torch):
+        self._torch = torch
+        self.freqs: list = []
+
+    def outer(self, pos, freqs):
+        self.freqs.append(freqs.clone())
+        return self._torch.outer(pos, freqs)
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+
+def diffusers_freqs(call):
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+    rec = _Outer(torch)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(emb, "torch", rec)
+        call()
+    return [f.numpy() for f in rec.freqs]
+
+
+def float64_get_1d(monkeypatch):
+    """diffusers' get_1d_rotary_pos_embed with float64 positions and frequencies and
+    no float32 rounding of its cos/sin (the real forms end in ``.float()``): the
+    complex form in float64, laid out as the real forms lay it out."""
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+    original = emb.get_1d_rotary_pos_embed
+
+    def get_1d(
+        dim,
+        pos,
+        theta=10000.0,
+        use_real=False,
+        linear_factor=1.0,
+        ntk_factor=1.0,
+        repeat_interleave_real=True,
+        freqs_dtype=None,
+    ):
+        pos = torch.as_tensor(np.asarray(pos, dtype=F64)) if not isinstance(pos, int) else pos
+        pos = pos.double() if isinstance(pos, torch.Tensor) else pos
+        cis = original(
+            dim,
+            pos,
+            theta=theta,
+            use_real=False,
+            linear_factor=linear_factor,
+            ntk_factor=ntk_factor,
+            freqs_dtype=torch.float64,
+        )
+        assert cis.dtype == torch.complex128
+        if not use_real:
+            return cis
+        c, s = cis.real, cis.imag
+        if repeat_interleave_real:
+            return c.repeat_interleave(2, dim=1), s.repeat_interleave(2, dim=1)
+        return torch.cat([c, c], dim=-1), torch.cat([s, s], dim=-1)
+
+    monkeypatch.setattr(emb, "get_1d_rotary_pos_embed", get_1d)
+    return emb
+
+
+# ---------------------------------------------------------------- transformers: Qwen-VL
+
+
+def qwen_text_config(family, **kw):
+    tr = _import("transformers")
+    cls = {
+        "qwen2_vl": tr.Qwen2VLTextConfig,
+        "qwen2_5_vl": tr.Qwen2_5_VLTextConfig,
+        "qwen3_vl": tr.Qwen3VLTextConfig,
+    }[family]
+    return cls(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        vocab_size=64,
+        **kw,
+    )
+
+
+def qwen_rotary(family, config):
+    m = {
+        "qwen2_vl": "transformers.models.qwen2_vl.modeling_qwen2_vl",
+        "qwen2_5_vl": "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl",
+        "qwen3_vl": "transformers.models.qwen3_vl.modeling_qwen3_vl",
+    }[family]
+    mod = _import(m)
+    cls = {
+        "qwen2_vl": "Qwen2VLRotaryEmbedding",
+        "qwen2_5_vl": "Qwen2_5_VLRotaryEmbedding",
+        "qwen3_vl": "Qwen3VLTextRotaryEmbedding",
+    }[family]
+    return getattr(mod, cls)(config)
+
+
+QWEN_CASES = [
+    ("qwen2_vl", {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [4, 6, 6]}),
+    ("qwen2_vl", {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 4, 4]}),
+    ("qwen2_5_vl", {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [4, 6, 6]}),
+    (
+        "qwen3_vl",
+        {
+            "rope_type": "default",
+            "rope_theta": 5000000.0,
+            "mrope_section": [6, 5, 5],
+            "mrope_interleaved": True,
+        },
+    ),
+    ("qwen3_vl", {"rope_type": "default", "rope_theta": 500000.0, "mrope_section": [4, 6, 6]}),
+]
+
+
+def qwen_preset(family, config, **kw):
+    return (rope_presets.qwen3_vl if family == "qwen3_vl" else rope_presets.qwen2_vl)(config, **kw)
+
+
+@pytest.mark.parametrize("family, params", QWEN_CASES)
+def test_qwen_vl_frequencies_are_the_models(family, params, torch_pow):
+    config = qwen_text_config(family, rope_parameters=dict(params))
+    theirs = qwen_rotary(family, config).inv_freq.numpy()
+    p = qwen_preset(family, config)
+    np.testing.assert_array_equal(p.inv_freq, theirs)
+    assert p.sections == tuple(params["mrope_section"])
+
+
+@pytest.mark.parametrize("family, params", QWEN_CASES)
+def test_qwen_vl_frequencies_within_two_ulps_with_the_correct_power(family, params):
+    config = qwen_text_config(family, rope_parameters=dict(params))
+    theirs = qwen_rotary(family, config).inv_freq.numpy()
+    assert np.all(float32_ulps(qwen_preset(family, config).inv_freq, theirs) <= 2)
+
+
+@pytest.mark.parametrize("family, params", QWEN_CASES)
+def test_qwen_vl_cos_sin_match_the_models_layout_in_float64(family, params, rng):
+    """The model's own recomposition (contiguous or interleaved sections, then the
+    rotate_half duplication) applied to float64 angles of random 3-axis positions."""
+    torch = _import("torch")
+    config = qwen_text_config(family, rope_parameters=dict(params))
+    rot = qwen_rotary(family, config)
+    p = qwen_preset(family, config, precision="float64")
+    pos = rng.integers(0, 2**20, size=(3, 1, 37))
+    freqs = torch.from_numpy(pos[..., None].astype(F64)) * torch.from_numpy(p.inv_freq.copy())
+    cos = rot.recomposition_frequencies(freqs.cos()).numpy()[0]
+    sin = rot.recomposition_frequencies(freqs.sin()).numpy()[0]
+    ours = expand(p, pos[:, 0].T)
+    np.testing.assert_allclose(ours[0], cos, atol=1e-13, rtol=0)
+    np.testing.assert_allclose(ours[1], sin, atol=1e-13, rtol=0)
+
+
+@pytest.mark.parametrize("family, params", QWEN_CASES)
+def test_qwen_vl_float32_module_within_its_own_error(family, params, rng):
+    """The module's float32 forward (its rounding of position * inv_freq) against
+    the preset's exact angles: off by at most the float32 rounding of the angle."""
+    torch = _import("torch")
+    config = qwen_text_config(family, rope_parameters=dict(params))
+    rot = qwen_rotary(family, config)
+    p = qwen_preset(family, config)
+    pos = rng.integers(0, 4096, size=(3, 1, 29))
+    x = torch.zeros(1, dtype=torch.float32)
+    cos, sin = (t.numpy()[0] for t in rot(x, torch.from_numpy(pos)))
+    ours = expand(p, pos[:, 0].T)
+    tol = 2.0**-24 * (1 + 2 * 4096)
+    np.testing.assert_allclose(ours[0], cos, atol=tol, rtol=0)
+    np.testing.assert_allclose(ours[1], sin, atol=tol, rtol=0)
+
+
+def test_qwen_vl_from_a_full_config_and_a_config_json_dict():
+    tr = _import("transformers")
+    config = tr.Qwen2VLConfig(
+        text_config=dict(
+            hidden_size=64,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            intermediate_size=64,
+            num_hidden_layers=1,
+            vocab_size=64,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 1e6,
+                "mrope_section": [4, 6, 6],
+            },
+        )
+    )
+    a = rope_presets.qwen2_vl(config)
+    b = rope_presets.qwen2_vl(config.to_dict())
+    np.testing.assert_array_equal(a.inv_freq, b.inv_freq)
+    assert a == b._replace(inv_freq=a.inv_freq)
+    theirs = qwen_rotary("qwen2_vl", config.text_config).inv_freq.numpy()
+    assert np.all(float32_ulps(a.inv_freq, theirs) <= 2)
+
+
+# ---------------------------------------------------------------- Qwen-VL position ids
+
+
+def tiny_qwen_vl_model(family):
+    torch = _import("torch")
+    tr = _import("transformers")
+    torch.manual_seed(0)
+    text = dict(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        vocab_size=128,
+    )
+    cfg_cls, model_cls, vision = {
+        "qwen2_vl": (
+            tr.Qwen2VLConfig,
+            tr.Qwen2VLModel,
+            dict(depth=1, embed_dim=32, hidden_size=64, num_heads=2, spatial_merge_size=2),
+        ),
+        "qwen2_5_vl": (
+            tr.Qwen2_5_VLConfig,
+            tr.Qwen2_5_VLModel,
+            dict(
+                depth=1,
+                hidden_size=32,
+                out_hidden_size=64,
+                num_heads=2,
+                intermediate_size=32,
+                spatial_merge_size=2,
+                tokens_per_second=3,
+            ),
+        ),
+        "qwen3_vl": (
+            tr.Qwen3VLConfig,
+            tr.Qwen3VLModel,
+            dict(
+                depth=1,
+                hidden_size=32,
+                out_hidden_size=64,
+                num_heads=2,
+                intermediate_size=32,
+                spatial_merge_size=2,
+            ),
+        ),
+    }[family]
+    return model_cls(cfg_cls(text_config=text, vision_config=vision)).eval()
+
+
+def token_types(rng, runs, batch_pad):
+    """Rows of text/image/video runs ([(kind, n), ...]) with left padding."""
+    rows = [np.concatenate([np.full(n, k) for k, n in r]) for r in runs]
+    seq = max(map(len, rows)) + batch_pad
+    types = np.zeros((len(rows), seq), dtype=np.int64)
+    mask = np.zeros((len(rows), seq), dtype=np.int64)
+    for i, r in enumerate(rows):
+        types[i, seq - len(r) :] = r
+        mask[i, seq - len(r) :] = 1
+    return types, mask
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"])
+def test_qwen_vl_position_ids_are_get_rope_index(family, rng):
+    torch = _import("torch")
+    model = tiny_qwen_vl_model(family)
+    images = np.array([[1, 4, 6], [1, 8, 2], [1, 6, 6]])
+    videos = np.array([[3, 4, 4], [2, 2, 6]])
+    n = lambda g: int(g[0] * (g[1] // 2) * (g[2] // 2))  # noqa: E731
+    runs = [
+        [(0, 5), (1, n(images[0])), (0, 3), (2, n(videos[0])), (0, 2)],
+        [(0, 2), (1, n(images[1])), (0, 7), (1, n(images[2])), (2, n(videos[1])), (0, 1)],
+    ]
+    types, mask = token_types(rng, runs, 3)
+    kw = {}
+    ours_kw = {}
+    if family == "qwen2_5_vl":
+        kw["second_per_grid_ts"] = torch.tensor([0.5, 1.7])
+        ours_kw["video_time_intervals"] = [3 * 0.5, 3 * 1.7]
+    if family == "qwen3_vl":
+        ours_kw["split_video_frames"] = True
+        # Qwen3-VL frames are separate runs: timestamps between them in the real prompts
+        runs = [
+            [(0, 5), (1, n(images[0])), (0, 3)] + [(2, 4), (0, 1)] * 3 + [(0, 2)],
+            [(0, 2), (1, n(images[1])), (0, 7), (1, n(images[2]))] + [(2, 3), (0, 1)] * 2,
+        ]
+        types, mask = token_types(rng, runs, 3)
+    ids = torch.from_numpy(rng.integers(3, 100, size=types.shape))
+    with torch.no_grad():
+        pos, deltas = model.get_rope_index(
+            ids,
+            torch.from_numpy(types).int(),
+            image_grid_thw=torch.from_numpy(images),
+            video_grid_thw=torch.from_numpy(videos),
+            attention_mask=torch.from_numpy(mask),
+            **kw,
+        )
+    ours, ours_d = rope_presets.qwen_vl_position_ids(
+        types,
+        image_grid_thw=images,
+        video_grid_thw=videos,
+        attention_mask=mask,
+        spatial_merge_size=2,
+        **ours_kw,
+    )
+    np.testing.assert_array_equal(ours, pos.numpy().transpose(1, 2, 0))
+    np.testing.assert_array_equal(ours_d, deltas.numpy())
+
+
+# ---------------------------------------------------------------- Pixtral
+
+
+@pytest.mark.parametrize("head_dim, theta", [(64, 10000.0), (16, 1000.0), (88, 77777.0)])
+def test_pixtral_frequencies_and_layout(head_dim, theta, torch_pow, rng):
+    torch = _import("torch")
+    tr = _import("transformers")
+    m = _import("transformers.models.pixtral.modeling_pixtral")
+    config = tr.PixtralVisionConfig(
+        hidden_size=head_dim * 2,
+        num_attention_heads=2,
+        rope_parameters={"rope_type": "axial", "rope_theta": theta},
+    )
+    rot = m.PixtralVisionRotaryEmbedding(config)
+    p = rope_presets.pixtral(config)
+    np.testing.assert_array_equal(p.inv_freq, rot.inv_freq.numpy())
+    pos = rng.integers(0, 2**20, size=(41, 2))
+    exact = rope_presets.pixtral(config, precision="float64")
+    freqs = torch.from_numpy(pos[..., None].astype(F64)) * torch.from_numpy(exact.inv_freq.copy())
+    ours = expand(exact, pos)
+    np.testing.assert_allclose(
+        ours[0], rot.recomposition_frequencies(freqs.cos()).numpy(), atol=1e-13, rtol=0
+    )
+    np.testing.assert_allclose(
+        ours[1], rot.recomposition_frequencies(freqs.sin()).numpy(), atol=1e-13, rtol=0
+    )
+    # the model's own position ids for a 5 x 7 patch grid are the preset's grid
+    assert p.grid((5, 7)).shape == (35, 2)
+    h, w = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    np.testing.assert_array_equal(p.grid((5, 7)), np.stack([h.ravel(), w.ravel()], 1))
+
+
+# ---------------------------------------------------------------- diffusers
+
+
+ONE_D = [
+    dict(dim=16),
+    dict(dim=64, theta=500.0, linear_factor=2.5, ntk_factor=3.0),
+    dict(dim=6, theta=10000.0, use_real=True),
+    dict(dim=32, use_real=True, repeat_interleave_real=False, ntk_factor=1.7),
+    dict(dim=128, theta=1e6, use_real=True, linear_factor=0.3),
+]
+
+
+@pytest.mark.parametrize("kw", ONE_D)
+def test_diffusers_1d_frequencies(kw, torch_pow, monkeypatch):
+    emb = _import("diffusers.models.embeddings")
+    (theirs,) = diffusers_freqs(lambda: emb.get_1d_rotary_pos_embed(pos=5, **kw))
+    p = rope_presets.diffusers_1d(**kw)
+    np.testing.assert_array_equal(p.inv_freq, theirs)
+
+
+@pytest.mark.parametrize("kw", ONE_D)
+def test_diffusers_1d_frequencies_within_three_ulps_with_the_correct_power(kw, monkeypatch):
+    emb = _import("diffusers.models.embeddings")
+    (theirs,) = diffusers_freqs(lambda: emb.get_1d_rotary_pos_embed(pos=5, **kw))
+    assert np.all(float32_ulps(rope_presets.diffusers_1d(**kw).inv_freq, theirs) <= 3)
+
+
+@pytest.mark.parametrize("kw", ONE_D)
+def test_diffusers_1d_cos_sin_float64_and_rope_cache(kw, monkeypatch, rng, torch_pow):
+    """Their function with float64 positions and frequencies against the preset,
+    and fastpe.rope_cache (one axis: today's API) against both."""
+    torch = _import("torch")
+    emb = float64_get_1d(monkeypatch)
+    pos = rng.integers(0, 2**20, size=53)
+    out = emb.get_1d_rotary_pos_embed(pos=pos.astype(F64), **kw)
+    p = rope_presets.diffusers_1d(**kw, precision="float64")
+    cos, sin = expand(p, pos)
+    if kw.get("use_real"):
+        np.testing.assert_allclose(cos, out[0].numpy(), atol=1e-13, rtol=0)
+        np.testing.assert_allclose(sin, out[1].numpy(), atol=1e-13, rtol=0)
+    else:  # the complex form pairs (2j, 2j+1): the interleaved layout
+        assert p.layout == "interleaved"
+        np.testing.assert_allclose(cos[:, ::2], out.real.numpy(), atol=1e-13, rtol=0)
+        np.testing.assert_allclose(sin[:, ::2], out.imag.numpy(), atol=1e-13, rtol=0)
+    # fastpe's angles are exact; the framework rounds position * frequency once
+    fc, fs = fastpe.rope_cache(p.rotary_dim, positions=pos, dtype=F64, **p.kwargs())
+    tol = f64_tol(pos.max() * p.inv_freq.max())
+    np.testing.assert_allclose(fc, cos, atol=tol, rtol=0)
+    np.testing.assert_allclose(fs, sin, atol=tol, rtol=0)
+    del torch
+
+
+@pytest.mark.parametrize("embed_dim, grid", [(64, (6, 9)), (16, (3, 3)), (88, (1, 5))])
+def test_diffusers_2d_frequencies_grid_and_layout(embed_dim, grid, torch_pow, monkeypatch):
+    emb = _import("diffusers.models.embeddings")
+    crops = ((0, 0), grid)
+    freqs = diffusers_freqs(
+        lambda: emb.get_2d_rotary_pos_embed(embed_dim, crops, grid, use_real=True)
+    )
+    p = rope_presets.diffusers_2d(embed_dim)
+    np.testing.assert_array_equal(p.inv_freq, np.concatenate(freqs))
+    emb = float64_get_1d(monkeypatch)
+    cos, sin = emb.get_2d_rotary_pos_embed(embed_dim, crops, grid, use_real=True)
+    exact = rope_presets.diffusers_2d(embed_dim, precision="float64")
+    ours = expand(exact, exact.grid(grid))
+    np.testing.assert_allclose(ours[0], cos.numpy(), atol=1e-13, rtol=0)
+    np.testing.assert_allclose(ours[1], sin.numpy(), atol=1e-13, rtol=0)
+
+
+@pytest.mark.parametrize("embed_dim, thw", [(64, (4, 3, 5)), (128, (2, 6, 2)), (16, (1, 1, 3))])
+def test_cogvideox_3d_frequencies_grid_and_layout(embed_dim, thw, torch_pow, monkeypatch):
+    emb = _import("diffusers.models.embeddings")
+    t, h, w = thw
+    crops = ((0, 0), (h, w))
+    freqs = diffusers_freqs(lambda: emb.get_3d_rotary_pos_embed(embed_dim, crops, (h, w), t))
+    p = rope_presets.cogvideox_3d(embed_dim)
+    np.testing.assert_array_equal(p.inv_freq, np.concatenate(freqs))
+    emb = float64_get_1d(monkeypatch)
+    cos, sin = emb.get_3d_rotary_pos_embed(embed_dim, crops, (h, w), t)
+    exact = rope_presets.cogvideox_3d(embed_dim, precision="float64")
+    ours = expand(exact, exact.grid(thw))
+    np.testing.assert_allclose(ours[0], cos.numpy(), atol=1e-13, rtol=0)
+    np.testing.assert_allclose(ours[1], sin.numpy(), atol=1e-13, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "theta, axes_dim", [(10000, [16, 56, 56]), (2000, [8, 12, 12]), (256, [32, 32])]
+)
+def test_flux_pos_embed(theta, axes_dim, monkeypatch, rng, torch_pow):
+    """FluxPosEmbed computes its frequencies in float64 on the CPU: the preset's
+    default is them to the bit (with torch's float64 power), its cos/sin within
+    1e-13 before their float32
+    rounding and within one float32 rounding after it."""
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+    fm = _import("diffusers.models.transformers.transformer_flux")
+    ids = rng.integers(0, 2**12, size=(31, len(axes_dim)))
+    layer = fm.FluxPosEmbed(theta, axes_dim)
+    freqs = diffusers_freqs(lambda: layer(torch.from_numpy(ids)))
+    p = rope_presets.flux(theta, axes_dim)
+    np.testing.assert_array_equal(p.inv_freq, np.concatenate(freqs))
+    cos32, sin32 = layer(torch.from_numpy(ids))
+    emb = float64_get_1d(monkeypatch)
+    monkeypatch.setattr(fm, "get_1d_rotary_pos_embed", emb.get_1d_rotary_pos_embed)
+    cos, sin = layer(torch.from_numpy(ids))
+    ours = expand(p, ids)
+    np.testing.assert_allclose(ours[0], cos.numpy(), atol=1e-13, rtol=0)
+    np.testing.assert_allclose(ours[1], sin.numpy(), atol=1e-13, rtol=0)
+    np.testing.assert_allclose(ours[0], cos32.numpy(), atol=2.0**-24, rtol=0)
+    np.testing.assert_allclose(ours[1], sin32.numpy(), atol=2.0**-24, rtol=0)
