@@ -155,6 +155,30 @@ PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_po
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                           int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                           void *poll_ctx);
+/* One axis of a multi-axis angle table: the encoding of its own frequencies
+ * (sp's [sin | cos] rows; plan, ac as pe_fill_run), the positions of its tokens
+ * (rq: a column of the caller's positions, nseq x S rows), and the table
+ * columns its sp->nf frequencies go to (cols[j] < the table's nf; sine in
+ * column cols[j], cosine in nf + cols[j]). */
+typedef struct {
+    const pe_spec *sp;
+    const double *plan;
+    pe_anchor_cache *ac;
+    pe_rows rq;
+    const int64_t *cols;
+} pe_rope_axis;
+
+/* The [sin | cos] table of nf frequencies for ntab tokens whose frequencies
+ * follow n_axes axes: each axis's rows filled (kind PE_KIND_*, each entry
+ * rounded once, as pe_fill_run) and scattered into its columns of `table`
+ * (row stride 2 nf).  Every column must belong to exactly one axis. */
+PE_HIDDEN int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab,
+                                 const pe_rope_axis *ax, int n_axes, int num_threads,
+                                 pe_poll_fn poll, void *poll_ctx);
+/* pe_rope_run with the table of pe_rope_table_axes (float64). */
+PE_HIDDEN int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
+                               const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
+                               void *poll_ctx);
 /* Whether rows are walked in blocks of positions (1, the default) or in their
  * axes' C order (0); the same bits.  Returns the old setting. */
 PE_HIDDEN int pe_rope_set_blocked(int on);

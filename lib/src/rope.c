@@ -529,6 +529,108 @@ int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows
     return err;
 }
 
+/* Row r of each axis's compact table (sin | cos of its na frequencies) into
+ * its columns of the full row: entries copied as they are (already rounded). */
+#define PE_SCATTER_ROWS(T)                                                                         \
+    for (int64_t r = r0; r < r1; r++) {                                                            \
+        T *dst = (T *)table + r * 2 * nf;                                                          \
+        for (int a = 0; a < n_axes; a++) {                                                         \
+            int64_t na = ax[a].sp->nf;                                                             \
+            const T *src = (const T *)compact[a] + r * 2 * na;                                     \
+            const int64_t *cols = ax[a].cols;                                                      \
+            for (int64_t j = 0; j < na; j++) {                                                     \
+                dst[cols[j]] = src[j];                                                             \
+                dst[nf + cols[j]] = src[na + j];                                                   \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+static void rope_scatter(void *table, int sz, int64_t nf, void *const *compact,
+                         const pe_rope_axis *ax, int n_axes, int64_t r0, int64_t r1) {
+    if (sz == 8) {
+        PE_SCATTER_ROWS(double)
+    } else if (sz == 4) {
+        PE_SCATTER_ROWS(float)
+    } else {
+        PE_SCATTER_ROWS(uint16_t)
+    }
+}
+#undef PE_SCATTER_ROWS
+
+int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab, const pe_rope_axis *ax,
+                       int n_axes, int num_threads, pe_poll_fn poll, void *poll_ctx) {
+    /* each axis's rows are a fill of its own frequencies (the bits of a 1-axis
+       table of them), made compact and then placed: the fill's row writers stay
+       the one code path that computes an angle */
+    void *compact[PE_ROPE_MAX_AXES];
+    int sz = kind == PE_KIND_F64 ? 8 : kind == PE_KIND_F32 ? 4 : 2;
+    int a, err = FASTPE_OK, nt;
+    int64_t total = 0;
+    char *buf;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return FASTPE_ESIZE;
+    if (ntab == 0 || nf == 0)
+        return FASTPE_OK;
+    for (a = 0; a < n_axes; a++)
+        total += ax[a].sp->nf;
+    if (total != nf)
+        return FASTPE_ESIZE;
+    buf = (char *)malloc((size_t)(ntab * 2 * nf) * (size_t)sz);
+    if (buf == NULL)
+        return FASTPE_ENOMEM;
+    total = 0;
+    for (a = 0; a < n_axes && err == FASTPE_OK; a++) {
+        int64_t na = ax[a].sp->nf;
+        compact[a] = buf + (size_t)(ntab * 2 * total) * (size_t)sz;
+        total += na;
+        if (na > 0)
+            err = pe_fill_run(compact[a], kind, 2 * na, ax[a].sp, &ax[a].rq, num_threads,
+                              ax[a].plan, ax[a].ac, poll, poll_ctx);
+    }
+    if (err == FASTPE_OK) {
+        nt = pe_threads(num_threads, ntab, 2 * nf, -1);
+        if (nt <= 1) {
+            rope_scatter(table, sz, nf, compact, ax, n_axes, 0, ntab);
+        } else {
+            int t;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+            for (t = 0; t < nt; t++)
+                rope_scatter(table, sz, nf, compact, ax, n_axes, t * ntab / nt,
+                             (t + 1) * ntab / nt);
+        }
+    }
+    free(buf);
+    return err;
+}
+
+int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
+                     const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
+                     void *poll_ctx) {
+    int64_t W = 2 * nf, nrows = 0;
+    double *table;
+    int i, err;
+    if (nR < 1 || nR > 2)
+        return FASTPE_ESIZE;
+    for (i = 0; i < nR; i++)
+        nrows += rope_nrows(R[i]);
+    if (nrows == 0 || ntab == 0 || W == 0)
+        return FASTPE_OK;
+    table = (double *)malloc((size_t)(ntab * W) * sizeof(double));
+    if (table == NULL)
+        return FASTPE_ENOMEM;
+    err = pe_rope_table_axes(table, PE_KIND_F64, nf, ntab, ax, n_axes, num_threads, poll, poll_ctx);
+    if (err == FASTPE_OK) {
+        for (i = 0; i < nR; i++)
+            R[i]->table = table;
+        err = pe_rope_rotate((const pe_rope_rows *const *)R, nR,
+                             pe_threads(num_threads, nrows, W, -1), poll, poll_ctx);
+        for (i = 0; i < nR; i++)
+            R[i]->table = NULL;
+    }
+    free(table);
+    return err;
+}
+
 /* ---- the RoPE handles ------------------------------------------------------
  * A handle is the encoding fastpe._rope._encoder compiles for ("rope", w): the
  * [sin | cos] rows of nf listed frequencies, with its own copy of them and of

@@ -42,6 +42,34 @@ def rope_rotate(
     k_bfloat16: bool = ...,
 ) -> None: ...
 
+@disjoint_base
+class RopeAxes:
+    """A multi-axis RoPE: each axis's encoding and the table columns it fills."""
+
+    n_axes: int
+    nf: int
+    encoders: tuple[Encoder | None, ...]
+    columns: tuple[np.ndarray, ...]
+    def __new__(
+        cls, encoders: tuple[Encoder | None, ...], columns: tuple[Any, ...], nf: int
+    ) -> Self: ...
+
+def rope_table_axes(
+    axes: RopeAxes, out: Any, positions: np.ndarray, num_threads: int, bfloat16: bool = ...
+) -> None: ...
+def rope_rotate_axes(
+    x: Any,
+    axes: RopeAxes,
+    seq_axis: int,
+    positions: np.ndarray,
+    half: bool,
+    attention: float,
+    num_threads: int,
+    bfloat16: bool = ...,
+    k: Any = ...,
+    k_bfloat16: bool = ...,
+) -> None: ...
+
 rope_plans: dict[Any, tuple[Encoder, float]]
 
 def rope_plan_key(
