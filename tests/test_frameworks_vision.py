@@ -197,7 +197,7 @@ QWEN_CASES = [
             "mrope_interleaved": True,
         },
     ),
-    ("qwen3_vl", {"rope_type": "default", "rope_theta": 500000.0, "mrope_section": [4, 6, 6]}),
+    ("qwen3_vl", {"rope_type": "default", "rope_theta": 500000.0, "mrope_section": [8, 4, 4]}),
 ]
 
 
@@ -531,3 +531,148 @@ def test_flux_pos_embed(theta, axes_dim, monkeypatch, rng, torch_pow):
     np.testing.assert_allclose(ours[1], sin.numpy(), atol=1e-13, rtol=0)
     np.testing.assert_allclose(ours[0], cos32.numpy(), atol=2.0**-24, rtol=0)
     np.testing.assert_allclose(ours[1], sin32.numpy(), atol=2.0**-24, rtol=0)
+
+
+# ---------------------------------------------------------------- rope_cache, apply_rope
+
+
+def check_cache(p, positions, cos64, sin64, cos32=None, sin32=None, p64=None):
+    """fastpe.rope_cache with the preset against the framework's cos/sin: float64
+    within 1e-13 plus the framework's rounding of the angle; float32 within the
+    framework's own float32 error (test_frameworks.f32_tol).  ``p64``: the preset
+    whose frequencies the float64 run used, where they are not ``p``'s."""
+    from test_frameworks import f32_tol
+
+    pos = np.asarray(positions)
+    p32, p = p, (p if p64 is None else p64)
+    max_angle = float(pos.max(initial=0)) * float(p.inv_freq.max()) * p.attention_factor
+    fc, fs = fastpe.rope_cache(p.rotary_dim, positions=pos, dtype=F64, **p.kwargs())
+    np.testing.assert_allclose(fc, cos64, atol=f64_tol(max_angle), rtol=0)
+    np.testing.assert_allclose(fs, sin64, atol=f64_tol(max_angle), rtol=0)
+    if cos32 is not None:
+        c, s = fastpe.rope_cache(p32.rotary_dim, positions=pos, **p32.kwargs())
+        assert c.dtype == np.float32
+        np.testing.assert_allclose(c, cos32, atol=f32_tol(max_angle), rtol=0)
+        np.testing.assert_allclose(s, sin32, atol=f32_tol(max_angle), rtol=0)
+
+
+def check_apply(p, positions, apply64, apply32, rng, heads=(4, 2), p64=None):
+    """fastpe.apply_rope (float32, in place) with the preset against the framework's
+    apply function run in float64 on the same float32 inputs (one rounding apart:
+    2 float32 ulps of the largest output) and in float32 (its own error).  ``p64``:
+    the preset the float64 run's frequencies are, where they are not ``p``'s."""
+    from test_frameworks import f32_tol
+
+    torch = _import("torch")
+    pos = np.asarray(positions)
+    angle = float(pos.max()) * float(p.inv_freq.max())
+    seq = pos.shape[0]
+    q = rng.standard_normal((1, heads[0], seq, p.rotary_dim)).astype(np.float32)
+    k = rng.standard_normal((1, heads[1], seq, p.rotary_dim)).astype(np.float32)
+    q64, k64 = apply64(torch.from_numpy(q.astype(F64)), torch.from_numpy(k.astype(F64)))
+    q32, k32 = apply32(torch.from_numpy(q.copy()), torch.from_numpy(k.copy()))
+    q2, k2 = q.copy(), k.copy()
+    fastpe.apply_rope(q, k, positions=pos, **p.kwargs())
+    fastpe.apply_rope(q2, k2, positions=pos, **(p if p64 is None else p64).kwargs())
+    for ours, ours64, t64, t32 in ((q, q2, q64, q32), (k, k2, k64, k32)):
+        big = float(np.abs(t64.numpy()).max())
+        np.testing.assert_allclose(ours64, t64.numpy(), atol=2 * 2.0**-24 * big, rtol=0)
+        np.testing.assert_allclose(ours, t32.numpy(), atol=4 * f32_tol(angle) * big, rtol=0)
+
+
+@pytest.mark.parametrize("family, params", QWEN_CASES)
+def test_qwen_vl_fastpe_cache_and_apply(family, params, rng, torch_pow):
+    """The preset in rope_cache/apply_rope against the model's rotary module (its
+    float32 forward, and its recomposition on float64 angles) and the model's
+    apply_rotary_pos_emb, for a text + image + text prompt's position ids."""
+    torch = _import("torch")
+    mod = _import(
+        {
+            "qwen2_vl": "transformers.models.qwen2_vl.modeling_qwen2_vl",
+            "qwen2_5_vl": "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl",
+            "qwen3_vl": "transformers.models.qwen3_vl.modeling_qwen3_vl",
+        }[family]
+    )
+    config = qwen_text_config(family, rope_parameters=dict(params))
+    rot = qwen_rotary(family, config)
+    p = qwen_preset(family, config)
+    types = np.array([[0] * 7 + [1] * 24 + [0] * 5])
+    pos, _ = rope_presets.qwen_vl_position_ids(types, image_grid_thw=[[2, 6, 8]])
+    pos = pos[0]
+    pt = torch.from_numpy(pos.T[:, None, :].copy())
+    freqs = pt[..., None].double() * torch.from_numpy(p.inv_freq.copy())
+    cos64 = rot.recomposition_frequencies(freqs.cos())
+    sin64 = rot.recomposition_frequencies(freqs.sin())
+    cos32, sin32 = rot(torch.zeros(1), pt)
+    check_cache(p, pos, cos64.numpy()[0], sin64.numpy()[0], cos32.numpy()[0], sin32.numpy()[0])
+
+    def apply(cos, sin):
+        return lambda q, k: mod.apply_rotary_pos_emb(q, k, cos, sin)
+
+    check_apply(p, pos, apply(cos64, sin64), apply(cos32, sin32), rng)
+
+
+def test_pixtral_fastpe_cache_and_apply(rng, torch_pow):
+    torch = _import("torch")
+    tr = _import("transformers")
+    m = _import("transformers.models.pixtral.modeling_pixtral")
+    config = tr.PixtralVisionConfig(
+        hidden_size=128, num_attention_heads=2, rope_parameters={"rope_type": "axial"}
+    )
+    rot = m.PixtralVisionRotaryEmbedding(config)
+    p = rope_presets.pixtral(config)
+    pos = p.grid((6, 9))
+    freqs = torch.from_numpy(pos[..., None].astype(F64)) * torch.from_numpy(p.inv_freq.copy())
+    cos64 = rot.recomposition_frequencies(freqs.cos())
+    sin64 = rot.recomposition_frequencies(freqs.sin())
+    cos32, sin32 = rot(torch.zeros(1), torch.from_numpy(pos))
+    check_cache(p, pos, cos64.numpy(), sin64.numpy(), cos32.numpy(), sin32.numpy())
+
+    def apply(cos, sin):
+        return lambda q, k: m.apply_rotary_pos_emb(q, k, cos[None], sin[None])
+
+    check_apply(p, pos, apply(cos64, sin64), apply(cos32, sin32), rng)
+
+
+def diffusers_apply(cos, sin):
+    emb = _import("diffusers.models.embeddings")
+    return lambda q, k: tuple(
+        emb.apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=-1) for x in (q, k)
+    )
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda **kw: rope_presets.diffusers_2d(64, **kw), (6, 9)),
+        (lambda **kw: rope_presets.cogvideox_3d(64, **kw), (3, 4, 5)),
+        (lambda **kw: rope_presets.flux(10000, [16, 24, 24], **kw), (1, 7, 6)),
+    ],
+    ids=["2d", "cogvideox", "flux"],
+)
+def test_diffusers_fastpe_cache_and_apply(make, shape, monkeypatch, rng, torch_pow, request):
+    """The preset's grid and kwargs in rope_cache/apply_rope against diffusers'
+    own cos/sin (float32, and with float64 frequencies and angles) and its
+    apply_rotary_emb."""
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+    fm = _import("diffusers.models.transformers.transformer_flux")
+    family = request.node.callspec.id
+    p = make()
+    p64 = make(precision="float64")
+    pos = p.grid(shape)
+
+    def framework():
+        if family == "2d":
+            return emb.get_2d_rotary_pos_embed(64, ((0, 0), shape), shape, use_real=True)
+        if family == "cogvideox":
+            return emb.get_3d_rotary_pos_embed(64, ((0, 0), shape[1:]), shape[1:], shape[0])
+        return fm.FluxPosEmbed(10000, [16, 24, 24])(torch.from_numpy(pos))
+
+    cos32, sin32 = framework()
+    emb64 = float64_get_1d(monkeypatch)
+    monkeypatch.setattr(fm, "get_1d_rotary_pos_embed", emb64.get_1d_rotary_pos_embed)
+    cos64, sin64 = framework()
+    assert cos64.dtype == torch.float64
+    check_cache(p, pos, cos64.numpy(), sin64.numpy(), cos32.numpy(), sin32.numpy(), p64)
+    check_apply(p, pos, diffusers_apply(cos64, sin64), diffusers_apply(cos32, sin32), rng, p64=p64)
