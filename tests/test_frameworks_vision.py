@@ -676,3 +676,103 @@ def test_diffusers_fastpe_cache_and_apply(make, shape, monkeypatch, rng, torch_p
     assert cos64.dtype == torch.float64
     check_cache(p, pos, cos64.numpy(), sin64.numpy(), cos32.numpy(), sin32.numpy(), p64)
     check_apply(p, pos, diffusers_apply(cos64, sin64), diffusers_apply(cos32, sin32), rng, p64=p64)
+
+
+# ---------------------------------------------------------------- a model end to end
+
+
+def fastpe_rotary(preset):
+    """A stand-in for a Qwen-VL text model's rotary embedding: cos and sin from
+    fastpe.rope_cache with the preset, for the (3, batch, seq) position ids the
+    model passes (text-only calls pass (batch, seq))."""
+    torch = _import("torch")
+
+    class FastpeRotary(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x, position_ids):
+            if position_ids.ndim == 2:
+                position_ids = position_ids.expand(3, -1, -1)
+            pos = position_ids.permute(1, 2, 0).contiguous().numpy()
+            cos, sin = fastpe.rope_cache(preset.rotary_dim, positions=pos, **preset.kwargs())
+            self.calls += 1
+            return torch.from_numpy(cos).to(x.dtype), torch.from_numpy(sin).to(x.dtype)
+
+    return FastpeRotary()
+
+
+def tiny_qwen2_vl_lm():
+    torch = _import("torch")
+    tr = _import("transformers")
+    torch.manual_seed(0)
+    config = tr.Qwen2VLConfig(
+        text_config=dict(
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            vocab_size=256,
+            max_position_embeddings=512,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 1e6,
+                "mrope_section": [2, 3, 3],
+            },
+        ),
+        vision_config=dict(
+            depth=1,
+            embed_dim=32,
+            hidden_size=64,
+            num_heads=2,
+            patch_size=2,
+            spatial_merge_size=2,
+            in_channels=3,
+            temporal_patch_size=2,
+        ),
+        image_token_id=250,
+        vision_start_token_id=251,
+        vision_end_token_id=252,
+    )
+    return tr.Qwen2VLForConditionalGeneration(config).eval(), config
+
+
+def test_tiny_qwen2_vl_with_fastpe_rotary_end_to_end():
+    """A randomly initialised Qwen2-VL, run on an image + text prompt with its own
+    rotary embedding and then with fastpe's from the preset: logits within float32
+    tolerance, and the same greedy tokens."""
+    torch = _import("torch")
+    model, config = tiny_qwen2_vl_lm()
+    rng = np.random.default_rng(5)
+    grid = np.array([[1, 8, 12]])  # 96 patches, merged by 2 x 2 into 24 image tokens
+    n_img = 24
+    text1, text2 = rng.integers(0, 200, 6), rng.integers(0, 200, 5)
+    ids = np.concatenate([text1, [251], [250] * n_img, [252], text2])[None]
+    types = (ids == 250).astype(np.int32)
+    pixels = rng.standard_normal((96, 3 * 2 * 2 * 2)).astype(np.float32)
+    inputs = dict(
+        input_ids=torch.from_numpy(ids),
+        mm_token_type_ids=torch.from_numpy(types),
+        pixel_values=torch.from_numpy(pixels),
+        image_grid_thw=torch.from_numpy(grid),
+        attention_mask=torch.ones(ids.shape, dtype=torch.long),
+    )
+    gen = dict(max_new_tokens=8, do_sample=False, eos_token_id=None, pad_token_id=0)
+    with torch.no_grad():
+        logits = model(**inputs).logits.numpy()
+        tokens = model.generate(**inputs, **gen).numpy()
+        lm = model.model.language_model
+        own = lm.rotary_emb
+        lm.rotary_emb = fastpe_rotary(rope_presets.qwen2_vl(config))
+        try:
+            ours = model(**inputs).logits.numpy()
+            ours_tokens = model.generate(**inputs, **gen).numpy()
+        finally:
+            calls = lm.rotary_emb.calls
+            lm.rotary_emb = own
+    assert calls == 1 + 8  # the forward, then generate: the prompt and 7 more steps
+    np.testing.assert_allclose(ours, logits, atol=1e-5, rtol=1e-5)
+    np.testing.assert_array_equal(ours_tokens, tokens)
+    assert tokens.shape[1] == ids.shape[1] + 8

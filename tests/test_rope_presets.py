@@ -298,3 +298,20 @@ def test_caller_config_is_not_modified():
     before = repr(cfg)
     rp.qwen2_vl(cfg)
     assert repr(cfg) == before
+
+
+def test_qwen2_vl_yarn_keeps_its_attention_factor():
+    cfg = qwen_config(
+        rope_type="yarn",
+        rope_theta=1e6,
+        factor=4.0,
+        original_max_position_embeddings=1024,
+        mrope_section=[16, 24, 24],
+    )
+    p = rp.qwen2_vl(cfg, precision="float64")
+    assert p.attention_factor == pytest.approx(0.1 * np.log(4.0) + 1.0, rel=1e-15)
+    assert p.kwargs()["attention_factor"] == p.attention_factor
+    w = np.array([float(x) for x in mp_ladder(128, 1e6)])
+    # YaRN keeps the fastest pairs and divides the slowest by the factor
+    assert p.inv_freq[0] == pytest.approx(w[0], rel=1e-15)
+    assert p.inv_freq[-1] == pytest.approx(w[-1] / 4.0, rel=1e-15)
