@@ -358,7 +358,7 @@ def test_qwen_vl_position_ids_are_get_rope_index(family, rng):
     ours_kw = {}
     if family == "qwen2_5_vl":
         kw["second_per_grid_ts"] = torch.tensor([0.5, 1.7])
-        ours_kw["video_time_intervals"] = [3 * 0.5, 3 * 1.7]
+        ours_kw["video_time_intervals"] = (3 * kw["second_per_grid_ts"]).tolist()
     if family == "qwen3_vl":
         ours_kw["split_video_frames"] = True
         # Qwen3-VL frames are separate runs: timestamps between them in the real prompts
@@ -776,3 +776,27 @@ def test_tiny_qwen2_vl_with_fastpe_rotary_end_to_end():
     np.testing.assert_allclose(ours, logits, atol=1e-5, rtol=1e-5)
     np.testing.assert_array_equal(ours_tokens, tokens)
     assert tokens.shape[1] == ids.shape[1] + 8
+
+
+def test_qwen2_5_vl_video_times_are_float32_products(rng):
+    """Qwen2.5-VL's frame times int(f * tokens_per_second * second_per_grid_t) are
+    float32 products in torch: 10 * 0.7 gives 6, not 7."""
+    torch = _import("torch")
+    model = tiny_qwen_vl_model("qwen2_5_vl")  # tokens_per_second=3
+    seconds = torch.tensor([0.7 / 3, 0.1, 0.3, 1.1 / 3])
+    videos = np.array([[11, 2, 2]] * 4)
+    types = np.array([[0, 0] + ([2] * 11 + [0]) * 4])
+    ids = torch.from_numpy(rng.integers(3, 100, size=types.shape))
+    pos, _ = model.get_rope_index(
+        ids,
+        torch.from_numpy(types).int(),
+        video_grid_thw=torch.from_numpy(videos),
+        second_per_grid_ts=seconds,
+    )
+    intervals = (3 * seconds).tolist()  # the model's float32 product, as Python floats
+    ours, _ = rope_presets.qwen_vl_position_ids(
+        types, video_grid_thw=videos, video_time_intervals=intervals
+    )
+    np.testing.assert_array_equal(ours, pos.numpy().transpose(1, 2, 0))
+    exact = [int(f * x) for x in intervals for f in range(11)]
+    assert exact != [int(np.float32(f) * np.float32(x)) for x in intervals for f in range(11)]

@@ -473,8 +473,10 @@ def qwen_vl_position_ids(
     spatial_merge_size : int
         The vision config's ``spatial_merge_size``.
     video_time_intervals : sequence of float, optional
-        Qwen2.5-VL: each video's ``tokens_per_second * second_per_grid_t``; frame
-        ``f`` gets time ``int(f * interval)`` (in float32, as torch's product).
+        Qwen2.5-VL: each video's ``tokens_per_second * second_per_grid_t`` as the
+        model forms it (a float32 product where ``second_per_grid_ts`` is a float32
+        tensor: ``(tokens_per_second * second_per_grid_ts).tolist()``); frame ``f``
+        gets time ``int(f * interval)``, the product in float32 as torch forms it.
     split_video_frames : bool
         Qwen3-VL: each video frame is its own grid of one time step.
 
