@@ -6,9 +6,13 @@ are in test_frameworks_vision.py."""
 
 from __future__ import annotations
 
+import contextlib
+
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fastpe
 from fastpe import rope_presets as rp
@@ -315,3 +319,90 @@ def test_qwen2_vl_yarn_keeps_its_attention_factor():
     # YaRN keeps the fastest pairs and divides the slowest by the factor
     assert p.inv_freq[0] == pytest.approx(w[0], rel=1e-15)
     assert p.inv_freq[-1] == pytest.approx(w[-1] / 4.0, rel=1e-15)
+
+
+# ---------------------------------------------------------------- hostile arguments
+
+HOSTILE = st.sampled_from(
+    [
+        None,
+        "x",
+        -1,
+        0,
+        1,
+        3,
+        2**70,
+        float("nan"),
+        float("inf"),
+        -0.5,
+        1e300,
+        True,
+        [],
+        [1, 2],
+        {},
+        {"rope_theta": "x"},
+        object(),
+        np.array([[1, 2]]),
+        np.float32(2.5),
+        (1, 2, 3),
+    ]
+)
+
+
+def _config():
+    return {
+        "hidden_size": 64,
+        "num_attention_heads": 2,
+        "rope_parameters": {"rope_theta": 1e6, "mrope_section": [4, 6, 6]},
+    }
+
+
+CALLS = {
+    "qwen2_vl": (rp.qwen2_vl, {"config": _config(), "precision": "float32"}),
+    "qwen3_vl": (rp.qwen3_vl, {"config": _config(), "precision": "float64"}),
+    "pixtral": (rp.pixtral, {"config": {"hidden_size": 64, "num_attention_heads": 2}}),
+    "diffusers_1d": (
+        rp.diffusers_1d,
+        {
+            "dim": 16,
+            "theta": 100.0,
+            "use_real": True,
+            "linear_factor": 2.0,
+            "ntk_factor": 1.5,
+            "repeat_interleave_real": False,
+            "freqs_dtype": "float32",
+            "precision": "float64",
+        },
+    ),
+    "diffusers_2d": (rp.diffusers_2d, {"embed_dim": 32, "use_real": True}),
+    "cogvideox_3d": (rp.cogvideox_3d, {"embed_dim": 64, "theta": 10.0}),
+    "flux": (rp.flux, {"theta": 10000, "axes_dim": [8, 12, 12]}),
+    "grid_positions": (rp.grid_positions, {"shape": (2, 3), "leading": 1, "start": 4}),
+    "qwen_vl_position_ids": (
+        rp.qwen_vl_position_ids,
+        {
+            "mm_token_type_ids": np.array([[0, 1, 1, 2, 2, 2]]),
+            "image_grid_thw": [[1, 2, 4]],
+            "video_grid_thw": [[3, 2, 2]],
+            "attention_mask": np.ones((1, 6)),
+            "spatial_merge_size": 2,
+            "video_time_intervals": [1.5],
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+@given(data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_hostile_arguments_are_value_or_type_errors(name, data):
+    """Any argument replaced by a hostile value: the call succeeds or raises a
+    ValueError/TypeError (never another exception), and the config passed is
+    left as it was."""
+    fn, valid = CALLS[name]
+    key = data.draw(st.sampled_from(sorted(valid)))
+    kw = dict(valid, **{key: data.draw(HOSTILE)})
+    before = repr(kw)
+    with contextlib.suppress(ValueError, TypeError):
+        fn(**kw)
+    assert repr(kw) == before
