@@ -48,26 +48,22 @@ _AXES = ("t", "h", "w")
 class RopePreset(NamedTuple):
     """One family's rotary embedding, as fastpe's RoPE functions take it.
 
-    Attributes
-    ----------
-    inv_freq : ndarray of float64, shape (rotary_dim // 2,), read-only
-        Radians per position of each rotated pair; where the axes have their own
-        frequencies, the concatenation of the per-axis lists in ``sections`` order.
-    sections : tuple of int or None
-        Rotary pairs per position axis (transformers' ``mrope_section``); ``None``
-        for one axis (1-D positions).
-    section_layout : {"contiguous", "interleaved"}
-        ``"contiguous"``: the first ``sections[0]`` pairs follow axis 0, the next
-        ``sections[1]`` axis 1, ...; ``"interleaved"``: Qwen3-VL's layout.
-    layout : {"half", "interleaved"}
-        The pairs rotated together: ``(j, j + rotary_dim/2)`` (``rotate_half``) or
-        ``(2j, 2j + 1)``.
-    attention_factor : float
-        What cos and sin are multiplied by.
-    axes : tuple of str
-        The grid coordinate each column of the positions holds, ``"t"`` (time, or
-        the sequence index), ``"h"`` (row) or ``"w"`` (column), in ``sections``
-        order: :meth:`grid` builds positions in this order.
+    Its fields (a named tuple's, so they are documented once, here):
+
+    - ``inv_freq`` (ndarray of float64, shape ``(rotary_dim // 2,)``, read-only):
+      radians per position of each rotated pair; where the axes have their own
+      frequencies, the concatenation of the per-axis lists in ``sections`` order.
+    - ``sections`` (tuple of int, or None): rotary pairs per position axis
+      (transformers' ``mrope_section``); ``None`` for one axis (1-D positions).
+    - ``section_layout`` (``"contiguous"`` or ``"interleaved"``): the first
+      ``sections[0]`` pairs follow axis 0, the next ``sections[1]`` axis 1, ...; or
+      Qwen3-VL's interleaved assignment.
+    - ``layout`` (``"half"`` or ``"interleaved"``): the pairs rotated together,
+      ``(j, j + rotary_dim/2)`` (``rotate_half``) or ``(2j, 2j + 1)``.
+    - ``attention_factor`` (float): what cos and sin are multiplied by.
+    - ``axes`` (tuple of str): the grid coordinate each column of the positions
+      holds, ``"t"`` (time, or the sequence index), ``"h"`` (row) or ``"w"``
+      (column), in ``sections`` order; :meth:`grid` builds positions in this order.
     """
 
     inv_freq: np.ndarray
