@@ -27,10 +27,13 @@ def _keep_rope_plans():
     """The many 1-axis reference calls here plan their frequencies for the small-call
     paths; the plans are put back as they were, so that tests counting them stay
     independent of the order they run in."""
-    saved = dict(fastpe.kernel.rope_plans)
+    saved = [(d, dict(d)) for d in (fastpe.kernel.rope_plans, fastpe.kernel.rope_axes_plans)]
     yield
-    fastpe.kernel.rope_plans.clear()
-    fastpe.kernel.rope_plans.update(saved)
+    for d, was in saved:
+        d.clear()
+        d.update(was)
+
+
 W128, _ = fastpe.rope_frequencies(128, THETA)
 
 
@@ -331,20 +334,44 @@ def test_attention_factor():
 # ------------------------------------------------------------------ the guarantees
 
 
-def test_threads_give_identical_bits():
+@pytest.mark.parametrize("section_layout", ["contiguous", "interleaved"])
+def test_threads_give_identical_bits(section_layout):
+    """Any thread count, and the table rows any thread fills, give the same bits (per
+    batch positions on sizes the thread counts do not divide)."""
+    sections = (16, 24, 24) if section_layout == "contiguous" else (24, 20, 20)
     rng = np.random.default_rng(9)
-    pos = rng.integers(0, 2**20, size=(97, 3))
-    q = rng.standard_normal((1, 5, 97, 128)).astype(np.float32)
+    pos = rng.integers(0, 2**20, size=(3, 97, 3))
+    q = rng.standard_normal((3, 5, 97, 128)).astype(np.float32)
+    kw = {"sections": sections, "section_layout": section_layout}
     outs = []
     for nt in (1, 2, 3):
         x = q.copy()
-        fastpe.apply_rope(
-            x, rope_parameters=THETA, positions=pos, sections=(16, 24, 24), num_threads=nt
-        )
-        c = fastpe.rope_cache(128, THETA, positions=pos, sections=(16, 24, 24), num_threads=nt)
+        fastpe.apply_rope(x, rope_parameters=THETA, positions=pos, num_threads=nt, **kw)
+        c = fastpe.rope_cache(128, THETA, positions=pos, num_threads=nt, **kw)
         outs.append((x, *c))
     for o in outs[1:]:
         assert all(np.array_equal(x, y) for x, y in zip(o, outs[0], strict=True))
+    cos, sin = fastpe.rope_cache(128, THETA, positions=pos, dtype=np.float64, **kw)
+    ref = rotate_ref(q, cos[:, None, :, :64], sin[:, None, :, :64]).astype(np.float32)
+    assert np.array_equal(outs[0][0], ref)
+
+
+def test_length_dependent_rules_are_not_planned():
+    """dynamic's frequencies depend on the largest position: each call gets its own."""
+    rule = {"rope_type": "dynamic", "factor": 4.0}
+    q = np.ones((2, 64), np.float64)
+    for top in (10, 5000):
+        pos = np.array([[1, 2], [top, 3]], np.int64)
+        x = q.copy()
+        fastpe.apply_rope(
+            x, rope_parameters=rule, positions=pos, sections=(16, 16), seq_axis=0,
+            max_position_embeddings=100,
+        )  # fmt: skip
+        cos, sin = fastpe.rope_cache(
+            64, rule, positions=pos, sections=(16, 16), max_position_embeddings=100,
+            dtype=np.float64,
+        )  # fmt: skip
+        assert np.array_equal(x, rotate_ref(q, cos[:, :32], sin[:, :32]))
 
 
 def test_gqa_batch_positions_strides_and_seq_axis():
@@ -539,4 +566,119 @@ def test_seq_len_and_offset_refused():
         fastpe.apply_rope(q, positions=np.zeros((5, 3), np.int64), sections=(16, 24, 24))
     with pytest.raises(ValueError, match="positions must have shape"):
         fastpe.apply_rope(q, positions=np.zeros((3, 4, 3), np.int64), sections=(16, 24, 24))
+    assert (q == 7.0).all()
+
+
+# ------------------------------------------------------------------ the small-call path
+
+
+def _axes_args(q, k=None, **kw):
+    a = {
+        "rope_parameters": THETA,
+        "head_dim": None,
+        "offset": 0,
+        "positions": None,
+        "sections": (16, 24, 24),
+        "section_layout": "contiguous",
+        "seq_axis": -2,
+        "layout": "half",
+        "max_position_embeddings": None,
+        "precision": "float32",
+        "inv_freq": None,
+        "attention_factor": None,
+        "num_threads": None,
+    }
+    a.update(kw)
+    return (q, k, *a.values())
+
+
+@pytest.mark.parametrize("section_layout", ["contiguous", "interleaved"])
+def test_small_call_path_gives_the_general_bits(section_layout):
+    sections = (16, 24, 24) if section_layout == "contiguous" else (24, 20, 20)
+    rng = np.random.default_rng(21)
+    q = rng.standard_normal((1, 16, 1, 128)).astype(np.float32)
+    k = rng.standard_normal((1, 4, 1, 128)).astype(np.float32)
+    pos = np.array([[100000, 17, 33]], np.int64)
+    kw = {"positions": pos, "sections": sections, "section_layout": section_layout}
+    fastpe.kernel.rope_axes_plans.clear()
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(q.copy(), k.copy(), **kw)) is None
+    q1, k1 = q.copy(), k.copy()
+    fastpe.apply_rope(q1, k1, rope_parameters=THETA, **kw)  # the general path, which plans
+    q2, k2 = q.copy(), k.copy()
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(q2, k2, **kw)) == (q2, k2)
+    assert np.array_equal(q1, q2) and np.array_equal(k1, k2)
+    cos, sin = fastpe.rope_cache(128, THETA, positions=pos, **kw_cache(kw), dtype=np.float64)
+    assert np.array_equal(q2, rotate_ref(q, cos[:, :64], sin[:, :64]).astype(np.float32))
+
+
+def kw_cache(kw):
+    return {k: v for k, v in kw.items() if k != "positions"}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"positions": np.array([[0, 0, 2**60]], np.int64)},  # beyond axis 2's reduction
+        {"positions": np.array([[0, 0]], np.int64)},
+        {"positions": np.array([[0, 0, 1, 2]], np.int64)},
+        {"positions": np.array([[0, 0, 1]], np.int32)},
+        {"positions": np.array([[0.0, 0.0, 1.0]])},
+        {"positions": [[0, 0, 1]]},
+        {"positions": np.array([[0, 5, 0, 6, 0, 7]], np.int64)[:, ::2]},
+        {"sections": (16, 24, 25)},
+        {"sections": (16, True, 47)},
+        {"sections": (16, 24, 24.0)},
+        {"sections": np.array([16, 24, 24])},
+        {"section_layout": "interleaved"},
+        {"offset": 1},
+        {"offset": np.array([0])},
+        {"layout": "rotate_half"},
+        {"attention_factor": 1.0},
+        {"seq_axis": -1},
+        {"head_dim": 64},
+        {"num_threads": 0},
+        {"rope_parameters": [THETA, THETA, THETA]},
+    ],
+)
+def test_small_call_path_declines(change):
+    q = np.zeros((1, 2, 1, 128), np.float32)
+    base = {"positions": np.array([[5, 6, 7]], np.int64)}
+    fastpe.apply_rope(q, rope_parameters=THETA, sections=(16, 24, 24), **base)  # planned
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(q, **base)) is not None
+    kw = {**base, **change}
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(q, **kw)) is None
+
+
+def test_small_call_path_declines_positions_in_q():
+    buf = np.zeros((1, 1, 1, 128), np.float64)
+    pos = buf.reshape(-1)[:3].view(np.int64).reshape(1, 3)
+    pos[:] = [[5, 6, 7]]
+    fastpe.apply_rope(
+        buf.copy(), rope_parameters=THETA, positions=pos.copy(), sections=(16, 24, 24)
+    )
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(buf, positions=pos.copy())) is not None
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(buf, positions=pos)) is None
+
+
+def test_planned_calls_refuse_as_before():
+    q = np.full((1, 2, 1, 128), 7.0, np.float32)
+    ok = np.array([[5, 6, 7]], np.int64)
+    cases = [
+        ({"positions": np.array([[0, 0, 2**60]], np.int64)}, ValueError),
+        ({"positions": np.array([[0, 0]], np.int64)}, ValueError),
+        ({"sections": (16, 24, 25)}, ValueError),
+        ({"offset": 1}, ValueError),
+    ]
+    errors = []
+    for planned in (False, True):
+        if planned:
+            fastpe.apply_rope(q.copy(), rope_parameters=THETA, positions=ok, sections=(16, 24, 24))
+        else:
+            fastpe.kernel.rope_axes_plans.clear()
+        for change, exc in cases:
+            kw = {"positions": ok, "sections": (16, 24, 24), **change}
+            with pytest.raises(exc) as info:
+                fastpe.apply_rope(q, rope_parameters=THETA, **kw)
+            errors.append(str(info.value))
+    assert errors[: len(cases)] == errors[len(cases) :]
     assert (q == 7.0).all()

@@ -159,9 +159,12 @@ PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, con
  * (sp's [sin | cos] rows; plan, ac as pe_fill_run), the positions of its tokens
  * (rq: a column of the caller's positions, nseq x S rows), and the table
  * columns its sp->nf frequencies go to (cols[j] < the table's nf; sine in
- * column cols[j], cosine in nf + cols[j]). */
+ * column cols[j], cosine in nf + cols[j]).  wide: NULL, or (when the columns
+ * are one run) sp with the table's width and those columns' offsets, whose
+ * rows are written straight into the table. */
 typedef struct {
     const pe_spec *sp;
+    const pe_spec *wide;
     const double *plan;
     pe_anchor_cache *ac;
     pe_rows rq;

@@ -229,6 +229,7 @@ def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_axis:
         const pe_spec *sp
+        const pe_spec *wide
         const double *plan
         pe_anchor_cache *ac
         pe_rows rq
@@ -250,8 +251,10 @@ cdef class RopeAxes:
     cdef readonly tuple encoders    # one per axis: an Encoder, or None (no frequencies)
     cdef readonly tuple columns     # one per axis: a C-contiguous int64 array
     cdef pe_rope_axis ax[64]
+    cdef pe_spec wide[64]           # ax[i].wide: the spec writing into the table's columns
     cdef int nax                    # the axes with frequencies, in ax[0 .. nax-1]
     cdef int which[64]              # their index among all axes
+    cdef double maxpos[64]          # the largest |position| of each axis (all axes)
 
     def __cinit__(self, tuple encoders, tuple columns, int64_t nf):
         cdef int a
@@ -266,16 +269,28 @@ cdef class RopeAxes:
         self.columns = tuple(_np.ascontiguousarray(col, dtype=_np.int64) for col in columns)
         self.nax = 0
         for a in range(self.n_axes):
+            self.maxpos[a] = float("inf")
             if encoders[a] is None:
                 if len(self.columns[a]):
                     raise ValueError("an axis without an encoder must have no columns")
                 continue
             enc = encoders[a]
+            self.maxpos[a] = enc.max_position
             c = self.columns[a]
-            if c.shape[0] != enc.sp.nf \
-                    or (c.shape[0] and not (0 <= _np.min(c) and _np.max(c) < nf)):
-                raise ValueError("each axis needs one column in 0 .. nf-1 per frequency")
+            if c.shape[0] != enc.sp.nf or (c.shape[0] and not (
+                    0 <= c[0] and c[c.shape[0] - 1] < nf and (_np.diff(c) > 0).all())):
+                raise ValueError("each axis needs one column in 0 .. nf-1 per frequency, "
+                                 "in increasing order")
             self.ax[self.nax].sp = &enc.sp
+            self.ax[self.nax].wide = NULL
+            if c.shape[0] and c[c.shape[0] - 1] - c[0] == c.shape[0] - 1:
+                # one run of columns: the axis's rows go straight into the table,
+                # its sines at columns c[0].., its cosines at nf + c[0]..
+                self.wide[self.nax] = enc.sp
+                self.wide[self.nax].d = 2 * nf
+                self.wide[self.nax].s_off = c[0]
+                self.wide[self.nax].c_off = nf + c[0]
+                self.ax[self.nax].wide = &self.wide[self.nax]
             self.ax[self.nax].plan = enc.pmem
             self.ax[self.nax].ac = &enc.ac
             self.ax[self.nax].cols = &c[0]
@@ -353,20 +368,62 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
         PyBuffer_Release(&ov)
 
 
-def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, double attention,
-                     int num_threads, bint bfloat16=False, k=None, bint k_bfloat16=False):
-    """rope_rotate for multi-axis positions: token (b, s) takes the angles of
+cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
+                           RopeAxes axes, int sa, positions, bint half, double attention,
+                           int num_threads):
+    """_rope_run for multi-axis positions: token (b, s) takes the angles of
     ``positions[b or 0, s, a]`` for the frequencies of axis a, ``positions`` a
-    C-contiguous (1 or batch, seq, n_axes) int64 array whose range the caller
-    has checked.  The table of every token's angles, then q and k by it, in one
-    library call."""
-    cdef Py_buffer view, kview, pv
+    C-contiguous (1 or batch, seq, n_axes) int64 array whose range the caller has
+    checked; q (``view``) and k (``kview`` unless NULL) held and checked as there."""
+    cdef Py_buffer pv
     cdef pe_rope_rows R, RK
     cdef pe_rope_rows *Rs[2]
     cdef pe_rope_axis ax[64]
     cdef const int64_t *pp
     cdef int64_t nf = axes.nf, batch, nrows = 0, nseq
     cdef int nR = 0, err
+    if kview != NULL and (kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa]
+                          or kview.shape[0] != view.shape[0]):
+        raise ValueError("q and k must agree on the batch and sequence axes")
+    if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
+        Rs[nR] = &R
+        nR += 1
+        nrows += _rope_nrows(&R)
+    if kview != NULL and _rope_rows_of(&RK, kview, kkind, sa, half, nf, attention):
+        Rs[nR] = &RK
+        nR += 1
+        nrows += _rope_nrows(&RK)
+    batch = view.shape[0] if sa != 0 else 1
+    pp = _axes_positions(&pv, positions, 3, axes.n_axes)
+    try:
+        nseq = pv.shape[0]
+        if pv.shape[1] != view.shape[sa] or nseq not in (1, batch):
+            raise ValueError("positions must have shape (1 or batch, seq, n_axes)")
+        R.per_batch = RK.per_batch = nseq > 1
+        if nR == 0:
+            return
+        axes._positions(ax, pp, nseq, pv.shape[1])
+        if nrows * 2 * nf <= _ROPE_HOLD_GIL:
+            err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax, num_threads,
+                                   _poll_signals, NULL)
+        else:
+            with nogil:
+                err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax,
+                                       num_threads, _poll_signals, NULL)
+        if err == PE_EINTR:
+            _raise_pending()
+        if err != FASTPE_OK:
+            _raise_for(err)
+    finally:
+        PyBuffer_Release(&pv)
+
+
+def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, double attention,
+                     int num_threads, bint bfloat16=False, k=None, bint k_bfloat16=False):
+    """rope_rotate for multi-axis positions (see _rope_run_axes): the table of every
+    token's angles, then q and k by it, in one library call."""
+    cdef Py_buffer view, kview
+    cdef int64_t nf = axes.nf
     cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16), kkind = 0
     if kind == 0:
         raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
@@ -380,47 +437,146 @@ def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, doubl
                 raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
                                  "float64 buffer whose last axis is contiguous and holds the "
                                  "rotated pairs")
-            if kview.ndim != view.ndim or kview.shape[seq_axis] != view.shape[seq_axis] \
-                    or kview.shape[0] != view.shape[0]:
-                PyBuffer_Release(&kview)
-                raise ValueError("q and k must agree on the batch and sequence axes")
         try:
-            if _rope_rows_of(&R, &view, kind, seq_axis, half, nf, attention):
-                Rs[nR] = &R
-                nR += 1
-                nrows += _rope_nrows(&R)
-            if kkind and _rope_rows_of(&RK, &kview, kkind, seq_axis, half, nf, attention):
-                Rs[nR] = &RK
-                nR += 1
-                nrows += _rope_nrows(&RK)
-            batch = view.shape[0] if seq_axis != 0 else 1
-            pp = _axes_positions(&pv, positions, 3, axes.n_axes)
-            try:
-                nseq = pv.shape[0]
-                if pv.shape[1] != view.shape[seq_axis] or nseq not in (1, batch):
-                    raise ValueError("positions must have shape (1 or batch, seq, n_axes)")
-                R.per_batch = RK.per_batch = nseq > 1
-                if nR == 0:
-                    return
-                axes._positions(ax, pp, nseq, pv.shape[1])
-                if nrows * 2 * nf <= _ROPE_HOLD_GIL:
-                    err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax,
-                                           num_threads, _poll_signals, NULL)
-                else:
-                    with nogil:
-                        err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax,
-                                               num_threads, _poll_signals, NULL)
-                if err == PE_EINTR:
-                    _raise_pending()
-                if err != FASTPE_OK:
-                    _raise_for(err)
-            finally:
-                PyBuffer_Release(&pv)
+            _rope_run_axes(&view, kind, &kview if kkind else NULL, kkind, axes, seq_axis,
+                           positions, half, attention, num_threads)
         finally:
             if kkind:
                 PyBuffer_Release(&kview)
     finally:
         PyBuffer_Release(&view)
+
+
+#: (rope_plan_key(...), sections, section_layout) -> (RopeAxes, attention factor):
+#: multi-axis frequency arguments already checked by fastpe._rope, read by
+#: rope_apply_axes below.  Bounded by ENCODERS_MAX.
+rope_axes_plans = {}
+
+
+def rope_axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq,
+                       sections, section_layout):
+    """The cache key of multi-axis RoPE arguments, or None when they are not plain
+    values (see rope_plan_key; ``sections`` a list or tuple of ints)."""
+    return _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                          inv_freq, sections, section_layout)
+
+
+cdef object _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                           inv_freq, sections, section_layout):
+    if (type(sections) is not tuple and type(sections) is not list) \
+            or type(section_layout) is not str:
+        return None
+    for v in sections:
+        if type(v) is not int:
+            return None
+    key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+    if key is None:
+        return None
+    return (key, tuple(sections), section_layout)
+
+
+def remember_rope_axes_plan(key, RopeAxes axes, double attention):
+    with _encoders_lock:
+        rope_axes_plans[key] = (axes, attention)
+        while len(rope_axes_plans) > ENCODERS_MAX:
+            del rope_axes_plans[next(iter(rope_axes_plans))]
+
+
+cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, RopeAxes axes) except -1:
+    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
+    or (1 or rows, cols, n_axes), whose column a stays within the exact reduction of
+    axis a's frequencies."""
+    cdef Py_buffer v
+    cdef const int64_t *p
+    cdef Py_ssize_t i, n = axes.n_axes
+    cdef bint ok
+    if type(arr) is not _NDARRAY:
+        return False
+    try:
+        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError, TypeError):
+        return False
+    try:
+        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
+            (v.ndim == 2 and v.shape[0] == cols and v.shape[1] == n)
+            or (v.ndim == 3 and v.shape[1] == cols and v.shape[2] == n
+                and (v.shape[0] == 1 or v.shape[0] == rows)))
+        if ok:
+            p = <const int64_t *>v.buf
+            for i in range(v.len // 8):
+                if fabs(<double>p[i]) > axes.maxpos[i % n]:
+                    return False
+        return ok
+    finally:
+        PyBuffer_Release(&v)
+
+
+def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections,
+                    section_layout, seq_axis, layout, max_position_embeddings, precision,
+                    inv_freq, attention_factor, num_threads):
+    """fastpe.apply_rope with multi-axis positions for the common case --
+    C-contiguous ndarrays, C-contiguous int64 positions, frequencies and sections
+    already planned -- or None to decline (the general path then validates and
+    explains)."""
+    cdef Py_buffer qv, kv
+    cdef bint have_k = False
+    cdef char qkind, kkind = 0
+    cdef int64_t sa, hd, nd, batch, S
+    cdef int nt
+    cdef RopeAxes axes
+    if attention_factor is not None or not _as_i64(seq_axis, &sa) \
+            or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY) \
+            or not (type(offset) is int and offset == 0):
+        return None
+    if type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    shape = (<object>q).shape
+    nd = len(shape)
+    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+        return None
+    if sa < 0:
+        sa += nd
+    if sa == nd - 1:
+        return None
+    if head_dim is None:
+        head_dim = shape[nd - 1]
+    elif not _as_i64(head_dim, &hd):
+        return None
+    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                         inv_freq, sections, section_layout)
+    plan = rope_axes_plans.get(key) if key is not None else None
+    if plan is None:
+        return None
+    axes = plan[0]
+    hd = head_dim
+    if 2 * axes.nf > hd:    # (never planned so)
+        return None
+    qkind = _rope_fast_view(q, &qv, hd)
+    if qkind == 0:
+        return None
+    try:
+        if k is not None:
+            kkind = _rope_fast_view(k, &kv, hd)
+            have_k = kkind != 0
+            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
+                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+                return None
+        batch = qv.shape[0] if sa != 0 else 1
+        S = qv.shape[sa]
+        # positions kept in q's or k's memory would change while q is rotated
+        if _aliases(positions, &qv, &kv, have_k) \
+                or not _fast_axes_ids(positions, batch, S, axes):
+            return None
+        if (<object>positions).ndim == 2:
+            positions = (<object>positions).reshape(1, S, axes.n_axes)
+        _rope_run_axes(&qv, qkind, &kv if have_k else NULL, kkind, axes, sa, positions,
+                       layout == "half", plan[1], nt)
+    finally:
+        PyBuffer_Release(&qv)
+        if have_k:
+            PyBuffer_Release(&kv)
+    return q if k is None else (q, k)
 
 
 # ---------------------------------------------------------------------------

@@ -890,10 +890,26 @@ def apply_rope(
     True
     """
     multi = sections is not None or _per_axis_rules(rope_parameters)
-    done = (
-        None
-        if multi
-        else _kernel.rope_apply(
+    if multi:
+        done = _kernel.rope_apply_axes(
+            q,
+            k,
+            rope_parameters,
+            head_dim,
+            offset,
+            positions,
+            sections,
+            section_layout,
+            seq_axis,
+            layout,
+            max_position_embeddings,
+            precision,
+            inv_freq,
+            attention_factor,
+            num_threads,
+        )
+    else:
+        done = _kernel.rope_apply(
             q,
             k,
             rope_parameters,
@@ -908,7 +924,6 @@ def apply_rope(
             attention_factor,
             num_threads,
         )
-    )
     if done is not None:  # the common arguments, frequencies already planned: rotated
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
@@ -1313,6 +1328,7 @@ def _rotate_axes(
         raise ValueError(
             "offset does not apply with sections (multi-axis positions); add it to positions"
         )
+    sections_given = sections
     sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
     n = len(sections)
     pos = _unaliased(pos, views)
@@ -1341,3 +1357,20 @@ def _rotate_axes(
                 parts[1][0] if len(parts) > 1 else None,
                 len(parts) > 1 and parts[1][1],
             )
+    # (a call that failed plans nothing; nor one whose frequencies depend on the length)
+    if (
+        rule.attention_factor is None
+        and not _per_axis_rules(rule.rope_parameters)
+        and _rope_type(rule.rope_parameters or {}) not in ("dynamic", "longrope")
+    ):
+        key = _kernel.rope_axes_plan_key(
+            rule.rope_parameters,
+            head_dim,
+            rule.max_position_embeddings,
+            rule.precision,
+            rule.inv_freq,
+            sections_given,
+            section_layout,
+        )
+        if key is not None:
+            _kernel.remember_rope_axes_plan(key, axes, attention)

@@ -70,6 +70,36 @@ def rope_rotate_axes(
     k_bfloat16: bool = ...,
 ) -> None: ...
 
+rope_axes_plans: dict[Any, tuple[RopeAxes, float]]
+
+def rope_axes_plan_key(
+    rope_parameters: Any,
+    head_dim: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    sections: Any,
+    section_layout: Any,
+) -> tuple[Any, ...] | None: ...
+def remember_rope_axes_plan(key: Any, axes: RopeAxes, attention: float) -> None: ...
+def rope_apply_axes(
+    q: Any,
+    k: Any,
+    rope_parameters: Any,
+    head_dim: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    seq_axis: Any,
+    layout: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    num_threads: Any,
+) -> Any: ...
+
 rope_plans: dict[Any, tuple[Encoder, float]]
 
 def rope_plan_key(
