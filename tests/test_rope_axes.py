@@ -682,3 +682,161 @@ def test_planned_calls_refuse_as_before():
             errors.append(str(info.value))
     assert errors[: len(cases)] == errors[len(cases) :]
     assert (q == 7.0).all()
+
+
+# ------------------------------------------------------------------ the C library
+
+E = {
+    "ok": 0,
+    "null": 1,
+    "size": 2,
+    "stride": 3,
+    "layout": 5,
+    "range": 6,
+    "overlap": 9,
+    "inval": 11,
+}
+LAYOUT_CODE = {"contiguous": 0, "interleaved": 1}
+
+
+@pytest.mark.parametrize(("sections", "section_layout"), CASES)
+def test_c_section_axes(sections, section_layout):
+    err, axis = fastpe.kernel._rope_section_axes_native(
+        sections, LAYOUT_CODE[section_layout], sum(sections)
+    )
+    assert err == 0 and np.array_equal(axis, axis_of(sections, section_layout))
+
+
+@pytest.mark.parametrize(
+    ("sections", "layout", "nf", "code"),
+    [
+        ((16, 24, 24), 0, 63, "size"),
+        ((16, -1, 49), 0, 64, "size"),
+        ((16, 24, 24), 2, 64, "inval"),
+        ((16, 24, 24), 1, 64, "inval"),  # axis 2 would get 21 of its 24
+        ((), 0, 0, "null"),
+    ],
+)
+def test_c_section_axes_refusals_write_nothing(sections, layout, nf, code):
+    err, axis = fastpe.kernel._rope_section_axes_native(sections, layout, nf)
+    assert err == E[code] and (axis == -1).all()
+
+
+def _c_axis(sections, section_layout):
+    return axis_of(sections, section_layout).astype(np.int32)
+
+
+@pytest.mark.parametrize(("sections", "section_layout"), CASES)
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+@pytest.mark.parametrize("attention", [1.0, 1.25])
+def test_c_cache_axes_is_rope_cache(sections, section_layout, dtype, layout, attention):
+    if dtype == "bfloat16" and BF16 is None:
+        pytest.skip("ml_dtypes not installed")
+    dt = BF16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(31)
+    pos = positions_grid(rng, (13,), len(sections), far=True)
+    kw = {"sections": sections, "section_layout": section_layout, "layout": layout}
+    want = fastpe.rope_cache(
+        128, inv_freq=W128, positions=pos, dtype=dt, attention_factor=attention, **kw
+    )
+    # rows at a stride wider than rotary_dim, cos and sin side by side in one buffer
+    buf = np.zeros((13, 300), dt)
+    cos, sin = buf[:, :128], buf[:, 150:278]
+    bits_view = np.uint16 if dtype == "bfloat16" else dt
+    err = fastpe.kernel._rope_axes_native(
+        W128, _c_axis(sections, section_layout), attention, pos, "cache",
+        cos.view(bits_view), sin.view(bits_view), bfloat16=dtype == "bfloat16",
+        half=layout == "half",
+    )  # fmt: skip
+    assert err == 0
+    assert np.array_equal(bits(cos), bits(want[0])) and np.array_equal(bits(sin), bits(want[1]))
+    assert (buf[:, 128:150] == 0).all() and (buf[:, 278:] == 0).all()
+
+
+@pytest.mark.parametrize(("sections", "section_layout"), CASES[:3])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("axes", ["bhsd", "bshd"])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_c_apply_axes_is_apply_rope(sections, section_layout, dtype, axes, layout):
+    if dtype == "bfloat16" and BF16 is None:
+        pytest.skip("ml_dtypes not installed")
+    dt = BF16 if dtype == "bfloat16" else np.dtype(dtype)
+    rng = np.random.default_rng(32)
+    batch, seq, heads = 3, 7, 4
+    pos = positions_grid(rng, (batch, seq), len(sections), far=True)
+    shape = (batch, heads, seq, 136) if axes == "bhsd" else (batch, seq, heads, 136)
+    x = rng.standard_normal(shape).astype(dt)
+    want = x.copy()
+    fastpe.apply_rope(
+        want, inv_freq=W128, head_dim=128, positions=pos, sections=sections,
+        section_layout=section_layout, layout=layout, seq_axis=2 if axes == "bhsd" else 1,
+    )  # fmt: skip
+    got = x.copy()
+    st = [s // got.itemsize for s in got.strides]
+    sb, ss, sh = (st[0], st[2], st[1]) if axes == "bhsd" else (st[0], st[1], st[2])
+    err = fastpe.kernel._rope_axes_native(
+        W128, _c_axis(sections, section_layout), 1.0, pos, "apply",
+        got.view(np.uint16) if dtype == "bfloat16" else got, bfloat16=dtype == "bfloat16",
+        half=layout == "half", batch=batch, seq=seq, heads=heads, sb=sb, ss=ss, sh=sh,
+    )  # fmt: skip
+    assert err == 0 and np.array_equal(bits(got), bits(want))
+
+
+def test_c_plain_handles_and_kinds():
+    pos = np.arange(10, dtype=np.int64)
+    want = fastpe.rope_cache(128, inv_freq=W128, positions=pos, dtype=np.float64)
+    cos, sin = np.zeros((10, 128)), np.zeros((10, 128))
+    # a plain handle takes the multi-axis entry points as one axis
+    assert fastpe.kernel._rope_axes_native(W128, None, 1.0, pos, "cache", cos, sin) == 0
+    assert np.array_equal(cos, want[0]) and np.array_equal(sin, want[1])
+    assert fastpe.kernel._rope_axes_native(W128, None, 1.0, pos, "n_axes", cos) == 1
+    ax = _c_axis((16, 24, 24), "contiguous")
+    assert fastpe.kernel._rope_axes_native(W128, ax, 1.0, pos, "n_axes", cos) == 3
+    # a multi-axis handle refuses the 1-axis entry points
+    c2, s2 = np.full((10, 128), 7.0), np.full((10, 128), 7.0)
+    assert fastpe.kernel._rope_axes_native(W128, ax, 1.0, pos, "cache1", c2, s2) == E["inval"]
+    assert (c2 == 7.0).all() and (s2 == 7.0).all()
+    # handles refused: an axis out of range, a bad frequency or attention factor
+    assert fastpe.kernel._rope_axes_native(W128, ax - 1, 1.0, pos, "n_axes", cos) == -1
+    assert fastpe.kernel._rope_axes_native(-W128, ax, 1.0, pos, "n_axes", cos) == -1
+    assert fastpe.kernel._rope_axes_native(W128, ax, 0.0, pos, "n_axes", cos) == -1
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"positions": None}, "null"),
+        ({"positions": np.array([[0, 0, 2**60]] * 4)}, "range"),
+        ({"row_stride": 100}, "stride"),
+        ({"n": -5}, "size"),
+        ({"overlap": True}, "overlap"),
+    ],
+)
+def test_c_cache_axes_refusals_write_nothing(change, code):
+    ax = _c_axis((16, 24, 24), "contiguous")
+    pos = change.get("positions", np.zeros((4, 3), np.int64))
+    buf = np.full((4, 400), 7.0)
+    cos, sin = buf[:, :128], buf[:, (64 if change.get("overlap") else 200) :][:, :128]
+    kw = {k: v for k, v in change.items() if k in ("row_stride", "n")}
+    err = fastpe.kernel._rope_axes_native(W128, ax, 1.0, pos, "cache", cos, sin, **kw)
+    assert err == E[code] and (buf == 7.0).all()
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        ({"positions": None}, "null"),
+        ({"positions": np.array([[0, 2**60, 0]] * 6)}, "range"),
+        ({"ss": 64}, "stride"),
+        ({"batch": -1}, "size"),
+    ],
+)
+def test_c_apply_axes_refusals_write_nothing(change, code):
+    ax = _c_axis((16, 24, 24), "contiguous")
+    x = np.full((2, 3, 1, 128), 7.0)
+    kw = {"batch": 2, "seq": 3, "heads": 1, "sb": 384, "ss": 128, "sh": 128}
+    kw.update({k: v for k, v in change.items() if k != "positions"})
+    pos = change.get("positions", np.zeros((6, 3), np.int64))
+    err = fastpe.kernel._rope_axes_native(W128, ax, 1.0, pos, "apply", x, **kw)
+    assert err == E[code] and (x == 7.0).all()

@@ -63,6 +63,20 @@ struct fastpe_spec {
 /* The opaque fastpe_rope of both headers: the [sin | cos] encoding of nf listed
  * frequencies (sp.wlist == w), with its own copies of them and of its plan. */
 #define PE_ROPE_MAGIC 0x66726f70u /* "frop" */
+/* A multi-axis handle (fastpe_rope_from_axes): the fields below are read only
+ * under this magic (the binding builds plain handles on the stack). */
+#define PE_ROPE_AXES_MAGIC 0x66726f61u /* "froa" */
+/* One axis of a multi-axis handle: its own frequencies' encoding (the columns
+ * cols[0 .. sp.nf-1] of the handle's list), wide as pe_rope_axis's. */
+typedef struct {
+    pe_spec sp;
+    pe_spec wide;
+    int has_wide;
+    double *w;
+    double *plan;
+    int64_t *cols;
+    double max_position;
+} pe_rope_axis_data;
 struct fastpe_rope {
     uint32_t magic;
     pe_spec sp;
@@ -70,6 +84,8 @@ struct fastpe_rope {
     double *plan; /* NULL: prepared per call (plans beyond 4 MiB) */
     double attention;
     double max_position;
+    int n_axes;              /* PE_ROPE_AXES_MAGIC only */
+    pe_rope_axis_data *axes; /* PE_ROPE_AXES_MAGIC only: n_axes entries */
 };
 
 /* A spec handle holding sp (which must not list its frequencies), or NULL. */

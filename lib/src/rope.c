@@ -738,7 +738,15 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
 }
 
 void fastpe_rope_free(fastpe_rope *h) {
-    if (h != NULL && h->magic == PE_ROPE_MAGIC) {
+    if (h != NULL && (h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC)) {
+        if (h->magic == PE_ROPE_AXES_MAGIC) {
+            for (int a = 0; a < h->n_axes; a++) {
+                free(h->axes[a].w);
+                free(h->axes[a].plan);
+                free(h->axes[a].cols);
+            }
+            free(h->axes);
+        }
         h->magic = 0;
         free(h->w);
         free(h->plan);
@@ -747,7 +755,182 @@ void fastpe_rope_free(fastpe_rope *h) {
 }
 
 int64_t fastpe_rope_rotary_dim(const fastpe_rope *h) {
-    return h != NULL && h->magic == PE_ROPE_MAGIC ? 2 * h->sp.nf : -1;
+    return h != NULL && (h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC) ? 2 * h->sp.nf
+                                                                                      : -1;
+}
+
+/* The [sin | cos] spec of the nf frequencies w (fastpe._rope._encoder's), with
+ * its plan when it is small enough to keep (else *plan = NULL); 0 or an error. */
+static int rope_spec(pe_spec *sp, double *w, int64_t nf, double **plan) {
+    int64_t B;
+    memset(sp, 0, sizeof(*sp));
+    /* kernel_spec(2 nf, nf, layout=1, ns=nf, c_off=nf, nc=nf, frequencies=w) */
+    sp->d = 2 * nf;
+    sp->nf = nf;
+    sp->w0 = 1.0;
+    sp->base = 1.0;
+    sp->denom = 1.0;
+    sp->layout = PE_LAYOUT_SPLIT;
+    sp->zero_col = -1;
+    sp->s_off = 0;
+    sp->ns = nf;
+    sp->c_off = nf;
+    sp->nc = nf;
+    sp->wlist = w;
+    *plan = NULL;
+    B = pe_block_rows(nf);
+    if ((double)pe_plan_doubles(nf, B) * 8.0 <= PLAN_MAX_BYTES) {
+        *plan = (double *)malloc(pe_plan_doubles(nf, B) * sizeof(double));
+        if (*plan == NULL)
+            return FASTPE_ENOMEM;
+        if (pe_prepare(*plan, sp, 0, B, pe_threads(0, B, nf, -1)) != FASTPE_OK) {
+            free(*plan);
+            *plan = NULL;
+            return FASTPE_ENOMEM;
+        }
+    }
+    return FASTPE_OK;
+}
+
+fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                   int n_axes, double attention_factor) {
+    struct fastpe_rope *h;
+    int a;
+    pe_init();
+    if (axis == NULL || n_axes < 1 || n_axes > PE_ROPE_MAX_AXES || inv_freq == NULL || nf < 1 ||
+        nf > ((int64_t)1 << 31))
+        return NULL;
+    for (int64_t i = 0; i < nf; i++) {
+        if (axis[i] < 0 || axis[i] >= n_axes)
+            return NULL;
+    }
+    h = fastpe_rope_from_frequencies(inv_freq, nf, attention_factor);
+    if (h == NULL)
+        return NULL;
+    h->axes = (pe_rope_axis_data *)calloc((size_t)n_axes, sizeof(pe_rope_axis_data));
+    if (h->axes == NULL) {
+        fastpe_rope_free(h);
+        return NULL;
+    }
+    h->magic = PE_ROPE_AXES_MAGIC; /* (from here fastpe_rope_free frees the axes) */
+    h->n_axes = n_axes;
+    for (a = 0; a < n_axes; a++) {
+        pe_rope_axis_data *d = &h->axes[a];
+        int64_t na = 0;
+        for (int64_t i = 0; i < nf; i++)
+            na += axis[i] == a;
+        d->max_position = HUGE_VAL;
+        if (na == 0)
+            continue;
+        d->w = (double *)malloc((size_t)na * sizeof(double));
+        d->cols = (int64_t *)malloc((size_t)na * sizeof(int64_t));
+        if (d->w == NULL || d->cols == NULL)
+            break;
+        na = 0;
+        for (int64_t i = 0; i < nf; i++) {
+            if (axis[i] == a) {
+                d->w[na] = inv_freq[i];
+                d->cols[na++] = i;
+            }
+        }
+        if (rope_spec(&d->sp, d->w, na, &d->plan) != FASTPE_OK)
+            break;
+        d->max_position = pe_max_position(&d->sp);
+        /* one run of columns: its rows straight into the table (as the binding) */
+        d->has_wide = d->cols[na - 1] - d->cols[0] == na - 1;
+        d->wide = d->sp;
+        d->wide.d = 2 * nf;
+        d->wide.s_off = d->cols[0];
+        d->wide.c_off = nf + d->cols[0];
+    }
+    if (a < n_axes) {
+        fastpe_rope_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int fastpe_rope_n_axes(const fastpe_rope *h) {
+    if (h == NULL)
+        return -1;
+    return h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : h->magic == PE_ROPE_MAGIC ? 1 : -1;
+}
+
+int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
+                             int64_t nf) {
+    int64_t total = 0;
+    if (sections == NULL || axis == NULL)
+        return FASTPE_ENULL;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return FASTPE_ESIZE;
+    if (section_layout != FASTPE_SECTIONS_CONTIGUOUS &&
+        section_layout != FASTPE_SECTIONS_INTERLEAVED)
+        return FASTPE_EINVAL;
+    for (int a = 0; a < n_axes; a++) {
+        if (sections[a] < 0 || sections[a] > ((int64_t)1 << 31))
+            return FASTPE_ESIZE;
+        total += sections[a];
+    }
+    if (total != nf)
+        return FASTPE_ESIZE;
+    if (section_layout == FASTPE_SECTIONS_INTERLEAVED) {
+        /* column i (r = i % n_axes >= 1, i < n_axes * sections[r]) takes axis r,
+           every other column axis 0; each axis must get sections[a] columns */
+        for (int a = 1; a < n_axes; a++) {
+            if (sections[a] > 0 && a + (int64_t)n_axes * (sections[a] - 1) >= nf)
+                return FASTPE_EINVAL;
+        }
+        for (int64_t i = 0; i < nf; i++) {
+            int r = (int)(i % n_axes);
+            axis[i] = r >= 1 && i < (int64_t)n_axes * sections[r] ? r : 0;
+        }
+    } else {
+        int64_t i = 0;
+        for (int a = 0; a < n_axes; a++) {
+            for (int64_t j = 0; j < sections[a]; j++)
+                axis[i++] = a;
+        }
+    }
+    return FASTPE_OK;
+}
+
+/* ax[0 .. *nax-1]: the axes of h (a plain handle: one axis, its whole list) for
+ * ntab tokens of positions[t * n_axes + a], their range checked. */
+static int rope_axes_of(const struct fastpe_rope *h, pe_rope_axis *ax, int *nax,
+                        const int64_t *positions, int64_t ntab) {
+    int n = h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : 1, k = 0;
+    if (positions == NULL)
+        return FASTPE_ENULL;
+    for (int64_t i = 0; i < ntab * n; i++) {
+        double limit =
+            n == 1 && h->magic == PE_ROPE_MAGIC ? h->max_position : h->axes[i % n].max_position;
+        if (fabs((double)positions[i]) > limit)
+            return FASTPE_ERANGE;
+    }
+    for (int a = 0; a < n; a++) {
+        pe_rope_axis *x = &ax[k];
+        if (h->magic == PE_ROPE_MAGIC) {
+            x->sp = x->wide = &h->sp;
+            x->plan = h->plan;
+            x->cols = NULL;
+        } else if (h->axes[a].sp.nf > 0) {
+            x->sp = &h->axes[a].sp;
+            x->wide = h->axes[a].has_wide ? &h->axes[a].wide : NULL;
+            x->plan = h->axes[a].plan;
+            x->cols = h->axes[a].cols;
+        } else {
+            continue;
+        }
+        x->ac = NULL;
+        pe_init_rows(&x->rq, 1, ntab, 0, 0);
+        x->rq.pos_i = positions + a;
+        x->rq.pss = n;
+        x->rq.psb = ntab * n;
+        x->rq.fresh = 1;
+        k++;
+    }
+    *nax = k;
+    return FASTPE_OK;
 }
 
 /* rq for the angle rows of nseq x S tokens (positions[b*S + s], or offset + s
@@ -797,7 +980,16 @@ static int rows_meet(const char *a, const char *b, int64_t n, int64_t stride, in
 static int rope_check(const struct fastpe_rope *h) {
     if (h == NULL)
         return FASTPE_ENULL;
+    if (h->magic == PE_ROPE_AXES_MAGIC) /* positions of one axis for several */
+        return FASTPE_EINVAL;
     return h->magic == PE_ROPE_MAGIC ? FASTPE_OK : PE_EHANDLE;
+}
+
+/* The entry points of multi-axis positions take either kind of handle. */
+static int rope_check_axes(const struct fastpe_rope *h) {
+    if (h == NULL)
+        return FASTPE_ENULL;
+    return h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC ? FASTPE_OK : PE_EHANDLE;
 }
 
 #define ROPE_T    float

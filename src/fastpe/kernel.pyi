@@ -102,6 +102,30 @@ def rope_apply_axes(
 
 rope_plans: dict[Any, tuple[Encoder, float]]
 
+def _rope_section_axes_native(
+    sections: Any, section_layout: int, nf: int
+) -> tuple[int, np.ndarray]: ...
+def _rope_axes_native(
+    inv_freq: Any,
+    axis: Any,
+    attention: float,
+    positions: Any,
+    what: str,
+    a: Any,
+    b: Any = None,
+    *,
+    bfloat16: bool = False,
+    half: bool = True,
+    n: int | None = None,
+    row_stride: int | None = None,
+    batch: int = 0,
+    seq: int = 0,
+    heads: int = 0,
+    sb: int = 0,
+    ss: int = 0,
+    sh: int = 0,
+    num_threads: int = 0,
+) -> int: ...
 def rope_plan_key(
     rope_parameters: Any,
     head_dim: Any,
