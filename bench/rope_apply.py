@@ -8,6 +8,12 @@ cache.  Medians of repeats.
     python bench/rope_apply.py
     python bench/rope_apply.py --layouts   # only the table of layouts below
     python bench/rope_apply.py --step      # only the decoding step, in loops of calls
+    python bench/rope_apply.py --axes      # only multi-axis positions against 1-axis ones
+
+Multi-axis positions (--axes): q and k (1, 16, 4096, 128) float32 rotated by positions
+(4096, 3) with sections (16, 24, 24) (Qwen2-VL's M-RoPE) and by positions (4096,) (one
+axis), the two alternating, on 1 and 2 threads; then one decoding step, q and k
+(1, 16, 1, 128), by positions (1, 3) and by positions (1,), in loops of calls.
 
 The decoding step alone: loops of 100000 calls (time.perf_counter_ns for the wall
 time and time.thread_time_ns for this thread's CPU time, which leaves out the time
@@ -84,7 +90,68 @@ def step(calls=100_000, loops=7):
         )
 
 
+def axes(repeat=25, calls=20_000, loops=7):
+    """Multi-axis against 1-axis positions, the same tensors and threads."""
+    rng = np.random.default_rng(0)
+    sections = (16, 24, 24)
+    q = rng.standard_normal((1, 16, 4096, 128)).astype(np.float32)
+    k = rng.standard_normal((1, 16, 4096, 128)).astype(np.float32)
+    pos1 = np.arange(100, 4196, dtype=np.int64)
+    # a video's patches after 100 text tokens, as Qwen2-VL numbers them: (t, h, w) of
+    # a 4 x 32 x 32 grid, each plus 100
+    t, h, w = np.meshgrid(np.arange(4), np.arange(32), np.arange(32), indexing="ij")
+    grid = 100 + np.stack([t.ravel(), h.ravel(), w.ravel()], -1).astype(np.int64)
+    print(f"fastpe {fastpe.__version__}, {fastpe.build_info()['max_threads']} threads max")
+    for (threads, name), pos3 in zip(
+        ((1, "grid"), (2, "grid"), (1, "random")),
+        (grid, grid, rng.integers(0, 4096, size=(4096, 3))),
+        strict=True,
+    ):
+
+        def one(threads=threads):
+            fastpe.apply_rope(q, k, positions=pos1, num_threads=threads)
+
+        def three(threads=threads):
+            fastpe.apply_rope(q, k, positions=pos3, sections=sections, num_threads=threads)
+
+        one(), three()  # warm up (frequencies, pages)
+        t1, t3 = [], []
+        for _ in range(repeat):  # alternating: both see the same machine
+            t1.append(timeit.timeit(one, number=1))
+            t3.append(timeit.timeit(three, number=1))
+        m1, m3 = np.median(t1), np.median(t3)
+        print(
+            f"axes threads={threads} q, k (1, 16, 4096, 128) float32: positions (4096,) "
+            f"{m1 * 1e3:.2f} ms, positions (4096, 3) ({name}) sections {sections} "
+            f"{m3 * 1e3:.2f} ms, "
+            f"ratio {m3 / m1:.3f}"
+        )
+    q1 = rng.standard_normal((1, 16, 1, 128)).astype(np.float32)
+    k1 = rng.standard_normal((1, 16, 1, 128)).astype(np.float32)
+    p1 = np.array([100000], np.int64)
+    p3 = np.array([[100000, 17, 33]], np.int64)
+    apply_rope = fastpe.apply_rope
+    kw1 = {"positions": p1}
+    kw3 = {"positions": p3, "sections": sections}
+    res = {}
+    for _ in range(loops):
+        for name, kw in (("1", kw1), ("3", kw3)):
+            apply_rope(q1, k1, **kw)
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                apply_rope(q1, k1, **kw)
+            res.setdefault(name, []).append((time.perf_counter_ns() - t0) / calls / 1e3)
+    m1, m3 = np.median(res["1"]), np.median(res["3"])
+    print(
+        f"axes step q, k (1, 16, 1, 128) float32: positions (1,) {m1:.2f} us, "
+        f"positions (1, 3) {m3:.2f} us, ratio {m3 / m1:.3f}"
+    )
+
+
 def main():
+    if "--axes" in sys.argv[1:]:
+        axes()
+        return
     if "--layouts" in sys.argv[1:]:
         layouts()
         return

@@ -63,6 +63,20 @@ struct fastpe_spec {
 /* The opaque fastpe_rope of both headers: the [sin | cos] encoding of nf listed
  * frequencies (sp.wlist == w), with its own copies of them and of its plan. */
 #define PE_ROPE_MAGIC 0x66726f70u /* "frop" */
+/* A multi-axis handle (fastpe_rope_from_axes): the fields below are read only
+ * under this magic (the binding builds plain handles on the stack). */
+#define PE_ROPE_AXES_MAGIC 0x66726f61u /* "froa" */
+/* One axis of a multi-axis handle: its own frequencies' encoding (the columns
+ * cols[0 .. sp.nf-1] of the handle's list), wide as pe_rope_axis's. */
+typedef struct {
+    pe_spec sp;
+    pe_spec wide;
+    int has_wide;
+    double *w;
+    double *plan;
+    int64_t *cols;
+    double max_position;
+} pe_rope_axis_data;
 struct fastpe_rope {
     uint32_t magic;
     pe_spec sp;
@@ -70,6 +84,8 @@ struct fastpe_rope {
     double *plan; /* NULL: prepared per call (plans beyond 4 MiB) */
     double attention;
     double max_position;
+    int n_axes;              /* PE_ROPE_AXES_MAGIC only */
+    pe_rope_axis_data *axes; /* PE_ROPE_AXES_MAGIC only: n_axes entries */
 };
 
 /* A spec handle holding sp (which must not list its frequencies), or NULL. */
@@ -159,6 +175,33 @@ PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_po
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                           int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                           void *poll_ctx);
+/* One axis of a multi-axis angle table: the encoding of its own frequencies
+ * (sp's [sin | cos] rows; plan, ac as pe_fill_run), the positions of its tokens
+ * (rq: a column of the caller's positions, nseq x S rows), and the table
+ * columns its sp->nf frequencies go to (cols[j] < the table's nf; sine in
+ * column cols[j], cosine in nf + cols[j]).  wide: NULL, or (when the columns
+ * are one run) sp with the table's width and those columns' offsets, whose
+ * rows are written straight into the table. */
+typedef struct {
+    const pe_spec *sp;
+    const pe_spec *wide;
+    const double *plan;
+    pe_anchor_cache *ac;
+    pe_rows rq;
+    const int64_t *cols;
+} pe_rope_axis;
+
+/* The [sin | cos] table of nf frequencies for ntab tokens whose frequencies
+ * follow n_axes axes: each axis's rows filled (kind PE_KIND_*, each entry
+ * rounded once, as pe_fill_run) and scattered into its columns of `table`
+ * (row stride 2 nf).  Every column must belong to exactly one axis. */
+PE_HIDDEN int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab,
+                                 const pe_rope_axis *ax, int n_axes, int num_threads,
+                                 pe_poll_fn poll, void *poll_ctx);
+/* pe_rope_run with the table of pe_rope_table_axes (float64). */
+PE_HIDDEN int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
+                               const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
+                               void *poll_ctx);
 /* Whether rows are walked in blocks of positions (1, the default) or in their
  * axes' C order (0); the same bits.  Returns the old setting. */
 PE_HIDDEN int pe_rope_set_blocked(int on);

@@ -657,6 +657,151 @@ int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows
     return err;
 }
 
+/* Row r of each axis's compact table (sin | cos of its na frequencies) into
+ * its columns of the full row: entries copied as they are (already rounded). */
+#define PE_SCATTER_ROWS(T)                                                                         \
+    for (int64_t r = r0; r < r1; r++) {                                                            \
+        T *dst = (T *)table + r * 2 * nf;                                                          \
+        for (int a = 0; a < n_axes; a++) {                                                         \
+            int64_t na = ax[a].sp->nf;                                                             \
+            if (compact[a] == NULL)                                                                \
+                continue;                                                                          \
+            const T *src = (const T *)compact[a] + r * 2 * na;                                     \
+            const int64_t *cols = ax[a].cols;                                                      \
+            for (int64_t j = 0; j < na; j++) {                                                     \
+                dst[cols[j]] = src[j];                                                             \
+                dst[nf + cols[j]] = src[na + j];                                                   \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+static void rope_scatter(void *table, int sz, int64_t nf, void *const *compact,
+                         const pe_rope_axis *ax, int n_axes, int64_t r0, int64_t r1) {
+    if (sz == 8) {
+        PE_SCATTER_ROWS(double)
+    } else if (sz == 4) {
+        PE_SCATTER_ROWS(float)
+    } else {
+        PE_SCATTER_ROWS(uint16_t)
+    }
+}
+#undef PE_SCATTER_ROWS
+
+/* Rows r0 .. r1-1 of the table: each axis's fill of those rows (one thread),
+ * straight into the table or into its compact rows and then placed. */
+static int rope_axes_rows(void *table, int kind, int sz, int64_t nf, void *const *compact,
+                          const pe_rope_axis *ax, int n_axes, int64_t r0, int64_t r1,
+                          int num_threads, pe_poll_fn poll, void *poll_ctx) {
+    int err = FASTPE_OK, scatter = 0;
+    for (int a = 0; a < n_axes && err == FASTPE_OK; a++) {
+        int64_t na = ax[a].sp->nf;
+        pe_rows rq = ax[a].rq; /* the rows r0 .. r1-1 (positions flattened: psb = S pss) */
+        if (na == 0)
+            continue;
+        rq.nseq = 1;
+        rq.S = r1 - r0;
+        rq.pos_i = ax[a].rq.pos_i + r0 * ax[a].rq.pss;
+        rq.psb = 0;
+        if (ax[a].wide != NULL) /* its columns are one run: straight into the table */
+            err = pe_fill_run((char *)table + (size_t)(r0 * 2 * nf) * (size_t)sz, kind, 2 * nf,
+                              ax[a].wide, &rq, num_threads, ax[a].plan, ax[a].ac, poll, poll_ctx);
+        else {
+            scatter = 1;
+            err = pe_fill_run((char *)compact[a] + (size_t)(r0 * 2 * na) * (size_t)sz, kind, 2 * na,
+                              ax[a].sp, &rq, num_threads, ax[a].plan, ax[a].ac, poll, poll_ctx);
+        }
+    }
+    if (err == FASTPE_OK && scatter)
+        rope_scatter(table, sz, nf, compact, ax, n_axes, r0, r1);
+    return err;
+}
+
+int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab, const pe_rope_axis *ax,
+                       int n_axes, int num_threads, pe_poll_fn poll, void *poll_ctx) {
+    /* each axis's rows are a fill of its own frequencies (the bits of a 1-axis
+       table of them, whatever rows a call covers): the fill's row writers stay
+       the one code path that computes an angle.  The threads split the tokens in
+       ONE parallel region, each filling its rows of every axis. */
+    void *compact[PE_ROPE_MAX_AXES];
+    int sz = kind == PE_KIND_F64 ? 8 : kind == PE_KIND_F32 ? 4 : 2;
+    int a, err = FASTPE_OK, nt;
+    int64_t total = 0, other = 0;
+    char *buf = NULL;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return FASTPE_ESIZE;
+    if (ntab == 0 || nf == 0)
+        return FASTPE_OK;
+    for (a = 0; a < n_axes; a++) {
+        if (ax[a].rq.nseq * ax[a].rq.S != ntab ||
+            (ax[a].rq.nseq > 1 && ax[a].rq.psb != ax[a].rq.S * ax[a].rq.pss))
+            return FASTPE_ESIZE;
+        total += ax[a].sp->nf;
+        if (ax[a].wide == NULL)
+            other += ax[a].sp->nf;
+    }
+    if (total != nf)
+        return FASTPE_ESIZE;
+    if (other > 0) {
+        buf = (char *)malloc((size_t)(ntab * 2 * other) * (size_t)sz);
+        if (buf == NULL)
+            return FASTPE_ENOMEM;
+    }
+    other = 0;
+    for (a = 0; a < n_axes; a++) {
+        compact[a] = NULL;
+        if (ax[a].wide == NULL && ax[a].sp->nf > 0) {
+            compact[a] = buf + (size_t)(ntab * 2 * other) * (size_t)sz;
+            other += ax[a].sp->nf;
+        }
+    }
+    nt = pe_threads(num_threads, ntab, 2 * nf, -1);
+    if (nt <= 1) {
+        err = rope_axes_rows(table, kind, sz, nf, compact, ax, n_axes, 0, ntab, 1, poll, poll_ctx);
+    } else {
+        int t;
+#pragma omp parallel for num_threads(nt) schedule(static, 1)
+        for (t = 0; t < nt; t++) {
+            /* (only the calling thread, thread 0, may poll) */
+            int e = rope_axes_rows(table, kind, sz, nf, compact, ax, n_axes, t * ntab / nt,
+                                   (t + 1) * ntab / nt, 1, t == 0 ? poll : NULL, poll_ctx);
+            if (e != FASTPE_OK) {
+#pragma omp critical(pe_rope_axes_err)
+                err = e;
+            }
+        }
+    }
+    free(buf);
+    return err;
+}
+
+int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
+                     const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
+                     void *poll_ctx) {
+    int64_t W = 2 * nf, nrows = 0;
+    double *table;
+    int i, err;
+    if (nR < 1 || nR > 2)
+        return FASTPE_ESIZE;
+    for (i = 0; i < nR; i++)
+        nrows += rope_nrows(R[i]);
+    if (nrows == 0 || ntab == 0 || W == 0)
+        return FASTPE_OK;
+    table = (double *)malloc((size_t)(ntab * W) * sizeof(double));
+    if (table == NULL)
+        return FASTPE_ENOMEM;
+    err = pe_rope_table_axes(table, PE_KIND_F64, nf, ntab, ax, n_axes, num_threads, poll, poll_ctx);
+    if (err == FASTPE_OK) {
+        for (i = 0; i < nR; i++)
+            R[i]->table = table;
+        err = pe_rope_rotate((const pe_rope_rows *const *)R, nR,
+                             pe_threads(num_threads, nrows, W, -1), poll, poll_ctx);
+        for (i = 0; i < nR; i++)
+            R[i]->table = NULL;
+    }
+    free(table);
+    return err;
+}
+
 /* ---- the RoPE handles ------------------------------------------------------
  * A handle is the encoding fastpe._rope._encoder compiles for ("rope", w): the
  * [sin | cos] rows of nf listed frequencies, with its own copy of them and of
@@ -721,7 +866,15 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
 }
 
 void fastpe_rope_free(fastpe_rope *h) {
-    if (h != NULL && h->magic == PE_ROPE_MAGIC) {
+    if (h != NULL && (h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC)) {
+        if (h->magic == PE_ROPE_AXES_MAGIC) {
+            for (int a = 0; a < h->n_axes; a++) {
+                free(h->axes[a].w);
+                free(h->axes[a].plan);
+                free(h->axes[a].cols);
+            }
+            free(h->axes);
+        }
         h->magic = 0;
         free(h->w);
         free(h->plan);
@@ -730,7 +883,182 @@ void fastpe_rope_free(fastpe_rope *h) {
 }
 
 int64_t fastpe_rope_rotary_dim(const fastpe_rope *h) {
-    return h != NULL && h->magic == PE_ROPE_MAGIC ? 2 * h->sp.nf : -1;
+    return h != NULL && (h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC) ? 2 * h->sp.nf
+                                                                                      : -1;
+}
+
+/* The [sin | cos] spec of the nf frequencies w (fastpe._rope._encoder's), with
+ * its plan when it is small enough to keep (else *plan = NULL); 0 or an error. */
+static int rope_spec(pe_spec *sp, double *w, int64_t nf, double **plan) {
+    int64_t B;
+    memset(sp, 0, sizeof(*sp));
+    /* kernel_spec(2 nf, nf, layout=1, ns=nf, c_off=nf, nc=nf, frequencies=w) */
+    sp->d = 2 * nf;
+    sp->nf = nf;
+    sp->w0 = 1.0;
+    sp->base = 1.0;
+    sp->denom = 1.0;
+    sp->layout = PE_LAYOUT_SPLIT;
+    sp->zero_col = -1;
+    sp->s_off = 0;
+    sp->ns = nf;
+    sp->c_off = nf;
+    sp->nc = nf;
+    sp->wlist = w;
+    *plan = NULL;
+    B = pe_block_rows(nf);
+    if ((double)pe_plan_doubles(nf, B) * 8.0 <= PLAN_MAX_BYTES) {
+        *plan = (double *)malloc(pe_plan_doubles(nf, B) * sizeof(double));
+        if (*plan == NULL)
+            return FASTPE_ENOMEM;
+        if (pe_prepare(*plan, sp, 0, B, pe_threads(0, B, nf, -1)) != FASTPE_OK) {
+            free(*plan);
+            *plan = NULL;
+            return FASTPE_ENOMEM;
+        }
+    }
+    return FASTPE_OK;
+}
+
+fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                   int n_axes, double attention_factor) {
+    struct fastpe_rope *h;
+    int a;
+    pe_init();
+    if (axis == NULL || n_axes < 1 || n_axes > PE_ROPE_MAX_AXES || inv_freq == NULL || nf < 1 ||
+        nf > ((int64_t)1 << 31))
+        return NULL;
+    for (int64_t i = 0; i < nf; i++) {
+        if (axis[i] < 0 || axis[i] >= n_axes)
+            return NULL;
+    }
+    h = fastpe_rope_from_frequencies(inv_freq, nf, attention_factor);
+    if (h == NULL)
+        return NULL;
+    h->axes = (pe_rope_axis_data *)calloc((size_t)n_axes, sizeof(pe_rope_axis_data));
+    if (h->axes == NULL) {
+        fastpe_rope_free(h);
+        return NULL;
+    }
+    h->magic = PE_ROPE_AXES_MAGIC; /* (from here fastpe_rope_free frees the axes) */
+    h->n_axes = n_axes;
+    for (a = 0; a < n_axes; a++) {
+        pe_rope_axis_data *d = &h->axes[a];
+        int64_t na = 0;
+        for (int64_t i = 0; i < nf; i++)
+            na += axis[i] == a;
+        d->max_position = HUGE_VAL;
+        if (na == 0)
+            continue;
+        d->w = (double *)malloc((size_t)na * sizeof(double));
+        d->cols = (int64_t *)malloc((size_t)na * sizeof(int64_t));
+        if (d->w == NULL || d->cols == NULL)
+            break;
+        na = 0;
+        for (int64_t i = 0; i < nf; i++) {
+            if (axis[i] == a) {
+                d->w[na] = inv_freq[i];
+                d->cols[na++] = i;
+            }
+        }
+        if (rope_spec(&d->sp, d->w, na, &d->plan) != FASTPE_OK)
+            break;
+        d->max_position = pe_max_position(&d->sp);
+        /* one run of columns: its rows straight into the table (as the binding) */
+        d->has_wide = d->cols[na - 1] - d->cols[0] == na - 1;
+        d->wide = d->sp;
+        d->wide.d = 2 * nf;
+        d->wide.s_off = d->cols[0];
+        d->wide.c_off = nf + d->cols[0];
+    }
+    if (a < n_axes) {
+        fastpe_rope_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+int fastpe_rope_n_axes(const fastpe_rope *h) {
+    if (h == NULL)
+        return -1;
+    return h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : h->magic == PE_ROPE_MAGIC ? 1 : -1;
+}
+
+int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
+                             int64_t nf) {
+    int64_t total = 0;
+    if (sections == NULL || axis == NULL)
+        return FASTPE_ENULL;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return FASTPE_ESIZE;
+    if (section_layout != FASTPE_SECTIONS_CONTIGUOUS &&
+        section_layout != FASTPE_SECTIONS_INTERLEAVED)
+        return FASTPE_EINVAL;
+    for (int a = 0; a < n_axes; a++) {
+        if (sections[a] < 0 || sections[a] > ((int64_t)1 << 31))
+            return FASTPE_ESIZE;
+        total += sections[a];
+    }
+    if (total != nf)
+        return FASTPE_ESIZE;
+    if (section_layout == FASTPE_SECTIONS_INTERLEAVED) {
+        /* column i (r = i % n_axes >= 1, i < n_axes * sections[r]) takes axis r,
+           every other column axis 0; each axis must get sections[a] columns */
+        for (int a = 1; a < n_axes; a++) {
+            if (sections[a] > 0 && a + (int64_t)n_axes * (sections[a] - 1) >= nf)
+                return FASTPE_EINVAL;
+        }
+        for (int64_t i = 0; i < nf; i++) {
+            int r = (int)(i % n_axes);
+            axis[i] = r >= 1 && i < (int64_t)n_axes * sections[r] ? r : 0;
+        }
+    } else {
+        int64_t i = 0;
+        for (int a = 0; a < n_axes; a++) {
+            for (int64_t j = 0; j < sections[a]; j++)
+                axis[i++] = a;
+        }
+    }
+    return FASTPE_OK;
+}
+
+/* ax[0 .. *nax-1]: the axes of h (a plain handle: one axis, its whole list) for
+ * ntab tokens of positions[t * n_axes + a], their range checked. */
+static int rope_axes_of(const struct fastpe_rope *h, pe_rope_axis *ax, int *nax,
+                        const int64_t *positions, int64_t ntab) {
+    int n = h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : 1, k = 0;
+    if (positions == NULL)
+        return FASTPE_ENULL;
+    for (int64_t i = 0; i < ntab * n; i++) {
+        double limit =
+            n == 1 && h->magic == PE_ROPE_MAGIC ? h->max_position : h->axes[i % n].max_position;
+        if (fabs((double)positions[i]) > limit)
+            return FASTPE_ERANGE;
+    }
+    for (int a = 0; a < n; a++) {
+        pe_rope_axis *x = &ax[k];
+        if (h->magic == PE_ROPE_MAGIC) {
+            x->sp = x->wide = &h->sp;
+            x->plan = h->plan;
+            x->cols = NULL;
+        } else if (h->axes[a].sp.nf > 0) {
+            x->sp = &h->axes[a].sp;
+            x->wide = h->axes[a].has_wide ? &h->axes[a].wide : NULL;
+            x->plan = h->axes[a].plan;
+            x->cols = h->axes[a].cols;
+        } else {
+            continue;
+        }
+        x->ac = NULL;
+        pe_init_rows(&x->rq, 1, ntab, 0, 0);
+        x->rq.pos_i = positions + a;
+        x->rq.pss = n;
+        x->rq.psb = ntab * n;
+        x->rq.fresh = 1;
+        k++;
+    }
+    *nax = k;
+    return FASTPE_OK;
 }
 
 /* rq for the angle rows of nseq x S tokens (positions[b*S + s], or offset + s
@@ -780,7 +1108,16 @@ static int rows_meet(const char *a, const char *b, int64_t n, int64_t stride, in
 static int rope_check(const struct fastpe_rope *h) {
     if (h == NULL)
         return FASTPE_ENULL;
+    if (h->magic == PE_ROPE_AXES_MAGIC) /* positions of one axis for several */
+        return FASTPE_EINVAL;
     return h->magic == PE_ROPE_MAGIC ? FASTPE_OK : PE_EHANDLE;
+}
+
+/* The entry points of multi-axis positions take either kind of handle. */
+static int rope_check_axes(const struct fastpe_rope *h) {
+    if (h == NULL)
+        return FASTPE_ENULL;
+    return h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC ? FASTPE_OK : PE_EHANDLE;
 }
 
 #define ROPE_T    float

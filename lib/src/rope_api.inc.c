@@ -6,6 +6,24 @@
  */
 #define ROPE_FN(name) PE_CAT(name, ROPE_SFX)
 
+/* cos and sin rows 0 .. n-1 from the [sin | cos] table rt (entries of the output
+ * type) or dt (float64, times the attention factor a). */
+static void ROPE_FN(rope_cache_rows)(ROPE_T *cos, ROPE_T *sin, int64_t n, int64_t row_stride,
+                                     int64_t nf, int half, const ROPE_T *rt, const double *dt,
+                                     double a, int num_threads) {
+    /* on as many threads as the fill: a thread's rows are still in its cache */
+    int nt = pe_threads(num_threads, n, 2 * nf, -1);
+    int64_t r;
+    if (nt == 1) {
+        for (r = 0; r < n; r++)
+            ROPE_FN(pe_rope_cache_row)(cos, sin, r, row_stride, nf, half, rt, dt, a);
+    } else {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (r = 0; r < n; r++)
+            ROPE_FN(pe_rope_cache_row)(cos, sin, r, row_stride, nf, half, rt, dt, a);
+    }
+}
+
 int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
                                int64_t row_stride, const int64_t *positions, int64_t offset,
                                int layout, int num_threads) {
@@ -50,35 +68,22 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
             return FASTPE_ENOMEM;
         err = pe_fill_run(dt, PE_KIND_F64, W, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
     }
-    if (err == FASTPE_OK) {
-        /* on as many threads as the fill: a thread's rows are still in its cache */
-        int nt = pe_threads(num_threads, n, W, -1);
-        int64_t r;
-        if (nt == 1) {
-            for (r = 0; r < n; r++)
-                ROPE_FN(pe_rope_cache_row)(cos, sin, r, row_stride, nf, half, rt, dt, h->attention);
-        } else {
-#pragma omp parallel for num_threads(nt) schedule(static)
-            for (r = 0; r < n; r++)
-                ROPE_FN(pe_rope_cache_row)(cos, sin, r, row_stride, nf, half, rt, dt, h->attention);
-        }
-    }
+    if (err == FASTPE_OK)
+        ROPE_FN(rope_cache_rows)(cos, sin, n, row_stride, nf, half, rt, dt, h->attention,
+                                 num_threads);
     free(rt);
     free(dt);
     return err;
 }
 
-int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+/* R for the rows (b, s, h) of x, after the checks of fastpe_rope_apply_* up to
+ * the positions' (in their order); FASTPE_OK with R->m = 0: nothing to rotate. */
+static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_t seq,
                                int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                               int64_t stride_head, const int64_t *positions, int64_t offset,
-                               int layout, int num_threads) {
-    pe_rows rq;
-    pe_rope_rows R;
-    int64_t nf, W, span;
+                               int64_t stride_head, int layout, int64_t nf, double attention) {
+    int64_t W = 2 * nf, span;
     int64_t n3[3], st[3];
-    int err = rope_check(h);
-    if (err != FASTPE_OK)
-        return err;
+    R->m = 0;
     if (batch < 0 || seq < 0 || heads < 0)
         return FASTPE_ESIZE;
     if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
@@ -87,8 +92,6 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
         return FASTPE_OK;
     if (x == NULL)
         return FASTPE_ENULL;
-    nf = h->sp.nf;
-    W = 2 * nf;
     if (batch > (INT64_MAX / 16) / seq || batch * seq > (INT64_MAX / 16) / heads ||
         batch * seq > (INT64_MAX / 16) / W)
         return FASTPE_ESIZE;
@@ -115,35 +118,124 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
             span = st[i] * (n3[i] - 1) + span;
         }
     }
-    err = rope_positions(h, &rq, batch, seq, positions, offset);
-    if (err != FASTPE_OK)
-        return err;
     {
         /* rows in the order of their memory: (batch, heads, seq) when heads are the
            outer axis, else (batch, seq, heads) */
         int64_t ah = stride_head >= 0 ? stride_head : -stride_head;
         int64_t as = stride_seq >= 0 ? stride_seq : -stride_seq;
-        pe_rope_rows *Rs = &R;
-        R.base = (char *)x;
-        R.m = 3;
-        R.shape[0] = batch, R.strides[0] = stride_batch * (int64_t)sizeof(ROPE_T);
+        R->base = (char *)x;
+        R->m = 3;
+        R->shape[0] = batch, R->strides[0] = stride_batch * (int64_t)sizeof(ROPE_T);
         if (ah > as) {
-            R.sa = 2;
-            R.shape[1] = heads, R.strides[1] = stride_head * (int64_t)sizeof(ROPE_T);
+            R->sa = 2;
+            R->shape[1] = heads, R->strides[1] = stride_head * (int64_t)sizeof(ROPE_T);
         } else {
-            R.sa = 1;
-            R.shape[2] = heads, R.strides[2] = stride_head * (int64_t)sizeof(ROPE_T);
+            R->sa = 1;
+            R->shape[2] = heads, R->strides[2] = stride_head * (int64_t)sizeof(ROPE_T);
         }
-        R.shape[R.sa] = seq, R.strides[R.sa] = stride_seq * (int64_t)sizeof(ROPE_T);
-        R.per_batch = rq.nseq > 1;
-        R.kind = ROPE_KIND;
-        R.half = layout == FASTPE_LAYOUT_SPLIT;
-        R.S = seq;
-        R.nf = nf;
-        R.attention = h->attention;
-        err = pe_rope_run(&Rs, 1, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
+        R->shape[R->sa] = seq, R->strides[R->sa] = stride_seq * (int64_t)sizeof(ROPE_T);
+        R->kind = ROPE_KIND;
+        R->half = layout == FASTPE_LAYOUT_SPLIT;
+        R->S = seq;
+        R->nf = nf;
+        R->attention = attention;
     }
+    return FASTPE_OK;
+}
+
+int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                               int64_t stride_head, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    pe_rows rq;
+    pe_rope_rows R;
+    pe_rope_rows *Rs = &R;
+    int err = rope_check(h);
+    if (err != FASTPE_OK)
+        return err;
+    err = ROPE_FN(rope_rows3)(&R, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                              layout, h->sp.nf, h->attention);
+    if (err != FASTPE_OK || R.m == 0)
+        return err;
+    err = rope_positions(h, &rq, batch, seq, positions, offset);
+    if (err != FASTPE_OK)
+        return err;
+    R.per_batch = rq.nseq > 1;
+    return pe_rope_run(&Rs, 1, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
+}
+
+int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                                    int64_t row_stride, const int64_t *positions, int layout,
+                                    int num_threads) {
+    pe_rope_axis ax[PE_ROPE_MAX_AXES];
+    ROPE_T *rt = NULL;
+    double *dt = NULL;
+    int64_t nf, W;
+    int nax = 0, err = rope_check_axes(h);
+    if (err != FASTPE_OK)
+        return err;
+    if (n < 0)
+        return FASTPE_ESIZE;
+    if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
+        return FASTPE_ELAYOUT;
+    if (n == 0)
+        return FASTPE_OK;
+    nf = h->sp.nf;
+    W = 2 * nf;
+    if (cos == NULL || sin == NULL)
+        return FASTPE_ENULL;
+    if (row_stride < W && n > 1)
+        return FASTPE_ESTRIDE;
+    if (n > (INT64_MAX / 16) / W / PE_ROPE_MAX_AXES)
+        return FASTPE_ESIZE;
+    if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
+                  W * (int64_t)sizeof(ROPE_T)))
+        return FASTPE_EOVERLAP;
+    err = rope_axes_of(h, ax, &nax, positions, n);
+    if (err != FASTPE_OK)
+        return err;
+    /* as fastpe.rope_cache: each entry rounded once into the output type, from
+       float64 when the attention factor is still to be applied */
+    if (h->attention == 1.0) {
+        rt = (ROPE_T *)malloc((size_t)(n * W) * sizeof(ROPE_T));
+        if (rt == NULL)
+            return FASTPE_ENOMEM;
+        err = pe_rope_table_axes(rt, ROPE_KIND, nf, n, ax, nax, num_threads, NULL, NULL);
+    } else {
+        dt = (double *)malloc((size_t)(n * W) * sizeof(double));
+        if (dt == NULL)
+            return FASTPE_ENOMEM;
+        err = pe_rope_table_axes(dt, PE_KIND_F64, nf, n, ax, nax, num_threads, NULL, NULL);
+    }
+    if (err == FASTPE_OK)
+        ROPE_FN(rope_cache_rows)(cos, sin, n, row_stride, nf, layout == FASTPE_LAYOUT_SPLIT, rt, dt,
+                                 h->attention, num_threads);
+    free(rt);
+    free(dt);
     return err;
+}
+
+int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                    int64_t stride_head, const int64_t *positions, int layout,
+                                    int num_threads) {
+    pe_rope_axis ax[PE_ROPE_MAX_AXES];
+    pe_rope_rows R;
+    pe_rope_rows *Rs = &R;
+    int nax = 0, err = rope_check_axes(h);
+    if (err != FASTPE_OK)
+        return err;
+    err = ROPE_FN(rope_rows3)(&R, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                              layout, h->sp.nf, h->attention);
+    if (err != FASTPE_OK || R.m == 0)
+        return err;
+    if (batch * seq > (INT64_MAX / 16) / PE_ROPE_MAX_AXES)
+        return FASTPE_ESIZE;
+    err = rope_axes_of(h, ax, &nax, positions, batch * seq);
+    if (err != FASTPE_OK)
+        return err;
+    R.per_batch = batch > 1;
+    return pe_rope_run_axes(&Rs, 1, h->sp.nf, batch * seq, ax, nax, num_threads, NULL, NULL);
 }
 
 #undef ROPE_FN

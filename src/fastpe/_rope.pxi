@@ -223,6 +223,363 @@ def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions
 
 
 # ---------------------------------------------------------------------------
+# Multi-axis positions: each frequency follows one coordinate of its token
+# ---------------------------------------------------------------------------
+
+cdef extern from "pe_lib.h" nogil:
+    ctypedef struct pe_rope_axis:
+        const pe_spec *sp
+        const pe_spec *wide
+        const double *plan
+        pe_anchor_cache *ac
+        pe_rows rq
+        const int64_t *cols
+    int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab,
+                           const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
+                           void *poll_ctx)
+    int pe_rope_run_axes(pe_rope_rows **R, int nR, int64_t nf, int64_t ntab,
+                         const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
+                         void *poll_ctx)
+
+
+cdef class RopeAxes:
+    """A multi-axis RoPE compiled for the kernel: for each axis with frequencies,
+    the Encoder of its own frequencies (in column order) and the table columns
+    they go to.  Immutable once built, shared between threads."""
+    cdef readonly int n_axes
+    cdef readonly int64_t nf
+    cdef readonly tuple encoders    # one per axis: an Encoder, or None (no frequencies)
+    cdef readonly tuple columns     # one per axis: a C-contiguous int64 array
+    cdef pe_rope_axis ax[64]
+    cdef pe_spec wide[64]           # ax[i].wide: the spec writing into the table's columns
+    cdef int nax                    # the axes with frequencies, in ax[0 .. nax-1]
+    cdef int which[64]              # their index among all axes
+    cdef double maxpos[64]          # the largest |position| of each axis (all axes)
+
+    def __cinit__(self, tuple encoders, tuple columns, int64_t nf):
+        cdef int a
+        cdef Encoder enc
+        cdef const int64_t[::1] c
+        cdef int64_t total = 0
+        if not 1 <= len(encoders) <= ROPE_MAX_AXES or len(columns) != len(encoders):
+            raise ValueError("one encoder and one column list per axis, 1 to 64 axes")
+        self.n_axes = len(encoders)
+        self.nf = nf
+        self.encoders = encoders
+        self.columns = tuple(_np.ascontiguousarray(col, dtype=_np.int64) for col in columns)
+        self.nax = 0
+        for a in range(self.n_axes):
+            self.maxpos[a] = float("inf")
+            if encoders[a] is None:
+                if len(self.columns[a]):
+                    raise ValueError("an axis without an encoder must have no columns")
+                continue
+            enc = encoders[a]
+            self.maxpos[a] = enc.max_position
+            c = self.columns[a]
+            if c.shape[0] != enc.sp.nf or (c.shape[0] and not (
+                    0 <= c[0] and c[c.shape[0] - 1] < nf and (_np.diff(c) > 0).all())):
+                raise ValueError("each axis needs one column in 0 .. nf-1 per frequency, "
+                                 "in increasing order")
+            self.ax[self.nax].sp = &enc.sp
+            self.ax[self.nax].wide = NULL
+            if c.shape[0] and c[c.shape[0] - 1] - c[0] == c.shape[0] - 1:
+                # one run of columns: the axis's rows go straight into the table,
+                # its sines at columns c[0].., its cosines at nf + c[0]..
+                self.wide[self.nax] = enc.sp
+                self.wide[self.nax].d = 2 * nf
+                self.wide[self.nax].s_off = c[0]
+                self.wide[self.nax].c_off = nf + c[0]
+                self.ax[self.nax].wide = &self.wide[self.nax]
+            self.ax[self.nax].plan = enc.pmem
+            self.ax[self.nax].ac = &enc.ac
+            self.ax[self.nax].cols = &c[0]
+            self.which[self.nax] = a
+            self.nax += 1
+            total += c.shape[0]
+        if total != nf or len(_np.unique(_np.concatenate(self.columns))) != nf:
+            raise ValueError("every column 0 .. nf-1 must belong to exactly one axis")
+
+    cdef void _positions(self, pe_rope_axis *ax, const int64_t *pos, int64_t nseq,
+                         int64_t S) noexcept nogil:
+        # ax: this handle's axes reading the columns of pos, a C-contiguous
+        # (nseq, S, n_axes) int64 array
+        cdef int i
+        for i in range(self.nax):
+            ax[i] = self.ax[i]
+            _init_rows(&ax[i].rq, nseq, S, False, 0)
+            ax[i].rq.pos_i = pos + self.which[i]
+            ax[i].rq.psb = S * self.n_axes
+            ax[i].rq.pss = self.n_axes
+            ax[i].rq.fresh = 1
+
+
+cdef int64_t _ZERO64 = 0
+
+
+cdef const int64_t *_axes_positions(Py_buffer *pv, positions, int ndim, int64_t n_axes) except NULL:
+    """Hold the buffer of ``positions``: C-contiguous native int64 of ``ndim`` axes, the
+    last one ``n_axes`` long."""
+    PyObject_GetBuffer(positions, pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    if pv.ndim != ndim or pv.itemsize != 8 or pv.shape[ndim - 1] != n_axes \
+            or _native_code(pv.format) not in (c'l', c'q'):
+        PyBuffer_Release(pv)
+        raise ValueError(f"positions must be a C-contiguous {ndim}-D int64 array whose last axis "
+                         f"has one entry per axis ({n_axes})")
+    return <const int64_t *>pv.buf if pv.len else <const int64_t *>&_ZERO64
+
+
+def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat16=False):
+    """Fill ``out``, a C-contiguous (n, 2 nf) float16/bfloat16 (``bfloat16``: uint16
+    bits)/float32/float64 buffer, with the [sin | cos] rows of the n tokens of
+    ``positions`` (a C-contiguous (n, n_axes) int64 array; its range is the
+    caller's to check), each entry rounded once into out's type."""
+    cdef Py_buffer ov, pv
+    cdef const int64_t *pp
+    cdef pe_rope_axis ax[64]
+    cdef char kind
+    cdef int err
+    cdef int64_t n
+    PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE)
+    try:
+        kind = _native_code(ov.format)
+        if kind == c'H' and bfloat16:
+            kind = c'b'
+        elif bfloat16 or kind not in (c'f', c'd', c'e'):
+            raise ValueError("out must hold float16, bfloat16, float32 or float64 entries")
+        if ov.ndim != 2 or ov.shape[1] != 2 * axes.nf:
+            raise ValueError("out must have shape (n, 2 nf)")
+        n = ov.shape[0]
+        pp = _axes_positions(&pv, positions, 2, axes.n_axes)
+        try:
+            if pv.shape[0] != n:
+                raise ValueError("positions must have one row per row of out")
+            axes._positions(ax, pp, 1, n)
+            with nogil:
+                err = pe_rope_table_axes(ov.buf, kind, axes.nf, n, ax, axes.nax, num_threads,
+                                         _poll_signals, NULL)
+            if err == PE_EINTR:
+                _raise_pending()
+            if err != FASTPE_OK:
+                _raise_for(err)
+        finally:
+            PyBuffer_Release(&pv)
+    finally:
+        PyBuffer_Release(&ov)
+
+
+cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
+                           RopeAxes axes, int sa, positions, bint half, double attention,
+                           int num_threads):
+    """_rope_run for multi-axis positions: token (b, s) takes the angles of
+    ``positions[b or 0, s, a]`` for the frequencies of axis a, ``positions`` a
+    C-contiguous (1 or batch, seq, n_axes) int64 array whose range the caller has
+    checked; q (``view``) and k (``kview`` unless NULL) held and checked as there."""
+    cdef Py_buffer pv
+    cdef pe_rope_rows R, RK
+    cdef pe_rope_rows *Rs[2]
+    cdef pe_rope_axis ax[64]
+    cdef const int64_t *pp
+    cdef int64_t nf = axes.nf, batch, nrows = 0, nseq
+    cdef int nR = 0, err
+    if kview != NULL and (kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa]
+                          or kview.shape[0] != view.shape[0]):
+        raise ValueError("q and k must agree on the batch and sequence axes")
+    if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
+        Rs[nR] = &R
+        nR += 1
+        nrows += _rope_nrows(&R)
+    if kview != NULL and _rope_rows_of(&RK, kview, kkind, sa, half, nf, attention):
+        Rs[nR] = &RK
+        nR += 1
+        nrows += _rope_nrows(&RK)
+    batch = view.shape[0] if sa != 0 else 1
+    pp = _axes_positions(&pv, positions, 3, axes.n_axes)
+    try:
+        nseq = pv.shape[0]
+        if pv.shape[1] != view.shape[sa] or nseq not in (1, batch):
+            raise ValueError("positions must have shape (1 or batch, seq, n_axes)")
+        R.per_batch = RK.per_batch = nseq > 1
+        if nR == 0:
+            return
+        axes._positions(ax, pp, nseq, pv.shape[1])
+        if nrows * 2 * nf <= _ROPE_HOLD_GIL:
+            err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax, num_threads,
+                                   _poll_signals, NULL)
+        else:
+            with nogil:
+                err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax,
+                                       num_threads, _poll_signals, NULL)
+        if err == PE_EINTR:
+            _raise_pending()
+        if err != FASTPE_OK:
+            _raise_for(err)
+    finally:
+        PyBuffer_Release(&pv)
+
+
+def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, double attention,
+                     int num_threads, bint bfloat16=False, k=None, bint k_bfloat16=False):
+    """rope_rotate for multi-axis positions (see _rope_run_axes): the table of every
+    token's angles, then q and k by it, in one library call."""
+    cdef Py_buffer view, kview
+    cdef int64_t nf = axes.nf
+    cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16), kkind = 0
+    if kind == 0:
+        raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
+                         "buffer whose last axis is contiguous and holds the rotated pairs")
+    try:
+        if not 0 <= seq_axis < view.ndim - 1:
+            raise ValueError("seq_axis must be an axis of x before its last")
+        if k is not None:
+            kkind = _rope_view(k, &kview, 2 * nf, k_bfloat16)
+            if kkind == 0:
+                raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
+                                 "float64 buffer whose last axis is contiguous and holds the "
+                                 "rotated pairs")
+        try:
+            _rope_run_axes(&view, kind, &kview if kkind else NULL, kkind, axes, seq_axis,
+                           positions, half, attention, num_threads)
+        finally:
+            if kkind:
+                PyBuffer_Release(&kview)
+    finally:
+        PyBuffer_Release(&view)
+
+
+#: (rope_plan_key(...), sections, section_layout) -> (RopeAxes, attention factor):
+#: multi-axis frequency arguments already checked by fastpe._rope, read by
+#: rope_apply_axes below.  Bounded by ENCODERS_MAX.
+rope_axes_plans = {}
+
+
+def rope_axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq,
+                       sections, section_layout):
+    """The cache key of multi-axis RoPE arguments, or None when they are not plain
+    values (see rope_plan_key; ``sections`` a list or tuple of ints)."""
+    return _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                          inv_freq, sections, section_layout)
+
+
+cdef object _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                           inv_freq, sections, section_layout):
+    if (type(sections) is not tuple and type(sections) is not list) \
+            or type(section_layout) is not str:
+        return None
+    for v in sections:
+        if type(v) is not int:
+            return None
+    key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+    if key is None:
+        return None
+    return (key, tuple(sections), section_layout)
+
+
+def remember_rope_axes_plan(key, RopeAxes axes, double attention):
+    with _encoders_lock:
+        rope_axes_plans[key] = (axes, attention)
+        while len(rope_axes_plans) > ENCODERS_MAX:
+            del rope_axes_plans[next(iter(rope_axes_plans))]
+
+
+cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, RopeAxes axes) except -1:
+    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
+    or (1 or rows, cols, n_axes), whose column a stays within the exact reduction of
+    axis a's frequencies."""
+    cdef Py_buffer v
+    cdef const int64_t *p
+    cdef Py_ssize_t i, n = axes.n_axes
+    cdef bint ok
+    if type(arr) is not _NDARRAY:
+        return False
+    try:
+        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError, TypeError):
+        return False
+    try:
+        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
+            (v.ndim == 2 and v.shape[0] == cols and v.shape[1] == n)
+            or (v.ndim == 3 and v.shape[1] == cols and v.shape[2] == n
+                and (v.shape[0] == 1 or v.shape[0] == rows)))
+        if ok:
+            p = <const int64_t *>v.buf
+            for i in range(v.len // 8):
+                if fabs(<double>p[i]) > axes.maxpos[i % n]:
+                    return False
+        return ok
+    finally:
+        PyBuffer_Release(&v)
+
+
+def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections,
+                    section_layout, seq_axis, layout, max_position_embeddings, precision,
+                    inv_freq, attention_factor, num_threads):
+    """fastpe.apply_rope with multi-axis positions for the common case --
+    C-contiguous ndarrays, C-contiguous int64 positions, frequencies and sections
+    already planned -- or None to decline (the general path then validates and
+    explains)."""
+    cdef Py_buffer qv, kv
+    cdef bint have_k = False
+    cdef char qkind, kkind = 0
+    cdef int64_t sa, hd, nd, batch, S
+    cdef int nt
+    cdef RopeAxes axes
+    if attention_factor is not None or not _as_i64(seq_axis, &sa) \
+            or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY) \
+            or not (type(offset) is int and offset == 0):
+        return None
+    if type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    shape = (<object>q).shape
+    nd = len(shape)
+    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+        return None
+    if sa < 0:
+        sa += nd
+    if sa == nd - 1:
+        return None
+    if head_dim is None:
+        head_dim = shape[nd - 1]
+    elif not _as_i64(head_dim, &hd):
+        return None
+    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                         inv_freq, sections, section_layout)
+    plan = rope_axes_plans.get(key) if key is not None else None
+    if plan is None:
+        return None
+    axes = plan[0]
+    hd = head_dim
+    if 2 * axes.nf > hd:    # (never planned so)
+        return None
+    qkind = _rope_fast_view(q, &qv, hd)
+    if qkind == 0:
+        return None
+    try:
+        if k is not None:
+            kkind = _rope_fast_view(k, &kv, hd)
+            have_k = kkind != 0
+            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
+                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+                return None
+        batch = qv.shape[0] if sa != 0 else 1
+        S = qv.shape[sa]
+        # positions kept in q's or k's memory would change while q is rotated
+        if _aliases(positions, &qv, &kv, have_k) \
+                or not _fast_axes_ids(positions, batch, S, axes):
+            return None
+        if (<object>positions).ndim == 2:
+            positions = (<object>positions).reshape(1, S, axes.n_axes)
+        _rope_run_axes(&qv, qkind, &kv if have_k else NULL, kkind, axes, sa, positions,
+                       layout == "half", plan[1], nt)
+    finally:
+        PyBuffer_Release(&qv)
+        if have_k:
+            PyBuffer_Release(&kv)
+    return q if k is None else (q, k)
+
+
+# ---------------------------------------------------------------------------
 # The small-call path of fastpe.apply_rope
 # ---------------------------------------------------------------------------
 
@@ -522,3 +879,144 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             PyBuffer_Release(&cv)
         if have_pos:
             PyBuffer_Release(&pv)
+
+
+# ---------------------------------------------------------------------------
+# The C library's multi-axis entry points, for the tests that compare them
+# ---------------------------------------------------------------------------
+
+from libc.stdint cimport int32_t
+
+
+cdef extern from "fastpe/fastpe.h" nogil:
+    fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                       int n_axes, double attention_factor)
+    int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout,
+                                 int32_t *axis, int64_t nf)
+    int fastpe_rope_n_axes(const fastpe_rope *rope)
+    int fastpe_rope_cache_axes_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
+                                   int64_t row_stride, const int64_t *positions, int layout,
+                                   int num_threads)
+    int fastpe_rope_cache_axes_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
+                                   int64_t row_stride, const int64_t *positions, int layout,
+                                   int num_threads)
+    int fastpe_rope_cache_axes_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin,
+                                   int64_t n, int64_t row_stride, const int64_t *positions,
+                                   int layout, int num_threads)
+    int fastpe_rope_cache_axes_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin,
+                                    int64_t n, int64_t row_stride, const int64_t *positions,
+                                    int layout, int num_threads)
+    int fastpe_rope_apply_axes_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
+                                   int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                   int64_t stride_head, const int64_t *positions, int layout,
+                                   int num_threads)
+    int fastpe_rope_apply_axes_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
+                                   int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                   int64_t stride_head, const int64_t *positions, int layout,
+                                   int num_threads)
+    int fastpe_rope_apply_axes_f16(const fastpe_rope *h, uint16_t *x, int64_t batch,
+                                   int64_t seq, int64_t heads, int64_t stride_batch,
+                                   int64_t stride_seq, int64_t stride_head,
+                                   const int64_t *positions, int layout, int num_threads)
+    int fastpe_rope_apply_axes_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch,
+                                    int64_t seq, int64_t heads, int64_t stride_batch,
+                                    int64_t stride_seq, int64_t stride_head,
+                                    const int64_t *positions, int layout, int num_threads)
+
+
+def _rope_section_axes_native(sections, int section_layout, int64_t nf):
+    """The library's fastpe_rope_section_axes: (code, axis as int32, -1 where unwritten)."""
+    cdef int64_t[::1] sec = _np.ascontiguousarray(sections, dtype=_np.int64)
+    cdef int32_t[::1] axis = _np.full(max(nf, 1), -1, dtype=_np.int32)
+    cdef int err = fastpe_rope_section_axes(&sec[0] if sec.shape[0] else NULL,
+                                            <int>sec.shape[0], section_layout, &axis[0], nf)
+    return err, _np.asarray(axis)[:nf]
+
+
+def _rope_axes_native(inv_freq, axis, double attention, positions, str what, a, b=None, *,
+                      bint bfloat16=False, bint half=True, n=None, row_stride=None,
+                      int64_t batch=0, int64_t seq=0, int64_t heads=0, int64_t sb=0,
+                      int64_t ss=0, int64_t sh=0, int num_threads=0):
+    """The library's multi-axis entry points on a handle of ``inv_freq`` (float64)
+    and ``axis`` (int32 per frequency; None: a plain fastpe_rope_from_frequencies
+    handle), for tests: ``what`` "cache" (fastpe_rope_cache_axes_* into the
+    C-contiguous (n, rotary_dim) arrays a, b) or "apply" (fastpe_rope_apply_axes_*
+    on a's buffer with the given sizes and strides, in elements), the entry type
+    from a's dtype (uint16 with ``bfloat16``: bfloat16 bits); "cache1" the 1-axis
+    fastpe_rope_cache_f64, "n_axes" fastpe_rope_n_axes.  ``positions``: a
+    C-contiguous int64 array or None (NULL).  The code returned, or -1 when the
+    handle was refused (NULL)."""
+    cdef double[::1] w = _np.ascontiguousarray(inv_freq, dtype=_np.float64)
+    cdef int32_t[::1] ax
+    cdef const int64_t *pp = NULL
+    cdef int64_t[::1] pv
+    cdef fastpe_rope *h
+    cdef Py_buffer av, bv
+    cdef char code
+    cdef int64_t nn, rs
+    cdef int err, lay = FASTPE_LAYOUT_SPLIT if half else FASTPE_LAYOUT_INTERLEAVED
+    if axis is None:
+        h = fastpe_rope_from_frequencies(&w[0], w.shape[0], attention)
+    else:
+        ax = _np.ascontiguousarray(axis, dtype=_np.int32)
+        h = fastpe_rope_from_axes(&w[0], w.shape[0], &ax[0], <int>(_np.max(axis) + 1)
+                                  if len(axis) else 1, attention)
+    if h == NULL:
+        return -1
+    if positions is not None:
+        pv = _np.ascontiguousarray(positions, dtype=_np.int64).reshape(-1)
+        pp = &pv[0] if pv.shape[0] else <const int64_t *>&_ZERO64
+    PyObject_GetBuffer(a, &av, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE)
+    try:
+        code = _native_code(av.format)
+        if code == c'H' and bfloat16:
+            code = c'b'
+        elif code not in (c'f', c'd', c'e'):
+            raise ValueError("a must hold float16, bfloat16, float32 or float64 entries")
+        if what == "n_axes":
+            err = fastpe_rope_n_axes(h)
+        elif what == "cache1":     # the 1-axis entry point (float64), offset 0
+            PyObject_GetBuffer(b, &bv, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE)
+            err = fastpe_rope_cache_f64(h, <double *>av.buf, <double *>bv.buf, av.shape[0],
+                                        av.strides[0] // 8, pp, 0, lay, num_threads)
+            PyBuffer_Release(&bv)
+        elif what == "cache":
+            PyObject_GetBuffer(b, &bv, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE)
+            try:
+                nn = av.shape[0] if n is None else n
+                rs = av.strides[0] // av.itemsize if row_stride is None else row_stride
+                with nogil:
+                    if code == c'f':
+                        err = fastpe_rope_cache_axes_f32(h, <float *>av.buf, <float *>bv.buf, nn,
+                                                         rs, pp, lay, num_threads)
+                    elif code == c'd':
+                        err = fastpe_rope_cache_axes_f64(h, <double *>av.buf, <double *>bv.buf,
+                                                         nn, rs, pp, lay, num_threads)
+                    elif code == c'e':
+                        err = fastpe_rope_cache_axes_f16(h, <uint16_t *>av.buf,
+                                                         <uint16_t *>bv.buf, nn, rs, pp,
+                                                         lay, num_threads)
+                    else:
+                        err = fastpe_rope_cache_axes_bf16(h, <uint16_t *>av.buf,
+                                                          <uint16_t *>bv.buf, nn, rs, pp,
+                                                          lay, num_threads)
+            finally:
+                PyBuffer_Release(&bv)
+        else:
+            with nogil:
+                if code == c'f':
+                    err = fastpe_rope_apply_axes_f32(h, <float *>av.buf, batch, seq, heads, sb, ss,
+                                                     sh, pp, lay, num_threads)
+                elif code == c'd':
+                    err = fastpe_rope_apply_axes_f64(h, <double *>av.buf, batch, seq, heads, sb,
+                                                     ss, sh, pp, lay, num_threads)
+                elif code == c'e':
+                    err = fastpe_rope_apply_axes_f16(h, <uint16_t *>av.buf, batch, seq, heads,
+                                                     sb, ss, sh, pp, lay, num_threads)
+                else:
+                    err = fastpe_rope_apply_axes_bf16(h, <uint16_t *>av.buf, batch, seq, heads,
+                                                      sb, ss, sh, pp, lay, num_threads)
+    finally:
+        PyBuffer_Release(&av)
+        fastpe_rope_free(h)
+    return err

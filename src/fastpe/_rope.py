@@ -11,6 +11,7 @@ was trained with), once in float64 (the formula itself).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -40,6 +41,9 @@ from ._validate import (
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
 ROPE_LAYOUTS: tuple[Literal["half", "interleaved"], ...] = ("half", "interleaved")
+SECTION_LAYOUTS: tuple[Literal["contiguous", "interleaved"], ...] = ("contiguous", "interleaved")
+#: The most coordinates a token's position may have (the kernel's bound).
+MAX_AXES = 64
 
 # The keys each rule reads (besides rope_type, rope_theta, partial_rotary_factor).
 _KEYS = {
@@ -458,11 +462,13 @@ def _longrope(f, p, theta, dim, half, old_len, mpe, seq_len):
 
 def rope_cache(
     head_dim: int,
-    rope_parameters: Mapping[str, Any] | None = None,
+    rope_parameters: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
     *,
     seq_len: int | None = None,
     offset: int = 0,
     positions: Any = None,
+    sections: Sequence[int] | None = None,
+    section_layout: Literal["contiguous", "interleaved"] = "contiguous",
     layout: Literal["half", "interleaved"] = "half",
     dtype: Any = None,
     max_position_embeddings: int | None = None,
@@ -492,7 +498,26 @@ def rope_cache(
     positions : array_like of int, keyword-only
         Explicit position ids of any shape (e.g. ``(batch, seq)`` with left padding).
         Repeated small calls (a decoding step's cos and sin) are fastest with a 1-D
-        int64 NumPy array, or ``seq_len`` and ``offset`` as ints.
+        int64 NumPy array, or ``seq_len`` and ``offset`` as ints.  With
+        ``sections``: shape ``(..., n_axes)``, each token's coordinates (e.g.
+        ``(t, h, w)``), and the caches have shape ``(..., rotary_dim)``.
+    sections : sequence of int, keyword-only
+        Multi-axis positions (M-RoPE, axial 2-D/3-D RoPE): the number of
+        frequencies (rotated pairs) that follow each axis of ``positions``, as
+        transformers' ``mrope_section``; they sum to ``rotary_dim / 2``.  Frequency
+        ``i``'s angle is ``positions[..., a(i)] * w[i]``, ``a(i)`` the axis that
+        ``section_layout`` gives it.  ``seq_len`` and ``offset`` do not apply.
+        ``rope_parameters`` may then be one rule for all frequencies or a list of
+        one rule per axis (axis ``a``'s frequencies are
+        ``rope_frequencies(2 * sections[a], rope_parameters[a])``, placed in its
+        columns in order; rules whose attention factors differ need
+        ``attention_factor``); ``inv_freq`` lists every column's frequency.
+    section_layout : {"contiguous", "interleaved"}, keyword-only
+        ``"contiguous"``: the first ``sections[0]`` frequencies follow axis 0, the
+        next ``sections[1]`` axis 1, ... (Qwen2-VL, Qwen2.5-VL, axial RoPE with
+        concatenated axes).  ``"interleaved"``: frequency ``i`` follows axis ``r =
+        i % n_axes`` when ``r >= 1`` and ``i < n_axes * sections[r]``, else axis 0
+        (Qwen3-VL); each axis must then get exactly ``sections[a]`` frequencies.
     layout : {"half", "interleaved"}, keyword-only
         ``"half"``: the ``rotate_half`` layout of GPT-NeoX, LLaMA, Mistral, Qwen
         (``[w_0 .. w_{n-1} | w_0 .. w_{n-1}]``); ``"interleaved"``: GPT-J's
@@ -527,6 +552,24 @@ def rope_cache(
     >>> cos.shape, cos.dtype
     ((4096, 128), dtype('float32'))
     """
+    if sections is not None or _per_axis_rules(rope_parameters):
+        return _rope_cache_axes(
+            head_dim,
+            rope_parameters,
+            seq_len,
+            offset,
+            positions,
+            sections,
+            section_layout,
+            layout,
+            dtype,
+            max_position_embeddings,
+            precision,
+            inv_freq,
+            attention_factor,
+            out,
+            num_threads,
+        )
     done = _kernel.rope_cache_fast(
         head_dim,
         rope_parameters,
@@ -563,7 +606,36 @@ def rope_cache(
         lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
-    nf = w.size
+
+    def fill(view: np.ndarray, bf16: bool) -> None:
+        where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
+        enc.fill_rows(
+            view,
+            nseq=1,
+            seq_len=view.shape[0],
+            num_threads=nthreads,
+            fresh=True,
+            bfloat16=bf16,
+            **where,
+        )
+
+    result = _write_caches(shape, w.size, attention, fill, layout, explicit, out)
+    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
+    return result
+
+
+def _write_caches(
+    shape: tuple[int, ...],
+    nf: int,
+    attention: float,
+    fill: Any,
+    layout: str,
+    explicit: np.dtype | None,
+    out: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """rope_cache's caches of ``shape`` tokens: ``fill(view, bfloat16)`` writes their
+    [sin | cos] rows of nf frequencies into a C-contiguous table, which is then
+    scaled by the attention factor and laid out into new arrays or ``out``."""
     full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
@@ -584,17 +656,7 @@ def rope_cache(
     dt = cos.dtype if attention == 1.0 else np.dtype(np.float64)
     table = np.empty((math.prod(shape), 2 * nf), dt)
     if table.shape[0]:
-        where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
-        view, bf16 = kernel_view(table)
-        enc.fill_rows(
-            view,
-            nseq=1,
-            seq_len=table.shape[0],
-            num_threads=nthreads,
-            fresh=True,
-            bfloat16=bf16,
-            **where,
-        )
+        fill(*kernel_view(table))
     if attention != 1.0:
         table *= attention
         if cos.dtype.itemsize == 2:  # rounded once (NumPy's bfloat16 cast goes through float32)
@@ -612,7 +674,6 @@ def rope_cache(
             else:
                 dst[..., 0::2] = src
                 dst[..., 1::2] = src
-    _plan(rule, head_dim, enc, attention, nf)  # (a call that failed plans nothing)
     return (cos, sin) if out is None else out
 
 
@@ -623,7 +684,7 @@ def _rope_type(params: Mapping[str, Any]) -> Any:
 class _Rule(NamedTuple):
     """The frequency arguments of rope_cache and apply_rope, as given."""
 
-    rope_parameters: Mapping[str, Any] | None
+    rope_parameters: Any  # one rule (a mapping or None), or one per axis
     inv_freq: Any
     attention_factor: float | None
     max_position_embeddings: int | None
@@ -755,10 +816,12 @@ def apply_rope(
     q: Any,
     k: Any = None,
     *,
-    rope_parameters: Mapping[str, Any] | None = None,
+    rope_parameters: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
     head_dim: int | None = None,
     offset: Any = 0,
     positions: Any = None,
+    sections: Sequence[int] | None = None,
+    section_layout: Literal["contiguous", "interleaved"] = "contiguous",
     seq_axis: int = -2,
     layout: Literal["half", "interleaved"] = "half",
     max_position_embeddings: int | None = None,
@@ -800,6 +863,11 @@ def apply_rope(
         Position ids, shape ``(seq,)`` or ``(batch, seq)`` (e.g. left padding);
         excludes ``offset``. ``offset`` and ``positions`` may share memory with
         ``q`` or ``k``: they are read (copied if need be) before anything is rotated.
+        With ``sections``: shape ``(seq, n_axes)`` or ``(batch, seq, n_axes)``, each
+        token's coordinates (e.g. ``(t, h, w)``).
+    sections, section_layout : keyword-only
+        Multi-axis positions, as in :func:`rope_cache` (``rope_parameters`` may then
+        be a list of one rule per axis); ``offset`` does not apply.
     layout : {"half", "interleaved"}, keyword-only
         As in :func:`rope_cache`.
     num_threads : int, keyword-only
@@ -821,21 +889,41 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
-    done = _kernel.rope_apply(
-        q,
-        k,
-        rope_parameters,
-        head_dim,
-        offset,
-        positions,
-        seq_axis,
-        layout,
-        max_position_embeddings,
-        precision,
-        inv_freq,
-        attention_factor,
-        num_threads,
-    )
+    multi = sections is not None or _per_axis_rules(rope_parameters)
+    if multi:
+        done = _kernel.rope_apply_axes(
+            q,
+            k,
+            rope_parameters,
+            head_dim,
+            offset,
+            positions,
+            sections,
+            section_layout,
+            seq_axis,
+            layout,
+            max_position_embeddings,
+            precision,
+            inv_freq,
+            attention_factor,
+            num_threads,
+        )
+    else:
+        done = _kernel.rope_apply(
+            q,
+            k,
+            rope_parameters,
+            head_dim,
+            offset,
+            positions,
+            seq_axis,
+            layout,
+            max_position_embeddings,
+            precision,
+            inv_freq,
+            attention_factor,
+            num_threads,
+        )
     if done is not None:  # the common arguments, frequencies already planned: rotated
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
@@ -868,6 +956,13 @@ def apply_rope(
             f"{views[1].shape}"
         )
     batch = qv.shape[0] if sa != 0 else 1
+    if multi:
+        _rotate_axes(
+            views, sa, seq, batch, head_dim, rope_parameters, offset, positions, sections,
+            section_layout, layout, max_position_embeddings, precision, inv_freq,
+            attention_factor, nthreads,
+        )  # fmt: skip
+        return q if k is None else (q, k)
     # each token's position: off_scalar or offsets[b], plus positions[b or 0, s] or s
     off_scalar, offsets, pos = 0, None, None
     if positions is not None:
@@ -974,3 +1069,308 @@ def _rope_target(x: Any, name: str) -> np.ndarray:
             )
         span = st * (n - 1) + span
     return v
+
+
+# ---------------------------------------------------------------------------
+# Multi-axis positions: each frequency follows one coordinate of its token
+# ---------------------------------------------------------------------------
+
+
+def _per_axis_rules(rope_parameters: Any) -> bool:
+    """Whether rope_parameters is a list of rules (one per axis) rather than one rule."""
+    return isinstance(rope_parameters, Sequence) and not isinstance(
+        rope_parameters, (str, bytes, Mapping)
+    )
+
+
+def _as_sections(sections: Any) -> tuple[int, ...]:
+    """``sections``: 1 to MAX_AXES integers >= 0 (frequencies per axis)."""
+    if isinstance(sections, np.ndarray):
+        sections = sections.tolist()
+    if not isinstance(sections, Sequence) or isinstance(sections, (str, bytes)):
+        raise TypeError(
+            f"sections must be a sequence of ints (frequencies per axis), got "
+            f"{type(sections).__name__}"
+        )
+    if not 1 <= len(sections) <= MAX_AXES:
+        raise ValueError(f"sections must list 1 to {MAX_AXES} axes, got {len(sections)}")
+    return tuple(as_int(v, f"sections[{i}]", minimum=0) for i, v in enumerate(sections))
+
+
+def _axis_columns(sections: tuple[int, ...], section_layout: str) -> list[np.ndarray]:
+    """The frequencies (columns) of each axis, in increasing order."""
+    n, nf = len(sections), sum(sections)
+    if section_layout == "contiguous":
+        ends = np.cumsum((0, *sections))
+        return [np.arange(ends[a], ends[a + 1], dtype=np.int64) for a in range(n)]
+    # transformers' apply_interleaved_mrope: column i (r = i % n >= 1,
+    # i < n * sections[r]) takes axis r, every other column axis 0
+    i = np.arange(nf, dtype=np.int64)
+    axis = np.zeros(nf, dtype=np.int64)
+    for r in range(1, n):
+        axis[(i % n == r) & (i < n * sections[r])] = r
+    cols = [np.flatnonzero(axis == a).astype(np.int64) for a in range(n)]
+    counts = tuple(len(c) for c in cols)
+    if counts != sections:
+        raise ValueError(
+            f"sections={list(sections)} cannot be interleaved over {nf} frequencies: "
+            f"the axes would get {list(counts)} (axis r >= 1 needs "
+            f"r + n_axes * (sections[r] - 1) < {nf})"
+        )
+    return cols
+
+
+def _axes_angles(
+    head_dim: Any,
+    rule: _Rule,
+    sections: tuple[int, ...],
+    section_layout: str,
+    pos: np.ndarray,
+) -> tuple[np.ndarray, float, _kernel.RopeAxes]:
+    """(frequencies in column order, attention factor, compiled axes) of a multi-axis
+    RoPE for the positions ``pos`` (shape (..., n_axes)), every argument checked."""
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    n = len(sections)
+    flat = pos.reshape(-1, n)
+    if flat.shape[0]:
+        lo, hi = flat.min(axis=0).tolist(), flat.max(axis=0).tolist()
+    else:
+        lo, hi = [0] * n, [-1] * n
+    nf = sum(sections)
+    cols = None
+    if _per_axis_rules(rule.rope_parameters):
+        rules = list(rule.rope_parameters)
+        if rule.inv_freq is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        if len(rules) != n:
+            raise ValueError(
+                f"rope_parameters must hold one rule per axis ({n} for sections="
+                f"{list(sections)}), got {len(rules)}"
+            )
+        cols = _axis_columns(sections, section_layout)
+        w = np.empty(nf, np.float64)
+        factors = []
+        for a, params in enumerate(rules):
+            if not isinstance(params, (Mapping, type(None))):
+                raise TypeError(
+                    f"rope_parameters[{a}] must be a mapping (the rule of axis {a}), got "
+                    f"{type(params).__name__}"
+                )
+            if sections[a] == 0:
+                continue
+            try:
+                wa, fa = rope_frequencies(
+                    2 * sections[a],
+                    params,
+                    max_position_embeddings=rule.max_position_embeddings,
+                    seq_len=hi[a] + 1 if hi[a] >= lo[a] else None,
+                    precision=rule.precision,
+                )
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"rope_parameters[{a}] (axis {a}): {exc}") from None
+            if wa.size != sections[a]:
+                raise ValueError(
+                    f"rope_parameters[{a}] gives {wa.size} frequencies for sections[{a}]="
+                    f"{sections[a]} (a partial_rotary_factor below 1 does not apply per axis)"
+                )
+            w[cols[a]] = wa
+            factors.append(fa)
+        attention = factors[0] if factors else 1.0
+        if rule.attention_factor is None and len(set(factors)) > 1:
+            raise ValueError(
+                f"the rules of rope_parameters have different attention factors {factors}; "
+                "give attention_factor (one for all frequencies)"
+            )
+    elif rule.inv_freq is not None:
+        if rule.rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        w = _as_frequencies(rule.inv_freq)
+        attention = 1.0
+    else:
+        top = max(hi)
+        w, attention = rope_frequencies(
+            head_dim,
+            rule.rope_parameters,
+            max_position_embeddings=rule.max_position_embeddings,
+            seq_len=top + 1 if flat.shape[0] else None,
+            precision=rule.precision,
+        )
+    if 2 * w.size > head_dim:
+        raise ValueError(
+            f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
+        )
+    if w.size != nf:
+        raise ValueError(
+            f"sections must sum to the number of frequencies, rotary_dim / 2 = {w.size}, "
+            f"got sections={list(sections)} (sum {nf})"
+        )
+    if cols is None:
+        cols = _axis_columns(sections, section_layout)
+    if rule.attention_factor is not None:
+        attention = as_base(rule.attention_factor, "attention_factor")
+    return w, attention, _rope_axes(w, cols, lo, hi)
+
+
+def _rope_axes(
+    w: np.ndarray, cols: list[np.ndarray], lo: list[int], hi: list[int]
+) -> _kernel.RopeAxes:
+    """The compiled axes (each axis's frequencies an encoding, cached by value), the
+    positions of each axis checked against its exact reduction."""
+    encs = []
+    for a, c in enumerate(cols):
+        enc = _encoder(w[c]) if c.size else None
+        largest = max(abs(lo[a]), abs(hi[a])) if hi[a] >= lo[a] else 0
+        if enc is not None and largest > enc.max_position:
+            raise ValueError(
+                f"positions[..., {a}] must stay within +-{int(enc.max_position)} for the "
+                f"frequencies of axis {a} (exact angle reduction); got up to {largest}"
+            )
+        encs.append(enc)
+    key = (w.tobytes(), tuple(c.tobytes() for c in cols))
+    axes = _AXES.get(key)
+    if axes is None:
+        axes = _kernel.RopeAxes(tuple(encs), tuple(cols), w.size)
+        with _AXES_LOCK:
+            _AXES[key] = axes
+            while len(_AXES) > _kernel.ENCODERS_MAX:
+                del _AXES[next(iter(_AXES))]
+    return axes
+
+
+#: (frequencies, columns of each axis) -> RopeAxes, the most recent ENCODERS_MAX
+#: (each holds its axes' encodings, which the encoding cache may drop meanwhile)
+_AXES: dict[Any, _kernel.RopeAxes] = {}
+_AXES_LOCK = threading.Lock()
+
+
+def _axes_positions(positions: Any, sections: Any, section_layout: Any) -> tuple:
+    """(sections, section_layout, positions as int64 of shape (..., n_axes)) checked."""
+    sections = _as_sections(sections)
+    section_layout = as_choice(section_layout, "section_layout", SECTION_LAYOUTS)
+    if positions is None:
+        raise ValueError("sections needs positions of shape (..., n_axes)")
+    pos = _as_position_ids(positions)
+    if pos.ndim < 1 or pos.shape[-1] != len(sections):
+        raise ValueError(
+            f"positions must have shape (..., {len(sections)}) for sections={list(sections)} "
+            f"(one coordinate per axis), got {pos.shape}"
+        )
+    return sections, section_layout, pos
+
+
+def _rope_cache_axes(
+    head_dim: Any,
+    rope_parameters: Any,
+    seq_len: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    layout: Any,
+    dtype: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    out: Any,
+    num_threads: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """rope_cache with multi-axis positions (``sections`` given)."""
+    if sections is None:
+        raise TypeError(
+            "rope_parameters as a list of rules (one per axis) needs sections= "
+            "(multi-axis positions)"
+        )
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
+    nthreads = as_num_threads(num_threads)
+    explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
+    if seq_len is not None or not (np.ndim(offset) == 0 and offset == 0):
+        raise ValueError(
+            "seq_len and offset do not apply with sections (multi-axis positions); give "
+            "every token's coordinates in positions"
+        )
+    sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
+    flat = pos.reshape(-1, len(sections))
+
+    def fill(view: np.ndarray, bf16: bool) -> None:
+        _kernel.rope_table_axes(axes, view, flat, nthreads, bf16)
+
+    return _write_caches(pos.shape[:-1], w.size, attention, fill, layout, explicit, out)
+
+
+def _rotate_axes(
+    views: list[np.ndarray],
+    sa: int,
+    seq: int,
+    batch: int,
+    head_dim: int,
+    rope_parameters: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    layout: str,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    nthreads: int,
+) -> None:
+    """apply_rope's rotation with multi-axis positions (q, k checked by the caller)."""
+    if sections is None:
+        raise TypeError(
+            "rope_parameters as a list of rules (one per axis) needs sections= "
+            "(multi-axis positions)"
+        )
+    if not (np.ndim(offset) == 0 and offset == 0):
+        raise ValueError(
+            "offset does not apply with sections (multi-axis positions); add it to positions"
+        )
+    sections_given = sections
+    sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
+    n = len(sections)
+    pos = _unaliased(pos, views)
+    if pos.ndim == 2:
+        pos = pos[None]
+    if pos.ndim != 3 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
+        raise ValueError(
+            f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, {n}), got "
+            f"{np.shape(positions)}"
+        )
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
+    if pos.size:
+        check_table_size(pos.shape[0] * seq, 2 * w.size, 8, working_copies=2)
+        parts = [kernel_view(v) for v in views if v.size]
+        if parts:
+            _kernel.rope_rotate_axes(
+                parts[0][0],
+                axes,
+                sa,
+                np.ascontiguousarray(pos),
+                layout == "half",
+                attention,
+                nthreads,
+                parts[0][1],
+                parts[1][0] if len(parts) > 1 else None,
+                len(parts) > 1 and parts[1][1],
+            )
+    # (a call that failed plans nothing; nor one whose frequencies depend on the length)
+    if (
+        rule.attention_factor is None
+        and not _per_axis_rules(rule.rope_parameters)
+        and _rope_type(rule.rope_parameters or {}) not in ("dynamic", "longrope")
+    ):
+        key = _kernel.rope_axes_plan_key(
+            rule.rope_parameters,
+            head_dim,
+            rule.max_position_embeddings,
+            rule.precision,
+            rule.inv_freq,
+            sections_given,
+            section_layout,
+        )
+        if key is not None:
+            _kernel.remember_rope_axes_plan(key, axes, attention)

@@ -42,8 +42,90 @@ def rope_rotate(
     k_bfloat16: bool = ...,
 ) -> None: ...
 
+@disjoint_base
+class RopeAxes:
+    """A multi-axis RoPE: each axis's encoding and the table columns it fills."""
+
+    n_axes: int
+    nf: int
+    encoders: tuple[Encoder | None, ...]
+    columns: tuple[np.ndarray, ...]
+    def __new__(
+        cls, encoders: tuple[Encoder | None, ...], columns: tuple[Any, ...], nf: int
+    ) -> Self: ...
+
+def rope_table_axes(
+    axes: RopeAxes, out: Any, positions: np.ndarray, num_threads: int, bfloat16: bool = ...
+) -> None: ...
+def rope_rotate_axes(
+    x: Any,
+    axes: RopeAxes,
+    seq_axis: int,
+    positions: np.ndarray,
+    half: bool,
+    attention: float,
+    num_threads: int,
+    bfloat16: bool = ...,
+    k: Any = ...,
+    k_bfloat16: bool = ...,
+) -> None: ...
+
+rope_axes_plans: dict[Any, tuple[RopeAxes, float]]
+
+def rope_axes_plan_key(
+    rope_parameters: Any,
+    head_dim: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    sections: Any,
+    section_layout: Any,
+) -> tuple[Any, ...] | None: ...
+def remember_rope_axes_plan(key: Any, axes: RopeAxes, attention: float) -> None: ...
+def rope_apply_axes(
+    q: Any,
+    k: Any,
+    rope_parameters: Any,
+    head_dim: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    seq_axis: Any,
+    layout: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    num_threads: Any,
+) -> Any: ...
+
 rope_plans: dict[Any, tuple[Encoder, float]]
 
+def _rope_section_axes_native(
+    sections: Any, section_layout: int, nf: int
+) -> tuple[int, np.ndarray]: ...
+def _rope_axes_native(
+    inv_freq: Any,
+    axis: Any,
+    attention: float,
+    positions: Any,
+    what: str,
+    a: Any,
+    b: Any = None,
+    *,
+    bfloat16: bool = False,
+    half: bool = True,
+    n: int | None = None,
+    row_stride: int | None = None,
+    batch: int = 0,
+    seq: int = 0,
+    heads: int = 0,
+    sb: int = 0,
+    ss: int = 0,
+    sh: int = 0,
+    num_threads: int = 0,
+) -> int: ...
 def rope_plan_key(
     rope_parameters: Any,
     head_dim: Any,

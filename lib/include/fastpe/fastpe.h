@@ -45,7 +45,7 @@ extern "C" {
 /* The library's ABI: the major is the shared library's SONAME; within a major,
  * functions are only ever added. */
 #define FASTPE_LIB_ABI_MAJOR 1
-#define FASTPE_LIB_ABI_MINOR 0
+#define FASTPE_LIB_ABI_MINOR 1
 
 /* FASTPE_NO_CONSTANTS: for a file that already has these values under the same
  * names (the Python binding, whose kernel.pxd declares them). */
@@ -256,6 +256,65 @@ FASTPE_API int fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int6
                                       int64_t stride_seq, int64_t stride_head,
                                       const int64_t *positions, int64_t offset, int layout,
                                       int num_threads);
+
+/* ---- RoPE of multi-axis positions (ABI 1.1) --------------------------------
+ * Vision and multimodal models (M-RoPE, axial 2-D/3-D RoPE) rotate frequency i
+ * of a token by positions[t * n_axes + axis[i]] * inv_freq[i]: each frequency
+ * follows one coordinate (time, height, width, ...) of its token.
+ * fastpe_rope_from_axes: a handle of nf frequencies and their axes (axis[i] in
+ * 0 .. n_axes-1, n_axes 1 .. 64), NULL as fastpe_rope_from_frequencies or for an
+ * axis out of range.  fastpe_rope_section_axes: axis[0 .. nf-1] of sections
+ * (frequencies per axis, summing to nf: FASTPE_ESIZE otherwise), laid out as
+ * fastpe.rope_cache's section_layout: FASTPE_SECTIONS_CONTIGUOUS (the first
+ * sections[0] frequencies axis 0, ...) or FASTPE_SECTIONS_INTERLEAVED (Qwen3-VL:
+ * frequency i takes axis r = i % n_axes when r >= 1 and i < n_axes * sections[r],
+ * else axis 0; FASTPE_EINVAL when an axis would not get sections[a] of them).
+ * fastpe_rope_n_axes: the handle's n_axes (1 for a plain handle; -1 for NULL or
+ * a dead handle).  fastpe_rope_cache_axes_* and fastpe_rope_apply_axes_*: as
+ * fastpe_rope_cache_* and fastpe_rope_apply_*, the positions (required: NULL is
+ * FASTPE_ENULL) of token r = b * seq + s at positions[r * n_axes .. + n_axes-1];
+ * bitwise fastpe.rope_cache / fastpe.apply_rope with sections.  They take plain
+ * handles too (n_axes 1); a multi-axis handle given to the 1-axis entry points
+ * is FASTPE_EINVAL. */
+#ifndef FASTPE_NO_CONSTANTS
+#define FASTPE_SECTIONS_CONTIGUOUS  0
+#define FASTPE_SECTIONS_INTERLEAVED 1
+#endif
+
+FASTPE_API fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf,
+                                              const int32_t *axis, int n_axes,
+                                              double attention_factor);
+FASTPE_API int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout,
+                                        int32_t *axis, int64_t nf);
+FASTPE_API int fastpe_rope_n_axes(const fastpe_rope *rope);
+FASTPE_API int fastpe_rope_cache_axes_f32(const fastpe_rope *rope, float *cos, float *sin,
+                                          int64_t n, int64_t row_stride, const int64_t *positions,
+                                          int layout, int num_threads);
+FASTPE_API int fastpe_rope_cache_axes_f64(const fastpe_rope *rope, double *cos, double *sin,
+                                          int64_t n, int64_t row_stride, const int64_t *positions,
+                                          int layout, int num_threads);
+FASTPE_API int fastpe_rope_cache_axes_f16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                          int64_t n, int64_t row_stride, const int64_t *positions,
+                                          int layout, int num_threads);
+FASTPE_API int fastpe_rope_cache_axes_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                           int64_t n, int64_t row_stride, const int64_t *positions,
+                                           int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_axes_f32(const fastpe_rope *rope, float *x, int64_t batch,
+                                          int64_t seq, int64_t heads, int64_t stride_batch,
+                                          int64_t stride_seq, int64_t stride_head,
+                                          const int64_t *positions, int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_axes_f64(const fastpe_rope *rope, double *x, int64_t batch,
+                                          int64_t seq, int64_t heads, int64_t stride_batch,
+                                          int64_t stride_seq, int64_t stride_head,
+                                          const int64_t *positions, int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_axes_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                          int64_t seq, int64_t heads, int64_t stride_batch,
+                                          int64_t stride_seq, int64_t stride_head,
+                                          const int64_t *positions, int layout, int num_threads);
+FASTPE_API int fastpe_rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                           int64_t seq, int64_t heads, int64_t stride_batch,
+                                           int64_t stride_seq, int64_t stride_head,
+                                           const int64_t *positions, int layout, int num_threads);
 
 /* ---- RoPE from the published rules ----------------------------------------
  * The frequencies of a model's rope_parameters (transformers' ROPE_INIT_FUNCTIONS,

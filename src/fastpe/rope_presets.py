@@ -1,0 +1,575 @@
+"""RoPE of the vision and multimodal families, from each framework's own arguments.
+
+Each function takes what its framework takes (a transformers config, a diffusers
+call's arguments) and returns a :class:`RopePreset`: the frequencies, how the
+rotary pairs are shared between the position axes, and the pair layout, ready to
+splat into :func:`fastpe.rope_cache` and :func:`fastpe.apply_rope`::
+
+    p = rope_presets.qwen2_vl(config)
+    pos, _ = rope_presets.qwen_vl_position_ids(mm_token_type_ids, image_grid_thw=thw)
+    cos, sin = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+
+By default the frequencies are the framework's own, rounded as it rounds them
+(float32, in torch's operation order, as :func:`fastpe.rope_frequencies`);
+``precision="float64"`` gives the exact formula. The angles fastpe builds from
+them are exact either way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from ._rope import rope_frequencies
+from ._validate import as_base, as_bool, as_choice, as_int
+
+__all__ = [
+    "RopePreset",
+    "cogvideox_3d",
+    "diffusers_1d",
+    "diffusers_2d",
+    "flux",
+    "grid_positions",
+    "pixtral",
+    "qwen2_vl",
+    "qwen3_vl",
+    "qwen_vl_position_ids",
+]
+
+Precision = Literal["float32", "float64"]
+_PRECISIONS: tuple[Precision, ...] = ("float32", "float64")
+_AXES = ("t", "h", "w")
+
+
+class RopePreset(NamedTuple):
+    """One family's rotary embedding, as fastpe's RoPE functions take it.
+
+    Its fields (a named tuple's, so they are documented once, here):
+
+    - ``inv_freq`` (ndarray of float64, shape ``(rotary_dim // 2,)``, read-only):
+      radians per position of each rotated pair; where the axes have their own
+      frequencies, the concatenation of the per-axis lists in ``sections`` order.
+    - ``sections`` (tuple of int, or None): rotary pairs per position axis
+      (transformers' ``mrope_section``); ``None`` for one axis (1-D positions).
+    - ``section_layout`` (``"contiguous"`` or ``"interleaved"``): the first
+      ``sections[0]`` pairs follow axis 0, the next ``sections[1]`` axis 1, ...; or
+      Qwen3-VL's interleaved assignment.
+    - ``layout`` (``"half"`` or ``"interleaved"``): the pairs rotated together,
+      ``(j, j + rotary_dim/2)`` (``rotate_half``) or ``(2j, 2j + 1)``.
+    - ``attention_factor`` (float): what cos and sin are multiplied by.
+    - ``axes`` (tuple of str): the grid coordinate each column of the positions
+      holds, ``"t"`` (time, or the sequence index), ``"h"`` (row) or ``"w"``
+      (column), in ``sections`` order; :meth:`grid` builds positions in this order.
+    """
+
+    inv_freq: np.ndarray
+    sections: tuple[int, ...] | None
+    section_layout: Literal["contiguous", "interleaved"]
+    layout: Literal["half", "interleaved"]
+    attention_factor: float
+    axes: tuple[str, ...]
+
+    @property
+    def rotary_dim(self) -> int:
+        """The dimensions that rotate: twice the number of frequencies."""
+        return 2 * len(self.inv_freq)
+
+    def kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for :func:`fastpe.rope_cache` and :func:`fastpe.apply_rope`
+        (``sections`` and ``section_layout`` only where there is more than one axis)."""
+        kw: dict[str, Any] = {
+            "inv_freq": self.inv_freq,
+            "layout": self.layout,
+            "attention_factor": self.attention_factor,
+        }
+        if self.sections is not None:
+            kw["sections"] = self.sections
+            kw["section_layout"] = self.section_layout
+        return kw
+
+    def grid(self, shape: Sequence[int], *, leading: int = 0) -> np.ndarray:
+        """Positions of a patch grid for this preset, columns in :attr:`axes` order.
+
+        ``shape`` gives the grid's sizes in ``t, h, w`` order, for the axes the
+        preset has (``(h, w)`` for a 2-D preset); see :func:`grid_positions`.
+        """
+        names = sorted(self.axes, key=_AXES.index)
+        pos = grid_positions(shape, leading=leading, name="shape")
+        if pos.shape[1] != len(names):
+            raise ValueError(
+                f"shape must have {len(names)} sizes ({', '.join(names)}), got {tuple(shape)!r}"
+            )
+        order = [names.index(a) for a in self.axes]
+        out = np.ascontiguousarray(pos[:, order])
+        return out[:, 0].copy() if self.sections is None else out
+
+
+def _preset(
+    inv: np.ndarray,
+    sections: Sequence[int] | None,
+    section_layout: Literal["contiguous", "interleaved"],
+    layout: Literal["half", "interleaved"],
+    attention: float,
+    axes: tuple[str, ...],
+) -> RopePreset:
+    inv = np.array(inv, dtype=np.float64)
+    inv.setflags(write=False)
+    return RopePreset(
+        inv,
+        None if sections is None else tuple(int(s) for s in sections),
+        section_layout,
+        layout,
+        float(attention),
+        axes,
+    )
+
+
+def _precision(precision: Any) -> Precision:
+    return as_choice(precision, "precision", _PRECISIONS)
+
+
+def _default_rule(dim: int, theta: float, precision: Precision) -> np.ndarray:
+    """``1 / theta ** (arange(0, dim, 2) / dim)``, as torch evaluates it."""
+    return rope_frequencies(dim, {"rope_theta": theta}, precision=precision)[0]
+
+
+# ---------------------------------------------------------------- transformers
+
+
+def _get(config: Any, key: str, default: Any = None) -> Any:
+    if isinstance(config, Mapping):
+        return config.get(key, default)
+    return getattr(config, key, default)
+
+
+def _text_config(config: Any) -> Any:
+    """The language model's part of a multimodal config (object or dict)."""
+    if not isinstance(config, Mapping) and not hasattr(config, "__dict__"):
+        raise TypeError(
+            f"config must be a transformers config or a dict, got {type(config).__name__}"
+        )
+    text = _get(config, "text_config")
+    return config if text is None else text
+
+
+def _mrope(
+    config: Any, default_sections: tuple[int, ...], precision: Any, seq_len: int | None
+) -> tuple[np.ndarray, float, tuple[int, ...]]:
+    precision = _precision(precision)
+    cfg = _text_config(config)
+    params = _get(cfg, "rope_parameters") or _get(cfg, "rope_scaling") or {}
+    if not isinstance(params, Mapping):
+        raise TypeError(f"config's rope_parameters must be a mapping, got {type(params).__name__}")
+    params = dict(params)
+    sections = params.pop("mrope_section", list(default_sections))
+    params.pop("mrope_interleaved", None)  # Qwen3-VL marks its layout; the function says it
+    if _get(cfg, "rope_theta") is not None:  # configs before rope_parameters held it
+        params.setdefault("rope_theta", _get(cfg, "rope_theta"))
+    if params.get("rope_type", params.get("type")) == "mrope":
+        params.pop("type", None)
+        params["rope_type"] = "default"
+    head_dim = _get(cfg, "head_dim")
+    if head_dim is None:
+        hidden = as_int(_get(cfg, "hidden_size"), "config.hidden_size", minimum=1)
+        heads = as_int(_get(cfg, "num_attention_heads"), "config.num_attention_heads", minimum=1)
+        head_dim = hidden // heads
+    head_dim = as_int(head_dim, "config.head_dim", minimum=2)
+    mpe = _get(cfg, "max_position_embeddings")
+    inv, attention = rope_frequencies(
+        head_dim, params, max_position_embeddings=mpe, seq_len=seq_len, precision=precision
+    )
+    sec = _sections(sections, len(inv), "rope_parameters['mrope_section']")
+    return inv, attention, sec
+
+
+def _sections(sections: Any, n: int, name: str) -> tuple[int, ...]:
+    if not isinstance(sections, Sequence) or isinstance(sections, (str, bytes)):
+        raise TypeError(f"{name} must be a list of integers, got {type(sections).__name__}")
+    sec = tuple(as_int(s, f"{name}[{i}]", minimum=0) for i, s in enumerate(sections))
+    if sum(sec) != n:
+        raise ValueError(f"{name} = {list(sec)} must sum to rotary_dim / 2 = {n}, got {sum(sec)}")
+    return sec
+
+
+def qwen2_vl(
+    config: Any, *, precision: Precision = "float32", seq_len: int | None = None
+) -> RopePreset:
+    """Qwen2-VL's and Qwen2.5-VL's multimodal RoPE (M-RoPE), from their config.
+
+    transformers' ``Qwen2VLRotaryEmbedding`` / ``Qwen2_5_VLRotaryEmbedding``: the
+    text model's frequencies (``rope_parameters``, any rule of
+    :func:`fastpe.rope_frequencies`; ``mrope_section`` taken out) with the pairs
+    split between the (time, height, width) position axes in contiguous sections
+    (``apply_multimodal_rotary_pos_emb``), ``rotate_half`` layout.
+
+    Parameters
+    ----------
+    config : transformers config or dict
+        ``Qwen2VLConfig`` / ``Qwen2_5_VLConfig`` (its ``text_config``), a text
+        config, or the same as a dict (a checkpoint's ``config.json``).
+    precision : {"float32", "float64"}
+        The model's float32 frequencies (default) or the exact formula.
+    seq_len : int, optional
+        For the rules whose frequencies follow the sequence length (``dynamic``,
+        ``longrope``).
+    """
+    inv, attention, sec = _mrope(config, (16, 24, 24), precision, seq_len)
+    return _preset(inv, sec, "contiguous", "half", attention, _AXES)
+
+
+def qwen3_vl(
+    config: Any, *, precision: Precision = "float32", seq_len: int | None = None
+) -> RopePreset:
+    """Qwen3-VL's interleaved M-RoPE, from its config.
+
+    transformers' ``Qwen3VLTextRotaryEmbedding``: as :func:`qwen2_vl`, with the
+    pairs assigned to the axes in turn (``apply_interleaved_mrope``: pair ``i``
+    follows height where ``i % 3 == 1`` and ``i < 3 * mrope_section[1]``, width where
+    ``i % 3 == 2`` and ``i < 3 * mrope_section[2]``, time otherwise). Default
+    ``mrope_section`` [24, 20, 20].
+    """
+    inv, attention, sec = _mrope(config, (24, 20, 20), precision, seq_len)
+    return _preset(inv, sec, "interleaved", "half", attention, _AXES)
+
+
+def pixtral(config: Any, *, precision: Precision = "float32") -> RopePreset:
+    """Pixtral's 2-D rotary embedding (transformers ``PixtralVisionRotaryEmbedding``).
+
+    The default rule's ``head_dim / 2`` frequencies, the even-indexed ones for the
+    patch row and the odd-indexed ones for the column (``rotate_half`` layout);
+    positions are ``(row, column)`` pairs, as the model's ``position_ids``.
+    """
+    precision = _precision(precision)
+    params = _get(config, "rope_parameters") or {}
+    theta = _get(params, "rope_theta", _get(config, "rope_theta", 10000.0))
+    theta = as_base(theta, "config.rope_parameters['rope_theta']")
+    head_dim = _get(config, "head_dim")
+    if head_dim is None:
+        hidden = as_int(_get(config, "hidden_size"), "config.hidden_size", minimum=1)
+        heads = as_int(
+            _get(config, "num_attention_heads"), "config.num_attention_heads", minimum=1
+        )
+        head_dim = hidden // heads
+    head_dim = as_int(head_dim, "config.head_dim", minimum=4)
+    if head_dim % 4:
+        raise ValueError(f"config.head_dim must be a multiple of 4, got {head_dim}")
+    w = _default_rule(head_dim, theta, precision)
+    return _preset(
+        np.concatenate([w[0::2], w[1::2]]),
+        (head_dim // 4, head_dim // 4),
+        "contiguous",
+        "half",
+        1.0,
+        ("h", "w"),
+    )
+
+
+# ---------------------------------------------------------------- diffusers
+
+
+def _freqs_dtype(value: Any) -> Precision:
+    """diffusers' ``freqs_dtype``: torch.float32/float64 or their names."""
+    name = value if isinstance(value, str) else str(value).removeprefix("torch.")
+    if name not in _PRECISIONS:
+        raise ValueError(f"freqs_dtype must be float32 or float64, got {value!r}")
+    return name  # type: ignore[return-value]
+
+
+def _diffusers_freqs(
+    dim: int,
+    theta: Any,
+    linear_factor: Any,
+    ntk_factor: Any,
+    precision: Precision,
+    name: str = "dim",
+) -> np.ndarray:
+    """get_1d_rotary_pos_embed's ``1 / (theta*ntk) ** (arange(0, dim, 2) / dim) /
+    linear_factor``: transformers' ``linear`` rule, base and factor renamed."""
+    theta = as_base(theta, "theta")
+    ntk = as_base(ntk_factor, "ntk_factor")
+    linear = as_base(linear_factor, "linear_factor")
+    base = theta * ntk  # a Python float product, as diffusers forms it
+    if not math.isfinite(base):
+        raise ValueError(f"theta * ntk_factor must be finite, got {theta!r} * {ntk!r}")
+    dim = as_int(dim, name, minimum=2)
+    if dim % 2:
+        raise ValueError(f"{name} must be even, got {dim}")
+    params = {"rope_type": "linear", "rope_theta": base, "factor": linear}
+    return rope_frequencies(dim, params, precision=precision)[0]
+
+
+def diffusers_1d(
+    dim: int,
+    *,
+    theta: float = 10000.0,
+    use_real: bool = False,
+    linear_factor: float = 1.0,
+    ntk_factor: float = 1.0,
+    repeat_interleave_real: bool = True,
+    freqs_dtype: Any = "float32",
+    precision: Precision | None = None,
+) -> RopePreset:
+    """diffusers' ``get_1d_rotary_pos_embed`` (Lumina, Stable Audio, Allegro, ...).
+
+    Frequencies ``1 / (theta * ntk_factor) ** (2i / dim) / linear_factor``; the pair
+    layout is ``"interleaved"`` for the complex form (``use_real=False``, as
+    ``apply_rotary_emb`` pairs it) and for ``repeat_interleave_real=True``, ``"half"``
+    for ``use_real=True, repeat_interleave_real=False``. ``precision`` defaults to
+    ``freqs_dtype`` (the framework's own rounding); positions are 1-D.
+    """
+    use_real = as_bool(use_real, "use_real")
+    rir = as_bool(repeat_interleave_real, "repeat_interleave_real")
+    prec = _freqs_dtype(freqs_dtype) if precision is None else _precision(precision)
+    inv = _diffusers_freqs(dim, theta, linear_factor, ntk_factor, prec)
+    layout: Literal["half", "interleaved"] = "half" if use_real and not rir else "interleaved"
+    return _preset(inv, None, "contiguous", layout, 1.0, ("t",))
+
+
+def diffusers_2d(
+    embed_dim: int, *, use_real: bool = True, precision: Precision = "float32"
+) -> RopePreset:
+    """diffusers' ``get_2d_rotary_pos_embed`` (HunyuanDiT): two halves of
+    ``embed_dim``, each ``get_1d_rotary_pos_embed(embed_dim // 2)`` (theta 10000,
+    interleaved pairs); the first follows the patch column, the second the row, as
+    its ``meshgrid(grid_w, grid_h, indexing="xy")`` orders them (``axes == ("w", "h")``).
+    Its grid for ``crops_coords=((0, 0), (h, w))`` and ``grid_size=(h, w)`` is
+    ``preset.grid((h, w))``.
+    """
+    as_bool(use_real, "use_real")
+    precision = _precision(precision)
+    embed_dim = as_int(embed_dim, "embed_dim", minimum=4)
+    if embed_dim % 4:
+        raise ValueError(f"embed_dim must be a multiple of 4, got {embed_dim}")
+    half = _diffusers_freqs(embed_dim // 2, 10000.0, 1.0, 1.0, precision, "embed_dim // 2")
+    n = embed_dim // 4
+    return _preset(
+        np.concatenate([half, half]), (n, n), "contiguous", "interleaved", 1.0, ("w", "h")
+    )
+
+
+def cogvideox_3d(
+    embed_dim: int, *, theta: float = 10000.0, precision: Precision = "float32"
+) -> RopePreset:
+    """diffusers' ``get_3d_rotary_pos_embed`` (CogVideoX): ``embed_dim // 4``
+    dimensions for time, ``embed_dim // 8 * 3`` each for height and width, each axis
+    ``get_1d_rotary_pos_embed`` of its own width (interleaved pairs), concatenated
+    in that order. Its grid for ``crops_coords=((0, 0), (h, w))``, ``grid_size=(h, w)``
+    and ``temporal_size=t`` is ``preset.grid((t, h, w))``.
+    """
+    precision = _precision(precision)
+    embed_dim = as_int(embed_dim, "embed_dim", minimum=8)
+    dims = (embed_dim // 4, embed_dim // 8 * 3, embed_dim // 8 * 3)
+    if any(d % 2 for d in dims):
+        raise ValueError(
+            f"embed_dim // 4 and embed_dim // 8 * 3 must be even, got {dims[0]} and "
+            f"{dims[1]} for embed_dim={embed_dim}"
+        )
+    names = ("embed_dim // 4", "embed_dim // 8 * 3", "embed_dim // 8 * 3")
+    inv = [
+        _diffusers_freqs(d, theta, 1.0, 1.0, precision, n)
+        for d, n in zip(dims, names, strict=True)
+    ]
+    return _preset(
+        np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, _AXES
+    )
+
+
+def flux(theta: float, axes_dim: Sequence[int], *, precision: Precision = "float64") -> RopePreset:
+    """diffusers' ``FluxPosEmbed(theta, axes_dim)`` (Flux, and the models that copy it).
+
+    Axis ``a`` (a column of the ``ids`` the pipeline builds: ``(0, row, column)``
+    for image tokens, zeros for text) takes ``axes_dim[a]`` dimensions, with
+    ``get_1d_rotary_pos_embed(axes_dim[a], theta=theta)``'s frequencies, interleaved
+    pairs. FluxPosEmbed computes them in float64 on the CPU (float32 on Apple's
+    MPS), hence the default precision.
+    """
+    precision = _precision(precision)
+    if not isinstance(axes_dim, Sequence) or isinstance(axes_dim, (str, bytes)):
+        raise TypeError(f"axes_dim must be a list of integers, got {type(axes_dim).__name__}")
+    if not 1 <= len(axes_dim) <= 3:
+        raise ValueError(f"axes_dim must have 1 to 3 entries, got {len(axes_dim)}")
+    dims = [as_int(d, f"axes_dim[{i}]", minimum=2) for i, d in enumerate(axes_dim)]
+    inv = [
+        _diffusers_freqs(d, theta, 1.0, 1.0, precision, f"axes_dim[{i}]")
+        for i, d in enumerate(dims)
+    ]
+    axes = _AXES[-len(dims) :]
+    return _preset(
+        np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, axes
+    )
+
+
+# ---------------------------------------------------------------- positions
+
+
+def grid_positions(
+    shape: Sequence[int], *, leading: int = 0, start: int | None = None, name: str = "shape"
+) -> np.ndarray:
+    """Positions of a row-major patch grid, with optional leading tokens.
+
+    Parameters
+    ----------
+    shape : sequence of int
+        The grid's sizes, e.g. ``(t, h, w)`` or ``(h, w)``; the last varies fastest.
+    leading : int
+        Tokens before the grid (text, a class token): token ``i`` gets position ``i``
+        on every axis, as Qwen-VL's text tokens.
+    start : int, optional
+        Added to every grid coordinate; defaults to ``leading`` (the grid follows
+        the leading tokens, as in Qwen-VL).
+
+    Returns
+    -------
+    ndarray of int64, shape (leading + prod(shape), len(shape))
+    """
+    if not isinstance(shape, Sequence) or isinstance(shape, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of integers, got {type(shape).__name__}")
+    if not 1 <= len(shape) <= 3:
+        raise ValueError(f"{name} must have 1 to 3 sizes, got {tuple(shape)!r}")
+    sizes = [as_int(s, f"{name}[{i}]", minimum=0, maximum=2**31) for i, s in enumerate(shape)]
+    leading = as_int(leading, "leading", minimum=0, maximum=2**31)
+    start = leading if start is None else as_int(start, "start", minimum=0, maximum=2**40)
+    if leading + math.prod(sizes) > 2**31:
+        raise ValueError(f"{name} {tuple(sizes)} with {leading} leading tokens is too large")
+    lead = np.repeat(np.arange(leading, dtype=np.int64)[:, None], len(sizes), axis=1)
+    grids = np.meshgrid(*[np.arange(s, dtype=np.int64) for s in sizes], indexing="ij")
+    body = np.stack([g.reshape(-1) for g in grids], axis=1) + start
+    return np.ascontiguousarray(np.concatenate([lead, body]))
+
+
+def qwen_vl_position_ids(
+    mm_token_type_ids: Any,
+    *,
+    image_grid_thw: Any = None,
+    video_grid_thw: Any = None,
+    attention_mask: Any = None,
+    spatial_merge_size: int = 2,
+    video_time_intervals: Sequence[float] | None = None,
+    split_video_frames: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Qwen-VL's 3-axis position ids, as transformers' ``get_rope_index`` computes them.
+
+    Text tokens count up on all three axes; each image or video (a run of tokens of
+    its type) takes a ``(t, h // m, w // m)`` grid of positions starting where the
+    text left off, and the text after it resumes at that start plus
+    ``max(h, w) // m`` (``m = spatial_merge_size``).
+
+    Parameters
+    ----------
+    mm_token_type_ids : array of int, shape (batch, seq)
+        0 for text, 1 for image and 2 for video tokens (the processor's output).
+    image_grid_thw, video_grid_thw : array of int, shape (n, 3), optional
+        The patch grid of each image and video, in order of appearance.
+    attention_mask : array of 0/1, shape (batch, seq), optional
+        Masked tokens (padding) are skipped and get position 0.
+    spatial_merge_size : int
+        The vision config's ``spatial_merge_size``.
+    video_time_intervals : sequence of float, optional
+        Qwen2.5-VL: each video's ``tokens_per_second * second_per_grid_t`` as the
+        model forms it (a float32 product where ``second_per_grid_ts`` is a float32
+        tensor: ``(tokens_per_second * second_per_grid_ts).tolist()``); frame ``f``
+        gets time ``int(f * interval)``, the product in float32 as torch forms it.
+    split_video_frames : bool
+        Qwen3-VL: each video frame is its own grid of one time step.
+
+    Returns
+    -------
+    positions : ndarray of int64, shape (batch, seq, 3)
+        ``get_rope_index``'s ``position_ids`` with the axis last (``.transpose(1, 2, 0)``).
+    deltas : ndarray of int64, shape (batch, 1)
+        ``mrope_position_deltas``: the largest position + 1 minus the token count.
+    """
+    types = np.asarray(mm_token_type_ids)
+    if types.ndim != 2 or not np.issubdtype(types.dtype, np.integer):
+        raise ValueError(
+            "mm_token_type_ids must be a 2-D integer array, "
+            f"got {types.dtype} of shape {types.shape}"
+        )
+    if np.any((types < 0) | (types > 2)):
+        raise ValueError("mm_token_type_ids entries must be 0 (text), 1 (image) or 2 (video)")
+    merge = as_int(spatial_merge_size, "spatial_merge_size", minimum=1)
+    if attention_mask is None:
+        mask = np.ones(types.shape, dtype=bool)
+    else:
+        mask = np.asarray(attention_mask)
+        if mask.shape != types.shape:
+            raise ValueError(
+                f"attention_mask must have mm_token_type_ids' shape {types.shape}, "
+                f"got {mask.shape}"
+            )
+        mask = mask.astype(bool)
+    grids = {
+        1: _grid_thw(image_grid_thw, "image_grid_thw"),
+        2: _grid_thw(video_grid_thw, "video_grid_thw"),
+    }
+    intervals = [1.0] * len(grids[2])
+    if video_time_intervals is not None:
+        if split_video_frames:
+            raise ValueError("video_time_intervals and split_video_frames do not go together")
+        if len(video_time_intervals) != len(grids[2]):
+            raise ValueError(
+                f"video_time_intervals must have one entry per video ({len(grids[2])}), "
+                f"got {len(video_time_intervals)}"
+            )
+        intervals = [float(v) for v in video_time_intervals]
+    if as_bool(split_video_frames, "split_video_frames") and len(grids[2]):
+        v = grids[2]
+        grids[2] = np.repeat(v, v[:, 0], axis=0)
+        grids[2][:, 0] = 1
+        intervals = [1.0] * len(grids[2])
+    used = {1: 0, 2: 0}
+    out = np.zeros((*types.shape, 3), dtype=np.int64)
+    deltas = np.zeros((types.shape[0], 1), dtype=np.int64)
+    for b in range(types.shape[0]):
+        kept = types[b][mask[b]]
+        pieces = []
+        pos = 0
+        for kind, run in itertools.groupby(kept.tolist()):
+            n = len(list(run))
+            if kind == 0:
+                pieces.append(np.repeat(np.arange(pos, pos + n, dtype=np.int64)[:, None], 3, 1))
+                pos += n
+                continue
+            i = used[kind]
+            if i >= len(grids[kind]):
+                raise ValueError(
+                    f"{'image' if kind == 1 else 'video'}_grid_thw has {len(grids[kind])} "
+                    f"grids, fewer than the {'image' if kind == 1 else 'video'} token runs"
+                )
+            used[kind] += 1
+            t, h, w = (int(x) for x in grids[kind][i])
+            step = np.float32(intervals[i] if kind == 2 else 1.0)
+            tpos = (np.arange(t, dtype=np.float32) * step).astype(np.int64) + pos
+            g = grid_positions((t, h // merge, w // merge), start=0)
+            g[:, 0] = tpos[g[:, 0]]
+            g[:, 1:] += pos
+            if len(g) != n:
+                raise ValueError(
+                    f"a run of {n} {'image' if kind == 1 else 'video'} tokens does not match "
+                    f"its grid {(t, h, w)} with spatial_merge_size={merge} "
+                    f"({len(g)} tokens)"
+                )
+            pieces.append(g)
+            pos += max(h, w) // merge
+        if pieces:
+            ids = np.concatenate(pieces)
+            out[b][mask[b]] = ids
+            deltas[b, 0] = int(ids.max()) + 1 - len(kept)
+        else:
+            deltas[b, 0] = 1 - len(kept)  # transformers' max() of nothing fails here
+    return out, deltas
+
+
+def _grid_thw(value: Any, name: str) -> np.ndarray:
+    if value is None:
+        return np.zeros((0, 3), dtype=np.int64)
+    arr = np.asarray(value)
+    if arr.ndim != 2 or arr.shape[1] != 3 or not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must be an integer array of shape (n, 3), got {arr.shape}")
+    if np.any(arr < 0):
+        raise ValueError(f"{name} must not be negative")
+    return arr.astype(np.int64)
