@@ -656,7 +656,8 @@ def test_small_call_path_declines_positions_in_q():
     fastpe.apply_rope(
         buf.copy(), rope_parameters=THETA, positions=pos.copy(), sections=(16, 24, 24)
     )
-    assert fastpe.kernel.rope_apply_axes(*_axes_args(buf, positions=pos.copy())) is not None
+    assert fastpe.kernel.rope_apply_axes(*_axes_args(buf.copy(), positions=pos.copy())) is not None
+    # (buf unchanged: pos still holds the same valid positions)
     assert fastpe.kernel.rope_apply_axes(*_axes_args(buf, positions=pos)) is None
 
 

@@ -21,6 +21,7 @@ rm -rf build src/fastpe/kernel.c
 f'{p} {v(p)}' for p in ('numpy', 'torch', 'transformers', 'diffusers', 'timm', 'matplotlib')))"
 log=$(mktemp)
 "$VENV/bin/python" -m pytest tests/test_frameworks.py tests/test_out_interop.py tests/test_plot.py tests/test_rope.py \
+    tests/test_rope_axes.py \
     tests/test_half.py tests/test_capi_rope.py tests/test_torch.py tests/test_frameworks_vision.py \
     "tests/test_cli.py::test_bench_chart_into_missing_directory_fails_before_benchmarking" \
     -q -p no:cacheprovider -rs | tee "$log"

@@ -615,6 +615,70 @@ static void test_threads(void) {
 }
 #endif
 
+/* Multi-axis handles: the constructor's refusals, the sections' axes, each entry
+ * point's codes with nothing written, and the bits: a multi-axis cache equals,
+ * column by column, the plain cache of that column's frequency at its axis's
+ * positions (the Python side compares both with fastpe.rope_cache). */
+static void test_rope_axes(void) {
+    static const double w[4] = {1.0, 0.5, 0.25, 0.125};
+    static const int32_t ax[4] = {0, 0, 1, 2};
+    static const int32_t bad_ax[4] = {0, 0, 3, 2};
+    static const int64_t sec[3] = {2, 1, 1}, sec_bad[3] = {2, 1, 2};
+    int64_t pos[5 * 3], col[5];
+    int32_t got[4];
+    double *d = (double *)buf;
+    double c1[5 * 2], s1[5 * 2];
+    fastpe_rope *h, *p1;
+
+    CHECK(fastpe_rope_from_axes(w, 4, bad_ax, 3, 1.0) == NULL, "an axis out of range");
+    CHECK(fastpe_rope_from_axes(w, 4, NULL, 3, 1.0) == NULL, "axis NULL");
+    CHECK(fastpe_rope_from_axes(w, 4, ax, 0, 1.0) == NULL, "n_axes 0");
+    CHECK(fastpe_rope_from_axes(w, 4, ax, 65, 1.0) == NULL, "n_axes 65");
+    CHECK(fastpe_rope_from_axes(w, 4, ax, 3, 0.0) == NULL, "attention_factor 0");
+    CHECK(fastpe_rope_section_axes(sec, 3, FASTPE_SECTIONS_CONTIGUOUS, got, 4) == FASTPE_OK &&
+              memcmp(got, ax, sizeof(ax)) == 0,
+          "contiguous sections");
+    CHECK(fastpe_rope_section_axes(sec_bad, 3, FASTPE_SECTIONS_CONTIGUOUS, got, 4) == FASTPE_ESIZE,
+          "sections that do not sum to nf");
+    CHECK(fastpe_rope_section_axes(sec, 3, 7, got, 4) == FASTPE_EINVAL, "an unknown layout");
+    h = fastpe_rope_from_axes(w, 4, ax, 3, 1.0);
+    CHECK(h != NULL && fastpe_rope_n_axes(h) == 3 && fastpe_rope_rotary_dim(h) == 8, "handle");
+    if (h == NULL)
+        return;
+    for (int i = 0; i < 15; i++)
+        pos[i] = (int64_t)(i * 7919) % 1000 - 300;
+    arm();
+    expect(fastpe_rope_cache_axes_f64(h, d, d + 64, 5, 8, NULL, FASTPE_LAYOUT_SPLIT, 0),
+           FASTPE_ENULL, "cache_axes positions NULL");
+    expect(fastpe_rope_cache_axes_f64(h, d, d + 4, 5, 8, pos, FASTPE_LAYOUT_SPLIT, 0),
+           FASTPE_EOVERLAP, "cache_axes cos and sin overlap");
+    expect(fastpe_rope_cache_f64(h, d, d + 64, 5, 8, NULL, 0, FASTPE_LAYOUT_SPLIT, 0),
+           FASTPE_EINVAL, "a multi-axis handle at a one-axis entry point");
+    expect(fastpe_rope_apply_axes_f64(h, d, 1, 5, 1, 40, 8, 8, NULL, FASTPE_LAYOUT_SPLIT, 0),
+           FASTPE_ENULL, "apply_axes positions NULL");
+    pos[14] = (int64_t)1 << 62;
+    expect(fastpe_rope_apply_axes_f64(h, d, 1, 5, 1, 40, 8, 8, pos, FASTPE_LAYOUT_SPLIT, 0),
+           FASTPE_ERANGE, "apply_axes position beyond the exact range");
+    pos[14] = 11;
+    CHECK(fastpe_rope_cache_axes_f64(h, d, d + 64, 5, 8, pos, FASTPE_LAYOUT_SPLIT, 1) == FASTPE_OK,
+          "cache_axes");
+    for (int i = 0; i < 4; i++) {
+        p1 = fastpe_rope_from_frequencies(w + i, 1, 1.0);
+        for (int t = 0; t < 5; t++)
+            col[t] = pos[t * 3 + ax[i]];
+        CHECK(p1 != NULL &&
+                  fastpe_rope_cache_f64(p1, c1, s1, 5, 2, col, 0, FASTPE_LAYOUT_SPLIT, 1) == 0,
+              "plain cache");
+        for (int t = 0; t < 5; t++) {
+            CHECK(memcmp(&d[t * 8 + i], &c1[t * 2], 8) == 0 &&
+                      memcmp(&d[64 + t * 8 + i], &s1[t * 2], 8) == 0,
+                  "frequency %d, token %d: the plain cache's bits", i, t);
+        }
+        fastpe_rope_free(p1);
+    }
+    fastpe_rope_free(h);
+}
+
 int main(int argc, char **argv) {
     int all = argc < 2;
     for (int i = 1; i <= argc || all; i++) {
@@ -625,8 +689,10 @@ int main(int argc, char **argv) {
             test_errors();
         if (all || strcmp(what, "specs") == 0)
             test_specs();
-        if (all || strcmp(what, "rope") == 0)
+        if (all || strcmp(what, "rope") == 0) {
             test_rope();
+            test_rope_axes();
+        }
         if (all || strcmp(what, "rules") == 0)
             test_rules();
         if (all || strcmp(what, "poll") == 0)

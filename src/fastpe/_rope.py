@@ -552,7 +552,11 @@ def rope_cache(
     >>> cos.shape, cos.dtype
     ((4096, 128), dtype('float32'))
     """
-    if sections is not None or _per_axis_rules(rope_parameters):
+    if sections is not None or (
+        rope_parameters is not None
+        and type(rope_parameters) is not dict
+        and _per_axis_rules(rope_parameters)
+    ):
         return _rope_cache_axes(
             head_dim,
             rope_parameters,
@@ -889,7 +893,12 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
-    multi = sections is not None or _per_axis_rules(rope_parameters)
+    # (the usual spellings decided without a call: a decoding step takes microseconds)
+    multi = sections is not None or (
+        rope_parameters is not None
+        and type(rope_parameters) is not dict
+        and _per_axis_rules(rope_parameters)
+    )
     if multi:
         done = _kernel.rope_apply_axes(
             q,
@@ -1078,6 +1087,8 @@ def _rope_target(x: Any, name: str) -> np.ndarray:
 
 def _per_axis_rules(rope_parameters: Any) -> bool:
     """Whether rope_parameters is a list of rules (one per axis) rather than one rule."""
+    if rope_parameters is None or type(rope_parameters) is dict:
+        return False  # (the usual spellings, without the slower ABC checks below)
     return isinstance(rope_parameters, Sequence) and not isinstance(
         rope_parameters, (str, bytes, Mapping)
     )
