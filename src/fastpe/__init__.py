@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
             "wheel, the OpenMP runtime it was built against may be missing."
         ) from exc
     raise
+from . import rope_presets  # (NumPy only, unlike the optional fastpe.torch and fastpe.dask)
 from ._conventions import CONVENTIONS, Convention
 from ._include import get_include
 from ._reference import reference
@@ -52,6 +53,7 @@ __all__ = [
     "reference",
     "rope_cache",
     "rope_frequencies",
+    "rope_presets",
     "sinusoidal",
     "sinusoidal_2d",
     "sinusoidal_at",
