@@ -958,12 +958,12 @@ class RotaryEmbedding(torch.nn.Module):
             # From a compiled graph the operator is a trip from the dispatcher into
             # Python that costs more than a decoding step's fused rotation; a
             # lookup in a constant table fuses into it instead.  One gather reads
-            # cos and sin (the table holds both, each contiguous).  A position
-            # outside the table is sent to index table_size, which the compiled
-            # code's bounds check refuses (a negative one would otherwise wrap).
+            # cos and sin (the table holds both, each contiguous).  Indexing
+            # refuses a position at table_size or beyond ("index out of bounds");
+            # a negative one would wrap around, so it is sent to table_size too.
             both = _table(self, dtype)
             ids = position_ids.long()  # (as the operator reads them: uint8 is no mask)
-            found = both[:, ids.where((ids >= 0) & (ids < size), size)]
+            found = both[:, ids.where(ids >= 0, size)]
             return found[0], found[1]
         args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
