@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-# the integer dtypes position ids come in, the usual first
+# the integer dtypes position ids come in, int64 (the usual) first
 _INTEGERS = (
     torch.int64,
     torch.int32,
@@ -962,7 +962,11 @@ class RotaryEmbedding(torch.nn.Module):
             # refuses a position at table_size or beyond ("index out of bounds");
             # a negative one would wrap around, so it is sent to table_size too.
             both = _table(self, dtype)
-            ids = position_ids.long()  # (as the operator reads them: uint8 is no mask)
+            # int64, as the operator reads them (a uint8 index would be a mask);
+            # an exported program would keep even a no-op conversion
+            ids = position_ids
+            if ids.dtype != _INTEGERS[0]:
+                ids = ids.long()
             found = both[:, ids.where(ids >= 0, size)]
             return found[0], found[1]
         args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
