@@ -2,7 +2,8 @@
 with fastpe.torch.patch_model, side by side on the same threads: the rotary module
 (cos, sin) and the whole forward, for one decoding step (one token after a KV cache
 of PROMPT tokens) and a PROMPT-token prompt, eager, compiled (inductor) and, for
-the rotary part and module, exported (torch.export, the program's module run).
+the rotary part and module, exported (torch.export, the program's module run as it
+is, and compiled).
 Also transformers' apply_rotary_pos_emb next to fastpe.torch's.  Medians of rounds
 that alternate the two models.  Compiled and exported, the patched rotary module
 reads its table of cos and sin (RotaryEmbedding's table_size: the config's
@@ -35,7 +36,7 @@ def timed(fn, number):
     return (time.perf_counter() - t0) / number
 
 
-def side_by_side(fns, number, rounds=15):
+def side_by_side(fns, number, rounds=21):
     """Median seconds per call of each function, the rounds interleaved."""
     for fn in fns:
         fn()  # warm up (compile, caches)
@@ -109,6 +110,9 @@ def main():
     if not args.no_compile:
         modes.append(("compiled", lambda m, a: torch.compile(m, fullgraph=True)))
         modes.append(("exported", exported))
+        modes.append(
+            ("exported, compiled", lambda m, a: torch.compile(exported(m, a), fullgraph=True))
+        )
 
     def rotary_part(rot):
         # the model's rotary work in one forward: cos and sin once, then q and k
