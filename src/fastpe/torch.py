@@ -957,8 +957,8 @@ class RotaryEmbedding(torch.nn.Module):
         ):
             # From a compiled graph the operator is a trip from the dispatcher into
             # Python that costs more than a decoding step's fused rotation; a
-            # lookup in a constant table fuses into it instead.  One gather reads
-            # cos and sin (the table holds both, each contiguous).  Indexing
+            # lookup in a constant table fuses into it instead (one table holds
+            # cos and sin: one input of the graph, not two).  Indexing
             # refuses a position at table_size or beyond ("index out of bounds");
             # a negative one would wrap around, so it is sent to table_size too.
             both = _table(self, dtype)
@@ -967,8 +967,10 @@ class RotaryEmbedding(torch.nn.Module):
             ids = position_ids
             if ids.dtype != _INTEGERS[0]:
                 ids = ids.long()
-            found = both[:, ids.where(ids >= 0, size)]
-            return found[0], found[1]
+            index = ids.where(ids >= 0, size)
+            # (two gathers, not one split in two: a compiled graph's outputs that
+            # are views of one intermediate cost its runtime wrapper more)
+            return both[0, index], both[1, index]
         args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
 
