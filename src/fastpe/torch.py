@@ -27,13 +27,13 @@ on another device is refused with an error naming it.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
 from . import _api, _rope
 from ._conventions import Convention
@@ -84,6 +84,10 @@ _INTEGERS = (
 # module-level names for RotaryEmbedding's traced path (see there)
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
+# torch's context that sets the tracing modes aside (fake tensors, export's proxies)
+_disable_current_modes = importlib.import_module(
+    "torch.utils._python_dispatch"
+)._disable_current_modes
 _DTYPES = "float32, float64, float16 or bfloat16"
 
 
