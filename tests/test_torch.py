@@ -472,6 +472,16 @@ def test_patched_llama_logits_and_greedy_tokens(llama):
     assert a.shape == (2, 30) and torch.equal(a, b)
 
 
+def exported_targets(ep):
+    return {str(n.target) for n in ep.graph.nodes if n.op == "call_function"}
+
+
+def exported_tables(ep):
+    """The shapes of the tensor constants an exported program holds (with the
+    rotary module's inv_freq, a non-persistent buffer)."""
+    return [tuple(t.shape) for t in ep.constants.values() if isinstance(t, torch.Tensor)]
+
+
 def test_patched_llama_compiles_without_graph_break_and_exports(llama):
     model, patched = llama
     explained = torch._dynamo.explain(patched)(IDS, use_cache=False)
@@ -482,8 +492,9 @@ def test_patched_llama_compiles_without_graph_break_and_exports(llama):
         torch.testing.assert_close(compiled(IDS, use_cache=False).logits, want,
                                    rtol=1e-5, atol=1e-5)  # fmt: skip
         ep = torch.export.export(patched, (IDS,), {"use_cache": False})
-        targets = {str(n.target) for n in ep.graph.nodes}
-        assert "fastpe.rope_cache.default" in targets
+        # the exported program reads the rotary table (max_position_embeddings rows)
+        assert not any(t.startswith("fastpe.") for t in exported_targets(ep))
+        assert (2, 512, 16) in exported_tables(ep)
         torch.testing.assert_close(ep.module()(IDS, use_cache=False).logits, want,
                                    rtol=1e-5, atol=1e-5)  # fmt: skip
 
@@ -575,7 +586,8 @@ def test_rotary_table_is_bitwise_the_numpy_api(dtype, layout):
     for got, w in zip((cos, sin), want, strict=True):
         bits = got.view(torch.int16) if dtype.itemsize == 2 else got
         np.testing.assert_array_equal(bits.numpy(), w.view(bits.numpy().dtype))
-    assert rot.table(dtype)[0] is cos  # computed once
+    again = rot.table(dtype)  # computed once: the same memory
+    assert again[0].data_ptr() == cos.data_ptr() and again[1].data_ptr() == sin.data_ptr()
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -626,6 +638,71 @@ def test_compiled_rotary_embedding_without_a_table_calls_the_operator():
         want = fastpe.rope_cache(16, YARN, positions=pos.numpy())
         np.testing.assert_array_equal(cos.numpy(), want[0])
         np.testing.assert_array_equal(sin.numpy(), want[1])
+
+
+class Rotary(torch.nn.Module):
+    """A rotary module inside a model (export traces a module's forward)."""
+
+    def __init__(self, rot):
+        super().__init__()
+        self.rot = rot
+
+    def forward(self, x, pos):
+        return self.rot(x, pos)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_exported_rotary_embedding_reads_the_table(dtype, strict):
+    rot = ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, table_size=64)
+    x = torch.zeros(1, dtype=dtype)
+    pos = torch.tensor([[0, 1, 63, 17], [5, 40, 2, 9]])
+    other = torch.tensor([[3, 60, 0, 1], [2, 2, 2, 2]])  # (the exported shape)
+    for int_dtype in (torch.uint8, torch.int32, torch.int64):  # (the exported dtype)
+        ep = torch.export.export(Rotary(rot), (x, pos.to(int_dtype)), strict=strict)
+        assert not any(t.startswith("fastpe.") for t in exported_targets(ep))
+        (table,) = [
+            t for t in ep.constants.values() if isinstance(t, torch.Tensor) and t.ndim == 3
+        ]
+        assert table.shape == (2, 64, 16) and table.dtype == dtype
+        want = fastpe.rope_cache(16, YARN, positions=np.arange(64), dtype=np.float64)
+        for half, w in zip(table, want, strict=True):  # fastpe's values, rounded once
+            assert torch.equal(half, torch.from_numpy(w).to(dtype))
+        run = ep.module()
+        for ids in (pos, other):
+            cos, sin = run(x, ids.to(int_dtype))
+            want = ft.rope_cache(16, YARN, positions=ids, dtype=dtype)
+            assert cos.dtype == dtype and torch.equal(cos, want[0]) and torch.equal(sin, want[1])
+    for bad in BAD_POSITIONS:  # never a silent read outside the table
+        with pytest.raises(IndexError, match="out of bounds"):
+            run(x, torch.tensor([[3, bad, 0, 1], [2, 2, 2, 2]]))  # (int64, as exported last)
+
+
+def test_exported_rotary_embedding_without_a_table_calls_the_operator():
+    rot = ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, max_position_embeddings=64,
+                             table_size=0)  # fmt: skip
+    x, pos = torch.zeros(1), torch.tensor([[10**6, -7]])
+    ep = torch.export.export(Rotary(rot), (x, pos))
+    assert "fastpe.rope_cache.default" in exported_targets(ep)
+    assert exported_tables(ep) == [(8,)]  # inv_freq alone
+    cos, sin = ep.module()(x, pos)
+    want = fastpe.rope_cache(16, YARN, positions=pos.numpy())
+    np.testing.assert_array_equal(cos.numpy(), want[0])
+    np.testing.assert_array_equal(sin.numpy(), want[1])
+
+
+def test_compiled_rotary_embedding_compiles_once_for_any_position():
+    # a decoding loop's positions change at every step: no guard may depend on them
+    rot = ft.RotaryEmbedding(head_dim=16, rope_parameters=YARN, table_size=64)
+    x = torch.zeros(1)
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(rot, fullgraph=True, backend=counter)
+    for p in (0, 1, 17, 63):
+        cos, sin = compiled(x, torch.tensor([[p]]))
+        want = rot(x, torch.tensor([[p]]))
+        assert torch.equal(cos, want[0]) and torch.equal(sin, want[1])
+    assert counter.frame_count == 1
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ on another device is refused with an error naming it.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -69,6 +70,24 @@ __all__ = [
 ]
 
 _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+# the integer dtypes position ids come in, int64 (the usual) first
+_INTEGERS = (
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+)
+# module-level names for RotaryEmbedding's traced path (see there)
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+# torch's context that sets the tracing modes aside (fake tensors, export's proxies)
+_disable_current_modes = importlib.import_module(
+    "torch.utils._python_dispatch"
+)._disable_current_modes
 _DTYPES = "float32, float64, float16 or bfloat16"
 
 
@@ -865,14 +884,15 @@ class RotaryEmbedding(torch.nn.Module):
         Overrides the family's.
     layout : {"half", "interleaved"}, keyword-only
     table_size : int, keyword-only
-        Positions ``0 .. table_size - 1`` that a compiled graph reads from a table
-        of fastpe's cos and sin (bitwise the operator's values) instead of calling
-        the operator; default ``max_position_embeddings`` (none without it), 0 for
-        no table.  The table of a dtype is computed when ``torch.compile`` first
-        traces the module for it (``table_size * rotary_dim * 2`` entries), and a
-        compiled graph refuses (a RuntimeError or IndexError from the compiled
-        code) any position outside it.  Eager calls and ``torch.export`` always use
-        the operator, for any position.
+        Positions ``0 .. table_size - 1`` that a traced graph (``torch.compile``,
+        ``torch.export``) reads from a table of fastpe's cos and sin (bitwise the
+        operator's values) instead of calling the operator; default
+        ``max_position_embeddings`` (none without it), 0 for no table.  The table
+        of a dtype is computed when the module is first traced for it
+        (``table_size * rotary_dim * 2`` entries) and becomes a constant of the
+        compiled graph or the exported program, which refuse any position outside
+        it (a RuntimeError or IndexError, "index out of bounds").  Eager calls
+        always use the operator, for any position.
 
     ``rope_type`` ``dynamic`` and ``longrope`` (frequencies that change with the
     sequence length) are refused.
@@ -915,7 +935,7 @@ class RotaryEmbedding(torch.nn.Module):
         if table_size is None:
             table_size = 0 if max_position_embeddings is None else max_position_embeddings
         self.table_size = as_int(table_size, "table_size", minimum=0, maximum=2**40)
-        self._tables: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._tables: dict[torch.dtype, torch.Tensor] = {}
         self._w = w  # the frequencies as Python floats: the operator's argument
         # for code that reads the module's frequencies (never used to compute)
         self.register_buffer("inv_freq", torch.tensor(w, dtype=torch.float32), persistent=False)
@@ -924,50 +944,77 @@ class RotaryEmbedding(torch.nn.Module):
         self, x: torch.Tensor, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         dtype = x.dtype if x.dtype in _FLOATS else torch.float32
-        args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
-        if _eager(position_ids):
-            return _cache_impl(*args)
+        if not _is_compiling():
+            args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
+            if _eager(position_ids):
+                return _cache_impl(*args)
+            return _rope_cache_op(*args)  # type: ignore[no-any-return]
+        # Traced (torch.compile or torch.export).  Nothing here reads a global of
+        # torch or of another module: dynamo turns each such read into a guard it
+        # checks at every call of the compiled code, which a decoding step pays.
+        size = self.table_size
         if (
-            self.table_size
-            and torch.compiler.is_compiling()
-            and not torch.compiler.is_exporting()
-            and isinstance(position_ids, torch.Tensor)
+            size
+            and isinstance(position_ids, _Tensor)
             and position_ids.device.type == "cpu"
-            and not position_ids.dtype.is_floating_point
-            and not position_ids.dtype.is_complex
-            and position_ids.dtype != torch.bool
+            and position_ids.dtype in _INTEGERS
         ):
             # From a compiled graph the operator is a trip from the dispatcher into
             # Python that costs more than a decoding step's fused rotation; a
-            # lookup in a constant table fuses into it instead.  A position outside
-            # the table is sent to index table_size, which the compiled code's
-            # bounds check refuses (a negative one would otherwise wrap around).
-            cos, sin = _table(self, dtype)
-            # (int64 as the operator reads them: an 8-bit index would be a mask)
-            ids = position_ids.long()
-            index = torch.where((ids >= 0) & (ids < self.table_size), ids, self.table_size)
-            return cos[index], sin[index]
+            # lookup in a constant table fuses into it instead (one table holds
+            # cos and sin: one input of the graph, not two).  Indexing
+            # refuses a position at table_size or beyond ("index out of bounds");
+            # a negative one would wrap around, so it is sent to table_size too.
+            both = _table(self, dtype)
+            # int64, as the operator reads them (a uint8 index would be a mask);
+            # an exported program would keep even a no-op conversion
+            ids = position_ids
+            if ids.dtype != _INTEGERS[0]:
+                ids = ids.long()
+            index = ids.where(ids >= 0, size)
+            # (two gathers, not one split in two: a compiled graph's outputs that
+            # are views of one intermediate cost its runtime wrapper more)
+            return both[0, index], both[1, index]
+        args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
 
     def table(self, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``(cos, sin)`` of positions ``0 .. table_size - 1`` in ``dtype`` that a
-        compiled graph reads, computed on first use (by the operator's code, so
-        bitwise its values) and kept."""
-        dtype = _out_dtype(dtype)
-        tables = self._tables.get(dtype)
-        if tables is None:
-            tables = _cache_impl(
-                None, self.table_size, 0, self._w, self.attention_scaling, self.layout, dtype
-            )
-            self._tables[dtype] = tables
-        return tables
+        traced graph reads, computed on first use (by the operator's code, so
+        bitwise its values) and kept: two contiguous halves of one tensor of
+        shape ``(2, table_size, rotary_dim)``."""
+        both = self._both(_out_dtype(dtype))
+        return both[0], both[1]
+
+    def _both(self, dtype: torch.dtype) -> torch.Tensor:
+        both = self._tables.get(dtype)
+        if both is None:
+            nf = len(self._w)
+            attention = None if self.attention_scaling == 1.0 else self.attention_scaling
+            # (made outside any tracing mode: export's non-strict tracing would
+            # otherwise record, or fake, the fill instead of holding its values)
+            with _disable_current_modes():
+                copies = 3 if dtype == torch.bfloat16 else 1
+                both = _empty((2 * self.table_size, 2 * nf), dtype, copies=copies)
+                both = both.view(2, self.table_size, 2 * nf)
+                _rope.rope_cache(
+                    2 * nf,
+                    seq_len=self.table_size,
+                    inv_freq=_frequency_array(self._w),
+                    attention_factor=attention,
+                    layout=self.layout,  # type: ignore[arg-type]
+                    out=(_view(both[0]), _view(both[1])),
+                )
+            if not torch.compiler.is_exporting():  # (export refuses a new tensor attribute)
+                self._tables[dtype] = both
+        return both
 
 
 @torch.compiler.assume_constant_result
-def _table(module: RotaryEmbedding, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """The module's table, computed once outside the traced graph (whose constant
-    it becomes)."""
-    return module.table(dtype)
+def _table(module: RotaryEmbedding, dtype: torch.dtype) -> torch.Tensor:
+    """The module's ``[cos, sin]`` table, computed once outside the traced graph
+    (whose constant it becomes)."""
+    return module._both(dtype)
 
 
 def _config_rope_parameters(config: Any) -> dict[str, Any]:
