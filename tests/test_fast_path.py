@@ -425,15 +425,21 @@ def test_rope_cache_fast_path_declines(change):
 
 def test_failed_rope_calls_plan_nothing():
     rule = {"rope_theta": 1234.5}
-    before = dict(kernel.rope_plans)
-    with pytest.raises(ValueError):
-        fastpe.rope_cache(8, rule, seq_len=3, out=(np.empty((3, 8)), np.empty((2, 8))))
-    q = np.zeros((1, 1, 3, 8), np.float32)
-    with pytest.raises(ValueError):
-        fastpe.apply_rope(q, q[:, :, :2].copy(), rope_parameters=rule)  # lengths disagree
-    assert kernel.rope_plans == before
-    fastpe.rope_cache(8, rule, seq_len=3)  # and a call that succeeds plans the rule
-    assert len(kernel.rope_plans) == len(before) + 1
+    # An empty cache, so that no eviction can hide a plan (it holds 64 at most).
+    saved = dict(kernel.rope_plans)
+    kernel.rope_plans.clear()
+    try:
+        with pytest.raises(ValueError):
+            fastpe.rope_cache(8, rule, seq_len=3, out=(np.empty((3, 8)), np.empty((2, 8))))
+        q = np.zeros((1, 1, 3, 8), np.float32)
+        with pytest.raises(ValueError):
+            fastpe.apply_rope(q, q[:, :, :2].copy(), rope_parameters=rule)  # lengths disagree
+        assert kernel.rope_plans == {}
+        fastpe.rope_cache(8, rule, seq_len=3)  # and a call that succeeds plans the rule
+        assert len(kernel.rope_plans) == 1
+    finally:
+        kernel.rope_plans.clear()
+        kernel.rope_plans.update(saved)
 
 
 def test_rope_cache_fast_path_declines_when_cos_and_sin_overlap():
