@@ -506,59 +506,59 @@ cdef int rope_n_axes(const fastpe_rope *h) noexcept nogil:
 
 
 cdef int rope_cache_axes_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil:
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
     return fastpe_rope_cache_axes_f32(h, cos, sin, n, row_stride, positions, layout, num_threads)
 
 
 cdef int rope_cache_axes_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil:
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
     return fastpe_rope_cache_axes_f64(h, cos, sin, n, row_stride, positions, layout, num_threads)
 
 
 cdef int rope_cache_axes_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil:
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
     return fastpe_rope_cache_axes_f16(h, cos, sin, n, row_stride, positions, layout, num_threads)
 
 
 cdef int rope_cache_axes_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                        int64_t row_stride, const int64_t *positions, int layout,
-                        int num_threads) noexcept nogil:
+                              int64_t row_stride, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil:
     return fastpe_rope_cache_axes_bf16(h, cos, sin, n, row_stride, positions, layout, num_threads)
 
 
 cdef int rope_apply_axes_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                       int64_t stride_head, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil:
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
     return fastpe_rope_apply_axes_f32(h, x, batch, seq, heads, stride_batch, stride_seq,
-                                   stride_head, positions, layout, num_threads)
+                                      stride_head, positions, layout, num_threads)
 
 
 cdef int rope_apply_axes_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                       int64_t stride_head, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil:
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
     return fastpe_rope_apply_axes_f64(h, x, batch, seq, heads, stride_batch, stride_seq,
-                                   stride_head, positions, layout, num_threads)
+                                      stride_head, positions, layout, num_threads)
 
 
 cdef int rope_apply_axes_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                       int64_t stride_head, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil:
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
     return fastpe_rope_apply_axes_f16(h, x, batch, seq, heads, stride_batch, stride_seq,
-                                   stride_head, positions, layout, num_threads)
+                                      stride_head, positions, layout, num_threads)
 
 
 cdef int rope_apply_axes_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
-                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                        int64_t stride_head, const int64_t *positions, int layout,
-                        int num_threads) noexcept nogil:
+                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                              int64_t stride_head, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil:
     return fastpe_rope_apply_axes_bf16(h, x, batch, seq, heads, stride_batch, stride_seq,
-                                    stride_head, positions, layout, num_threads)
+                                       stride_head, positions, layout, num_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -676,8 +676,8 @@ cdef extern from "include/fastpe.h":
                                                   int64_t, int64_t, const int64_t *, int,
                                                   int) noexcept nogil
     ctypedef int (*fastpe_rope_cache_axes_bf16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
-                                                  int64_t, int64_t, const int64_t *, int,
-                                                  int) noexcept nogil
+                                                   int64_t, int64_t, const int64_t *, int,
+                                                   int) noexcept nogil
     ctypedef int (*fastpe_rope_apply_axes_f32_fn)(const fastpe_rope *, float *, int64_t,
                                                   int64_t, int64_t, int64_t, int64_t, int64_t,
                                                   const int64_t *, int, int) noexcept nogil
@@ -688,8 +688,8 @@ cdef extern from "include/fastpe.h":
                                                   int64_t, int64_t, int64_t, int64_t, int64_t,
                                                   const int64_t *, int, int) noexcept nogil
     ctypedef int (*fastpe_rope_apply_axes_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t,
-                                                  int64_t, int64_t, int64_t, int64_t, int64_t,
-                                                  const int64_t *, int, int) noexcept nogil
+                                                   int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                   const int64_t *, int, int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor

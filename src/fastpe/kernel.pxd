@@ -168,30 +168,30 @@ cdef int rope_section_axes(const int64_t *sections, int n_axes, int section_layo
                            int32_t *axis, int64_t nf) noexcept nogil
 cdef int rope_n_axes(const fastpe_rope *h) noexcept nogil
 cdef int rope_cache_axes_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
 cdef int rope_cache_axes_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
 cdef int rope_cache_axes_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
 cdef int rope_cache_axes_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                        int64_t row_stride, const int64_t *positions, int layout,
-                        int num_threads) noexcept nogil
+                              int64_t row_stride, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil
 cdef int rope_apply_axes_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                       int64_t stride_head, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
 cdef int rope_apply_axes_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                       int64_t stride_head, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
 cdef int rope_apply_axes_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                       int64_t stride_head, const int64_t *positions, int layout,
-                       int num_threads) noexcept nogil
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
 cdef int rope_apply_axes_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
-                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                        int64_t stride_head, const int64_t *positions, int layout,
-                        int num_threads) noexcept nogil
+                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                              int64_t stride_head, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil
