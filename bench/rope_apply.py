@@ -9,11 +9,29 @@ cache.  Medians of repeats.
     python bench/rope_apply.py --layouts   # only the table of layouts below
     python bench/rope_apply.py --step      # only the decoding step, in loops of calls
     python bench/rope_apply.py --axes      # only multi-axis positions against 1-axis ones
+    python bench/rope_apply.py --axes-cache  # only rope_cache's small calls with sections
+    python bench/rope_apply.py --frameworks  # only multi-axis apply_rope against frameworks
 
 Multi-axis positions (--axes): q and k (1, 16, 4096, 128) float32 rotated by positions
 (4096, 3) with sections (16, 24, 24) (Qwen2-VL's M-RoPE) and by positions (4096,) (one
 axis), the two alternating, on 1 and 2 threads; then one decoding step, q and k
 (1, 16, 1, 128), by positions (1, 3) and by positions (1,), in loops of calls.
+
+rope_cache with sections (--axes-cache): one decoding step's cos and sin, positions
+(1, 3), and 64 tokens', positions (64, 3), sections (16, 24, 24), head_dim 128,
+float32, next to the same calls with positions (1,) and (64,) (one axis), in loops
+of calls, seven loops, medians.
+
+The frameworks (--frameworks): q and k (1, 16, 4096, 128) float32 (a 4 x 32 x 32
+video grid, or a 64 x 64 image for Flux) rotated by fastpe.apply_rope in place with
+each family's preset (fastpe.rope_presets) against the framework's own code on the
+same tensors and thread count (torch.set_num_threads = num_threads, 1 and 2): its
+cos/sin from the position ids followed by its apply, and its apply alone (cos/sin
+given); Qwen2-VL (transformers' Qwen2VLRotaryEmbedding and its apply), Qwen3-VL
+(interleaved M-RoPE, Qwen3VLTextRotaryEmbedding), CogVideoX (diffusers'
+get_3d_rotary_pos_embed + apply_rotary_emb) and Flux (FluxPosEmbed(10000, [16, 56,
+56]) + apply_rotary_emb).  The three alternate, seven times; medians and ratios.
+A framework that is not installed is skipped.
 
 The decoding step alone: loops of 100000 calls (time.perf_counter_ns for the wall
 time and time.thread_time_ns for this thread's CPU time, which leaves out the time
@@ -148,7 +166,169 @@ def axes(repeat=25, calls=20_000, loops=7):
     )
 
 
+def axes_cache(calls=20_000, loops=7):
+    """rope_cache with sections against one axis: per-call medians, small calls."""
+    rng = np.random.default_rng(0)
+    sections = (16, 24, 24)
+    rule = {"rope_theta": 1000000.0}
+    rope_cache = fastpe.rope_cache
+    print(f"fastpe {fastpe.__version__}")
+    for n in (1, 64):
+        p3 = rng.integers(0, 100000, size=(n, 3))
+        p1 = np.ascontiguousarray(p3[:, 0])
+        kw1 = {"positions": p1}
+        kw3 = {"positions": p3, "sections": sections}
+        res = {}
+        for _ in range(loops):
+            for name, kw in (("1", kw1), ("3", kw3)):
+                rope_cache(128, rule, **kw)  # (planned)
+                t0 = time.perf_counter_ns()
+                for _ in range(calls):
+                    rope_cache(128, rule, **kw)
+                res.setdefault(name, []).append((time.perf_counter_ns() - t0) / calls / 1e3)
+        m1, m3 = np.median(res["1"]), np.median(res["3"])
+        print(
+            f"axes-cache rope_cache(128) float32: positions ({n},) {m1:.2f} us, "
+            f"positions ({n}, 3) sections {sections} {m3:.2f} us, ratio {m3 / m1:.2f}"
+        )
+
+
+def _framework_cases(torch):
+    """(name, preset, positions, cos/sin from ids, apply given cos/sin), for the
+    frameworks that import."""
+    from fastpe import rope_presets
+
+    cases = []
+    video = (4, 32, 32)
+    try:
+        import transformers.models.qwen2_vl.modeling_qwen2_vl as q2
+        import transformers.models.qwen3_vl.modeling_qwen3_vl as q3
+        from transformers import Qwen2VLTextConfig, Qwen3VLTextConfig
+    except ImportError:
+        print("transformers' Qwen2-VL / Qwen3-VL: not installed (pip install torch transformers)")
+    else:
+        for name, mod, cfg_cls, rot_cls, make, sections in (
+            (
+                "Qwen2-VL",
+                q2,
+                Qwen2VLTextConfig,
+                "Qwen2VLRotaryEmbedding",
+                "qwen2_vl",
+                [16, 24, 24],
+            ),
+            (
+                "Qwen3-VL",
+                q3,
+                Qwen3VLTextConfig,
+                "Qwen3VLTextRotaryEmbedding",
+                "qwen3_vl",
+                [24, 20, 20],
+            ),
+        ):
+            cfg = cfg_cls(
+                hidden_size=2048,
+                num_attention_heads=16,
+                head_dim=128,
+                rope_parameters={
+                    "rope_type": "default",
+                    "rope_theta": 1e6,
+                    "mrope_section": sections,
+                },
+            )
+            rot = getattr(mod, rot_cls)(cfg)
+            preset = getattr(rope_presets, make)(cfg)
+            pos = 100 + preset.grid(video)  # after 100 text tokens
+            ids = torch.from_numpy(np.ascontiguousarray(pos.T[:, None, :]))  # (3, batch, seq)
+            # (transformers before 5 recomposed the sections in the apply instead)
+            multi = getattr(mod, "apply_multimodal_rotary_pos_emb", None)
+
+            def apply(q, k, cs, mod=mod, multi=multi, sections=sections):
+                if multi is not None:
+                    return multi(q, k, cs[0], cs[1], sections)
+                return mod.apply_rotary_pos_emb(q, k, cs[0], cs[1])
+
+            cases.append((name, preset, pos, lambda q, rot=rot, ids=ids: rot(q, ids), apply))
+    try:
+        import diffusers.models.embeddings as emb
+        import diffusers.models.transformers.transformer_flux as fm
+    except ImportError:
+        print("diffusers: not installed (pip install torch diffusers)")
+    else:
+
+        def diffusers_apply(q, k, cs):
+            return tuple(
+                emb.apply_rotary_emb(x, cs, use_real=True, use_real_unbind_dim=-1) for x in (q, k)
+            )
+
+        preset = rope_presets.cogvideox_3d(128)
+        cases.append(
+            (
+                "CogVideoX",
+                preset,
+                preset.grid(video),
+                lambda q: emb.get_3d_rotary_pos_embed(
+                    128, ((0, 0), video[1:]), video[1:], video[0]
+                ),
+                diffusers_apply,
+            )
+        )
+        preset = rope_presets.flux(10000, [16, 56, 56])
+        pos = preset.grid((1, 64, 64))
+        layer, ids = fm.FluxPosEmbed(10000, [16, 56, 56]), torch.from_numpy(pos)
+        cases.append(("Flux", preset, pos, lambda q: layer(ids), diffusers_apply))
+    return cases
+
+
+def frameworks(repeat=7):
+    """fastpe.apply_rope with sections against each framework's own rotary path."""
+    try:
+        import torch
+    except ImportError:
+        print("torch: not installed; no framework to compare with")
+        return
+    rng = np.random.default_rng(0)
+    q = torch.from_numpy(rng.standard_normal((1, 16, 4096, 128)).astype(np.float32))
+    k = torch.from_numpy(rng.standard_normal((1, 16, 4096, 128)).astype(np.float32))
+    print(f"fastpe {fastpe.__version__}, torch {torch.__version__}")
+    for name, preset, pos, cos_sin, apply in _framework_cases(torch):
+        kw = preset.kwargs()
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+
+            def ours(kw=kw, pos=pos, threads=threads):
+                fastpe.apply_rope(q, k, positions=pos, num_threads=threads, **kw)
+
+            cs = cos_sin(q)
+
+            def theirs(apply=apply, cos_sin=cos_sin):
+                apply(q, k, cos_sin(q))
+
+            def theirs_given(apply=apply, cs=cs):
+                apply(q, k, cs)
+
+            ours(), theirs(), theirs_given()  # warm up (frequencies, pages)
+            t = {"fastpe": [], "full": [], "apply": []}
+            with torch.inference_mode():
+                for _ in range(repeat):  # alternating: all see the same machine
+                    t["fastpe"].append(timeit.timeit(ours, number=1))
+                    t["full"].append(timeit.timeit(theirs, number=1))
+                    t["apply"].append(timeit.timeit(theirs_given, number=1))
+            m = {key: float(np.median(v)) * 1e3 for key, v in t.items()}
+            print(
+                f"frameworks {name:9s} threads={threads} q, k (1, 16, 4096, 128) float32: "
+                f"fastpe {m['fastpe']:6.2f} ms; framework cos/sin + apply {m['full']:6.2f} ms "
+                f"({m['full'] / m['fastpe']:4.1f}x), apply alone {m['apply']:6.2f} ms "
+                f"({m['apply'] / m['fastpe']:4.1f}x)"
+            )
+
+
 def main():
+    if "--axes-cache" in sys.argv[1:]:
+        axes_cache()
+        return
+    if "--frameworks" in sys.argv[1:]:
+        frameworks()
+        return
     if "--axes" in sys.argv[1:]:
         axes()
         return

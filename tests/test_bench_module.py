@@ -122,6 +122,33 @@ def test_rope_section(monkeypatch, capsys):
     assert "FAIL  apply_rope decoding step (us)" in text
 
 
+def test_qwen2_vl_pair_rotates_as_transformers_does():
+    """The bench's 3-axis pair times the same rotation on both sides."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 2, 192, 128), dtype=np.float32)
+    k = rng.standard_normal((1, 2, 192, 128), dtype=np.float32)
+    fns = _bench._qwen2_vl_pair(q, k)
+    tq, tk = fns["transformers Qwen2-VL rotary + apply"]()
+    before = q.copy()
+    fns["fastpe.apply_rope(q, k) Qwen2-VL 3-axis"]()
+    assert not np.array_equal(q, before)
+    # float32 angles of positions below 64: within a few float32 roundings
+    np.testing.assert_allclose(q, tq.numpy(), rtol=0, atol=2e-5)
+    np.testing.assert_allclose(k, tk.numpy(), rtol=0, atol=2e-5)
+    med = {
+        "fastpe.apply_rope(q, k) Qwen2-VL 3-axis": 1e-3,
+        "transformers Qwen2-VL rotary + apply": 2e-2,
+    }
+    base = {"fastpe.apply_rope(q, k)": 1e-3, "np.copyto q and k [memory pass]": 1e-3}
+    base |= {"fastpe decoding step": 1e-6, "NumPy rotate_half formula": 1e-3}
+    rope = {"shape": [1, 32, 4096, 128], "median_s": base | med}
+    assert ("apply_rope 3-axis vs transformers Qwen2-VL rotary path", 20.0, "min", True) in [
+        (c[0], round(c[1], 6), c[3], c[4]) for c in _bench.rope_targets(rope)
+    ]
+
+
 def test_add_to_comparison_small():
     res = _bench.measure_add_to((2, 16, 8), quick=True)
     assert set(res["median_s"]) == {

@@ -172,7 +172,40 @@ def _compute_rule(kind: str, dtype, layout: str, head_dim: int, S: int, offset: 
     return np.stack([cos, sin])
 
 
+def _axes_case(nf: int, S: int, offset: int, batch: int):
+    """digest.c's sweep_rope_axes: (sections, positions of shape (batch, S, 3))."""
+    sections = (nf - 2 * (nf // 3), nf // 3, nf // 3)
+    b, s, a = np.ix_(np.arange(batch), np.arange(S), np.arange(3))
+    return sections, offset + (37 * s + 13 * a + 5 * b) % 11 - 5 + 7 * a
+
+
+def _compute_rope_axes(kind: str, dtype, layout: str, nf: int, S: int, offset: int, att: float):
+    """digest.c's sweep_rope_axes through fastpe.rope_cache / fastpe.apply_rope with
+    sections."""
+    inv_freq = 1.0 / (1 + np.arange(nf, dtype=np.int64) ** 2).astype(np.float64)
+    kw = dict(
+        layout="half" if layout == "split" else "interleaved",
+        inv_freq=inv_freq,
+        attention_factor=att,
+        section_layout="interleaved" if kind.endswith("_interleaved") else "contiguous",
+    )
+    what = kind.removeprefix("rope_axes_").removesuffix("_interleaved")
+    if what == "cache":
+        sections, pos = _axes_case(nf, S, offset, 1)
+        cos, sin = fastpe.rope_cache(
+            2 * nf, positions=pos[0], sections=sections, dtype=dtype, **kw
+        )
+        return np.stack([cos, sin])
+    sections, pos = _axes_case(nf, S, offset, 2)
+    bhsd = what == "bhsd"
+    x = _x_init((2, 3, S, 2 * nf + 2) if bhsd else (2, S, 3, 2 * nf + 2), dtype)
+    fastpe.apply_rope(x, seq_axis=-2 if bhsd else -3, positions=pos, sections=sections, **kw)
+    return x
+
+
 def _compute(kind: str, dtype, layout: str, d: int, S: int, offset: int, base: float):
+    if kind.startswith("rope_axes_"):
+        return _compute_rope_axes(kind, dtype, layout, d, S, offset, base)
     if kind.startswith("rope_rule_"):
         return _compute_rule(kind, dtype, layout, d, S, offset, int(base))
     if kind.startswith("rope"):
@@ -206,9 +239,13 @@ def test_the_committed_file_covers_the_sweep():
         "spec_positions",
     } | {f"rope_{k}{p}" for k in ("cache", "bshd", "bhsd") for p in ("", "_positions")} | {
         f"rope_rule_{t}" for t in RULES
-    }
+    } | {f"rope_axes_{k}{p}" for k in ("cache", "bshd", "bhsd") for p in ("", "_interleaved")}
     conventions = {line.split()[2] for line in lines if line.startswith("spec")}
     rope = [line.split() for line in lines if line.startswith("rope") and "_rule_" not in line]
+    axes = [f for f in rope if f[0].startswith("rope_axes_")]
+    assert {(f[1], f[2], int(f[3]) % 2) for f in axes} == {
+        (d, lay, odd) for d in dtypes for lay in ("interleaved", "split") for odd in (0, 1)
+    }
     rules = [line.split() for line in lines if line.startswith("rope_rule_")]
     assert {(f[0], f[6]) for f in rules} == {
         (f"rope_rule_{t}", b) for t in RULES for b in ("32", "64")
@@ -236,6 +273,40 @@ def test_python_functions_give_the_c_digests(chunk):
         if _digest(got) != int(want, 16):
             bad.append(line)
     assert not bad, f"{len(bad)} of {len(lines)} cases differ, e.g. {bad[:3]}"
+
+
+def test_multi_axis_digests_are_of_the_numpy_reference_values():
+    """The float64 multi-axis caches that the committed digests pin (the Python
+    functions give them, test above) are cos and sin of each frequency times its
+    axis's coordinate, the axis from the section rule restated here."""
+    lines = [f.split() for f in _cases() if f.startswith("rope_axes_cache")]
+    checked = 0
+    for kind, dtype, layout, d, S, offset, att, _ in lines:
+        if dtype != "float64":
+            continue
+        nf, S, att = int(d), int(S), float(att)
+        sections, pos = _axes_case(nf, S, int(offset), 1)
+        n = 3
+        if kind.endswith("_interleaved"):
+            axis = [i % n if i % n >= 1 and i < n * sections[i % n] else 0 for i in range(nf)]
+        else:
+            axis = np.repeat(np.arange(n), sections)
+        angle = pos[0][:, axis] * (1.0 / (1 + np.arange(nf) ** 2.0))
+        cos, sin = _compute_rope_axes(kind, np.float64, layout, nf, S, int(offset), att)
+        pairs = (
+            (slice(0, nf), slice(nf, 2 * nf))
+            if layout == "split"
+            else (
+                slice(0, None, 2),
+                slice(1, None, 2),
+            )
+        )
+        tol = 1e-15 * (1 + np.abs(angle).max())
+        for half in pairs:
+            np.testing.assert_allclose(cos[:, half], att * np.cos(angle), rtol=0, atol=4 * tol)
+            np.testing.assert_allclose(sin[:, half], att * np.sin(angle), rtol=0, atol=4 * tol)
+        checked += 1
+    assert checked >= 40
 
 
 # The rotation of apply_rope is the library's too (lib/src/rope.c): one call,

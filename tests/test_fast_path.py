@@ -450,3 +450,148 @@ def test_rope_cache_fast_path_declines_when_cos_and_sin_overlap():
     np.testing.assert_array_equal(buf, before)  # nothing written
     with pytest.raises(ValueError, match="share memory"):
         fastpe.rope_cache(8, seq_len=3, out=(buf[:3], buf[1:]))
+
+
+# rope_cache with multi-axis positions (sections): a decoding step's cos and sin
+AXES_CACHES = [
+    dict(positions=np.array([[100000, 7, 9]]), sections=(16, 24, 24)),  # a decoding step
+    dict(
+        positions=np.arange(64 * 3).reshape(64, 3) * 37 % 5000,
+        sections=[24, 20, 20],
+        section_layout="interleaved",
+        layout="interleaved",
+    ),
+    dict(
+        positions=np.array([[0, 0, 0], [5, 70000, 3]]),
+        sections=(16, 8, 8),
+        rope_parameters={"rope_type": "yarn", "factor": 4.0},
+        max_position_embeddings=2048,
+        head_dim=64,
+    ),
+    dict(
+        positions=np.array([[0, 0, 0], [5, 70000, 3]]),
+        sections=(16, 8, 8),
+        rope_parameters={"rope_type": "yarn", "factor": 4.0},
+        max_position_embeddings=2048,
+        head_dim=64,
+        dtype=np.float64,
+    ),
+    dict(positions=np.array([[1, 2], [3, 4], [-5, 6]]), sections=(32, 32), dtype="float64"),
+    dict(
+        positions=np.array([[3, 1, 4]]),
+        sections=(8, 12, 12),
+        inv_freq=(1.0 / 10000.0 ** (np.arange(0, 64, 2) / 64)).astype(np.float32),
+        head_dim=64,
+    ),
+]
+
+
+def _axes_cache_args(kw):
+    names = ("rope_parameters", "seq_len", "offset", "positions", "sections", "section_layout")
+    names += ("layout", "dtype", "max_position_embeddings", "precision", "inv_freq")
+    names += ("attention_factor", "out", "num_threads")
+    defaults = dict(offset=0, section_layout="contiguous", layout="half", precision="float32")
+    return [kw.get(n, defaults.get(n)) for n in names]
+
+
+@pytest.mark.parametrize("kw", AXES_CACHES)
+def test_rope_cache_axes_fast_equals_general(kw):
+    kw = dict(kw)
+    head_dim = kw.pop("head_dim", 128)
+    fastpe.rope_cache(head_dim, **kw)  # plans it
+    fast = kernel.rope_cache_axes_fast(head_dim, *_axes_cache_args(kw))
+    assert fast is not None, "the fast path declined a common call"
+    # the general path: the same call with NumPy-scalar or list spellings
+    slow_kw = {n: v.tolist() if isinstance(v, np.ndarray) else slow(v) for n, v in kw.items()}
+    slow_kw["sections"] = np.array(kw["sections"])
+    assert kernel.rope_cache_axes_fast(np.int64(head_dim), *_axes_cache_args(slow_kw)) is None
+    general = fastpe.rope_cache(np.int64(head_dim), **slow_kw)
+    # and through the public function, which takes the fast path
+    public = fastpe.rope_cache(head_dim, **kw)
+    for f, g, p in zip(fast, general, public, strict=True):
+        assert f.dtype == g.dtype == p.dtype and f.shape == g.shape == p.shape
+        np.testing.assert_array_equal(f.view(np.uint8), g.view(np.uint8))
+        np.testing.assert_array_equal(p.view(np.uint8), g.view(np.uint8))
+
+
+def test_rope_cache_axes_fast_path_takes_apply_ropes_plan():
+    rule = {"rope_theta": 4321.0}
+    pos = np.array([[1, 2, 3]])
+    assert (
+        kernel.rope_cache_axes_fast(
+            64, *_axes_cache_args(dict(rope_parameters=rule, positions=pos, sections=(8, 12, 12)))
+        )
+        is None
+    )
+    q = np.zeros((1, 1, 1, 64), np.float32)
+    fastpe.apply_rope(q, rope_parameters=rule, positions=pos, sections=(8, 12, 12))
+    kw = dict(rope_parameters=rule, positions=pos, sections=(8, 12, 12))
+    fast = kernel.rope_cache_axes_fast(64, *_axes_cache_args(kw))
+    assert fast is not None
+    for f, g in zip(fast, fastpe.rope_cache(np.int64(64), **kw), strict=True):
+        np.testing.assert_array_equal(f, g)
+
+
+AXES_BASE = dict(positions=np.array([[1, 2, 3], [4, 5, 6]]), sections=(2, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(rope_parameters={"rope_theta": 5000.0}),  # another rule: not planned yet
+        dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
+        dict(rope_parameters=[None, None, None]),  # one rule per axis
+        dict(attention_factor=2.0),
+        dict(sections=(1, 2, 1)),  # other sections: not planned
+        dict(sections=np.array([2, 1, 1])),
+        dict(sections=(np.int64(2), 1, 1)),
+        dict(section_layout="interleaved"),
+        dict(section_layout=None),
+        dict(layout="split"),
+        dict(dtype=np.float16),
+        dict(dtype="bfloat16"),
+        dict(num_threads=0),
+        dict(seq_len=2),
+        dict(offset=1),
+        dict(offset=np.int64(0)),
+        dict(positions=np.array([[0, 2**60, 0]])),  # beyond the exact reduction
+        dict(positions=np.array([[[1, 2, 3]]])),  # 3-D: the general path
+        dict(positions=np.array([1, 2, 3])),  # 1-D: one token of shape ()
+        dict(positions=np.zeros((0, 3), np.int64)),
+        dict(positions=np.array([[1, 2]])),  # the wrong number of axes
+        dict(positions=np.array([[1, 2, 3]], np.int32)),
+        dict(positions=np.array([[1, 2, 3, 0], [4, 5, 6, 0]])[:, :3]),  # not C-contiguous
+        dict(positions=[[1, 2, 3]]),
+        dict(positions=np.zeros((10**6, 3), np.int64)),  # a big request: memory checks
+        dict(out=(np.empty((2, 8), np.float32), np.empty((2, 8), np.float32))),
+    ],
+)
+def test_rope_cache_axes_fast_path_declines(change):
+    fastpe.rope_cache(8, **AXES_BASE)  # planned
+    kw = dict(AXES_BASE)
+    assert kernel.rope_cache_axes_fast(8, *_axes_cache_args(kw)) is not None  # the call it changes
+    kw.update(change)
+    assert kernel.rope_cache_axes_fast(8, *_axes_cache_args(kw)) is None
+
+
+@pytest.mark.parametrize(
+    "change, exc, match",
+    [
+        (dict(positions=np.array([[1, 2]])), ValueError, r"shape \(\.\.\., 3\)"),
+        (dict(positions=np.array([[0, 2**60, 0]])), ValueError, r"positions\[\.\.\., 1\]"),
+        (dict(seq_len=2), ValueError, "seq_len and offset do not apply"),
+        (dict(offset=1), ValueError, "seq_len and offset do not apply"),
+        (dict(sections=(2, 1, 2)), ValueError, "sections must sum"),
+        (dict(section_layout="spiral"), ValueError, "section_layout"),
+        (dict(layout="split"), ValueError, "layout"),
+        (dict(dtype=np.int32), TypeError, "dtype"),
+        (dict(num_threads=-3), ValueError, "num_threads"),
+        (dict(positions=np.array([[1.5, 2, 3]])), TypeError, "positions"),
+    ],
+)
+def test_planned_axes_caches_keep_the_general_errors(change, exc, match):
+    fastpe.rope_cache(8, **AXES_BASE)  # planned: the same call with a change still fails so
+    before = dict(kernel.rope_axes_plans)
+    with pytest.raises(exc, match=match):
+        fastpe.rope_cache(8, **{**AXES_BASE, **change})
+    assert kernel.rope_axes_plans == before  # and plans nothing

@@ -10,7 +10,8 @@
  * the RoPE cache and rotations (rope_*, see sweep_rope: d_model is nf, base
  * the attention factor), and the RoPE caches of handles from the rules
  * (rope_rule_<rope_type>, see sweep_rules: d_model is head_dim, base the
- * precision's bits).
+ * precision's bits), and the multi-axis RoPE cache and rotations (rope_axes_*,
+ * see sweep_rope_axes: as rope_*).
  * Every case is filled with 1, 2 and 3 threads, which must agree bitwise.
  * With no argument the lines are printed; with the committed file as argument
  * they are compared with it (exit 1 on any difference).  tests/test_clib.py
@@ -516,6 +517,125 @@ static void sweep_rules(void) {
     }
 }
 
+/* Multi-axis RoPE (fastpe_rope_section_axes + fastpe_rope_from_axes): one_rope's
+ * nf frequencies split between 3 axes by sections (nf - 2(nf/3), nf/3, nf/3),
+ * contiguous (kinds rope_axes_*) or interleaved (rope_axes_*_interleaved), token
+ * (b, s) at axes_pos(offset, b, s, a) on axis a.  rope_axes_cache: cos then sin
+ * of S tokens (b = 0); rope_axes_bshd / rope_axes_bhsd: x as in one_rope, each
+ * sequence at its own positions. */
+static int64_t axes_pos(int64_t off, int64_t b, int64_t s, int a) {
+    return off + (37 * s + 13 * a + 5 * b) % 11 - 5 + 7 * a;
+}
+
+static int run_rope_axes(int cache, int bhsd, const fastpe_rope *h, int dt, int lay, int64_t nf,
+                         int64_t S, int nt, void *buf, const int64_t *p) {
+    const int64_t W = 2 * nf, B = 2, H = 3, D = 2 * nf + 2;
+    if (cache) {
+        char *c = (char *)buf, *sn = c + (size_t)(S * W) * ITEM[dt];
+        switch (dt) {
+        case 0:
+            return fastpe_rope_cache_axes_f32(h, (float *)c, (float *)sn, S, W, p, lay, nt);
+        case 1:
+            return fastpe_rope_cache_axes_f64(h, (double *)c, (double *)sn, S, W, p, lay, nt);
+        case 2:
+            return fastpe_rope_cache_axes_f16(h, (uint16_t *)c, (uint16_t *)sn, S, W, p, lay, nt);
+        default:
+            return fastpe_rope_cache_axes_bf16(h, (uint16_t *)c, (uint16_t *)sn, S, W, p, lay, nt);
+        }
+    }
+    int64_t sb = S * H * D, ss = H * D, sh = D; /* (batch, seq, heads, head_dim) */
+    if (bhsd)
+        ss = D, sh = S * D; /* (batch, heads, seq, head_dim) */
+    x_init(buf, dt, (size_t)(B * S * H * D));
+    switch (dt) {
+    case 0:
+        return fastpe_rope_apply_axes_f32(h, (float *)buf, B, S, H, sb, ss, sh, p, lay, nt);
+    case 1:
+        return fastpe_rope_apply_axes_f64(h, (double *)buf, B, S, H, sb, ss, sh, p, lay, nt);
+    case 2:
+        return fastpe_rope_apply_axes_f16(h, (uint16_t *)buf, B, S, H, sb, ss, sh, p, lay, nt);
+    default:
+        return fastpe_rope_apply_axes_bf16(h, (uint16_t *)buf, B, S, H, sb, ss, sh, p, lay, nt);
+    }
+}
+
+static void one_rope_axes(const char *what, int slay, int dt, int lay, int64_t nf, int64_t S,
+                          int64_t off, double attention) {
+    int cache = strcmp(what, "cache") == 0, bhsd = strcmp(what, "bhsd") == 0;
+    size_t nbytes = (size_t)(cache ? 2 * S * 2 * nf : 2 * S * 3 * (2 * nf + 2)) * ITEM[dt];
+    void *buf = malloc(nbytes + 8);
+    int64_t *pos = (int64_t *)malloc((size_t)(2 * S * 3) * sizeof(int64_t));
+    double *w = (double *)malloc((size_t)nf * sizeof(double));
+    int32_t *axis = (int32_t *)malloc((size_t)nf * sizeof(int32_t));
+    const int64_t sections[3] = {nf - 2 * (nf / 3), nf / 3, nf / 3};
+    fastpe_rope *h = NULL;
+    uint64_t hs[3];
+    char kind[64], line[512];
+    snprintf(kind, sizeof(kind), "rope_axes_%s%s", what, slay ? "_interleaved" : "");
+    if (buf != NULL && pos != NULL && w != NULL && axis != NULL &&
+        fastpe_rope_section_axes(sections, 3, slay, axis, nf) == FASTPE_OK) {
+        for (int64_t i = 0; i < nf; i++)
+            w[i] = 1.0 / (double)(1 + i * i);
+        h = fastpe_rope_from_axes(w, nf, axis, 3, attention);
+    }
+    if (h == NULL) {
+        fprintf(stderr, "no multi-axis RoPE handle at nf=%" PRId64 " (or out of memory)\n", nf);
+        exit(2);
+    }
+    for (int64_t b = 0; b < 2; b++) {
+        for (int64_t s = 0; s < S; s++) {
+            for (int a = 0; a < 3; a++)
+                pos[(b * S + s) * 3 + a] = axes_pos(off, cache ? 0 : b, s, a);
+        }
+    }
+    for (int nt = 1; nt <= 3; nt++) {
+        int err = run_rope_axes(cache, bhsd, h, dt, lay, nf, S, nt, buf, pos);
+        if (err != FASTPE_OK) {
+            fprintf(stderr, "%s %s nf=%" PRId64 ": %s\n", kind, DTYPES[dt], nf,
+                    fastpe_strerror(err));
+            exit(2);
+        }
+        hs[nt - 1] = digest(buf, nbytes);
+    }
+    if (hs[0] != hs[1] || hs[0] != hs[2]) {
+        fprintf(stderr, "thread counts disagree: %s %s nf=%" PRId64 " S=%" PRId64 "\n", kind,
+                DTYPES[dt], nf, S);
+        failures++;
+    }
+    snprintf(line, sizeof(line),
+             "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %.17g %016" PRIx64 "\n", kind,
+             DTYPES[dt], LAYOUTS[lay], nf, S, off, attention, hs[0]);
+    emit(line);
+    fastpe_rope_free(h);
+    free(buf);
+    free(pos);
+    free(w);
+    free(axis);
+}
+
+static void sweep_rope_axes(void) {
+    static const int64_t nfs[] = {1, 3, 7, 32, 33};
+    for (int f = 0; f < 5; f++) {
+        int64_t nf = nfs[f];
+        for (int slay = 0; slay < 2; slay++) {
+            for (int lay = 0; lay < 2; lay++) {
+                for (int dt = 0; dt < 4; dt++) {
+                    one_rope_axes("cache", slay, dt, lay, nf, 1, 1000003, 1.0);
+                    one_rope_axes("cache", slay, dt, lay, nf, 5, -37, 1.25);
+                    one_rope_axes("cache", slay, dt, lay, nf, 300, 0, 1.0);
+                    one_rope_axes("bshd", slay, dt, lay, nf, 5, 1000003, 1.25);
+                    one_rope_axes("bhsd", slay, dt, lay, nf, 300, -37, 1.0);
+                    /* a team's worth of work (the library runs small calls on one thread) */
+                    if (nf >= 32 && dt < 2) {
+                        one_rope_axes("cache", slay, dt, lay, nf, 2100, 12345, 1.25);
+                        one_rope_axes("bhsd", slay, dt, lay, nf, 700, 12345, 1.0);
+                    }
+                }
+            }
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     static const int64_t widths[] = {1, 2, 3, 7, 64, 65, 257};
     static const int64_t lens[] = {1, 5, 300};
@@ -557,6 +677,7 @@ int main(int argc, char **argv) {
     sweep_specs();
     sweep_rope();
     sweep_rules();
+    sweep_rope_axes();
     if (expected != NULL) {
         char extra[512];
         if (fgets(extra, sizeof(extra), expected) != NULL) {

@@ -287,6 +287,49 @@ def _transformers_apply() -> Callable | None:
     return apply_rotary_pos_emb
 
 
+def _qwen2_vl_pair(q: np.ndarray, k: np.ndarray) -> dict[str, Callable[[], object]]:
+    """fastpe.apply_rope with Qwen2-VL's sections on q and k in place, and transformers'
+    own Qwen2-VL rotary path on copies of them (its rotary module's cos/sin from (3,
+    batch, seq) position ids, then its apply); empty without torch and transformers.
+    The positions: one image of seq / 64 rows of 64 patches."""
+    try:
+        import torch
+        from transformers import Qwen2VLTextConfig
+        from transformers.models.qwen2_vl import modeling_qwen2_vl as m
+    except ImportError:
+        return {}
+    from . import rope_presets
+
+    heads, seq, head_dim = q.shape[1], q.shape[2], q.shape[3]
+    cfg = Qwen2VLTextConfig(
+        hidden_size=heads * head_dim,
+        num_attention_heads=heads,
+        head_dim=head_dim,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 24, 24]},
+    )
+    rot = m.Qwen2VLRotaryEmbedding(cfg)
+    kw = rope_presets.qwen2_vl(cfg).kwargs()
+    s = np.arange(seq)
+    pos = np.stack([np.zeros_like(s), s // 64, s % 64], -1).astype(np.int64)
+    ids = torch.from_numpy(np.ascontiguousarray(pos.T[:, None]))
+    tq, tk = torch.from_numpy(q.copy()), torch.from_numpy(k.copy())
+    # (transformers before 5 recomposed the sections in the apply instead)
+    multi = getattr(m, "apply_multimodal_rotary_pos_emb", None)
+
+    def theirs() -> object:
+        cos, sin = rot(tq, ids)
+        if multi is not None:
+            return multi(tq, tk, cos, sin, [16, 24, 24])
+        return m.apply_rotary_pos_emb(tq, tk, cos, sin)
+
+    return {
+        "fastpe.apply_rope(q, k) Qwen2-VL 3-axis": lambda: _rope.apply_rope(
+            q, k, positions=pos, **kw
+        ),
+        "transformers Qwen2-VL rotary + apply": theirs,
+    }
+
+
 def _copy_both(dq: np.ndarray, q: np.ndarray, dk: np.ndarray, k: np.ndarray) -> None:
     np.copyto(dq, q)
     np.copyto(dk, k)
@@ -333,6 +376,7 @@ def measure_rope(*, quick: bool = False) -> dict:
         tq, tk = torch.from_numpy(q.copy()), torch.from_numpy(k.copy())
         tcos, tsin = torch.from_numpy(cos)[None], torch.from_numpy(sin)[None]
         fns["transformers apply_rotary_pos_emb"] = lambda: apply_rotary_pos_emb(tq, tk, tcos, tsin)
+        fns.update(_qwen2_vl_pair(q, k))
     med = _median_times(fns, min_repeats, budget)
     q1 = rng.standard_normal((1, 32, 1, 128), dtype=np.float32)
     k1 = rng.standard_normal((1, 32, 1, 128), dtype=np.float32)
@@ -384,6 +428,16 @@ def rope_targets(rope: dict) -> list[tuple[str, float, float, str, bool]]:
                 med["transformers apply_rotary_pos_emb"] / fp,
                 5.0,
                 "min",
+            )
+        )
+    if "transformers Qwen2-VL rotary + apply" in med:
+        checks.append(
+            (
+                "apply_rope 3-axis vs transformers Qwen2-VL rotary path",
+                med["transformers Qwen2-VL rotary + apply"]
+                / med["fastpe.apply_rope(q, k) Qwen2-VL 3-axis"],
+                10.0,
+                "min" if full else "info",
             )
         )
     return [

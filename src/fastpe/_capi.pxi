@@ -466,6 +466,102 @@ cdef int rope_apply_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64
 
 
 # ---------------------------------------------------------------------------
+# ABI 1.4: RoPE of multi-axis positions
+# ---------------------------------------------------------------------------
+
+cdef fastpe_rope *rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                 int n_axes, double attention_factor) except NULL:
+    """A handle for nf frequencies, frequency i following axis[i] of each token's
+    n_axes coordinates (with the GIL): the library's, its arguments checked here so
+    that a refusal is the Python API's exception."""
+    from fastpe import _rope
+    from fastpe._validate import as_base, as_int
+    if inv_freq == NULL or axis == NULL:
+        raise TypeError("inv_freq and axis must not be NULL")
+    as_int(nf, "nf", minimum=1, maximum=2**31)
+    as_int(n_axes, "n_axes", minimum=1, maximum=ROPE_MAX_AXES)
+    ax = _np.array(<const int32_t[:nf]>axis)
+    bad = _np.flatnonzero((ax < 0) | (ax >= n_axes))
+    if bad.size:
+        raise ValueError(f"axis[{bad[0]}] must be in 0 .. n_axes-1 = {n_axes - 1}, got "
+                         f"{ax[bad[0]]}")
+    w = _rope._as_frequencies(_np.array(<const double[:nf]>inv_freq))
+    cdef const double[::1] wv = w
+    cdef fastpe_rope *h = fastpe_rope_from_axes(&wv[0], nf, axis, n_axes,
+                                                as_base(attention_factor, "attention_factor"))
+    if h == NULL:
+        raise MemoryError("could not allocate a fastpe RoPE handle")
+    return h
+
+
+# The Cython API (kernel.pxd) of the multi-axis entry points: the library's functions.
+
+cdef int rope_section_axes(const int64_t *sections, int n_axes, int section_layout,
+                           int32_t *axis, int64_t nf) noexcept nogil:
+    return fastpe_rope_section_axes(sections, n_axes, section_layout, axis, nf)
+
+
+cdef int rope_n_axes(const fastpe_rope *h) noexcept nogil:
+    return fastpe_rope_n_axes(h)
+
+
+cdef int rope_cache_axes_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
+    return fastpe_rope_cache_axes_f32(h, cos, sin, n, row_stride, positions, layout, num_threads)
+
+
+cdef int rope_cache_axes_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
+    return fastpe_rope_cache_axes_f64(h, cos, sin, n, row_stride, positions, layout, num_threads)
+
+
+cdef int rope_cache_axes_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
+    return fastpe_rope_cache_axes_f16(h, cos, sin, n, row_stride, positions, layout, num_threads)
+
+
+cdef int rope_cache_axes_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                              int64_t row_stride, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil:
+    return fastpe_rope_cache_axes_bf16(h, cos, sin, n, row_stride, positions, layout, num_threads)
+
+
+cdef int rope_apply_axes_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
+    return fastpe_rope_apply_axes_f32(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, layout, num_threads)
+
+
+cdef int rope_apply_axes_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
+    return fastpe_rope_apply_axes_f64(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, layout, num_threads)
+
+
+cdef int rope_apply_axes_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil:
+    return fastpe_rope_apply_axes_f16(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, layout, num_threads)
+
+
+cdef int rope_apply_axes_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                              int64_t stride_head, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil:
+    return fastpe_rope_apply_axes_bf16(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                       stride_head, positions, layout, num_threads)
+
+
+# ---------------------------------------------------------------------------
 # C API for other extensions: a capsule holding a versioned function table
 # (see include/fastpe.h; reached from C through import_fastpe()).
 # ---------------------------------------------------------------------------
@@ -565,6 +661,35 @@ cdef extern from "include/fastpe.h":
     ctypedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t,
                                               int64_t, int64_t, int64_t, int64_t, int64_t,
                                               const int64_t *, int64_t, int, int) noexcept nogil
+    ctypedef fastpe_rope *(*fastpe_rope_from_axes_fn)(const double *, int64_t, const int32_t *,
+                                                      int, double) except NULL
+    ctypedef int (*fastpe_rope_section_axes_fn)(const int64_t *, int, int, int32_t *,
+                                                int64_t) noexcept nogil
+    ctypedef int (*fastpe_rope_n_axes_fn)(const fastpe_rope *) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_axes_f32_fn)(const fastpe_rope *, float *, float *,
+                                                  int64_t, int64_t, const int64_t *, int,
+                                                  int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_axes_f64_fn)(const fastpe_rope *, double *, double *,
+                                                  int64_t, int64_t, const int64_t *, int,
+                                                  int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_axes_f16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
+                                                  int64_t, int64_t, const int64_t *, int,
+                                                  int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_axes_bf16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
+                                                   int64_t, int64_t, const int64_t *, int,
+                                                   int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_axes_f32_fn)(const fastpe_rope *, float *, int64_t,
+                                                  int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                  const int64_t *, int, int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_axes_f64_fn)(const fastpe_rope *, double *, int64_t,
+                                                  int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                  const int64_t *, int, int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_axes_f16_fn)(const fastpe_rope *, uint16_t *, int64_t,
+                                                  int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                  const int64_t *, int, int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_axes_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t,
+                                                   int64_t, int64_t, int64_t, int64_t, int64_t,
+                                                   const int64_t *, int, int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor
@@ -607,6 +732,17 @@ cdef extern from "include/fastpe.h":
         fastpe_rope_cache_bf16_fn rope_cache_bf16
         fastpe_rope_apply_f16_fn rope_apply_f16
         fastpe_rope_apply_bf16_fn rope_apply_bf16
+        fastpe_rope_from_axes_fn rope_from_axes
+        fastpe_rope_section_axes_fn rope_section_axes
+        fastpe_rope_n_axes_fn rope_n_axes
+        fastpe_rope_cache_axes_f32_fn rope_cache_axes_f32
+        fastpe_rope_cache_axes_f64_fn rope_cache_axes_f64
+        fastpe_rope_cache_axes_f16_fn rope_cache_axes_f16
+        fastpe_rope_cache_axes_bf16_fn rope_cache_axes_bf16
+        fastpe_rope_apply_axes_f32_fn rope_apply_axes_f32
+        fastpe_rope_apply_axes_f64_fn rope_apply_axes_f64
+        fastpe_rope_apply_axes_f16_fn rope_apply_axes_f16
+        fastpe_rope_apply_axes_bf16_fn rope_apply_axes_bf16
     const char *FASTPE_CAPSULE_NAME
     int FASTPE_ABI_MAJOR
     int FASTPE_ABI_MINOR
@@ -656,6 +792,17 @@ _c_api_table.rope_cache_f16 = fastpe_rope_cache_f16
 _c_api_table.rope_cache_bf16 = fastpe_rope_cache_bf16
 _c_api_table.rope_apply_f16 = fastpe_rope_apply_f16
 _c_api_table.rope_apply_bf16 = fastpe_rope_apply_bf16
+_c_api_table.rope_from_axes = rope_from_axes
+_c_api_table.rope_section_axes = fastpe_rope_section_axes
+_c_api_table.rope_n_axes = fastpe_rope_n_axes
+_c_api_table.rope_cache_axes_f32 = fastpe_rope_cache_axes_f32
+_c_api_table.rope_cache_axes_f64 = fastpe_rope_cache_axes_f64
+_c_api_table.rope_cache_axes_f16 = fastpe_rope_cache_axes_f16
+_c_api_table.rope_cache_axes_bf16 = fastpe_rope_cache_axes_bf16
+_c_api_table.rope_apply_axes_f32 = fastpe_rope_apply_axes_f32
+_c_api_table.rope_apply_axes_f64 = fastpe_rope_apply_axes_f64
+_c_api_table.rope_apply_axes_f16 = fastpe_rope_apply_axes_f16
+_c_api_table.rope_apply_axes_bf16 = fastpe_rope_apply_axes_bf16
 
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)

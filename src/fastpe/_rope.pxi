@@ -579,6 +579,99 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
     return q if k is None else (q, k)
 
 
+cdef void _axes_caches(const void *tab, bint tab64, real *cos, real *sin, int64_t n,
+                       int64_t nf, double attention, bint half) noexcept nogil:
+    """rope_cache's layout of the [sin | cos] rows ``tab`` (n rows of 2 nf; real's
+    type, or float64 times ``attention`` rounded once into real with ``tab64``), as
+    fastpe._rope._write_caches writes them."""
+    cdef int64_t r, j, o, W = 2 * nf
+    cdef real c, s
+    for r in range(n):
+        o = r * W
+        for j in range(nf):
+            if tab64:
+                c = <real>((<const double *>tab)[o + nf + j] * attention)
+                s = <real>((<const double *>tab)[o + j] * attention)
+            else:
+                c = (<const real *>tab)[o + nf + j]
+                s = (<const real *>tab)[o + j]
+            if half:
+                cos[o + j] = c
+                cos[o + nf + j] = c
+                sin[o + j] = s
+                sin[o + nf + j] = s
+            else:
+                cos[o + 2 * j] = c
+                cos[o + 2 * j + 1] = c
+                sin[o + 2 * j] = s
+                sin[o + 2 * j + 1] = s
+
+
+def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, sections,
+                         section_layout, layout, dtype, max_position_embeddings, precision,
+                         inv_freq, attention_factor, out, num_threads):
+    """fastpe.rope_cache with sections for the common case -- frequencies and
+    sections already planned, a C-contiguous (n, n_axes) int64 ndarray of
+    positions, float32/float64 into new arrays -- or None to decline (the general
+    path then validates and explains)."""
+    cdef RopeAxes axes
+    cdef Py_buffer pv
+    cdef pe_rope_axis ax[64]
+    cdef int64_t n, nf
+    cdef int nt, err
+    cdef char want, kind
+    cdef double attention
+    cdef bint tab64
+    if attention_factor is not None or out is not None or seq_len is not None \
+            or not (type(offset) is int and offset == 0) or type(positions) is not _NDARRAY \
+            or type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    want = _fast_dtype(dtype)
+    if nt < 0 or want == c'x':
+        return None
+    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                         inv_freq, sections, section_layout)
+    plan = rope_axes_plans.get(key) if key is not None else None
+    if plan is None:
+        return None
+    axes = plan[0]
+    attention = plan[1]
+    nf = axes.nf
+    shape = (<object>positions).shape
+    if len(shape) != 2 or shape[0] < 1:
+        return None
+    n = shape[0]
+    # (the general path checks the memory of large requests; and every position
+    # against its axis's exact reduction, as _fast_axes_ids does here)
+    if (8 + 2 * 8) * <double>n * 2 * nf >= _small_request \
+            or not _fast_axes_ids(positions, 0, n, axes):
+        return None
+    dt = _F64 if want == c'd' else _F32
+    tab64 = attention != 1.0 or want == c'd'
+    kind = c'd' if tab64 else c'f'
+    table = _np_empty((n, 2 * nf), _F64 if tab64 else _F32)
+    cos, sin = _np_empty((n, 2 * nf), dt), _np_empty((n, 2 * nf), dt)
+    cdef void *tp = _data(table)
+    cdef void *cp = _data(cos)
+    cdef void *sp = _data(sin)
+    cdef bint half = layout == "half", scaled = attention != 1.0
+    PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    try:
+        axes._positions(ax, <const int64_t *>pv.buf, 1, n)
+        with nogil:
+            err = pe_rope_table_axes(tp, kind, nf, n, ax, axes.nax, nt, _poll_signals, NULL)
+    finally:
+        PyBuffer_Release(&pv)
+    if err != FASTPE_OK:    # (an interrupt, or memory: the general path raises it)
+        return None
+    if want == c'd':
+        _axes_caches[double](tp, scaled, <double *>cp, <double *>sp, n, nf, attention, half)
+    else:
+        _axes_caches[float](tp, scaled, <float *>cp, <float *>sp, n, nf, attention, half)
+    return cos, sin
+
+
 # ---------------------------------------------------------------------------
 # The small-call path of fastpe.apply_rope
 # ---------------------------------------------------------------------------

@@ -557,6 +557,25 @@ def rope_cache(
         and type(rope_parameters) is not dict
         and _per_axis_rules(rope_parameters)
     ):
+        done = _kernel.rope_cache_axes_fast(
+            head_dim,
+            rope_parameters,
+            seq_len,
+            offset,
+            positions,
+            sections,
+            section_layout,
+            layout,
+            dtype,
+            max_position_embeddings,
+            precision,
+            inv_freq,
+            attention_factor,
+            out,
+            num_threads,
+        )
+        if done is not None:  # sections and frequencies already planned: filled
+            return done
         return _rope_cache_axes(
             head_dim,
             rope_parameters,
@@ -1300,6 +1319,7 @@ def _rope_cache_axes(
             "seq_len and offset do not apply with sections (multi-axis positions); give "
             "every token's coordinates in positions"
         )
+    sections_given = sections
     sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
@@ -1308,7 +1328,9 @@ def _rope_cache_axes(
     def fill(view: np.ndarray, bf16: bool) -> None:
         _kernel.rope_table_axes(axes, view, flat, nthreads, bf16)
 
-    return _write_caches(pos.shape[:-1], w.size, attention, fill, layout, explicit, out)
+    result = _write_caches(pos.shape[:-1], w.size, attention, fill, layout, explicit, out)
+    _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
+    return result
 
 
 def _rotate_axes(
@@ -1368,7 +1390,20 @@ def _rotate_axes(
                 parts[1][0] if len(parts) > 1 else None,
                 len(parts) > 1 and parts[1][1],
             )
-    # (a call that failed plans nothing; nor one whose frequencies depend on the length)
+    _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
+
+
+def _remember_axes_plan(
+    rule: _Rule,
+    head_dim: Any,
+    sections_given: Any,
+    section_layout: str,
+    axes: _kernel.RopeAxes,
+    attention: float,
+) -> None:
+    """Keep the checked multi-axis arguments for the small-call paths of apply_rope and
+    rope_cache (a call that failed plans nothing; nor one whose frequencies depend on
+    the length)."""
     if (
         rule.attention_factor is None
         and not _per_axis_rules(rule.rope_parameters)

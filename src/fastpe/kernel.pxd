@@ -4,7 +4,7 @@
 # (row_stride in elements, >= d_model) with the encoding of positions
 # offset .. offset+seq_len-1.  They take no GIL, may be called from any thread,
 # validate every argument and return 0 or one of the FASTPE_E* codes below.
-from libc.stdint cimport int64_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint16_t
 
 cdef enum:
     FASTPE_LAYOUT_INTERLEAVED = 0
@@ -156,3 +156,42 @@ cdef int rope_apply_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64
                          int64_t heads, int64_t stride_batch, int64_t stride_seq,
                          int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
                          int num_threads) noexcept nogil
+
+# ABI 1.4.  Multi-axis positions (M-RoPE, axial RoPE): frequency i of token t turns by
+# positions[t*n_axes + axis[i]] * inv_freq[i].  rope_from_axes needs the GIL (NULL with
+# the Python API's exception); rope_section_axes fills axis[0 .. nf-1] from sections
+# (FASTPE_SECTIONS_CONTIGUOUS 0 or _INTERLEAVED 1); the cache and rotation take the
+# positions (required) of n_axes entries per token and no offset.
+cdef fastpe_rope *rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                 int n_axes, double attention_factor) except NULL
+cdef int rope_section_axes(const int64_t *sections, int n_axes, int section_layout,
+                           int32_t *axis, int64_t nf) noexcept nogil
+cdef int rope_n_axes(const fastpe_rope *h) noexcept nogil
+cdef int rope_cache_axes_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
+cdef int rope_cache_axes_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
+cdef int rope_cache_axes_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                             int64_t row_stride, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
+cdef int rope_cache_axes_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+                              int64_t row_stride, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil
+cdef int rope_apply_axes_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
+cdef int rope_apply_axes_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
+cdef int rope_apply_axes_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                             int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                             int64_t stride_head, const int64_t *positions, int layout,
+                             int num_threads) noexcept nogil
+cdef int rope_apply_axes_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                              int64_t stride_head, const int64_t *positions, int layout,
+                              int num_threads) noexcept nogil

@@ -99,6 +99,23 @@ def rope_apply_axes(
     attention_factor: Any,
     num_threads: Any,
 ) -> Any: ...
+def rope_cache_axes_fast(
+    head_dim: Any,
+    rope_parameters: Any,
+    seq_len: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    layout: Any,
+    dtype: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    out: Any,
+    num_threads: Any,
+) -> tuple[np.ndarray, np.ndarray] | None: ...
 
 rope_plans: dict[Any, tuple[Encoder, float]]
 

@@ -275,8 +275,90 @@ static PyObject *probe_spec_table(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ABI 1.4 through the header's wrappers: (inv_freq, sections, section_layout,
+   positions, x) -- float64 frequencies, int64 sections, int64 positions (n,
+   n_axes), a writable C-contiguous float32 buffer x of n rows of 2*nf -- makes the
+   multi-axis handle, writes the float64 cos/sin cache (half-split) of the n tokens
+   and rotates x in place by them (one head, one sequence).  Returns (cache code,
+   apply code, n_axes, cos bytes, sin bytes); a refused constructor raises. */
+static PyObject *probe_rope_axes(PyObject *self, PyObject *args) {
+    Py_buffer wv, sv, pv, xv;
+    int section_layout, err, code_cache = -1, code_apply = -1, n_axes = -1;
+    int64_t nf, n;
+    int32_t *axis = NULL;
+    fastpe_rope *rope = NULL;
+    PyObject *cos = NULL, *sin = NULL, *result = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*y*iy*w*", &wv, &sv, &section_layout, &pv, &xv))
+        return NULL;
+    nf = (int64_t)(wv.len / (Py_ssize_t)sizeof(double));
+    n_axes = (int)(sv.len / (Py_ssize_t)sizeof(int64_t));
+    n = n_axes > 0 ? (int64_t)(pv.len / (Py_ssize_t)sizeof(int64_t)) / n_axes : 0;
+    if (nf < 1 || xv.len != (Py_ssize_t)(n * 2 * nf * (int64_t)sizeof(float))) {
+        PyErr_SetString(PyExc_ValueError, "inv_freq empty or x not n rows of 2*nf float32");
+        goto done;
+    }
+    axis = (int32_t *)PyMem_Malloc((size_t)nf * sizeof(int32_t));
+    if (axis == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    err = fastpe_rope_section_axes((const int64_t *)sv.buf, n_axes, section_layout, axis, nf);
+    if (err != FASTPE_OK) {
+        PyErr_Format(PyExc_ValueError, "fastpe_rope_section_axes returned %d", err);
+        goto done;
+    }
+    rope = fastpe_rope_from_axes((const double *)wv.buf, nf, axis, n_axes, 1.0);
+    if (rope == NULL)
+        goto done;
+    cos = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 2 * nf * (int64_t)sizeof(double)));
+    sin = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * 2 * nf * (int64_t)sizeof(double)));
+    if (cos == NULL || sin == NULL)
+        goto done;
+    n_axes = fastpe_rope_n_axes(rope);
+    Py_BEGIN_ALLOW_THREADS code_cache = fastpe_rope_cache_axes_f64(
+        rope, (double *)PyBytes_AS_STRING(cos), (double *)PyBytes_AS_STRING(sin), n, 2 * nf,
+        (const int64_t *)pv.buf, FASTPE_LAYOUT_SPLIT, 1);
+    code_apply =
+        fastpe_rope_apply_axes_f32(rope, (float *)xv.buf, 1, n, 1, n * 2 * nf, 2 * nf, 2 * nf,
+                                   (const int64_t *)pv.buf, FASTPE_LAYOUT_SPLIT, 0);
+    Py_END_ALLOW_THREADS result =
+        Py_BuildValue("(iiiOO)", code_cache, code_apply, n_axes, cos, sin);
+done:
+    fastpe_rope_free(rope);
+    PyMem_Free(axis);
+    Py_XDECREF(cos);
+    Py_XDECREF(sin);
+    PyBuffer_Release(&wv);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&pv);
+    PyBuffer_Release(&xv);
+    return result;
+}
+
+/* The multi-axis codes and constants of the header (ABI 1.4), and what its wrappers
+   return before import_fastpe(). */
+static PyObject *probe_axes_constants(PyObject *self, PyObject *unused) {
+    const fastpe_api_t *saved = fastpe_api;
+    int64_t sections[1] = {1};
+    int32_t axis[1];
+    int unimported_section, unimported_n;
+    (void)self;
+    (void)unused;
+    fastpe_api = NULL;
+    unimported_section = fastpe_rope_section_axes(sections, 1, 0, axis, 1);
+    unimported_n = fastpe_rope_n_axes(NULL);
+    fastpe_api = saved;
+    return Py_BuildValue(
+        "{s:i,s:i,s:i,s:i,s:i}", "FASTPE_EINVAL", FASTPE_EINVAL, "FASTPE_SECTIONS_CONTIGUOUS",
+        FASTPE_SECTIONS_CONTIGUOUS, "FASTPE_SECTIONS_INTERLEAVED", FASTPE_SECTIONS_INTERLEAVED,
+        "unimported_section_axes", unimported_section, "unimported_n_axes", unimported_n);
+}
+
 static PyMethodDef probe_methods[] = {
     {"spec_table", probe_spec_table, METH_VARARGS, NULL},
+    {"rope_axes", probe_rope_axes, METH_VARARGS, NULL},
+    {"axes_constants", probe_axes_constants, METH_NOARGS, NULL},
     {"fill", probe_fill, METH_VARARGS, NULL},
     {"fill_concurrently", probe_fill_concurrently, METH_O, NULL},
     {"constants", probe_constants, METH_NOARGS, NULL},

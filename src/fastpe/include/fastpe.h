@@ -92,7 +92,7 @@
 #include <stdint.h>
 
 #define FASTPE_ABI_MAJOR    1
-#define FASTPE_ABI_MINOR    3
+#define FASTPE_ABI_MINOR    4
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
 typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
@@ -242,6 +242,61 @@ typedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *rope, uint16_t *x, i
                                          const int64_t *positions, int64_t offset, int layout,
                                          int num_threads);
 
+/* ABI 1.4: RoPE of multi-axis positions (M-RoPE, axial 2-D/3-D RoPE): frequency i of
+   a token turns by positions[t * n_axes + axis[i]] * inv_freq[i], each frequency
+   following one coordinate (time, height, width, ...) of its token; the C
+   library's functions of the same names (<fastpe/fastpe.h>).
+   rope_from_axes: a handle of nf frequencies, axis[i] in 0 .. n_axes-1 (n_axes 1 ..
+   64), made with the GIL: NULL with a Python exception set on bad arguments (the
+   messages of the Python API), as rope_from_frequencies.  rope_section_axes:
+   axis[0 .. nf-1] of sections (frequencies per axis, summing to nf: FASTPE_ESIZE
+   otherwise) laid out as fastpe.rope_cache's section_layout,
+   FASTPE_SECTIONS_CONTIGUOUS (Qwen2-VL) or FASTPE_SECTIONS_INTERLEAVED (Qwen3-VL;
+   FASTPE_EINVAL when an axis would not get sections[a] frequencies); nothing is
+   written on an error.  rope_n_axes: the handle's n_axes (1 for a plain handle, -1
+   for NULL or a dead one).  rope_cache_axes_* / rope_apply_axes_*: rope_cache_* /
+   rope_apply_* for the positions (required: NULL is FASTPE_ENULL) of token r = b*seq
+   + s at positions[r*n_axes .. r*n_axes + n_axes-1], bitwise fastpe.rope_cache /
+   fastpe.apply_rope with sections.  They take plain handles too (n_axes 1); a
+   multi-axis handle given to the 1-axis entry points is FASTPE_EINVAL.  All but
+   rope_from_axes run without the GIL. */
+typedef fastpe_rope *(*fastpe_rope_from_axes_fn)(const double *inv_freq, int64_t nf,
+                                                 const int32_t *axis, int n_axes,
+                                                 double attention_factor);
+typedef int (*fastpe_rope_section_axes_fn)(const int64_t *sections, int n_axes, int section_layout,
+                                           int32_t *axis, int64_t nf);
+typedef int (*fastpe_rope_n_axes_fn)(const fastpe_rope *rope);
+typedef int (*fastpe_rope_cache_axes_f32_fn)(const fastpe_rope *rope, float *cos, float *sin,
+                                             int64_t n, int64_t row_stride,
+                                             const int64_t *positions, int layout, int num_threads);
+typedef int (*fastpe_rope_cache_axes_f64_fn)(const fastpe_rope *rope, double *cos, double *sin,
+                                             int64_t n, int64_t row_stride,
+                                             const int64_t *positions, int layout, int num_threads);
+typedef int (*fastpe_rope_cache_axes_f16_fn)(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                             int64_t n, int64_t row_stride,
+                                             const int64_t *positions, int layout, int num_threads);
+typedef int (*fastpe_rope_cache_axes_bf16_fn)(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
+                                              int64_t n, int64_t row_stride,
+                                              const int64_t *positions, int layout,
+                                              int num_threads);
+typedef int (*fastpe_rope_apply_axes_f32_fn)(const fastpe_rope *rope, float *x, int64_t batch,
+                                             int64_t seq, int64_t heads, int64_t stride_batch,
+                                             int64_t stride_seq, int64_t stride_head,
+                                             const int64_t *positions, int layout, int num_threads);
+typedef int (*fastpe_rope_apply_axes_f64_fn)(const fastpe_rope *rope, double *x, int64_t batch,
+                                             int64_t seq, int64_t heads, int64_t stride_batch,
+                                             int64_t stride_seq, int64_t stride_head,
+                                             const int64_t *positions, int layout, int num_threads);
+typedef int (*fastpe_rope_apply_axes_f16_fn)(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                             int64_t seq, int64_t heads, int64_t stride_batch,
+                                             int64_t stride_seq, int64_t stride_head,
+                                             const int64_t *positions, int layout, int num_threads);
+typedef int (*fastpe_rope_apply_axes_bf16_fn)(const fastpe_rope *rope, uint16_t *x, int64_t batch,
+                                              int64_t seq, int64_t heads, int64_t stride_batch,
+                                              int64_t stride_seq, int64_t stride_head,
+                                              const int64_t *positions, int layout,
+                                              int num_threads);
+
 /* The capsule's table.  Append-only (see "ABI policy"). */
 typedef struct fastpe_api {
     uint32_t abi_major;
@@ -289,6 +344,18 @@ typedef struct fastpe_api {
     fastpe_rope_cache_bf16_fn rope_cache_bf16;
     fastpe_rope_apply_f16_fn rope_apply_f16;
     fastpe_rope_apply_bf16_fn rope_apply_bf16;
+    /* ABI 1.4 */
+    fastpe_rope_from_axes_fn rope_from_axes;
+    fastpe_rope_section_axes_fn rope_section_axes;
+    fastpe_rope_n_axes_fn rope_n_axes;
+    fastpe_rope_cache_axes_f32_fn rope_cache_axes_f32;
+    fastpe_rope_cache_axes_f64_fn rope_cache_axes_f64;
+    fastpe_rope_cache_axes_f16_fn rope_cache_axes_f16;
+    fastpe_rope_cache_axes_bf16_fn rope_cache_axes_bf16;
+    fastpe_rope_apply_axes_f32_fn rope_apply_axes_f32;
+    fastpe_rope_apply_axes_f64_fn rope_apply_axes_f64;
+    fastpe_rope_apply_axes_f16_fn rope_apply_axes_f16;
+    fastpe_rope_apply_axes_bf16_fn rope_apply_axes_bf16;
 } fastpe_api_t;
 
 /*
@@ -318,8 +385,14 @@ typedef struct fastpe_api {
        *_positions_* functions; see "Memory" above) */
 /* A spec or RoPE handle that is not a live one (freed, or never made by this
    table): the spec_* and rope_* functions.  (The C library's own header,
-   <fastpe/fastpe.h>, lists two more: FASTPE_EINTR 10, FASTPE_EINVAL 11.) */
+   <fastpe/fastpe.h>, lists one more: FASTPE_EINTR 10.) */
 #define FASTPE_EHANDLE 12
+/* A multi-axis handle given to a 1-axis RoPE entry point, or sections that
+   cannot be interleaved (ABI 1.4; the C library's FASTPE_EINVAL). */
+#define FASTPE_EINVAL 11
+/* The section_layout of rope_section_axes (ABI 1.4). */
+#define FASTPE_SECTIONS_CONTIGUOUS  0
+#define FASTPE_SECTIONS_INTERLEAVED 1
 /* Returned by this header's wrappers only (never by the kernel): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100
@@ -778,6 +851,120 @@ fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int6
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->rope_apply_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                        stride_head, positions, offset, layout, num_threads);
+}
+
+/* Multi-axis RoPE (ABI 1.4; see its typedefs above).  rope_from_axes needs the GIL. */
+FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf,
+                                                              const int32_t *axis, int n_axes,
+                                                              double attention_factor) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_rope_from_axes: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->rope_from_axes(inv_freq, nf, axis, n_axes, attention_factor);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_section_axes(const int64_t *sections, int n_axes,
+                                                               int section_layout, int32_t *axis,
+                                                               int64_t nf) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_section_axes(sections, n_axes, section_layout, axis, nf);
+}
+
+/* n_axes of a live handle; -1 for NULL or a dead one (or before import_fastpe()). */
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_n_axes(const fastpe_rope *rope) {
+    if (fastpe_api == NULL)
+        return -1;
+    return fastpe_api->rope_n_axes(rope);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f32(const fastpe_rope *rope,
+                                                                 float *cos, float *sin, int64_t n,
+                                                                 int64_t row_stride,
+                                                                 const int64_t *positions,
+                                                                 int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_f32(rope, cos, sin, n, row_stride, positions, layout,
+                                           num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f64(const fastpe_rope *rope,
+                                                                 double *cos, double *sin,
+                                                                 int64_t n, int64_t row_stride,
+                                                                 const int64_t *positions,
+                                                                 int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_f64(rope, cos, sin, n, row_stride, positions, layout,
+                                           num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f16(const fastpe_rope *rope,
+                                                                 uint16_t *cos, uint16_t *sin,
+                                                                 int64_t n, int64_t row_stride,
+                                                                 const int64_t *positions,
+                                                                 int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_f16(rope, cos, sin, n, row_stride, positions, layout,
+                                           num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_bf16(const fastpe_rope *rope,
+                                                                  uint16_t *cos, uint16_t *sin,
+                                                                  int64_t n, int64_t row_stride,
+                                                                  const int64_t *positions,
+                                                                  int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_bf16(rope, cos, sin, n, row_stride, positions, layout,
+                                            num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_axes_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq,
+                           int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                           int64_t stride_head, const int64_t *positions, int layout,
+                           int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                           stride_head, positions, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_axes_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq,
+                           int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                           int64_t stride_head, const int64_t *positions, int layout,
+                           int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                           stride_head, positions, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_axes_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
+                           int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                           int64_t stride_head, const int64_t *positions, int layout,
+                           int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                           stride_head, positions, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int
+fastpe_rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
+                            int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                            int64_t stride_head, const int64_t *positions, int layout,
+                            int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                            stride_head, positions, layout, num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */
