@@ -477,7 +477,9 @@ def rope_cache(
     attention_factor: float | None = None,
     out: tuple[np.ndarray, np.ndarray] | None = None,
     num_threads: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    xpos_scale_base: float | None = None,
+    xpos_center: float | None = None,
+) -> tuple[np.ndarray, ...]:
     """The cos and sin caches of rotary position embeddings, with exact angles.
 
     ``cos[..., j]`` and ``sin[..., j]`` are the cosine and sine of ``k * w`` for
@@ -552,6 +554,17 @@ def rope_cache(
     >>> cos.shape, cos.dtype
     ((4096, 128), dtype('float32'))
     """
+    if (
+        xpos_scale_base is not None
+        or xpos_center is not None
+        or section_layout == "mixed"
+        or inv_freq is not None
+    ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
+        return _rope_heads.cache(
+            head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
+            layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
+            num_threads, xpos_scale_base, xpos_center,
+        )  # fmt: skip
     if sections is not None or (
         rope_parameters is not None
         and type(rope_parameters) is not dict
@@ -783,6 +796,8 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
     (ml_dtypes' arrays, PyTorch tensors: a model's inv_freq buffer can be bfloat16)."""
     if _is_torch_bfloat16(inv_freq):
         inv_freq = inv_freq.detach().float()  # (exact: bfloat16 is float32's top half)
+    elif getattr(inv_freq, "requires_grad", False):
+        inv_freq = inv_freq.detach()  # (a learned parameter: its values)
     try:
         w = np.asarray(inv_freq)
     except Exception as exc:
@@ -833,6 +848,8 @@ def apply_rope(
     inv_freq: Any = None,
     attention_factor: float | None = None,
     num_threads: int | None = None,
+    xpos_scale_base: float | None = None,
+    xpos_center: float | None = None,
 ) -> Any:
     """Rotate queries (and keys) in place by their positions' RoPE angles.
 
@@ -893,6 +910,19 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
+    if (
+        xpos_scale_base is not None
+        or xpos_center is not None
+        or section_layout == "mixed"
+        or inv_freq is not None
+    ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
+        return _rope_heads.rotate(
+            q, k, rope_parameters=rope_parameters, head_dim=head_dim, offset=offset,
+            positions=positions, sections=sections, section_layout=section_layout,
+            seq_axis=seq_axis, layout=layout, max_position_embeddings=max_position_embeddings,
+            precision=precision, inv_freq=inv_freq, attention_factor=attention_factor,
+            num_threads=num_threads, xpos_scale_base=xpos_scale_base, xpos_center=xpos_center,
+        )  # fmt: skip
     # (the usual spellings decided without a call: a decoding step takes microseconds)
     multi = sections is not None or (
         rope_parameters is not None
@@ -937,6 +967,45 @@ def apply_rope(
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
+    views, head_dim, sa, seq, batch = _rope_views(q, k, head_dim, seq_axis)
+    if multi:
+        _rotate_axes(
+            views, sa, seq, batch, head_dim, rope_parameters, offset, positions, sections,
+            section_layout, layout, max_position_embeddings, precision, inv_freq,
+            attention_factor, nthreads,
+        )  # fmt: skip
+        return q if k is None else (q, k)
+    off_scalar, offsets, pos, lo, hi = _token_positions(views, seq, batch, offset, positions)
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, enc = _angles(head_dim, rule, lo, hi)
+    # (every argument is checked even when there is nothing to rotate; an empty q
+    # leaves k to be rotated all the same)
+    if hi >= lo:
+        rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
+        check_table_size(rows, 2 * w.size, 8)
+        # q and k in one pass by one table
+        parts = [kernel_view(v) for v in views if v.size]
+        if parts:
+            _kernel.rope_rotate(
+                parts[0][0],
+                enc,
+                sa,
+                off_scalar,
+                offsets,
+                pos,
+                layout == "half",
+                attention,
+                nthreads,
+                parts[0][1],
+                parts[1][0] if len(parts) > 1 else None,
+                len(parts) > 1 and parts[1][1],
+            )
+    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
+    return q if k is None else (q, k)
+
+
+def _rope_views(q: Any, k: Any, head_dim: Any, seq_axis: Any) -> tuple:
+    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch)."""
     views = [_rope_target(q, "q")]
     if k is not None:
         views.append(_rope_target(k, "k"))
@@ -965,14 +1034,14 @@ def apply_rope(
             f"{views[1].shape}"
         )
     batch = qv.shape[0] if sa != 0 else 1
-    if multi:
-        _rotate_axes(
-            views, sa, seq, batch, head_dim, rope_parameters, offset, positions, sections,
-            section_layout, layout, max_position_embeddings, precision, inv_freq,
-            attention_factor, nthreads,
-        )  # fmt: skip
-        return q if k is None else (q, k)
-    # each token's position: off_scalar or offsets[b], plus positions[b or 0, s] or s
+    return views, head_dim, sa, seq, batch
+
+
+def _token_positions(
+    views: list[np.ndarray], seq: int, batch: int, offset: Any, positions: Any
+) -> tuple[int, np.ndarray | None, np.ndarray | None, int, int]:
+    """Each token's position, ``off_scalar`` or ``offsets[b]``, plus ``pos[b or 0, s]``
+    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none."""
     off_scalar, offsets, pos = 0, None, None
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
@@ -999,32 +1068,7 @@ def apply_rope(
         elif off.size:
             offsets = off
         lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
-    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
-    w, attention, enc = _angles(head_dim, rule, lo, hi)
-    # (every argument is checked even when there is nothing to rotate; an empty q
-    # leaves k to be rotated all the same)
-    if hi >= lo:
-        rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
-        check_table_size(rows, 2 * w.size, 8)
-        # q and k in one pass by one table
-        parts = [kernel_view(v) for v in views if v.size]
-        if parts:
-            _kernel.rope_rotate(
-                parts[0][0],
-                enc,
-                sa,
-                off_scalar,
-                offsets,
-                pos,
-                layout == "half",
-                attention,
-                nthreads,
-                parts[0][1],
-                parts[1][0] if len(parts) > 1 else None,
-                len(parts) > 1 and parts[1][1],
-            )
-    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
-    return q if k is None else (q, k)
+    return off_scalar, offsets, pos, lo, hi
 
 
 def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
@@ -1385,3 +1429,6 @@ def _rotate_axes(
         )
         if key is not None:
             _kernel.remember_rope_axes_plan(key, axes, attention)
+
+
+from . import _rope_heads  # noqa: E402  (it uses this module's helpers)
