@@ -468,7 +468,7 @@ def rope_cache(
     offset: int = 0,
     positions: Any = None,
     sections: Sequence[int] | None = None,
-    section_layout: Literal["contiguous", "interleaved"] = "contiguous",
+    section_layout: Literal["contiguous", "interleaved", "mixed"] = "contiguous",
     layout: Literal["half", "interleaved"] = "half",
     dtype: Any = None,
     max_position_embeddings: int | None = None,
@@ -520,6 +520,12 @@ def rope_cache(
         concatenated axes).  ``"interleaved"``: frequency ``i`` follows axis ``r =
         i % n_axes`` when ``r >= 1`` and ``i < n_axes * sections[r]``, else axis 0
         (Qwen3-VL); each axis must then get exactly ``sections[a]`` frequencies.
+        ``"mixed"`` (RoPE-Mixed, timm's ``RotaryEmbeddingMixed``), without
+        ``sections``: every frequency follows every axis, the angle of frequency
+        ``i`` being ``sum_a positions[..., a] * inv_freq[a, i]`` (``inv_freq`` of
+        shape ``(n_axes, rotary_dim/2)``, or ``(n_axes, heads, rotary_dim/2)`` per
+        head), each axis's angle exact and their sum by the angle-addition
+        formulas in float64 (float64 results within 1e-15 of the exact values).
     layout : {"half", "interleaved"}, keyword-only
         ``"half"``: the ``rotate_half`` layout of GPT-NeoX, LLaMA, Mistral, Qwen
         (``[w_0 .. w_{n-1} | w_0 .. w_{n-1}]``); ``"interleaved"``: GPT-J's
@@ -532,7 +538,11 @@ def rope_cache(
         instead of a rule; ``rope_parameters`` must then be None. Any real dtype,
         bfloat16 included (ml_dtypes' arrays, PyTorch tensors), converted exactly
         to float64; finite, >= 0 and <= 1e280. ``head_dim`` must be at least
-        ``2 * len(inv_freq)``, the width of the caches.
+        ``2 * len(inv_freq)``, the width of the caches.  Shape ``(heads,
+        rotary_dim/2)``: one row of frequencies per head (learned or per-head
+        bands); the caches then have shape ``(heads, *positions.shape,
+        rotary_dim)``, head ``h``'s those of ``inv_freq[h]``.  Per-head and mixed
+        frequencies may be negative (a learned frequency's sign is its angle's).
     attention_factor : float, keyword-only
         Overrides the family's (1.0 without a rule).
     out : (cos, sin) pair of ndarrays, keyword-only
@@ -542,10 +552,17 @@ def rope_cache(
         views of one buffer (side by side) as long as they share no element.
     num_threads : int, keyword-only
         As in :func:`sinusoidal`.
+    xpos_scale_base, xpos_center : float, keyword-only
+        xPos (rotary-embedding-torch's ``use_xpos=True``): also return the scales
+        ``zeta_i ** ((position - xpos_center) / xpos_scale_base)``, ``zeta_i = (2 i
+        + 0.4 d) / (1.4 d)`` for rotary dim ``d``, laid out like ``cos`` (each
+        value rounded once; the keys' scales are their inverses), as its
+        ``get_scale``.  ``xpos_center`` defaults to the number of tokens // 2.
 
     Returns
     -------
     (cos, sin) : pair of ndarrays
+        (``(cos, sin, scale)`` with ``xpos_scale_base``.)
 
     Examples
     --------
@@ -840,7 +857,7 @@ def apply_rope(
     offset: Any = 0,
     positions: Any = None,
     sections: Sequence[int] | None = None,
-    section_layout: Literal["contiguous", "interleaved"] = "contiguous",
+    section_layout: Literal["contiguous", "interleaved", "mixed"] = "contiguous",
     seq_axis: int = -2,
     layout: Literal["half", "interleaved"] = "half",
     max_position_embeddings: int | None = None,
@@ -874,7 +891,13 @@ def apply_rope(
     rope_parameters, max_position_embeddings, precision, inv_freq, attention_factor
         The frequencies, as in :func:`rope_cache` (keyword-only). Repeated calls
         (decoding steps) are fastest with a dict of plain values or an ``inv_freq``
-        NumPy array (a torch buffer: ``inv_freq.numpy()`` once).
+        NumPy array (a torch buffer: ``inv_freq.numpy()`` once).  ``inv_freq`` of
+        shape ``(heads, rotary_dim/2)``: head ``h`` of q and of k rotates by row
+        ``h``, bitwise as one call per head; the heads axis is the one after
+        ``seq_axis`` when that is not the last (``(batch, seq, heads, head_dim)``),
+        else the one before (``(batch, heads, seq, head_dim)``).  q and k must both
+        have ``heads`` heads (per-head frequencies with grouped-query attention
+        are not defined).
     head_dim : int, keyword-only
         Defaults to ``q.shape[-1]``.
     offset : int or array_like of int, keyword-only
@@ -889,10 +912,22 @@ def apply_rope(
     sections, section_layout : keyword-only
         Multi-axis positions, as in :func:`rope_cache` (``rope_parameters`` may then
         be a list of one rule per axis); ``offset`` does not apply.
+        ``section_layout="mixed"`` (without ``sections``): RoPE-Mixed, every
+        frequency along every axis, ``inv_freq`` of shape ``(n_axes,
+        rotary_dim/2)`` or ``(n_axes, heads, rotary_dim/2)``, ``positions`` of
+        shape ``(seq, n_axes)`` or ``(batch, seq, n_axes)``.
     layout : {"half", "interleaved"}, keyword-only
         As in :func:`rope_cache`.
     num_threads : int, keyword-only
         As in :func:`sinusoidal`. The result does not depend on it.
+    xpos_scale_base, xpos_center : float, keyword-only
+        xPos, as rotary-embedding-torch's ``rotate_queries_and_keys`` with
+        ``use_xpos=True``: each rotated pair ``i`` of q is also multiplied by
+        ``zeta_i ** power`` and of k by ``zeta_i ** -power``, ``power = (position -
+        xpos_center) / xpos_scale_base``, ``zeta_i = (2 i + 0.4 d) / (1.4 d)`` for
+        rotary dim ``d``; folded into the rotation (each entry still rounded
+        once).  ``xpos_center`` defaults to ``seq // 2``, the library's centre for
+        positions ``0 .. seq-1``.  Needs ``k``; 1-axis positions only.
 
     Returns
     -------
