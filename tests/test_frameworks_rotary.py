@@ -208,3 +208,21 @@ def test_timm_rotary_embedding_mixed_forward(timm_sincos):
         scale = float(max(q.abs().max(), k.abs().max())) * 2
         assert float((rq - q).abs().max()) <= f32_tol(max_angle, scale)
         assert float((rk - k).abs().max()) <= f32_tol(max_angle, scale)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_torch_half_tensors_per_head_in_place(dtype):
+    """Per-head frequencies on torch bfloat16/float16 tensors, rotated in place: the
+    bits of the same rotation of NumPy arrays of the same values."""
+    torch = _import("torch")
+    ml_dtypes = _import("ml_dtypes")
+    tdt = getattr(torch, dtype)
+    ndt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 9, 3, 16, generator=g).to(tdt)
+    w = 10000.0 ** (-np.arange(8) / 8) * np.array([[0.5], [1.0], [2.0]])
+    qn = q.view(torch.int16).numpy().view(ndt).copy()
+    same = fastpe.apply_rope(q, inv_freq=w, seq_axis=1, offset=1000)
+    assert same is q
+    fastpe.apply_rope(qn, inv_freq=w, seq_axis=1, offset=1000)
+    assert np.array_equal(q.view(torch.int16).numpy(), qn.view(np.int16))

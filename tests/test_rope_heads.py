@@ -397,3 +397,26 @@ def test_cache_refusals():
         )
     with pytest.raises(ValueError, match="xpos_scale_base"):
         fastpe.rope_cache(8, inv_freq=np.ones(4), seq_len=3, xpos_scale_base=np.nan)
+
+
+@pytest.mark.parametrize("case", ["mixed", "xpos", "heads"])
+def test_thread_count_does_not_change_bits(case):
+    rng = np.random.default_rng(21)
+    q = rng.standard_normal((3, 4, 97, 24)).astype(np.float32)
+    k = rng.standard_normal((3, 4, 97, 24)).astype(np.float32)
+    kw = {
+        "mixed": {
+            "inv_freq": mixed_freqs(rng, 2, 4, 12),
+            "section_layout": "mixed",
+            "positions": rng.integers(0, 2**20, size=(3, 97, 2)),
+        },
+        "xpos": {"inv_freq": 2.0 ** -np.arange(12.0), "xpos_scale_base": 50, "offset": [1, 5, 9]},
+        "heads": {"inv_freq": head_freqs(rng, 4, 12), "offset": [3, 2**40, 7]},
+    }[case]
+    results = []
+    for threads in (1, 2, 3):
+        q1, k1 = q.copy(), k.copy()
+        fastpe.apply_rope(q1, k1, num_threads=threads, **kw)
+        results.append((bits(q1), bits(k1)))
+    for r in results[1:]:
+        assert np.array_equal(r[0], results[0][0]) and np.array_equal(r[1], results[0][1])
