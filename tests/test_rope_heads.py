@@ -128,6 +128,8 @@ def test_per_head_cache_equals_one_cache_per_head(dtype, layout):
     for h in range(3):
         c1, s1 = fastpe.rope_cache(16, inv_freq=w[h], positions=pos, layout=layout, dtype=dt)
         assert np.array_equal(bits(cos[h]), bits(c1)) and np.array_equal(bits(sin[h]), bits(s1))
+    one, _ = fastpe.rope_cache(16, inv_freq=w[:1], seq_len=7)
+    assert one.shape == (1, 7, 16)  # (a heads axis of one)
     c2, _ = fastpe.rope_cache(16, inv_freq=w, seq_len=7, offset=3)
     assert c2.shape == (3, 7, 16)
     assert np.array_equal(c2[1], fastpe.rope_cache(16, inv_freq=w[1], seq_len=7, offset=3)[0])
@@ -336,6 +338,8 @@ def _qk(heads=4, kheads=4):
     [
         ({"inv_freq": np.ones((3, 4))}, ValueError, "inv_freq", 4),  # heads mismatch
         ({"inv_freq": np.ones((4, 4))}, ValueError, "inv_freq", 2),  # GQA
+        ({"inv_freq": np.ones((1, 4))}, ValueError, "inv_freq", 4),  # one head's row, 4 heads
+        ({**MIX, "inv_freq": np.ones((2, 3, 4)), "positions": P2}, ValueError, "inv_freq", 4),
         ({"inv_freq": np.ones((4, 5))}, ValueError, "head_dim", 4),  # 10 dims > 8
         ({"inv_freq": np.ones((4, 0))}, ValueError, "inv_freq", 4),
         ({"inv_freq": np.full((4, 4), np.nan)}, ValueError, "inv_freq", 4),

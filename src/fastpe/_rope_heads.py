@@ -78,6 +78,11 @@ def _frequency_rows(inv_freq: Any, mixed: bool) -> np.ndarray:
     return out
 
 
+def _per_head(inv_freq: Any, mixed: bool) -> bool:
+    """Whether (checked) inv_freq has a heads axis: every head counted, even one."""
+    return inv_freq is not None and np.ndim(inv_freq) == (3 if mixed else 2)
+
+
 def _heads_axis(v: np.ndarray, sa: int, name: str) -> int:
     """The heads axis of q or k: the one after the sequence axis (positions-first
     ``(batch, seq, heads, head_dim)``) when that is not the last, else the one before
@@ -233,7 +238,7 @@ def rotate(
         w = _frequency_rows(inv_freq, mixed)
     heads = 1 if w is None else w.shape[1]
     ha = None
-    if heads > 1:
+    if _per_head(inv_freq, mixed):
         ha = _heads_axis(views[0], sa, "q")
         for v, name in zip(views, ("q", "k"), strict=False):
             if v.shape[ha] != heads:
@@ -428,7 +433,7 @@ def cache(
     xpos = None
     if xpos_scale_base is not None:
         xpos = _xpos(xpos_scale_base, xpos_center, ntok)
-    full = ((heads,) if w is not None and w.shape[1] > 1 else ()) + shape
+    full = ((heads,) if _per_head(inv_freq, mixed) else ()) + shape
 
     def fill(view: np.ndarray, bf16: bool) -> None:
         for h in range(heads):
