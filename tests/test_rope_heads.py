@@ -424,3 +424,20 @@ def test_thread_count_does_not_change_bits(case):
         results.append((bits(q1), bits(k1)))
     for r in results[1:]:
         assert np.array_equal(r[0], results[0][0]) and np.array_equal(r[1], results[0][1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_head_cache_attention_factor_and_out(dtype):
+    """With an attention factor (the float64 table path) and into ``out``: still one
+    1-axis cache per head, bit for bit."""
+    rng = np.random.default_rng(8)
+    dt = BF16 if dtype == "bfloat16" else np.dtype(dtype)
+    w = head_freqs(rng, 2, 4)
+    out = (np.full((2, 6, 8), 7, dt), np.full((2, 6, 8), 7, dt))
+    got = fastpe.rope_cache(8, inv_freq=w, seq_len=6, attention_factor=0.7, out=out)
+    assert got[0] is out[0] and got[1] is out[1]
+    for h in range(2):
+        c1, s1 = fastpe.rope_cache(8, inv_freq=w[h], seq_len=6, attention_factor=0.7, dtype=dt)
+        assert np.array_equal(bits(out[0][h]), bits(c1)) and np.array_equal(
+            bits(out[1][h]), bits(s1)
+        )
