@@ -11,6 +11,7 @@ cache.  Medians of repeats.
     python bench/rope_apply.py --axes      # only multi-axis positions against 1-axis ones
     python bench/rope_apply.py --axes-cache  # only rope_cache's small calls with sections
     python bench/rope_apply.py --frameworks  # only multi-axis apply_rope against frameworks
+    python bench/rope_apply.py --heads     # only per-head frequencies against shared ones
 
 Multi-axis positions (--axes): q and k (1, 16, 4096, 128) float32 rotated by positions
 (4096, 3) with sections (16, 24, 24) (Qwen2-VL's M-RoPE) and by positions (4096,) (one
@@ -322,12 +323,46 @@ def frameworks(repeat=7):
             )
 
 
+def heads(repeat=15, runs=3):
+    """Per-head frequencies (inv_freq of shape (16, 64)) against one shared row, the same
+    q and k (1, 16, 4096, 128) float32 and threads, alternating; ``runs`` medians."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 16, 4096, 128)).astype(np.float32)
+    k = rng.standard_normal((1, 16, 4096, 128)).astype(np.float32)
+    w1 = 10000.0 ** (-np.arange(64) / 64)
+    wh = w1[None] * np.linspace(0.5, 2.0, 16)[:, None]
+    print(f"fastpe {fastpe.__version__}, {fastpe.build_info()['max_threads']} threads max")
+    for threads in (1, 2):
+
+        def shared(threads=threads):
+            fastpe.apply_rope(q, k, inv_freq=w1, num_threads=threads)
+
+        def per_head(threads=threads):
+            fastpe.apply_rope(q, k, inv_freq=wh, num_threads=threads)
+
+        shared(), per_head()  # warm up (frequencies, pages)
+        for run in range(runs):
+            t1, th = [], []
+            for _ in range(repeat):  # alternating: both see the same machine
+                t1.append(timeit.timeit(shared, number=1))
+                th.append(timeit.timeit(per_head, number=1))
+            m1, mh = np.median(t1), np.median(th)
+            print(
+                f"heads threads={threads} run {run + 1}: q, k (1, 16, 4096, 128) float32, "
+                f"inv_freq (64,) {m1 * 1e3:.2f} ms, inv_freq (16, 64) {mh * 1e3:.2f} ms, "
+                f"ratio {mh / m1:.3f}"
+            )
+
+
 def main():
     if "--axes-cache" in sys.argv[1:]:
         axes_cache()
         return
     if "--frameworks" in sys.argv[1:]:
         frameworks()
+        return
+    if "--heads" in sys.argv[1:]:
+        heads()
         return
     if "--axes" in sys.argv[1:]:
         axes()

@@ -830,7 +830,7 @@ def test_cache_dynamic_uses_the_longest_position():
         (dict(seq_len=4, layout="neox"), ValueError, "layout"),
         (dict(seq_len=4, dtype=np.int32), TypeError, "dtype"),
         (dict(seq_len=4, inv_freq=[1.0, -1.0]), ValueError, "inv_freq"),
-        (dict(seq_len=4, inv_freq=[[1.0]]), TypeError, "inv_freq"),
+        (dict(seq_len=4, inv_freq=[[[1.0]]]), TypeError, "inv_freq"),  # (2-D: one row per head)
         (
             dict(seq_len=4, rope_parameters={"rope_theta": 10.0}, inv_freq=[1.0]),
             ValueError,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# fastpe against the frameworks' own code (torch, transformers, diffusers, timm),
+# fastpe against the frameworks' own code (torch, transformers, diffusers, timm,
+# rotary-embedding-torch),
 # their float16/bfloat16 tensors (with ml_dtypes) and the plots (matplotlib), in a
 # venv of their own: the README's test command runs without them, where those tests skip.  Fails if any of these tests still skips for
 # a package this script installs.
@@ -18,11 +19,13 @@ VENV=$(mktemp -d)/venv
 rm -rf build src/fastpe/kernel.c
 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
 "$VENV/bin/python" -c "from importlib.metadata import version as v; print(' | '.join( \
-f'{p} {v(p)}' for p in ('numpy', 'torch', 'transformers', 'diffusers', 'timm', 'matplotlib')))"
+f'{p} {v(p)}' for p in ('numpy', 'torch', 'transformers', 'diffusers', 'timm', 'rotary-embedding-torch',
+    'matplotlib')))"
 log=$(mktemp)
 "$VENV/bin/python" -m pytest tests/test_frameworks.py tests/test_out_interop.py tests/test_plot.py tests/test_rope.py \
     tests/test_rope_axes.py \
     tests/test_half.py tests/test_capi_rope.py tests/test_torch.py tests/test_frameworks_vision.py \
+    tests/test_frameworks_rotary.py tests/test_rope_heads.py \
     "tests/test_cli.py::test_bench_chart_into_missing_directory_fails_before_benchmarking" \
     -q -p no:cacheprovider -rs | tee "$log"
 if grep -E "^SKIPPED.*(No module named|could not import|not importable|fastpe.torch)" "$log"; then

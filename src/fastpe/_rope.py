@@ -468,7 +468,7 @@ def rope_cache(
     offset: int = 0,
     positions: Any = None,
     sections: Sequence[int] | None = None,
-    section_layout: Literal["contiguous", "interleaved"] = "contiguous",
+    section_layout: Literal["contiguous", "interleaved", "mixed"] = "contiguous",
     layout: Literal["half", "interleaved"] = "half",
     dtype: Any = None,
     max_position_embeddings: int | None = None,
@@ -477,7 +477,9 @@ def rope_cache(
     attention_factor: float | None = None,
     out: tuple[np.ndarray, np.ndarray] | None = None,
     num_threads: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+    xpos_scale_base: float | None = None,
+    xpos_center: float | None = None,
+) -> tuple[np.ndarray, ...]:
     """The cos and sin caches of rotary position embeddings, with exact angles.
 
     ``cos[..., j]`` and ``sin[..., j]`` are the cosine and sine of ``k * w`` for
@@ -518,6 +520,12 @@ def rope_cache(
         concatenated axes).  ``"interleaved"``: frequency ``i`` follows axis ``r =
         i % n_axes`` when ``r >= 1`` and ``i < n_axes * sections[r]``, else axis 0
         (Qwen3-VL); each axis must then get exactly ``sections[a]`` frequencies.
+        ``"mixed"`` (RoPE-Mixed, timm's ``RotaryEmbeddingMixed``), without
+        ``sections``: every frequency follows every axis, the angle of frequency
+        ``i`` being ``sum_a positions[..., a] * inv_freq[a, i]`` (``inv_freq`` of
+        shape ``(n_axes, rotary_dim/2)``, or ``(n_axes, heads, rotary_dim/2)`` per
+        head), each axis's angle exact and their sum by the angle-addition
+        formulas in float64 (float64 results within 1e-15 of the exact values).
     layout : {"half", "interleaved"}, keyword-only
         ``"half"``: the ``rotate_half`` layout of GPT-NeoX, LLaMA, Mistral, Qwen
         (``[w_0 .. w_{n-1} | w_0 .. w_{n-1}]``); ``"interleaved"``: GPT-J's
@@ -530,7 +538,11 @@ def rope_cache(
         instead of a rule; ``rope_parameters`` must then be None. Any real dtype,
         bfloat16 included (ml_dtypes' arrays, PyTorch tensors), converted exactly
         to float64; finite, >= 0 and <= 1e280. ``head_dim`` must be at least
-        ``2 * len(inv_freq)``, the width of the caches.
+        ``2 * len(inv_freq)``, the width of the caches.  Shape ``(heads,
+        rotary_dim/2)``: one row of frequencies per head (learned or per-head
+        bands); the caches then have shape ``(heads, *positions.shape,
+        rotary_dim)``, head ``h``'s those of ``inv_freq[h]``.  Per-head and mixed
+        frequencies may be negative (a learned frequency's sign is its angle's).
     attention_factor : float, keyword-only
         Overrides the family's (1.0 without a rule).
     out : (cos, sin) pair of ndarrays, keyword-only
@@ -540,10 +552,17 @@ def rope_cache(
         views of one buffer (side by side) as long as they share no element.
     num_threads : int, keyword-only
         As in :func:`sinusoidal`.
+    xpos_scale_base, xpos_center : float, keyword-only
+        xPos (rotary-embedding-torch's ``use_xpos=True``): also return the scales
+        ``zeta_i ** ((position - xpos_center) / xpos_scale_base)``, ``zeta_i = (2 i
+        + 0.4 d) / (1.4 d)`` for rotary dim ``d``, laid out like ``cos`` (each
+        value rounded once; the keys' scales are their inverses), as its
+        ``get_scale``.  ``xpos_center`` defaults to the number of tokens // 2.
 
     Returns
     -------
     (cos, sin) : pair of ndarrays
+        (``(cos, sin, scale)`` with ``xpos_scale_base``.)
 
     Examples
     --------
@@ -552,6 +571,17 @@ def rope_cache(
     >>> cos.shape, cos.dtype
     ((4096, 128), dtype('float32'))
     """
+    if (
+        xpos_scale_base is not None
+        or xpos_center is not None
+        or section_layout == "mixed"
+        or inv_freq is not None
+    ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
+        return _rope_heads.cache(
+            head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
+            layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
+            num_threads, xpos_scale_base, xpos_center,
+        )  # fmt: skip
     if sections is not None or (
         rope_parameters is not None
         and type(rope_parameters) is not dict
@@ -802,6 +832,8 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
     (ml_dtypes' arrays, PyTorch tensors: a model's inv_freq buffer can be bfloat16)."""
     if _is_torch_bfloat16(inv_freq):
         inv_freq = inv_freq.detach().float()  # (exact: bfloat16 is float32's top half)
+    elif getattr(inv_freq, "requires_grad", False):
+        inv_freq = inv_freq.detach()  # (a learned parameter: its values)
     try:
         w = np.asarray(inv_freq)
     except Exception as exc:
@@ -844,7 +876,7 @@ def apply_rope(
     offset: Any = 0,
     positions: Any = None,
     sections: Sequence[int] | None = None,
-    section_layout: Literal["contiguous", "interleaved"] = "contiguous",
+    section_layout: Literal["contiguous", "interleaved", "mixed"] = "contiguous",
     seq_axis: int = -2,
     layout: Literal["half", "interleaved"] = "half",
     max_position_embeddings: int | None = None,
@@ -852,6 +884,8 @@ def apply_rope(
     inv_freq: Any = None,
     attention_factor: float | None = None,
     num_threads: int | None = None,
+    xpos_scale_base: float | None = None,
+    xpos_center: float | None = None,
 ) -> Any:
     """Rotate queries (and keys) in place by their positions' RoPE angles.
 
@@ -876,7 +910,13 @@ def apply_rope(
     rope_parameters, max_position_embeddings, precision, inv_freq, attention_factor
         The frequencies, as in :func:`rope_cache` (keyword-only). Repeated calls
         (decoding steps) are fastest with a dict of plain values or an ``inv_freq``
-        NumPy array (a torch buffer: ``inv_freq.numpy()`` once).
+        NumPy array (a torch buffer: ``inv_freq.numpy()`` once).  ``inv_freq`` of
+        shape ``(heads, rotary_dim/2)``: head ``h`` of q and of k rotates by row
+        ``h``, bitwise as one call per head; the heads axis is the one after
+        ``seq_axis`` when that is not the last (``(batch, seq, heads, head_dim)``),
+        else the one before (``(batch, heads, seq, head_dim)``).  q and k must both
+        have ``heads`` heads (per-head frequencies with grouped-query attention
+        are not defined).
     head_dim : int, keyword-only
         Defaults to ``q.shape[-1]``.
     offset : int or array_like of int, keyword-only
@@ -891,10 +931,22 @@ def apply_rope(
     sections, section_layout : keyword-only
         Multi-axis positions, as in :func:`rope_cache` (``rope_parameters`` may then
         be a list of one rule per axis); ``offset`` does not apply.
+        ``section_layout="mixed"`` (without ``sections``): RoPE-Mixed, every
+        frequency along every axis, ``inv_freq`` of shape ``(n_axes,
+        rotary_dim/2)`` or ``(n_axes, heads, rotary_dim/2)``, ``positions`` of
+        shape ``(seq, n_axes)`` or ``(batch, seq, n_axes)``.
     layout : {"half", "interleaved"}, keyword-only
         As in :func:`rope_cache`.
     num_threads : int, keyword-only
         As in :func:`sinusoidal`. The result does not depend on it.
+    xpos_scale_base, xpos_center : float, keyword-only
+        xPos, as rotary-embedding-torch's ``rotate_queries_and_keys`` with
+        ``use_xpos=True``: each rotated pair ``i`` of q is also multiplied by
+        ``zeta_i ** power`` and of k by ``zeta_i ** -power``, ``power = (position -
+        xpos_center) / xpos_scale_base``, ``zeta_i = (2 i + 0.4 d) / (1.4 d)`` for
+        rotary dim ``d``; folded into the rotation (each entry still rounded
+        once).  ``xpos_center`` defaults to ``seq // 2``, the library's centre for
+        positions ``0 .. seq-1``.  Needs ``k``; 1-axis positions only.
 
     Returns
     -------
@@ -912,6 +964,19 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
+    if (
+        xpos_scale_base is not None
+        or xpos_center is not None
+        or section_layout == "mixed"
+        or inv_freq is not None
+    ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
+        return _rope_heads.rotate(
+            q, k, rope_parameters=rope_parameters, head_dim=head_dim, offset=offset,
+            positions=positions, sections=sections, section_layout=section_layout,
+            seq_axis=seq_axis, layout=layout, max_position_embeddings=max_position_embeddings,
+            precision=precision, inv_freq=inv_freq, attention_factor=attention_factor,
+            num_threads=num_threads, xpos_scale_base=xpos_scale_base, xpos_center=xpos_center,
+        )  # fmt: skip
     # (the usual spellings decided without a call: a decoding step takes microseconds)
     multi = sections is not None or (
         rope_parameters is not None
@@ -956,6 +1021,45 @@ def apply_rope(
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
+    views, head_dim, sa, seq, batch = _rope_views(q, k, head_dim, seq_axis)
+    if multi:
+        _rotate_axes(
+            views, sa, seq, batch, head_dim, rope_parameters, offset, positions, sections,
+            section_layout, layout, max_position_embeddings, precision, inv_freq,
+            attention_factor, nthreads,
+        )  # fmt: skip
+        return q if k is None else (q, k)
+    off_scalar, offsets, pos, lo, hi = _token_positions(views, seq, batch, offset, positions)
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, enc = _angles(head_dim, rule, lo, hi)
+    # (every argument is checked even when there is nothing to rotate; an empty q
+    # leaves k to be rotated all the same)
+    if hi >= lo:
+        rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
+        check_table_size(rows, 2 * w.size, 8)
+        # q and k in one pass by one table
+        parts = [kernel_view(v) for v in views if v.size]
+        if parts:
+            _kernel.rope_rotate(
+                parts[0][0],
+                enc,
+                sa,
+                off_scalar,
+                offsets,
+                pos,
+                layout == "half",
+                attention,
+                nthreads,
+                parts[0][1],
+                parts[1][0] if len(parts) > 1 else None,
+                len(parts) > 1 and parts[1][1],
+            )
+    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
+    return q if k is None else (q, k)
+
+
+def _rope_views(q: Any, k: Any, head_dim: Any, seq_axis: Any) -> tuple:
+    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch)."""
     views = [_rope_target(q, "q")]
     if k is not None:
         views.append(_rope_target(k, "k"))
@@ -984,14 +1088,14 @@ def apply_rope(
             f"{views[1].shape}"
         )
     batch = qv.shape[0] if sa != 0 else 1
-    if multi:
-        _rotate_axes(
-            views, sa, seq, batch, head_dim, rope_parameters, offset, positions, sections,
-            section_layout, layout, max_position_embeddings, precision, inv_freq,
-            attention_factor, nthreads,
-        )  # fmt: skip
-        return q if k is None else (q, k)
-    # each token's position: off_scalar or offsets[b], plus positions[b or 0, s] or s
+    return views, head_dim, sa, seq, batch
+
+
+def _token_positions(
+    views: list[np.ndarray], seq: int, batch: int, offset: Any, positions: Any
+) -> tuple[int, np.ndarray | None, np.ndarray | None, int, int]:
+    """Each token's position, ``off_scalar`` or ``offsets[b]``, plus ``pos[b or 0, s]``
+    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none."""
     off_scalar, offsets, pos = 0, None, None
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
@@ -1018,32 +1122,7 @@ def apply_rope(
         elif off.size:
             offsets = off
         lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
-    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
-    w, attention, enc = _angles(head_dim, rule, lo, hi)
-    # (every argument is checked even when there is nothing to rotate; an empty q
-    # leaves k to be rotated all the same)
-    if hi >= lo:
-        rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
-        check_table_size(rows, 2 * w.size, 8)
-        # q and k in one pass by one table
-        parts = [kernel_view(v) for v in views if v.size]
-        if parts:
-            _kernel.rope_rotate(
-                parts[0][0],
-                enc,
-                sa,
-                off_scalar,
-                offsets,
-                pos,
-                layout == "half",
-                attention,
-                nthreads,
-                parts[0][1],
-                parts[1][0] if len(parts) > 1 else None,
-                len(parts) > 1 and parts[1][1],
-            )
-    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
-    return q if k is None else (q, k)
+    return off_scalar, offsets, pos, lo, hi
 
 
 def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
@@ -1420,3 +1499,6 @@ def _remember_axes_plan(
         )
         if key is not None:
             _kernel.remember_rope_axes_plan(key, axes, attention)
+
+
+from . import _rope_heads  # noqa: E402  (it uses this module's helpers)

@@ -41,6 +41,19 @@ def rope_rotate(
     k: Any = ...,
     k_bfloat16: bool = ...,
 ) -> None: ...
+def rope_rotate_tables(
+    x: Any,
+    table: np.ndarray,
+    seq_axis: int,
+    half: bool,
+    attention: float,
+    num_threads: int,
+    bfloat16: bool = ...,
+    k: Any = ...,
+    ktable: np.ndarray | None = ...,
+    k_bfloat16: bool = ...,
+    per_batch: bool = ...,
+) -> None: ...
 
 @disjoint_base
 class RopeAxes:

@@ -11,6 +11,7 @@ parts by job:
   kernel.pyx     (this file) the Python entry points: Plan, Encoder, fill_rows
   _fast.pxi      the encoding cache and the fast paths table/table_at/add
   _rope.pxi      RoPE: the rotation of q/k rows in place, and apply_rope's fast path
+  _rope_tables.pxi  RoPE rotations by the caller's angle tables (per head, mixed, xPos)
   _capi.pxi      the C API (include/fastpe.h, kernel.pxd) and its capsule
 Results do not depend on the thread count (see csrc/pe_core.h).
 """
@@ -282,4 +283,5 @@ def max_position(double base, int64_t d_model):
 
 include "_fast.pxi"
 include "_rope.pxi"
+include "_rope_tables.pxi"
 include "_capi.pxi"
