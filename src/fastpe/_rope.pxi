@@ -725,7 +725,8 @@ def rope_front(general):
     """The public ``apply_rope``: a compiled function with ``general``'s parameters
     that rotates the common case itself (see rope_apply) and hands every other
     call to ``general`` unchanged.  A decoding step then runs no Python frame:
-    filling eleven keyword-only defaults costs a tenth of a step.  Its name,
+    filling eleven keyword-only defaults costs a tenth of a step.  It takes the
+    same parameters (tests/test_fast_path.py compares them).  Its name,
     docstring, signature (``__wrapped__``) and annotations are ``general``'s."""
     global _rope_general
     _rope_general = general
@@ -736,10 +737,10 @@ def rope_front(general):
 def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, positions=None,
                sections=None, section_layout="contiguous", seq_axis=-2, layout="half",
                max_position_embeddings=None, precision="float32", inv_freq=None,
-               attention_factor=None, num_threads=None, **more):
-    # (parameters the general path has and this list lacks arrive in ``more``:
-    # the general path takes them, and the call its errors)
-    if not more and sections is None \
+               attention_factor=None, num_threads=None):
+    # (the general path's parameters, one for one: tests/test_fast_path.py checks
+    # them; no **kwargs, whose dict costs a tenth of the call's overhead)
+    if sections is None \
             and (rope_parameters is None or type(rope_parameters) is dict):
         done = _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
                                 layout, max_position_embeddings, precision, inv_freq,
@@ -751,7 +752,7 @@ def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, posi
                          section_layout=section_layout, seq_axis=seq_axis, layout=layout,
                          max_position_embeddings=max_position_embeddings, precision=precision,
                          inv_freq=inv_freq, attention_factor=attention_factor,
-                         num_threads=num_threads, **more)
+                         num_threads=num_threads)
 
 
 cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,

@@ -169,7 +169,6 @@ def apply_rope(
     inv_freq: Any = None,
     attention_factor: Any = None,
     num_threads: Any = None,
-    **more: Any,
 ) -> Any: ...
 def rope_cache_fast(
     head_dim: Any,
