@@ -88,19 +88,26 @@ def layouts(repeat=7):
 
 
 def step(calls=100_000, loops=7):
-    """A decoding step, q and k and then q alone: wall and CPU medians per call."""
+    """A decoding step, q and k and then q alone, at one position, then q and k
+    at consecutive positions: wall and CPU medians per call."""
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
     k = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
     apply_rope = fastpe.apply_rope
     print(f"fastpe {fastpe.__version__}")
-    for name, args in (("q and k", (q, k)), ("q alone", (q,))):
+    # (the last case advances the position each call, as consecutive tokens do)
+    for name, args, step in (("q and k", (q, k), 0), ("q alone", (q,), 0),
+                             ("q and k, offsets 100000..", (q, k), 1)):  # fmt: skip
         apply_rope(*args, offset=100000)  # warm up (frequencies, anchors)
         wall, cpu = [], []
         for _ in range(loops):
             t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
-            for _ in range(calls):
-                apply_rope(*args, offset=100000)
+            if step:
+                for i in range(100000, 100000 + calls):
+                    apply_rope(*args, offset=i)
+            else:
+                for _ in range(calls):
+                    apply_rope(*args, offset=100000)
             cpu.append((time.thread_time_ns() - c0) / calls / 1e3)
             wall.append((time.perf_counter_ns() - t0) / calls / 1e3)
         print(

@@ -595,3 +595,147 @@ def test_planned_axes_caches_keep_the_general_errors(change, exc, match):
     with pytest.raises(exc, match=match):
         fastpe.rope_cache(8, **{**AXES_BASE, **change})
     assert kernel.rope_axes_plans == before  # and plans nothing
+
+
+def test_apply_rope_is_compiled_with_the_general_paths_signature():
+    """The public apply_rope is the compiled front; it reports, and takes, the
+    parameters of the Python function it wraps, with the same defaults."""
+    import inspect
+
+    from fastpe import _rope
+
+    front, general = fastpe.apply_rope, fastpe.apply_rope.__wrapped__
+    assert front is _rope.apply_rope and front is not general
+    assert inspect.isfunction(general) and not inspect.isfunction(front)
+    assert front.__name__ == "apply_rope" and front.__doc__ == general.__doc__
+    assert inspect.signature(front) == inspect.signature(general)
+    # the front's own parameters: the general path's, one for one, with its defaults
+    own = inspect.signature(front, follow_wrapped=False).parameters.values()
+    theirs = inspect.signature(general).parameters.values()
+    assert [(p.name, p.kind, p.default) for p in own] == [
+        (p.name, p.kind, p.default) for p in theirs
+    ]
+
+
+@pytest.fixture
+def front_calls():
+    general = fastpe.apply_rope.__wrapped__
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return general(*args, **kwargs)
+
+    kernel.rope_front(spy)
+    try:
+        yield calls
+    finally:
+        kernel.rope_front(general)
+    assert fastpe.apply_rope.__wrapped__ is general
+
+
+def _reference(q, positions, half):
+    """A float64 NumPy rotation of q (..., seq, d) by the default frequencies
+    (float32, as transformers computes them), at exact float64 angles."""
+    d = q.shape[-1]
+    inv = np.float32(1.0) / np.float32(10000.0) ** (np.arange(0, d, 2, dtype=np.float32) / d)
+    inv = inv.astype(np.float64)
+    ang = np.asarray(positions, np.float64)[:, None] * inv
+    c, s = np.cos(ang), np.sin(ang)
+    x = q.astype(np.float64)
+    if half:
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        return np.concatenate([x1 * c - x2 * s, x2 * c + x1 * s], axis=-1)
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = x1 * c - x2 * s, x2 * c + x1 * s
+    return out
+
+
+STEPS = [
+    dict(offset=100000),
+    dict(offset=7, layout="interleaved"),
+    dict(offset=np.array([3, 900])),
+    dict(positions=np.array([[5], [2]])),
+    dict(offset=12, head_dim=8, num_threads=1, seq_axis=2, precision="float32"),
+]
+
+
+@pytest.mark.parametrize("kw", STEPS)
+@pytest.mark.parametrize("with_k", [False, True])
+def test_apply_rope_front_equals_general(kw, with_k, front_calls):
+    """A decoding step served by the compiled front gives the bits of the general
+    path (the same call with the plans forgotten), never calling it, and both
+    agree with a NumPy float64 rotation."""
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 3, 1, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 1, 8)).astype(np.float32)
+    args = (q.copy(), k.copy()) if with_k else (q.copy(),)
+    fastpe.apply_rope(*args, **kw)  # plans the rule
+    front_calls.clear()
+    fast = fastpe.apply_rope(*((q.copy(), k.copy()) if with_k else (q.copy(),)), **kw)
+    assert front_calls == [], "the front handed a common step to the general path"
+    kernel.rope_plans.clear()
+    general = fastpe.apply_rope.__wrapped__(
+        *((q.copy(), k.copy()) if with_k else (q.copy(),)), **kw
+    )
+    fast = fast if with_k else (fast,)
+    general = general if with_k else (general,)
+    if "positions" in kw:
+        pos = [np.asarray(kw["positions"])[b, 0] for b in range(2)]
+    else:
+        pos = np.broadcast_to(kw["offset"], (2,))
+    for f, g, x in zip(fast, general, (q, k), strict=False):
+        np.testing.assert_array_equal(f, g)
+        for b in range(2):
+            want = _reference(x[b], [pos[b]], kw.get("layout", "half") == "half")
+            np.testing.assert_allclose(f[b], want, rtol=2e-7, atol=2e-7)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda f, q: f(q, offset=None),
+        lambda f, q: f(q, layout="split"),
+        lambda f, q: f(q, seq_axis=3),
+        lambda f, q: f(q, head_dim=9),
+        lambda f, q: f(q, offset=2**63),
+        lambda f, q: f(q, q),
+        lambda f, q: f(q.astype(np.int32)),
+        lambda f, q: f(q, offset=1, positions=np.array([0])),
+        lambda f, q: f(q, bogus=1),
+        lambda f, q: f(q, None, 3),
+        lambda f, q: f(),
+        lambda f, q: f(q, k=q.copy(), section_layout="diagonal", sections=[2, 2]),
+    ],
+)
+def test_apply_rope_front_raises_the_general_paths_errors(call):
+    q = np.ones((1, 2, 1, 8), np.float32)
+    fastpe.apply_rope(q.copy())  # planned: the front tries its fast path first
+    general = fastpe.apply_rope.__wrapped__
+    with pytest.raises((TypeError, ValueError)) as want:
+        call(general, q.copy())
+    seen = q.copy()
+    with pytest.raises(want.type) as got:
+        call(fastpe.apply_rope, seen)
+    if "positional argument" not in str(want.value):  # (Cython words these its own way)
+        assert str(got.value) == str(want.value)
+    np.testing.assert_array_equal(seen, q)  # nothing rotated on error
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(sections=[2, 2], positions=np.zeros((1, 2), np.int64)),
+        dict(rope_parameters=[None, None], sections=[2, 2], positions=np.zeros((1, 2), np.int64)),
+        dict(offset=np.int64(3)),
+        dict(attention_factor=1.0),
+    ],
+)
+def test_apply_rope_front_hands_other_calls_on(kw, front_calls):
+    q = np.ones((1, 2, 1, 8), np.float32)
+    fastpe.apply_rope(q.copy())
+    front_calls.clear()
+    fastpe.apply_rope(q.copy(), **kw)
+    assert len(front_calls) == 1
+    assert {n: v for n, v in front_calls[0].items() if n in kw} == kw

@@ -867,6 +867,7 @@ def _encoder(w: np.ndarray) -> _kernel.Encoder:
     return enc
 
 
+@_kernel.rope_front
 def apply_rope(
     q: Any,
     k: Any = None,

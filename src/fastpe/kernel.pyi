@@ -6,7 +6,8 @@ The signatures mirror kernel.pyx one for one, so functions that take the same
 arguments repeat them here (stubtest checks both against each other).
 """
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 from typing_extensions import Self, disjoint_base
@@ -15,6 +16,7 @@ ERROR_MESSAGES: dict[int, str]
 C_API_VERSION: tuple[int, int]
 _C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
 _C_CONSTANTS: dict[str, int]
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 @disjoint_base
 class Plan:
@@ -179,6 +181,25 @@ def rope_apply(
     attention_factor: Any,
     num_threads: Any,
 ) -> Any | None: ...
+def rope_front(general: _F) -> _F: ...
+def apply_rope(
+    q: Any,
+    k: Any = None,
+    *,
+    rope_parameters: Any = None,
+    head_dim: Any = None,
+    offset: Any = 0,
+    positions: Any = None,
+    sections: Any = None,
+    section_layout: Any = "contiguous",
+    seq_axis: Any = -2,
+    layout: Any = "half",
+    max_position_embeddings: Any = None,
+    precision: Any = "float32",
+    inv_freq: Any = None,
+    attention_factor: Any = None,
+    num_threads: Any = None,
+) -> Any: ...
 def rope_cache_fast(
     head_dim: Any,
     rope_parameters: Any,

@@ -28,6 +28,7 @@ from cpython.exc cimport PyErr_Occurred
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.buffer cimport PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS
+import functools
 import threading
 
 
