@@ -739,3 +739,25 @@ def test_apply_rope_front_hands_other_calls_on(kw, front_calls):
     fastpe.apply_rope(q.copy(), **kw)
     assert len(front_calls) == 1
     assert {n: v for n, v in front_calls[0].items() if n in kw} == kw
+
+
+@pytest.mark.parametrize("value, exc", [("bad", ValueError), (b"contiguous", TypeError)])
+def test_section_layout_is_checked_without_sections_cold_and_planned(value, exc):
+    """section_layout has no effect without sections, but a misspelt one is refused
+    by the fast paths as by the general ones, before anything is written."""
+    w = 10000.0 ** (-np.arange(4) / 4)
+    q = np.ones((1, 2, 3, 8), np.float32)
+    for planned in (False, True):
+        if planned:
+            fastpe.apply_rope(q.copy(), inv_freq=w)
+            fastpe.rope_cache(8, inv_freq=w, seq_len=3)
+        before = q.copy()
+        with pytest.raises(exc, match="section_layout"):
+            fastpe.apply_rope(q, inv_freq=w, section_layout=value)
+        np.testing.assert_array_equal(q, before)
+        with pytest.raises(exc, match="section_layout"):
+            fastpe.rope_cache(8, inv_freq=w, seq_len=3, section_layout=value)
+    fastpe.apply_rope(q, inv_freq=w, section_layout="interleaved")  # a valid one: no effect
+    ref = before.copy()
+    fastpe.apply_rope(ref, inv_freq=w)
+    np.testing.assert_array_equal(q, ref)

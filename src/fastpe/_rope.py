@@ -574,7 +574,7 @@ def rope_cache(
     if (
         xpos_scale_base is not None
         or xpos_center is not None
-        or section_layout == "mixed"
+        or (type(section_layout) is str and section_layout == "mixed")
         or inv_freq is not None
     ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
         return _rope_heads.cache(
@@ -582,6 +582,8 @@ def rope_cache(
             layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
             num_threads, xpos_scale_base, xpos_center,
         )  # fmt: skip
+    if sections is None and not (type(section_layout) is str and section_layout == "contiguous"):
+        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))  # (a typo)
     if sections is not None or (
         rope_parameters is not None
         and type(rope_parameters) is not dict
@@ -968,7 +970,7 @@ def apply_rope(
     if (
         xpos_scale_base is not None
         or xpos_center is not None
-        or section_layout == "mixed"
+        or (type(section_layout) is str and section_layout == "mixed")
         or inv_freq is not None
     ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
         return _rope_heads.rotate(
@@ -978,6 +980,9 @@ def apply_rope(
             precision=precision, inv_freq=inv_freq, attention_factor=attention_factor,
             num_threads=num_threads, xpos_scale_base=xpos_scale_base, xpos_center=xpos_center,
         )  # fmt: skip
+    if sections is None and not (type(section_layout) is str and section_layout == "contiguous"):
+        # (it has no meaning without sections, but a misspelling is still refused)
+        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
     # (the usual spellings decided without a call: a decoding step takes microseconds)
     multi = sections is not None or (
         rope_parameters is not None
