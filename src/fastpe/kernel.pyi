@@ -199,6 +199,8 @@ def apply_rope(
     inv_freq: Any = None,
     attention_factor: Any = None,
     num_threads: Any = None,
+    xpos_scale_base: Any = None,
+    xpos_center: Any = None,
 ) -> Any: ...
 def rope_cache_fast(
     head_dim: Any,
