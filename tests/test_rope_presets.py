@@ -406,3 +406,92 @@ def test_hostile_arguments_are_value_or_type_errors(name, data):
     with contextlib.suppress(ValueError, TypeError):
         fn(**kw)
     assert repr(kw) == before
+
+
+# ---------------------------------------------------------------- timm (float64 vs mpmath)
+
+
+@pytest.mark.parametrize("max_res", [224, 256, 100])
+@pytest.mark.parametrize("linear", [True, False])
+def test_timm_pixel_bands_float64_against_mpmath(max_res, linear):
+    nb = 12
+    p = rp.timm_rotary(48, max_res=max_res, linear_bands=linear, precision="float64")
+    t = [mpmath.mpf(i) / (nb - 1) for i in range(nb)]
+    if linear:  # linspace(1, max_res / 2) * pi
+        ref = [(1 + (mpmath.mpf(max_res) / 2 - 1) * x) * mpmath.pi for x in t]
+    else:  # 2 ** linspace(0, log2(max_res) - 1) * pi
+        ref = [2 ** ((mpmath.log(max_res, 2) - 1) * x) * mpmath.pi for x in t]
+    assert_mp_close(p.inv_freq[:nb], ref, rel=5e-16)
+    assert np.array_equal(p.inv_freq[nb:], p.inv_freq[:nb])
+    assert (p.sections, p.layout, p.axes) == ((nb, nb), "interleaved", ("h", "w"))
+
+
+def test_timm_language_bands_and_dinov3_periods_against_mpmath():
+    p = rp.timm_rotary(64, temperature=100.0, in_pixels=False, precision="float64")
+    # 1 / temperature ** (i / (dim // 4))
+    assert_mp_close(p.inv_freq[:16], [mpmath.mpf(100) ** (-mpmath.mpf(i) / 16) for i in range(16)])
+    d = rp.timm_dinov3(64, precision="float64")  # 2 pi / 100 ** (2i / 32)
+    ref = [2 * mpmath.pi / mpmath.mpf(100) ** (mpmath.mpf(2 * i) / 32) for i in range(16)]
+    assert_mp_close(d.inv_freq[:16], ref, rel=5e-16)
+    assert (d.sections, d.layout) == ((16, 16), "half")
+    d = rp.timm_dinov3(32, None, 0.5, 64.0, rotate_half=False, precision="float64")
+    ref = [2 * mpmath.pi / (mpmath.mpf(0.5) * 128 ** (mpmath.mpf(i) / 7)) for i in range(8)]
+    assert_mp_close(d.inv_freq[:8], ref, rel=5e-16)
+    assert d.layout == "interleaved"
+
+
+def test_timm_positions_float64_written_out():
+    # pixel: linspace(-1, 1, 5) on rows, linspace(-1, 1, 3) on columns, row-major
+    g = rp.timm_positions([5, 3], precision="float64")
+    rows, cols = [-1, -0.5, 0, 0.5, 1], [-1, 0, 1]
+    assert g.tolist() == [[r, c] for r in rows for c in cols]
+    # index grid with EVA-02's rescaling to a 16 x 16 reference, offset 0.5, xy order
+    g = rp.timm_positions(
+        [3, 2], in_pixels=False, ref_feat_shape=[16, 16], grid_offset=0.5, grid_indexing="xy"
+    )
+    want = [[(c + 0.5) / 2 * 16, (r + 0.5) / 3 * 16] for r in range(3) for c in range(2)]
+    np.testing.assert_allclose(g, want, rtol=1e-7)
+    g64 = rp.timm_positions(
+        [3, 2],
+        in_pixels=False,
+        ref_feat_shape=[16, 16],
+        grid_offset=0.5,
+        grid_indexing="xy",
+        precision="float64",
+    )
+    assert g64.tolist() == [[float(x) for x in row] for row in want]
+    # DINOv3's centred coordinates: ((i + 0.5) / n) * 2 - 1, by the larger side ("max")
+    g = rp.timm_positions(
+        [2, 4], grid_type="centered", normalize_coords="max", precision="float64"
+    )
+    want = [[(r + 0.5) / 4 * 2 - 1, (c + 0.5) / 4 * 2 - 1] for r in range(2) for c in range(4)]
+    assert g.tolist() == want
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: rp.timm_rotary(2), ValueError, "dim"),
+        (lambda: rp.timm_rotary(64, max_res=0), ValueError, "max_res"),
+        (lambda: rp.timm_rotary(64, in_pixels=False, temperature=-1.0), ValueError, "temperature"),
+        (lambda: rp.timm_rotary(64, n_axes=4), ValueError, "n_axes"),
+        (lambda: rp.timm_rotary(64, precision="float16"), ValueError, "precision"),
+        (lambda: rp.timm_dinov3(64, None), ValueError, "temperature"),
+        (lambda: rp.timm_dinov3(64, None, 0.0, 10.0), ValueError, "min_period"),
+        (lambda: rp.timm_positions([0, 3]), ValueError, "feat_shape"),
+        (lambda: rp.timm_positions([3, 3, 3, 3]), ValueError, "feat_shape"),
+        (lambda: rp.timm_positions("ab"), TypeError, "feat_shape"),
+        (lambda: rp.timm_positions([3, 3], grid_type="polar"), ValueError, "grid_type"),
+        (lambda: rp.timm_positions([3, 3], grid_indexing="yx"), ValueError, "grid_indexing"),
+        (lambda: rp.timm_positions([3, 3], ref_feat_shape=[4]), ValueError, "ref_feat_shape"),
+        (lambda: rp.timm_positions([3, 3], grid_offset=float("nan")), ValueError, "grid_offset"),
+        (
+            lambda: rp.timm_positions([3], grid_type="centered", normalize_coords="mean"),
+            ValueError,
+            "normalize_coords",
+        ),
+    ],
+)
+def test_timm_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

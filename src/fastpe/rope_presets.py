@@ -20,11 +20,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._rope import rope_frequencies
+from ._rope import _Ops, rope_frequencies
 from ._validate import as_base, as_bool, as_choice, as_int
 
 __all__ = [
@@ -38,6 +39,9 @@ __all__ = [
     "qwen2_vl",
     "qwen3_vl",
     "qwen_vl_position_ids",
+    "timm_dinov3",
+    "timm_positions",
+    "timm_rotary",
 ]
 
 Precision = Literal["float32", "float64"]
@@ -401,6 +405,254 @@ def flux(theta: float, axes_dim: Sequence[int], *, precision: Precision = "float
     return _preset(
         np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, axes
     )
+
+
+# ---------------------------------------------------------------- timm
+
+
+def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
+    """torch.linspace in float32: ``start + step * i`` up to halfway, ``end - step *
+    (steps - 1 - i)`` after, each a fused multiply-add as torch's CPU kernel is
+    compiled (the product is exact in float64, the sum rounded once to float32)."""
+    a, b = np.float32(start), np.float32(end)
+    if steps == 1:
+        return np.array([a], dtype=np.float32)
+    step = np.float64(np.float32((b - a) / np.float32(steps - 1)))
+    i = np.arange(steps)
+    with np.errstate(over="ignore"):
+        up = np.float64(a) + step * i
+        down = np.float64(b) - step * (steps - 1 - i)
+    return np.where(i < steps // 2, up, down).astype(np.float32)
+
+
+def _timm_bands(
+    num_bands: int,
+    in_pixels: bool,
+    max_res: float,
+    temperature: float,
+    linear_bands: bool,
+    precision: Precision,
+) -> np.ndarray:
+    """timm's ``_build_bands``: pixel bands (``linspace(1, max_res / 2) * pi``, or
+    ``2 ** linspace(0, log2(max_res) - 1) * pi``) or ``1 / temperature ** (i / n)``."""
+    if not in_pixels:
+        if num_bands < 1:
+            return np.zeros(0)
+        return _default_rule(2 * num_bands, temperature, precision)
+    if num_bands < 1:
+        return np.zeros(0)
+    if precision == "float32":
+        f32 = _Ops(np.float32)
+        with np.errstate(over="ignore"):
+            if linear_bands:
+                bands = _linspace32(1.0, max_res / 2, num_bands)
+            else:
+                bands = f32.pow(2.0, _linspace32(0.0, math.log(max_res, 2) - 1, num_bands))
+            out = (bands * np.float32(math.pi)).astype(np.float64)
+    else:  # each rational part rounded once, then the product with pi
+        x = [Fraction(i, max(num_bands - 1, 1)) for i in range(num_bands)]
+        with np.errstate(over="ignore"):
+            if linear_bands:
+                part = np.array([float(1 + (Fraction(max_res) / 2 - 1) * t) for t in x])
+            else:  # 2 ** ((log2(max_res) - 1) t) = (max_res / 2) ** t
+                part = np.power(max_res / 2, np.array([float(t) for t in x]))
+            out = part * math.pi
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError(f"max_res={max_res!r} gives pixel bands that are not finite and >= 0")
+    return out
+
+
+def timm_rotary(
+    dim: int,
+    max_res: int = 224,
+    temperature: float = 10000,
+    in_pixels: bool = True,
+    linear_bands: bool = False,
+    *,
+    rotate_half: bool = False,
+    n_axes: int = 2,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """timm's ``RotaryEmbedding`` and ``RotaryEmbeddingCat`` (EVA-02, ViTamin, ...):
+    the frequencies, from the constructor's arguments.
+
+    ``dim // 4`` bands per position axis (timm's ``_build_bands``): pixel bands
+    (``in_pixels=True``: ``linspace(1, max_res / 2)`` times pi, or log-spaced
+    ``2 ** linspace(0, log2(max_res) - 1)`` times pi without ``linear_bands``) or
+    language bands ``1 / temperature ** (i / (dim // 4))``. Axis ``a`` of the grid
+    (see :func:`timm_positions`) takes pairs ``a * (dim // 4)`` onwards; pairs are
+    interleaved (``rot``), or half-split with ``rotate_half=True``. A 2-D grid
+    rotates ``dim`` dimensions (``n_axes`` for grids of other ranks).
+
+    The float32 default rounds as timm does (its float32 ``linspace`` by the scalar
+    formula of torch's kernel, which its vectorised kernel can miss by an ulp);
+    ``precision="float64"`` gives the exact bands.
+    """
+    precision = _precision(precision)
+    dim = as_int(dim, "dim", minimum=4)
+    n_axes = as_int(n_axes, "n_axes", minimum=1, maximum=3)
+    in_pixels = as_bool(in_pixels, "in_pixels")
+    linear_bands = as_bool(linear_bands, "linear_bands")
+    half = as_bool(rotate_half, "rotate_half")
+    nb = dim // 4
+    if in_pixels:
+        res = as_base(max_res, "max_res")
+        bands = _timm_bands(nb, True, res, 0.0, linear_bands, precision)
+    else:
+        temp = as_base(temperature, "temperature")
+        bands = _timm_bands(nb, False, 0.0, temp, linear_bands, precision)
+    layout: Literal["half", "interleaved"] = "half" if half else "interleaved"
+    return _preset(
+        np.tile(bands, n_axes), (nb,) * n_axes, "contiguous", layout, 1.0, _AXES[-n_axes:]
+    )
+
+
+def timm_dinov3(
+    dim: int,
+    temperature: float | None = 100.0,
+    min_period: float | None = None,
+    max_period: float | None = None,
+    *,
+    rotate_half: bool = True,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """timm's ``RotaryEmbeddingDinoV3`` (DINOv3), from the constructor's arguments
+    (eval mode: its coordinate augmentations apply only in training).
+
+    ``dim // 4`` periods per axis, ``temperature ** (2i / (dim // 2))`` or
+    ``min_period * (max_period / min_period) ** linspace(0, 1)``; the angle of a
+    coordinate ``c`` is ``2 pi c / period``, so the frequencies are ``2 pi / period``.
+    Axis 0 (the patch row, with ``grid_indexing="ij"``) takes the first ``dim // 4``
+    pairs; half-split pairs (``rotate_half=True``, timm's default). Its coordinates
+    are ``timm_positions(shape, grid_type="centered", ...)``.
+
+    The float32 default divides by timm's float32 periods (the angle itself stays
+    exact); ``precision="float64"`` uses the exact periods.
+    """
+    precision = _precision(precision)
+    dim = as_int(dim, "dim", minimum=4)
+    half = as_bool(rotate_half, "rotate_half")
+    nb = dim // 4
+    f32 = _Ops(np.float32)
+    with np.errstate(over="ignore", divide="ignore"):
+        if min_period is not None and max_period is not None:
+            lo = as_base(min_period, "min_period")
+            hi = as_base(max_period, "max_period")
+            if precision == "float32":  # min_period * (max_period / min_period) ** linspace(0, 1)
+                periods = f32.s(lo) * f32.pow(hi / lo, _linspace32(0.0, 1.0, nb))
+                w = 2 * math.pi / periods.astype(np.float64)
+            else:
+                x = np.array([float(Fraction(i, max(nb - 1, 1))) for i in range(nb)])
+                w = (2 * math.pi / lo) * np.power(lo / hi, x)
+        else:
+            if temperature is None:
+                raise ValueError("give temperature, or both min_period and max_period")
+            t = as_base(temperature, "temperature")
+            if precision == "float32":  # temperature ** (2 * arange(nb) / (dim // 2))
+                ex = f32.s(2.0) * np.arange(nb, dtype=np.float32) / f32.s(dim // 2)
+                w = 2 * math.pi / f32.pow(t, ex).astype(np.float64)
+            else:
+                x = np.array([float(Fraction(2 * i, dim // 2)) for i in range(nb)])
+                w = 2 * math.pi * np.power(t, -x)
+    if not np.all(np.isfinite(w) & (w > 0)):
+        raise ValueError(
+            f"the periods of temperature={temperature!r}, min_period={min_period!r}, "
+            f"max_period={max_period!r} must be finite and > 0 (in {precision})"
+        )
+    layout: Literal["half", "interleaved"] = "half" if half else "interleaved"
+    return _preset(np.tile(w, 2), (nb, nb), "contiguous", layout, 1.0, ("h", "w"))
+
+
+def timm_positions(
+    feat_shape: Sequence[int],
+    *,
+    in_pixels: bool = True,
+    grid_type: str | None = None,
+    ref_feat_shape: Sequence[int] | None = None,
+    grid_offset: float = 0.0,
+    grid_indexing: str = "ij",
+    normalize_coords: str = "separate",
+    precision: Precision = "float32",
+) -> np.ndarray:
+    """The token coordinates timm's rotary embeddings rotate by (its ``_build_grid``),
+    shape ``(prod(feat_shape), len(feat_shape))``, rows in row-major order.
+
+    ``grid_type`` (default ``"pixel"`` with ``in_pixels``, else ``"index"``, as the
+    modules choose): ``"pixel"`` ``linspace(-1, 1, s)`` per axis; ``"index"``
+    ``arange(s) + grid_offset``; ``"centered"`` (DINOv3) ``((i + 0.5 + grid_offset) /
+    n) * 2 - 1`` with ``n`` each axis's size (``normalize_coords="separate"``) or
+    the smallest / largest (``"min"``, ``"max"``). ``ref_feat_shape`` rescales them by
+    ``ref / size`` (EVA-02's fine-tuning at another resolution). ``grid_indexing="xy"``
+    puts the column coordinate first (timm's meshgrid ``indexing="xy"`` on the
+    swapped shape).
+
+    By default the coordinates are timm's float32 values (as float64); with
+    ``precision="float64"`` each is the exact value rounded once.
+    """
+    precision = _precision(precision)
+    if not isinstance(feat_shape, Sequence) or isinstance(feat_shape, (str, bytes)):
+        raise TypeError(f"feat_shape must be a sequence of ints, got {type(feat_shape).__name__}")
+    if not 1 <= len(feat_shape) <= 3:
+        raise ValueError(f"feat_shape must have 1 to 3 sizes, got {tuple(feat_shape)!r}")
+    shape = [
+        as_int(v, f"feat_shape[{i}]", minimum=1, maximum=2**24) for i, v in enumerate(feat_shape)
+    ]
+    if math.prod(shape) > 2**31:
+        raise ValueError(f"feat_shape {tuple(shape)} is too large")
+    kind = (
+        grid_type
+        if grid_type is not None
+        else ("pixel" if as_bool(in_pixels, "in_pixels") else "index")
+    )
+    kind = as_choice(kind, "grid_type", ("pixel", "index", "centered"))
+    indexing = as_choice(grid_indexing, "grid_indexing", ("ij", "xy"))
+    norm = as_choice(normalize_coords, "normalize_coords", ("separate", "min", "max"))
+    offset = float(grid_offset)
+    if not math.isfinite(offset):
+        raise ValueError(f"grid_offset must be finite, got {grid_offset!r}")
+    ref = None
+    if ref_feat_shape is not None:
+        if not isinstance(ref_feat_shape, Sequence) or len(ref_feat_shape) != len(shape):
+            raise ValueError(
+                f"ref_feat_shape must have {len(shape)} sizes (as feat_shape), got "
+                f"{ref_feat_shape!r}"
+            )
+        ref = [as_int(v, f"ref_feat_shape[{i}]", minimum=1) for i, v in enumerate(ref_feat_shape)]
+    if indexing == "xy" and len(shape) >= 2:
+        shape = [shape[1], shape[0], *shape[2:]]
+        if ref is not None:
+            ref = [ref[1], ref[0], *ref[2:]]
+    axes = []
+    for a, n in enumerate(shape):
+        denom = {"separate": n, "min": min(shape), "max": max(shape)}[norm] if shape else 1
+        if precision == "float64":  # exact rationals, rounded once at the end
+            off = Fraction(offset)
+            if kind == "pixel":
+                t = [Fraction(-1) + Fraction(2 * i, max(n - 1, 1)) for i in range(n)]
+            elif kind == "index":
+                t = [i + off for i in range(n)]
+            else:
+                t = [(i + Fraction(1, 2) + off) / denom for i in range(n)]
+            if ref is not None:
+                t = [x / shape[a] * ref[a] for x in t]
+            if kind == "centered":
+                t = [2 * x - 1 for x in t]
+            axes.append(np.array([float(x) for x in t], dtype=np.float64))
+            continue
+        f32 = np.float32
+        if kind == "pixel":
+            v = _linspace32(-1.0, 1.0, n)
+        elif kind == "index":
+            v = np.arange(n, dtype=f32) + f32(offset)
+        else:
+            v = (np.arange(n, dtype=f32) + f32(0.5) + f32(offset)) / f32(denom)
+        if ref is not None:
+            v = v / f32(shape[a]) * f32(ref[a])
+        if kind == "centered":
+            v = f32(2.0) * v - f32(1.0)
+        axes.append(v.astype(np.float64))
+    grids = np.meshgrid(*axes, indexing=indexing)
+    return np.ascontiguousarray(np.stack([g.reshape(-1) for g in grids], axis=1))
 
 
 # ---------------------------------------------------------------- positions

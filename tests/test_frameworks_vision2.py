@@ -1,0 +1,250 @@
+"""Optional: fastpe.rope_presets' timm families against timm's own code
+(``timm.layers.pos_embed_sincos``, loaded without timm's package ``__init__``, which
+needs torchvision).  Skips where torch or timm does not import (CI:
+``tools/test_frameworks.sh`` with the pinned ``requirements-frameworks.txt``).
+
+- the frequencies: a preset's float32 bands/periods are timm's buffers to the bit
+  (torch's float32 power standing in for the correctly rounded one, as in
+  test_frameworks_vision.py);
+- the coordinates: :func:`fastpe.rope_presets.timm_positions` is timm's
+  ``_build_grid`` to the bit;
+- timm's ``get_embed()`` (float32) against fastpe's caches, within timm's own float32
+  error; timm's formulas on float64 tensors against the float64 presets, within
+  1e-13; ``apply_rot_embed_cat`` on q and k against :func:`fastpe.apply_rope`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_frameworks import _import
+from test_frameworks_vision import f64_tol, float32_ulps, torch_pow  # noqa: F401
+
+import fastpe
+from fastpe import rope_presets as rp
+
+F64 = np.float64
+
+
+def timm():
+    _import("torch")
+    return _import("timm.layers.pos_embed_sincos", alone=True)
+
+
+def f32_err(angles):
+    """timm's float32 error: its angle ``grid * band`` rounded in float32 (half an ulp
+    of the angle, after the grid's and band's own roundings), then sin/cos."""
+    return 4e-7 + 3 * 2.0**-24 * float(np.max(np.abs(angles), initial=1.0))
+
+
+# constructor arguments: bands, and the grid arguments of timm_positions
+ROTARY = [
+    dict(in_pixels=True),
+    dict(in_pixels=True, linear_bands=True, max_res=256),
+    dict(in_pixels=True, rotate_half=True),
+    dict(in_pixels=False, temperature=10000),
+    dict(in_pixels=False, temperature=100.0, ref_feat_shape=[16, 16]),  # EVA-02
+    dict(in_pixels=False, grid_offset=0.5, grid_indexing="xy", rotate_half=True),
+    dict(in_pixels=True, grid_indexing="xy", ref_feat_shape=[14, 10]),
+    dict(in_pixels=False, grid_type="centered", normalize_coords="min"),
+]
+BAND_KEYS = ("max_res", "temperature", "in_pixels", "linear_bands", "rotate_half")
+GRID_KEYS = (
+    "in_pixels",
+    "grid_type",
+    "ref_feat_shape",
+    "grid_offset",
+    "grid_indexing",
+    "normalize_coords",
+)
+
+
+def split(kw):
+    return (
+        {k: v for k, v in kw.items() if k in BAND_KEYS},
+        {k: v for k, v in kw.items() if k in GRID_KEYS},
+    )
+
+
+@pytest.mark.parametrize("kw", ROTARY)
+@pytest.mark.parametrize("dim", [64, 32, 72])
+def test_timm_rotary_bands_are_timms(kw, dim, torch_pow):  # noqa: F811
+    m = timm()
+    bands_kw, _ = split(kw)
+    mod = m.RotaryEmbeddingCat(dim, **kw)
+    p = rp.timm_rotary(dim, **bands_kw)
+    nb = dim // 4
+    assert p.sections == (nb, nb) and p.section_layout == "contiguous"
+    assert p.layout == ("half" if kw.get("rotate_half") else "interleaved")
+    want = mod.bands.numpy().astype(F64)
+    assert np.array_equal(p.inv_freq, np.tile(want, 2))
+
+
+@pytest.mark.parametrize("kw", ROTARY)
+@pytest.mark.parametrize("shape", [[7, 5], [16, 16], [9, 33], [1, 4]])
+def test_timm_positions_are_build_grid(kw, shape):
+    m = timm()
+    _, grid_kw = split(kw)
+    grid_type = grid_kw.pop("grid_type", None) or ("pixel" if kw["in_pixels"] else "index")
+    grid_kw.pop("in_pixels")
+    want = m._build_grid(shape, grid_type=grid_type, **grid_kw).reshape(-1, 2).numpy()
+    got = rp.timm_positions(shape, grid_type=grid_type, **grid_kw)
+    assert got.dtype == F64 and got.shape == (math.prod(shape), 2)
+    assert np.array_equal(got, want.astype(F64))
+
+
+@pytest.mark.parametrize("kw", ROTARY)
+def test_timm_rotary_get_embed_float32_and_apply(kw, rng):
+    m = timm()
+    torch = _import("torch")
+    dim, shape = 64, [12, 10]
+    bands_kw, grid_kw = split(kw)
+    half = bool(kw.get("rotate_half"))
+    p = rp.timm_rotary(dim, **bands_kw)
+    pos = rp.timm_positions(shape, **grid_kw)
+    angles = pos[:, np.repeat([0, 1], dim // 4)] * p.inv_freq
+    # RotaryEmbedding: separate sin and cos (a cached feat_shape); Cat: [sin | cos]
+    sin_t, cos_t = m.RotaryEmbedding(dim, feat_shape=shape, **kw).get_embed()
+    emb = m.RotaryEmbeddingCat(dim, **kw).eval().get_embed(shape)
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+    assert c.shape == (len(pos), dim) and c.dtype == np.float32
+    tol = f32_err(angles)
+    for got, want in ((s, sin_t), (c, cos_t), (s, emb[:, :dim]), (c, emb[:, dim:])):
+        err = np.abs(got.astype(F64) - want.numpy().astype(F64)).max()
+        assert err <= tol, f"{err:.3g} > {tol:.3g}"
+    # the rotation: q (batch, heads, tokens, dim), k grouped; timm rotates by its embedding
+    q = rng.standard_normal((2, 3, len(pos), dim)).astype(np.float32)
+    k = rng.standard_normal((2, 1, len(pos), dim)).astype(np.float32)
+    want_q = m.apply_rot_embed_cat(torch.from_numpy(q), emb, half=half).numpy()
+    want_k = m.apply_rot_embed_cat(torch.from_numpy(k), emb, half=half).numpy()
+    fastpe.apply_rope(q, k, positions=pos, **p.kwargs())
+    bound = 2 * tol * np.abs(np.concatenate([q, k], 1)).max() + 1e-6
+    assert np.abs(q - want_q).max() <= bound
+    assert np.abs(k - want_k).max() <= bound
+
+
+def timm_bands64(torch, dim, in_pixels=True, max_res=224, temperature=10000, linear_bands=False):
+    """timm's _build_bands written out on float64 tensors (timm's builds float32)."""
+    nb = dim // 4
+    if not in_pixels:
+        exp = torch.arange(0, nb, 1, dtype=torch.int64).to(torch.float64) / nb
+        return 1.0 / (temperature**exp)
+    if linear_bands:
+        bands = torch.linspace(1.0, max_res / 2, nb, dtype=torch.float64)
+    else:
+        bands = 2 ** torch.linspace(0, math.log(max_res, 2) - 1, nb, dtype=torch.float64)
+    return bands * torch.pi
+
+
+@pytest.mark.parametrize("kw", ROTARY)
+def test_timm_rotary_float64_against_its_formulas(kw, rng):
+    m = timm()
+    torch = _import("torch")
+    dim, shape = 48, [9, 11]
+    bands_kw, grid_kw = split(kw)
+    half = bool(kw.get("rotate_half"))
+    p = rp.timm_rotary(dim, **bands_kw, precision="float64")
+    b64 = timm_bands64(torch, dim, **{k: v for k, v in bands_kw.items() if k != "rotate_half"})
+    # (its float64 formula rounds linspace and the power: a few ulps from exact)
+    np.testing.assert_allclose(p.inv_freq[: dim // 4], b64.numpy(), rtol=2e-15, atol=0)
+    # timm's embedding from float64 bands (its grid stays float32: timm_positions' default)
+    sin_t, cos_t = m.build_rotary_pos_embed(
+        shape,
+        bands=b64,
+        dim=dim,
+        in_pixels=kw["in_pixels"],
+        ref_feat_shape=kw.get("ref_feat_shape"),
+        grid_offset=kw.get("grid_offset", 0.0),
+        grid_indexing=kw.get("grid_indexing", "ij"),
+        rotate_half=half,
+        dtype=torch.float64,
+        grid_type=kw.get("grid_type"),
+        normalize_coords=kw.get("normalize_coords", "separate"),
+    )
+    pos = rp.timm_positions(shape, **grid_kw)
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, dtype=F64, **p.kwargs())
+    tol = f64_tol(np.abs(pos).max() * p.inv_freq.max())
+    np.testing.assert_allclose(s, sin_t.numpy(), rtol=0, atol=tol)
+    np.testing.assert_allclose(c, cos_t.numpy(), rtol=0, atol=tol)
+    q = rng.standard_normal((1, 2, len(pos), dim))
+    emb = torch.cat([sin_t, cos_t], -1)
+    want = m.apply_rot_embed_cat(torch.from_numpy(q), emb, half=half).numpy()
+    fastpe.apply_rope(q, positions=pos, precision="float64", **p.kwargs())
+    np.testing.assert_allclose(q, want, rtol=0, atol=8 * tol)
+
+
+DINO = [
+    dict(),
+    dict(temperature=10000.0, normalize_coords="max"),
+    dict(temperature=None, min_period=0.5, max_period=64.0, normalize_coords="min"),
+    dict(rotate_half=False, grid_offset=0.25, grid_indexing="xy"),
+    # training-time augmentations: no effect in eval mode
+    dict(shift_coords=0.5, jitter_coords=1.5, rescale_coords=2.0),
+]
+DINO_BANDS = ("temperature", "min_period", "max_period", "rotate_half")
+
+
+@pytest.mark.parametrize("kw", DINO)
+@pytest.mark.parametrize("shape", [[14, 14], [9, 16]])
+def test_timm_dinov3_eval(kw, shape, rng, torch_pow):  # noqa: F811
+    m = timm()
+    torch = _import("torch")
+    dim = 64
+    mod = m.RotaryEmbeddingDinoV3(dim, **kw).eval()
+    p = rp.timm_dinov3(dim, **{k: v for k, v in kw.items() if k in DINO_BANDS})
+    assert p.sections == (16, 16)
+    assert p.layout == ("half" if kw.get("rotate_half", True) else "interleaved")
+    # frequencies: 2 pi / timm's float32 periods
+    assert np.array_equal(p.inv_freq[:16], 2 * math.pi / mod.periods.numpy().astype(F64))
+    pos = rp.timm_positions(
+        shape,
+        grid_type="centered",
+        grid_offset=kw.get("grid_offset", 0.0),
+        grid_indexing=kw.get("grid_indexing", "ij"),
+        normalize_coords=kw.get("normalize_coords", "separate"),
+    )
+    emb = mod.get_embed(shape)
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+    tol = f32_err(np.abs(pos).max() * p.inv_freq.max())
+    assert np.abs(s - emb[:, :dim].numpy()).max() <= tol
+    assert np.abs(c - emb[:, dim:].numpy()).max() <= tol
+    q = rng.standard_normal((1, 4, len(pos), dim)).astype(np.float32)
+    want = m.apply_rot_embed_cat(torch.from_numpy(q), emb, half=p.layout == "half").numpy()
+    fastpe.apply_rope(q, positions=pos, **p.kwargs())
+    assert np.abs(q - want).max() <= 2 * tol * 5 + 1e-6
+
+
+@pytest.mark.parametrize("kw", DINO[:4])
+def test_timm_dinov3_float64_against_its_formulas(kw):
+    m = timm()
+    torch = _import("torch")
+    dim, shape = 64, [10, 7]
+    mod = m.RotaryEmbeddingDinoV3(dim, **kw).eval()
+    # timm's _compute_periods written out on float64 tensors, in its buffer
+    nb = dim // 4
+    if kw.get("min_period") is not None:
+        e = torch.linspace(0, 1, nb, dtype=torch.float64)
+        periods = kw["min_period"] * ((kw["max_period"] / kw["min_period"]) ** e)
+    else:
+        e = 2.0 * torch.arange(nb, dtype=torch.float64) / (dim // 2)
+        periods = kw.get("temperature", 100.0) ** e
+    mod.register_buffer("periods", periods, persistent=False)
+    emb = mod.get_embed(shape).numpy()  # its float32 coordinates, then float64 throughout
+    assert emb.dtype == F64
+    p = rp.timm_dinov3(
+        dim, **{k: v for k, v in kw.items() if k in DINO_BANDS}, precision="float64"
+    )
+    np.testing.assert_allclose(p.inv_freq[:nb], 2 * math.pi / periods.numpy(), rtol=2e-15)
+    pos = rp.timm_positions(
+        shape,
+        grid_type="centered",
+        grid_offset=kw.get("grid_offset", 0.0),
+        grid_indexing=kw.get("grid_indexing", "ij"),
+        normalize_coords=kw.get("normalize_coords", "separate"),
+    )
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, dtype=F64, **p.kwargs())
+    tol = f64_tol(np.abs(pos).max() * p.inv_freq.max())
+    np.testing.assert_allclose(s, emb[:, :dim], rtol=0, atol=tol)
+    np.testing.assert_allclose(c, emb[:, dim:], rtol=0, atol=tol)
