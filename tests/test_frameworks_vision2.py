@@ -1,6 +1,7 @@
-"""Optional: fastpe.rope_presets' timm families against timm's own code
-(``timm.layers.pos_embed_sincos``, loaded without timm's package ``__init__``, which
-needs torchvision).  Skips where torch or timm does not import (CI:
+"""Optional: fastpe.rope_presets' timm and further diffusers families against the
+frameworks' own code (timm's ``timm.layers.pos_embed_sincos``, loaded without timm's
+package ``__init__``, which needs torchvision; diffusers' HunyuanVideo, Lumina and
+Allegro rotary code).  Skips where a framework does not import (CI:
 ``tools/test_frameworks.sh`` with the pinned ``requirements-frameworks.txt``).
 
 - the frequencies: a preset's float32 bands/periods are timm's buffers to the bit
@@ -20,7 +21,13 @@ import math
 import numpy as np
 import pytest
 from test_frameworks import _import
-from test_frameworks_vision import f64_tol, float32_ulps, torch_pow  # noqa: F401
+from test_frameworks_vision import (  # noqa: F401
+    diffusers_freqs,
+    f64_tol,
+    float32_ulps,
+    float64_get_1d,
+    torch_pow,
+)
 
 import fastpe
 from fastpe import rope_presets as rp
@@ -248,3 +255,146 @@ def test_timm_dinov3_float64_against_its_formulas(kw):
     tol = f64_tol(np.abs(pos).max() * p.inv_freq.max())
     np.testing.assert_allclose(s, emb[:, :dim], rtol=0, atol=tol)
     np.testing.assert_allclose(c, emb[:, dim:], rtol=0, atol=tol)
+
+
+# ---------------------------------------------------------------- diffusers
+
+
+def hunyuan_module():
+    return _import("diffusers.models.transformers.transformer_hunyuan_video")
+
+
+@pytest.mark.parametrize(
+    "patch, rope_dim, theta, latent",
+    [((2, 1), [16, 56, 56], 256.0, (5, 12, 10)), ((1, 2), [8, 12, 12], 10000.0, (4, 3, 7))],
+)
+def test_hunyuan_video(patch, rope_dim, theta, latent, rng, torch_pow, monkeypatch):  # noqa: F811
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+    hv = hunyuan_module()
+    p_s, p_t = patch
+    mod = hv.HunyuanVideoRotaryPosEmbed(p_s, p_t, rope_dim, theta)
+    x = torch.zeros(1, 2, *latent)
+    freqs = diffusers_freqs(lambda: mod(x))  # the frequencies of each axis, t, h, w
+    p = rp.hunyuan_video(p_s, p_t, rope_dim, theta)
+    assert np.array_equal(p.inv_freq, np.concatenate(freqs))
+    cos_t, sin_t = mod(x)
+    t, h, w = latent
+    pos = p.grid((t // p_t, h // p_s, w // p_s))
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+    tol = f32_err(pos.max() * p.inv_freq.max())
+    assert np.abs(c - cos_t.numpy()).max() <= tol
+    assert np.abs(s - sin_t.numpy()).max() <= tol
+    # the rotation: diffusers' apply_rotary_emb (use_real, pairs (2j, 2j+1)) in float64
+    q = rng.standard_normal((1, 2, len(pos), p.rotary_dim)).astype(np.float32)
+    want = emb.apply_rotary_emb(
+        torch.from_numpy(q).double(), (cos_t.double(), sin_t.double()), use_real=True
+    ).numpy()
+    fastpe.apply_rope(q, positions=pos, **p.kwargs())
+    assert np.abs(q - want).max() <= 2 * tol * np.abs(q).max() + 1e-6
+    # float64: its get_1d_rotary_pos_embed with float64 frequencies and angles
+    e64 = float64_get_1d(monkeypatch)
+    monkeypatch.setattr(hv, "get_1d_rotary_pos_embed", e64.get_1d_rotary_pos_embed)
+    cos64, sin64 = mod(x)
+    p64 = rp.hunyuan_video(p_s, p_t, rope_dim, theta, precision="float64")
+    c, s = fastpe.rope_cache(p64.rotary_dim, positions=pos, dtype=F64, **p64.kwargs())
+    tol = f64_tol(pos.max() * p64.inv_freq.max())
+    np.testing.assert_allclose(c, cos64.numpy(), rtol=0, atol=tol)
+    np.testing.assert_allclose(s, sin64.numpy(), rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "embed_dim, hw, lf, ntk",
+    [(64, (6, 5), 1.0, 1.0), (96, (4, 9), 2.0, 3.0), (8, (3, 3), 0.5, 1.0)],
+)
+def test_lumina_next_2d(embed_dim, hw, lf, ntk, rng, torch_pow):  # noqa: F811
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+    freqs = diffusers_freqs(
+        lambda: emb.get_2d_rotary_pos_embed_lumina(
+            embed_dim, *hw, linear_factor=lf, ntk_factor=ntk
+        )
+    )
+    p = rp.lumina_next_2d(embed_dim, linear_factor=lf, ntk_factor=ntk)
+    assert np.array_equal(p.inv_freq[0::2], freqs[0]) and np.array_equal(
+        p.inv_freq[1::2], freqs[1]
+    )
+    cis = emb.get_2d_rotary_pos_embed_lumina(embed_dim, *hw, linear_factor=lf, ntk_factor=ntk)
+    cis = cis.reshape(hw[0] * hw[1], -1)
+    pos = p.grid(hw)
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+    tol = f32_err(pos.max() * p.inv_freq.max())
+    assert np.abs(c[:, 0::2] - cis.real.numpy()).max() <= tol
+    assert np.abs(s[:, 0::2] - cis.imag.numpy()).max() <= tol
+    assert np.array_equal(c[:, 0::2], c[:, 1::2])
+    # the rotation: the complex product Lumina applies (pairs (2j, 2j+1)), in complex128
+    q = rng.standard_normal((1, 2, len(pos), embed_dim)).astype(np.float32)
+    qc = torch.view_as_complex(torch.from_numpy(q).double().reshape(1, 2, len(pos), -1, 2))
+    want = torch.view_as_real(qc * cis.to(torch.complex128)).flatten(3).numpy()
+    fastpe.apply_rope(q, positions=pos, **p.kwargs())
+    assert np.abs(q - want).max() <= 2 * tol * np.abs(q).max() + 1e-6
+
+
+@pytest.mark.parametrize("theta, axes_dim", [(10000, [32, 32, 32]), (256, [16, 24, 24])])
+def test_lumina2_float64(theta, axes_dim, rng):
+    torch = _import("torch")
+    l2 = _import("diffusers.models.transformers.transformer_lumina2")
+    mod = l2.Lumina2RotaryPosEmbed(theta, axes_dim, [300, 512, 512], patch_size=2)
+    cap = 5  # caption tokens (i, 0, 0), then the image's (cap, row, column)
+    ids = [[i, 0, 0] for i in range(cap)] + [[cap, r, c] for r in range(7) for c in range(9)]
+    ids_t = torch.tensor([ids], dtype=torch.int32)
+    cis = mod._get_freqs_cis(ids_t)[0]
+    assert cis.dtype == torch.complex128
+    p = rp.lumina2(theta, axes_dim)
+    pos = np.array(ids, dtype=np.int64)
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, dtype=F64, **p.kwargs())
+    tol = f64_tol(pos.max() * p.inv_freq.max())
+    np.testing.assert_allclose(c[:, 0::2], cis.real.numpy(), rtol=0, atol=tol)
+    np.testing.assert_allclose(s[:, 0::2], cis.imag.numpy(), rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "embed_dim, grid, frames, scale",
+    [
+        (96, (4, 5), 3, (1.0, 1.0, 1.0)),
+        (96, (6, 4), 5, (2.0, 1.5, 3.0)),
+        (36, (3, 3), 2, (0.5, 2, 2)),
+    ],
+)
+def test_allegro(embed_dim, grid, frames, scale, rng, torch_pow, monkeypatch):  # noqa: F811
+    torch = _import("torch")
+    emb = _import("diffusers.models.embeddings")
+
+    def call():
+        return emb.get_3d_rotary_pos_embed_allegro(
+            embed_dim, ((0, 0), grid), grid, frames, interpolation_scale=scale
+        )
+
+    freqs = diffusers_freqs(call)
+    presets = rp.allegro(embed_dim)
+    d = embed_dim // 3
+    for p, f in zip(presets, freqs, strict=True):
+        assert np.array_equal(p.inv_freq, f) and p.layout == "half"
+    ft, fh, fw, gt, gh, gw = call()
+    ids = torch.cartesian_prod(gt.long(), gh.long(), gw.long()).reshape(-1, 3).T.reshape(3, 1, -1)
+    pos = rp.allegro_positions(grid, frames, scale)
+    assert pos.shape == (frames * grid[0] * grid[1], 3)
+    q = rng.standard_normal((1, 2, len(pos), embed_dim)).astype(np.float32)
+    want = emb.apply_rotary_emb_allegro(torch.from_numpy(q), (ft, fh, fw), ids).numpy()
+    for a, p in enumerate(presets):
+        fastpe.apply_rope(q[..., a * d : (a + 1) * d], positions=pos[:, a], **p.kwargs())
+    tol = f32_err(pos.max() * presets[0].inv_freq.max())
+    assert np.abs(q - want).max() <= 2 * tol * np.abs(q).max() + 1e-6
+    # float64: diffusers' tables with float64 frequencies and angles at the exact positions
+    e64 = float64_get_1d(monkeypatch)
+    p64 = rp.allegro(embed_dim, precision="float64")
+    pos64 = rp.allegro_positions(grid, frames, scale, precision="float64")
+    for a, (n, sc) in enumerate(zip((frames, *grid), scale, strict=True)):
+        cos, sin = e64.get_1d_rotary_pos_embed(
+            d, np.arange(n) / sc, theta=10000, use_real=True, repeat_interleave_real=False
+        )
+        c, s = fastpe.rope_cache(d, positions=pos64[:, a], dtype=F64, **p64[a].kwargs())
+        idx = ids[a, 0].numpy()
+        tol = f64_tol(pos64[:, a].max() * p64[a].inv_freq.max())
+        np.testing.assert_allclose(c, cos.numpy()[idx], rtol=0, atol=tol)
+        np.testing.assert_allclose(s, sin.numpy()[idx], rtol=0, atol=tol)

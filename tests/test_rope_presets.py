@@ -495,3 +495,60 @@ def test_timm_positions_float64_written_out():
 def test_timm_bad_arguments(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+# ---------------------------------------------------------------- HunyuanVideo, Lumina, Allegro
+
+
+def test_hunyuan_video_lumina2_and_allegro_float64_against_mpmath():
+    p = rp.hunyuan_video(2, 1, [16, 56, 56], 256.0, precision="float64")
+    ref = mp_ladder(16, 256) + mp_ladder(56, 256) + mp_ladder(56, 256)
+    assert_mp_close(p.inv_freq, ref)
+    assert (p.sections, p.layout, p.axes) == ((8, 28, 28), "interleaved", ("t", "h", "w"))
+    p = rp.lumina2(10000, [32, 32, 32])  # float64 by default, as the module on the CPU
+    assert_mp_close(p.inv_freq, mp_ladder(32, 10000) * 3)
+    for a, p in enumerate(rp.allegro(96, precision="float64")):
+        assert_mp_close(p.inv_freq, mp_ladder(32, 10000))
+        assert (p.sections, p.layout, p.axes) == (None, "half", ("thw"[a],))
+
+
+def test_lumina_next_2d_pairs_alternate_row_and_column():
+    p = rp.lumina_next_2d(32, linear_factor=2.0, ntk_factor=3.0, precision="float64")
+    # get_1d_rotary_pos_embed(16, ...): 1 / (10000 * 3) ** (2i / 16) / 2, each twice
+    w = mp_ladder(16, 30000, linear=2)
+    assert_mp_close(p.inv_freq, [x for x in w for _ in (0, 1)])
+    assert (p.sections, p.section_layout, p.layout) == ((8, 8), "interleaved", "interleaved")
+    # pair 2j follows the row, pair 2j + 1 the column
+    pos = np.array([[3.0, 0.0], [0.0, 5.0]])
+    c, _ = fastpe.rope_cache(32, positions=pos, dtype=np.float64, **p.kwargs())
+    np.testing.assert_allclose(c[0, 0::4], np.cos(3.0 * p.inv_freq[0::2]), atol=1e-15)
+    np.testing.assert_allclose(c[0, 2::4], 1.0)
+    np.testing.assert_allclose(c[1, 2::4], np.cos(5.0 * p.inv_freq[1::2]), atol=1e-15)
+    np.testing.assert_allclose(c[1, 0::4], 1.0)
+
+
+def test_allegro_positions_written_out():
+    pos = rp.allegro_positions((2, 3), 2, (2.0, 1.0, 3.0), precision="float64")
+    want = [[t / 2, r, c / 3] for t in range(2) for r in range(2) for c in range(3)]
+    assert pos.tolist() == want
+    pos32 = rp.allegro_positions((2, 3), 2, (2.0, 1.0, 3.0))
+    assert pos32.tolist() == [[float(np.float32(x)) for x in row] for row in want]
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: rp.hunyuan_video(0, 1, [8, 8, 8]), ValueError, "patch_size"),
+        (lambda: rp.hunyuan_video(2, 1, [8, 8]), ValueError, "rope_dim"),
+        (lambda: rp.hunyuan_video(2, 1, [8, 7, 8]), ValueError, "rope_dim"),
+        (lambda: rp.lumina_next_2d(30), ValueError, "embed_dim"),
+        (lambda: rp.lumina_next_2d(32, ntk_factor=0.0), ValueError, "ntk_factor"),
+        (lambda: rp.lumina2(10000, [32, 32, 32], [300, 512]), ValueError, "axes_lens"),
+        (lambda: rp.allegro(100), ValueError, "embed_dim"),
+        (lambda: rp.allegro_positions((2, 2), 2, (1.0, 0.0, 1.0)), ValueError, "interpolation"),
+        (lambda: rp.allegro_positions((2,), 2), ValueError, "grid_size"),
+    ],
+)
+def test_diffusers_video_presets_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()

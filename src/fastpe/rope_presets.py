@@ -30,11 +30,16 @@ from ._validate import as_base, as_bool, as_choice, as_int
 
 __all__ = [
     "RopePreset",
+    "allegro",
+    "allegro_positions",
     "cogvideox_3d",
     "diffusers_1d",
     "diffusers_2d",
     "flux",
     "grid_positions",
+    "hunyuan_video",
+    "lumina2",
+    "lumina_next_2d",
     "pixtral",
     "qwen2_vl",
     "qwen3_vl",
@@ -405,6 +410,140 @@ def flux(theta: float, axes_dim: Sequence[int], *, precision: Precision = "float
     return _preset(
         np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, axes
     )
+
+
+def hunyuan_video(
+    patch_size: int,
+    patch_size_t: int,
+    rope_dim: Sequence[int],
+    theta: float = 256.0,
+    *,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """diffusers' ``HunyuanVideoRotaryPosEmbed(patch_size, patch_size_t, rope_dim,
+    theta)``: axis ``a`` of the (frame, row, column) patch grid takes ``rope_dim[a]``
+    dimensions with ``get_1d_rotary_pos_embed(rope_dim[a], theta=theta)``'s float32
+    frequencies, interleaved pairs. The grid of a latent of ``num_frames x height x
+    width`` is ``preset.grid((num_frames // patch_size_t, height // patch_size, width
+    // patch_size))``.
+    """
+    as_int(patch_size, "patch_size", minimum=1)
+    as_int(patch_size_t, "patch_size_t", minimum=1)
+    if not isinstance(rope_dim, Sequence) or isinstance(rope_dim, (str, bytes)):
+        raise TypeError(f"rope_dim must be a list of 3 integers, got {type(rope_dim).__name__}")
+    if len(rope_dim) != 3:
+        raise ValueError(f"rope_dim must have 3 entries (t, h, w), got {len(rope_dim)}")
+    precision = _precision(precision)
+    dims = [as_int(d, f"rope_dim[{i}]", minimum=2) for i, d in enumerate(rope_dim)]
+    inv = [
+        _diffusers_freqs(d, theta, 1.0, 1.0, precision, f"rope_dim[{i}]")
+        for i, d in enumerate(dims)
+    ]
+    return _preset(
+        np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, _AXES
+    )
+
+
+def lumina_next_2d(
+    embed_dim: int,
+    *,
+    linear_factor: float = 1.0,
+    ntk_factor: float = 1.0,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """diffusers' ``get_2d_rotary_pos_embed_lumina(embed_dim, len_h, len_w,
+    linear_factor, ntk_factor)`` (Lumina-Next): the ``embed_dim / 4`` frequencies of
+    ``get_1d_rotary_pos_embed(embed_dim // 2, ...)``, each used twice, pair ``2j``
+    by the row and pair ``2j + 1`` by the column (complex pairs, interleaved). Its
+    grid for ``len_h x len_w`` is ``preset.grid((len_h, len_w))``.
+    """
+    precision = _precision(precision)
+    embed_dim = as_int(embed_dim, "embed_dim", minimum=4)
+    if embed_dim % 4:
+        raise ValueError(f"embed_dim must be a multiple of 4, got {embed_dim}")
+    w = _diffusers_freqs(
+        embed_dim // 2, 10000.0, linear_factor, ntk_factor, precision, "embed_dim // 2"
+    )
+    n = embed_dim // 4
+    # (Qwen3-VL's interleaved sections with two axes: even pairs axis 0, odd ones axis 1)
+    return _preset(np.repeat(w, 2), (n, n), "interleaved", "interleaved", 1.0, ("h", "w"))
+
+
+def lumina2(
+    theta: float,
+    axes_dim: Sequence[int],
+    axes_lens: Sequence[int] = (300, 512, 512),
+    *,
+    precision: Precision = "float64",
+) -> RopePreset:
+    """diffusers' ``Lumina2RotaryPosEmbed(theta, axes_dim, axes_lens)`` (Lumina-Image
+    2.0): as :func:`flux`, axis ``a`` of the model's ``position_ids`` (caption
+    index, patch row, patch column) taking ``axes_dim[a]`` dimensions, frequencies
+    in float64 as the module computes them on the CPU, interleaved pairs. Its
+    tables stop at ``axes_lens[a]`` positions: positions must stay below them.
+    """
+    lens = [as_int(n, f"axes_lens[{i}]", minimum=1) for i, n in enumerate(axes_lens)]
+    p = flux(theta, axes_dim, precision=precision)
+    if len(lens) != len(p.sections or ()):
+        raise ValueError(
+            f"axes_lens must have one entry per axis ({len(p.sections or ())}), got {len(lens)}"
+        )
+    return p
+
+
+def allegro(
+    embed_dim: int, *, theta: float = 10000.0, precision: Precision = "float32"
+) -> tuple[RopePreset, RopePreset, RopePreset]:
+    """diffusers' ``get_3d_rotary_pos_embed_allegro`` with ``apply_rotary_emb_allegro``
+    (Allegro): ``embed_dim`` splits into three thirds (time, row, column), each
+    rotated on its own in the half-split layout by ``get_1d_rotary_pos_embed(embed_dim
+    // 3, theta=theta)``'s frequencies. One preset per third, for
+    ``q[..., a * d : (a + 1) * d]`` (``d = embed_dim // 3``) with the positions
+    ``allegro_positions(...)[:, a]``.
+    """
+    precision = _precision(precision)
+    embed_dim = as_int(embed_dim, "embed_dim", minimum=6)
+    d = embed_dim // 3
+    if d % 2:
+        raise ValueError(f"embed_dim // 3 must be even, got {d} for embed_dim={embed_dim}")
+    w = _diffusers_freqs(d, theta, 1.0, 1.0, precision, "embed_dim // 3")
+    one = _preset(w, None, "contiguous", "half", 1.0, ("t",))
+    return (one, one._replace(axes=("h",)), one._replace(axes=("w",)))
+
+
+def allegro_positions(
+    grid_size: Sequence[int],
+    temporal_size: int,
+    interpolation_scale: Sequence[float] = (1.0, 1.0, 1.0),
+    *,
+    precision: Precision = "float32",
+) -> np.ndarray:
+    """The (time, row, column) positions of Allegro's tokens, shape ``(t * h * w, 3)``
+    (float64): frame, row and column index over the pipeline's
+    ``interpolation_scale`` (crops from ``(0, 0)`` to ``grid_size``, as the pipeline
+    calls it); fractional where a scale is not 1. By default each is the float32
+    quotient diffusers forms; ``precision="float64"`` gives the exact one.
+    """
+    precision = _precision(precision)
+    if not isinstance(grid_size, Sequence) or len(grid_size) != 2:
+        raise ValueError(f"grid_size must be (height, width), got {grid_size!r}")
+    h, w = (
+        as_int(v, f"grid_size[{i}]", minimum=1, maximum=2**20) for i, v in enumerate(grid_size)
+    )
+    t = as_int(temporal_size, "temporal_size", minimum=1, maximum=2**20)
+    if not isinstance(interpolation_scale, Sequence) or len(interpolation_scale) != 3:
+        raise ValueError(f"interpolation_scale must have 3 entries, got {interpolation_scale!r}")
+    scales = [as_base(v, f"interpolation_scale[{i}]") for i, v in enumerate(interpolation_scale)]
+    axes = []
+    for n, sc in zip((t, h, w), scales, strict=True):
+        # linspace(0, n * (n - 1) / n, n): the integers 0 .. n-1 (exact in float32)
+        i = np.arange(n, dtype=np.float64)
+        if precision == "float32":
+            axes.append((i.astype(np.float32) / np.float32(sc)).astype(np.float64))
+        else:
+            axes.append(i / sc)
+    grids = np.meshgrid(*axes, indexing="ij")
+    return np.ascontiguousarray(np.stack([g.reshape(-1) for g in grids], axis=1))
 
 
 # ---------------------------------------------------------------- timm
