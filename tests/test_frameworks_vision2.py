@@ -266,17 +266,18 @@ def hunyuan_module():
 
 @pytest.mark.parametrize(
     "patch, rope_dim, theta, latent",
-    [((2, 1), [16, 56, 56], 256.0, (5, 12, 10)), ((1, 2), [8, 12, 12], 10000.0, (4, 3, 7))],
+    [((2, 1), [16, 56, 56], None, (5, 12, 10)), ((1, 2), [8, 12, 12], 10000.0, (4, 3, 7))],
 )
 def test_hunyuan_video(patch, rope_dim, theta, latent, rng, torch_pow, monkeypatch):  # noqa: F811
     torch = _import("torch")
     emb = _import("diffusers.models.embeddings")
     hv = hunyuan_module()
     p_s, p_t = patch
-    mod = hv.HunyuanVideoRotaryPosEmbed(p_s, p_t, rope_dim, theta)
+    th = {} if theta is None else {"theta": theta}  # None: both defaults
+    mod = hv.HunyuanVideoRotaryPosEmbed(p_s, p_t, rope_dim, **th)
     x = torch.zeros(1, 2, *latent)
     freqs = diffusers_freqs(lambda: mod(x))  # the frequencies of each axis, t, h, w
-    p = rp.hunyuan_video(p_s, p_t, rope_dim, theta)
+    p = rp.hunyuan_video(p_s, p_t, rope_dim, **th)
     assert np.array_equal(p.inv_freq, np.concatenate(freqs))
     cos_t, sin_t = mod(x)
     t, h, w = latent
@@ -296,7 +297,7 @@ def test_hunyuan_video(patch, rope_dim, theta, latent, rng, torch_pow, monkeypat
     e64 = float64_get_1d(monkeypatch)
     monkeypatch.setattr(hv, "get_1d_rotary_pos_embed", e64.get_1d_rotary_pos_embed)
     cos64, sin64 = mod(x)
-    p64 = rp.hunyuan_video(p_s, p_t, rope_dim, theta, precision="float64")
+    p64 = rp.hunyuan_video(p_s, p_t, rope_dim, **th, precision="float64")
     c, s = fastpe.rope_cache(p64.rotary_dim, positions=pos, dtype=F64, **p64.kwargs())
     tol = f64_tol(pos.max() * p64.inv_freq.max())
     np.testing.assert_allclose(c, cos64.numpy(), rtol=0, atol=tol)

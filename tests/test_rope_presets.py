@@ -501,7 +501,7 @@ def test_timm_bad_arguments(call, exc, match):
 
 
 def test_hunyuan_video_lumina2_and_allegro_float64_against_mpmath():
-    p = rp.hunyuan_video(2, 1, [16, 56, 56], 256.0, precision="float64")
+    p = rp.hunyuan_video(2, 1, [16, 56, 56], precision="float64")  # theta 256 by default
     ref = mp_ladder(16, 256) + mp_ladder(56, 256) + mp_ladder(56, 256)
     assert_mp_close(p.inv_freq, ref)
     assert (p.sections, p.layout, p.axes) == ((8, 28, 28), "interleaved", ("t", "h", "w"))
