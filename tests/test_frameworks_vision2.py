@@ -1,7 +1,7 @@
 """Optional: fastpe.rope_presets' timm and further diffusers families against the
 frameworks' own code (timm's ``timm.layers.pos_embed_sincos``, loaded without timm's
 package ``__init__``, which needs torchvision; diffusers' HunyuanVideo, Lumina and
-Allegro rotary code).  Skips where a framework does not import (CI:
+Allegro rotary code; transformers' Gemma 3 and Llama 4 rotary modules).  Skips where a framework does not import (CI:
 ``tools/test_frameworks.sh`` with the pinned ``requirements-frameworks.txt``).
 
 - the frequencies: a preset's float32 bands/periods are timm's buffers to the bit
@@ -399,3 +399,126 @@ def test_allegro(embed_dim, grid, frames, scale, rng, torch_pow, monkeypatch):  
         tol = f64_tol(pos64[:, a].max() * p64[a].inv_freq.max())
         np.testing.assert_allclose(c, cos.numpy()[idx], rtol=0, atol=tol)
         np.testing.assert_allclose(s, sin.numpy()[idx], rtol=0, atol=tol)
+
+
+# ---------------------------------------------------------------- transformers: per-layer rules
+
+
+def gemma3_config(rope):
+    tr = _import("transformers")
+    return tr.Gemma3TextConfig(
+        hidden_size=64,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        intermediate_size=64,
+        num_hidden_layers=6,
+        vocab_size=64,
+        rope_parameters=rope,
+    )
+
+
+GEMMA3 = [
+    {  # Gemma 3 4B and larger: linear factor 8 on the global layers
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+    },
+    None,  # the config's defaults (1B: no scaling)
+]
+
+
+@pytest.mark.parametrize("rope", GEMMA3)
+def test_gemma3_layer_types(rope, rng, torch_pow):  # noqa: F811
+    torch = _import("torch")
+    g3 = _import("transformers.models.gemma3.modeling_gemma3")
+    cfg = gemma3_config(rope)
+    mod = g3.Gemma3RotaryEmbedding(cfg)
+    presets = rp.gemma3(cfg)
+    assert set(presets) == set(cfg.layer_types) == {"sliding_attention", "full_attention"}
+    pos = np.arange(0, 3000, 7)
+    x = torch.zeros(1, dtype=torch.float32)
+    for t, p in presets.items():
+        assert np.array_equal(p.inv_freq, getattr(mod, f"{t}_inv_freq").numpy())
+        assert p.layout == "half"
+        cos_t, sin_t = mod(x, torch.from_numpy(pos)[None], t)
+        c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+        tol = f32_err(pos.max() * p.inv_freq.max())
+        assert np.abs(c - cos_t[0].numpy()).max() <= tol
+        assert np.abs(s - sin_t[0].numpy()).max() <= tol
+        q = rng.standard_normal((1, 2, len(pos), 32)).astype(np.float32)
+        k = rng.standard_normal((1, 1, len(pos), 32)).astype(np.float32)
+        wq, wk = g3.apply_rotary_pos_emb(
+            torch.from_numpy(q).double(),
+            torch.from_numpy(k).double(),
+            cos_t.double(),
+            sin_t.double(),
+        )
+        fastpe.apply_rope(q, k, positions=pos, **p.kwargs())
+        bound = 2 * tol * max(np.abs(q).max(), np.abs(k).max()) + 1e-6
+        assert np.abs(q - wq.numpy()).max() <= bound and np.abs(k - wk.numpy()).max() <= bound
+    # the global layers' rule is not the local one's
+    assert not np.array_equal(
+        presets["full_attention"].inv_freq, presets["sliding_attention"].inv_freq
+    )
+
+
+LLAMA4 = [
+    # Llama 4 Scout's rule: llama3 scaling with equal low and high factors
+    {
+        "rope_type": "llama3",
+        "factor": 16.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+    },
+    {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+    },
+]
+
+
+@pytest.mark.parametrize("rope", LLAMA4)
+def test_llama4_layers_and_complex_rotation(rope, rng, torch_pow):  # noqa: F811
+    torch = _import("torch")
+    tr = _import("transformers")
+    l4 = _import("transformers.models.llama4.modeling_llama4")
+    cfg = tr.Llama4TextConfig(
+        hidden_size=256,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=128,
+        intermediate_size=64,
+        intermediate_size_mlp=64,
+        num_hidden_layers=8,
+        vocab_size=64,
+        rope_parameters=rope,
+        max_position_embeddings=100000,
+    )
+    mod = l4.Llama4TextRotaryEmbedding(cfg)
+    layers = rp.llama4(cfg)
+    # the layers that rotate are the model's (its attention's use_rope)
+    uses = [bool(l4.Llama4TextAttention(cfg, i).use_rope) for i in range(8)]
+    assert [p is not None for p in layers] == uses and not all(uses)
+    p = next(x for x in layers if x is not None)
+    assert np.array_equal(p.inv_freq, mod.inv_freq.numpy()) and p.layout == "interleaved"
+    pos = np.arange(0, 60000, 997)
+    cis = mod(torch.zeros(1), torch.from_numpy(pos)[None])  # (1, seq, head_dim / 2) complex
+    c, s = fastpe.rope_cache(p.rotary_dim, positions=pos, **p.kwargs())
+    tol = f32_err(pos.max() * p.inv_freq.max())
+    assert np.abs(c[:, 0::2] - cis[0].real.numpy()).max() <= tol
+    assert np.abs(s[:, 0::2] - cis[0].imag.numpy()).max() <= tol
+    # apply_rotary_emb on (batch, seq, heads, head_dim), complex128 products
+    q = rng.standard_normal((1, len(pos), 2, 128)).astype(np.float32)
+    k = rng.standard_normal((1, len(pos), 1, 128)).astype(np.float32)
+    wq, wk = l4.apply_rotary_emb(
+        torch.from_numpy(q).double(), torch.from_numpy(k).double(), cis.to(torch.complex128)
+    )
+    fastpe.apply_rope(q, k, positions=pos, seq_axis=1, **p.kwargs())
+    bound = 2 * tol * max(np.abs(q).max(), np.abs(k).max()) + 1e-6
+    assert np.abs(q - wq.numpy()).max() <= bound and np.abs(k - wk.numpy()).max() <= bound

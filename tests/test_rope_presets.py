@@ -7,6 +7,7 @@ are in test_frameworks_vision.py."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 import mpmath
 import numpy as np
@@ -552,3 +553,47 @@ def test_allegro_positions_written_out():
 def test_diffusers_video_presets_bad_arguments(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+# ---------------------------------------------------------------- Gemma 3, Llama 4
+
+
+def test_gemma3_from_a_config_json_dict():
+    cfg = {
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        },
+    }
+    p = rp.gemma3({"text_config": cfg}, precision="float64")
+    assert_mp_close(p["sliding_attention"].inv_freq, mp_ladder(64, 10000))
+    assert_mp_close(p["full_attention"].inv_freq, mp_ladder(64, 1e6, linear=8))
+    assert all(x.layout == "half" and x.sections is None for x in p.values())
+    with pytest.raises(ValueError, match="full_attention"):
+        rp.gemma3({**cfg, "rope_parameters": {"sliding_attention": {"rope_theta": 1e4}}})
+    with pytest.raises(TypeError, match="layer_types"):
+        rp.gemma3({"head_dim": 64})
+
+
+def test_llama4_equal_factors_and_layers_without_rope():
+    rope = {
+        "rope_type": "llama3",
+        "factor": 16.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+    }
+    cfg = {"head_dim": 128, "num_hidden_layers": 4, "no_rope_layers": [1, 1, 0, 1]}
+    layers = rp.llama4({**cfg, "rope_parameters": rope}, precision="float64")
+    assert [x is None for x in layers] == [False, False, True, False]
+    # wavelengths 2 pi / w above 8192 / 1 are divided by 16, the others kept
+    ladder = [float(x) for x in mp_ladder(128, 500000)]
+    want = [w / 16 if 2 * math.pi / w > 8192 else w for w in ladder]
+    np.testing.assert_allclose(layers[0].inv_freq, want, rtol=1e-15)
+    assert layers[0].layout == "interleaved"
+    with pytest.raises(ValueError, match="no_rope_layers"):
+        rp.llama4({**cfg, "no_rope_layers": [1, 0], "rope_parameters": rope})

@@ -36,8 +36,10 @@ __all__ = [
     "diffusers_1d",
     "diffusers_2d",
     "flux",
+    "gemma3",
     "grid_positions",
     "hunyuan_video",
+    "llama4",
     "lumina2",
     "lumina_next_2d",
     "pixtral",
@@ -275,6 +277,124 @@ def pixtral(config: Any, *, precision: Precision = "float32") -> RopePreset:
         1.0,
         ("h", "w"),
     )
+
+
+def _one_axis(
+    cfg: Any,
+    params: Any,
+    layout: Literal["half", "interleaved"],
+    precision: Any,
+    seq_len: int | None,
+    name: str,
+) -> RopePreset:
+    """A language model's one-axis RoPE from its text config and one rule."""
+    precision = _precision(precision)
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name} must be a mapping, got {type(params).__name__}")
+    head_dim = _get(cfg, "head_dim")
+    if head_dim is None:
+        hidden = as_int(_get(cfg, "hidden_size"), "config.hidden_size", minimum=1)
+        heads = as_int(_get(cfg, "num_attention_heads"), "config.num_attention_heads", minimum=1)
+        head_dim = hidden // heads
+    head_dim = as_int(head_dim, "config.head_dim", minimum=2)
+    try:
+        inv, attention = rope_frequencies(
+            head_dim,
+            dict(params),
+            max_position_embeddings=_get(cfg, "max_position_embeddings"),
+            seq_len=seq_len,
+            precision=precision,
+        )
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{name}: {exc}") from None
+    return _preset(inv, None, "contiguous", layout, attention, ("t",))
+
+
+def gemma3(
+    config: Any, *, precision: Precision = "float32", seq_len: int | None = None
+) -> dict[str, RopePreset]:
+    """Gemma 3's RoPE of each layer type (transformers ``Gemma3RotaryEmbedding``).
+
+    ``config.rope_parameters`` holds one rule per layer type: the sliding-window
+    (local) layers' (``rope_theta`` = ``rope_local_base_freq``, 10 000) and the
+    global layers' (1 000 000, with ``linear`` factor 8 in the 4B and larger
+    models). Returns ``{layer_type: RopePreset}`` (``rotate_half`` layout); layer
+    ``i`` uses ``presets[config.layer_types[i]]``.
+    """
+    cfg = _text_config(config)
+    params = _get(cfg, "rope_parameters")
+    types = _get(cfg, "layer_types")
+    if not isinstance(params, Mapping) or not isinstance(types, Sequence):
+        raise TypeError(
+            "config must have rope_parameters as a mapping of layer type to rule and "
+            "layer_types (a Gemma3TextConfig)"
+        )
+    out = {}
+    for t in sorted(set(types)):
+        rule = params.get(t)
+        if rule is None:
+            raise ValueError(f"config.rope_parameters has no rule for layer type {t!r}")
+        out[t] = _one_axis(cfg, rule, "half", precision, seq_len, f"rope_parameters[{t!r}]")
+    return out
+
+
+def _llama3_one_band(
+    cfg: Any, params: Mapping[str, Any], precision: Any, seq_len: int | None
+) -> RopePreset:
+    """``llama3`` scaling with ``low_freq_factor == high_freq_factor`` (the released
+    Llama 4 configs): no blended band, so the frequencies whose wavelength exceeds
+    ``original_max_position_embeddings / low_freq_factor`` are divided by ``factor``
+    and the others kept, in transformers' operation order (fastpe.rope_frequencies
+    refuses the equal factors, whose blend would divide by zero)."""
+    base = {k: v for k, v in params.items() if k in ("rope_theta",)}
+    p = _one_axis(
+        cfg, {"rope_type": "default", **base}, "interleaved", precision, seq_len, "rope_parameters"
+    )
+    factor = as_base(params.get("factor"), "rope_parameters['factor']")
+    low = as_base(params.get("low_freq_factor"), "rope_parameters['low_freq_factor']")
+    old = params.get("original_max_position_embeddings")
+    old = as_int(old, "rope_parameters['original_max_position_embeddings']", minimum=1)
+    f = _Ops(np.float32 if _precision(precision) == "float32" else np.float64)
+    inv = f.arr(p.inv_freq)
+    wavelen = f.rdiv(2 * math.pi, inv)
+    edge = f.s(old / low)
+    if np.any(wavelen == edge):
+        raise ValueError(
+            "rope_parameters: llama3 with low_freq_factor == high_freq_factor puts a "
+            "frequency on the band edge (its blend divides by zero)"
+        )
+    out = np.where(wavelen > edge, f.div(inv, factor), inv)
+    return _preset(out.astype(np.float64), None, "contiguous", "interleaved", 1.0, ("t",))
+
+
+def llama4(
+    config: Any, *, precision: Precision = "float32", seq_len: int | None = None
+) -> list[RopePreset | None]:
+    """Llama 4's RoPE of each layer (transformers ``Llama4TextRotaryEmbedding`` and
+    ``apply_rotary_emb``): one rule (``rope_parameters``, ``llama3`` scaling in the
+    released models) rotating complex pairs ``(2j, 2j + 1)`` (``interleaved``
+    layout); ``None`` for the layers without RoPE (``no_rope_layers[i] == 0``).
+    """
+    cfg = _text_config(config)
+    params = _get(cfg, "rope_parameters") or {}
+    if _get(cfg, "rope_theta") is not None and isinstance(params, Mapping):
+        params = {"rope_theta": _get(cfg, "rope_theta"), **params}
+    if (
+        isinstance(params, Mapping)
+        and params.get("rope_type", params.get("type")) == "llama3"
+        and params.get("low_freq_factor") is not None
+        and params.get("low_freq_factor") == params.get("high_freq_factor")
+    ):
+        preset = _llama3_one_band(cfg, params, precision, seq_len)
+    else:
+        preset = _one_axis(cfg, params, "interleaved", precision, seq_len, "rope_parameters")
+    n = as_int(_get(cfg, "num_hidden_layers"), "config.num_hidden_layers", minimum=0)
+    flags = _get(cfg, "no_rope_layers") or [1] * n
+    if not isinstance(flags, Sequence) or len(flags) != n:
+        raise ValueError(
+            f"config.no_rope_layers must have one entry per layer ({n}), got {flags!r}"
+        )
+    return [preset if f else None for f in flags]
 
 
 # ---------------------------------------------------------------- diffusers
