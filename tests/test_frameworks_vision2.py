@@ -1,8 +1,9 @@
 """Optional: fastpe.rope_presets' timm and further diffusers families against the
 frameworks' own code (timm's ``timm.layers.pos_embed_sincos``, loaded without timm's
 package ``__init__``, which needs torchvision; diffusers' HunyuanVideo, Lumina and
-Allegro rotary code; transformers' Gemma 3 and Llama 4 rotary modules).  Skips where a framework does not import (CI:
-``tools/test_frameworks.sh`` with the pinned ``requirements-frameworks.txt``).
+Allegro rotary code; transformers' Gemma 3 and Llama 4 rotary modules).  Skips where
+a framework does not import (CI: ``tools/test_frameworks.sh`` with the pinned
+``requirements-frameworks.txt``).
 
 - the frequencies: a preset's float32 bands/periods are timm's buffers to the bit
   (torch's float32 power standing in for the correctly rounded one, as in

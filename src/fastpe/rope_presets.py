@@ -864,7 +864,7 @@ def timm_positions(
         else ("pixel" if as_bool(in_pixels, "in_pixels") else "index")
     )
     kind = as_choice(kind, "grid_type", ("pixel", "index", "centered"))
-    indexing = as_choice(grid_indexing, "grid_indexing", ("ij", "xy"))
+    indexing: Literal["ij", "xy"] = as_choice(grid_indexing, "grid_indexing", ("ij", "xy"))
     norm = as_choice(normalize_coords, "normalize_coords", ("separate", "min", "max"))
     offset = float(grid_offset)
     if not math.isfinite(offset):
