@@ -824,7 +824,7 @@ def test_cache_dynamic_uses_the_longest_position():
     [
         (dict(), ValueError, "seq_len"),
         (dict(seq_len=4, positions=[1]), ValueError, "seq_len"),
-        (dict(positions=[1.5]), TypeError, "integers"),
+        (dict(positions=[1.5, np.nan]), ValueError, "positions must be finite"),
         (dict(positions=[0], offset=3), ValueError, "offset"),
         (dict(seq_len=-1), ValueError, "seq_len"),
         (dict(seq_len=4, layout="neox"), ValueError, "layout"),
@@ -987,7 +987,7 @@ def test_apply_inv_freq_is_the_rule_bitwise():
         (lambda: np.zeros((2, 3, 8)), dict(positions=[1, 2]), ValueError, "positions"),
         (lambda: np.zeros((2, 3, 8)), dict(positions=[1, 2, 3], offset=2), ValueError, "offset"),
         (lambda: np.zeros((2, 3, 8)), dict(offset=[1, 2, 3]), ValueError, "offset"),
-        (lambda: np.zeros((2, 3, 8)), dict(positions=[1.5, 2, 3]), TypeError, "integers"),
+        (lambda: np.zeros((2, 3, 8)), dict(positions=[1.5, 2, np.inf]), ValueError, "finite"),
         (lambda: np.zeros((2, 3, 8)), dict(seq_axis=2), ValueError, "seq_axis"),
         (lambda: np.zeros((2, 3, 8)), dict(seq_axis=-1), ValueError, "seq_axis"),
         (lambda: np.zeros((2, 3, 8)), dict(seq_axis=-4), ValueError, "seq_axis"),

@@ -491,7 +491,7 @@ POS3 = np.zeros((4, 3), np.int64)
         ({"sections": (16, 24, 24), "section_layout": "chunked"}, ValueError, "section_layout"),
         ({"sections": (16, 24, 24), "section_layout": "interleaved"}, ValueError, "interleaved"),
         ({"sections": (16, 24, 24), "positions": None}, ValueError, "positions"),
-        ({"sections": (16, 24, 24), "positions": POS3.astype(float)}, TypeError, "positions"),
+        ({"sections": (16, 24, 24), "positions": POS3 + np.nan}, ValueError, "positions"),
         (
             {"sections": (16, 24, 24), "rope_parameters": [None, None]},
             ValueError,

@@ -7,6 +7,7 @@ are in test_frameworks_vision.py."""
 from __future__ import annotations
 
 import contextlib
+import math
 
 import mpmath
 import numpy as np
@@ -406,3 +407,193 @@ def test_hostile_arguments_are_value_or_type_errors(name, data):
     with contextlib.suppress(ValueError, TypeError):
         fn(**kw)
     assert repr(kw) == before
+
+
+# ---------------------------------------------------------------- timm (float64 vs mpmath)
+
+
+@pytest.mark.parametrize("max_res", [224, 256, 100])
+@pytest.mark.parametrize("linear", [True, False])
+def test_timm_pixel_bands_float64_against_mpmath(max_res, linear):
+    nb = 12
+    p = rp.timm_rotary(48, max_res=max_res, linear_bands=linear, precision="float64")
+    t = [mpmath.mpf(i) / (nb - 1) for i in range(nb)]
+    if linear:  # linspace(1, max_res / 2) * pi
+        ref = [(1 + (mpmath.mpf(max_res) / 2 - 1) * x) * mpmath.pi for x in t]
+    else:  # 2 ** linspace(0, log2(max_res) - 1) * pi
+        ref = [2 ** ((mpmath.log(max_res, 2) - 1) * x) * mpmath.pi for x in t]
+    assert_mp_close(p.inv_freq[:nb], ref, rel=5e-16)
+    assert np.array_equal(p.inv_freq[nb:], p.inv_freq[:nb])
+    assert (p.sections, p.layout, p.axes) == ((nb, nb), "interleaved", ("h", "w"))
+
+
+def test_timm_language_bands_and_dinov3_periods_against_mpmath():
+    p = rp.timm_rotary(64, temperature=100.0, in_pixels=False, precision="float64")
+    # 1 / temperature ** (i / (dim // 4))
+    assert_mp_close(p.inv_freq[:16], [mpmath.mpf(100) ** (-mpmath.mpf(i) / 16) for i in range(16)])
+    d = rp.timm_dinov3(64, precision="float64")  # 2 pi / 100 ** (2i / 32)
+    ref = [2 * mpmath.pi / mpmath.mpf(100) ** (mpmath.mpf(2 * i) / 32) for i in range(16)]
+    assert_mp_close(d.inv_freq[:16], ref, rel=5e-16)
+    assert (d.sections, d.layout) == ((16, 16), "half")
+    d = rp.timm_dinov3(32, None, 0.5, 64.0, rotate_half=False, precision="float64")
+    ref = [2 * mpmath.pi / (mpmath.mpf(0.5) * 128 ** (mpmath.mpf(i) / 7)) for i in range(8)]
+    assert_mp_close(d.inv_freq[:8], ref, rel=5e-16)
+    assert d.layout == "interleaved"
+
+
+def test_timm_positions_float64_written_out():
+    # pixel: linspace(-1, 1, 5) on rows, linspace(-1, 1, 3) on columns, row-major
+    g = rp.timm_positions([5, 3], precision="float64")
+    rows, cols = [-1, -0.5, 0, 0.5, 1], [-1, 0, 1]
+    assert g.tolist() == [[r, c] for r in rows for c in cols]
+    # index grid with EVA-02's rescaling to a 16 x 16 reference, offset 0.5, xy order
+    g = rp.timm_positions(
+        [3, 2], in_pixels=False, ref_feat_shape=[16, 16], grid_offset=0.5, grid_indexing="xy"
+    )
+    want = [[(c + 0.5) / 2 * 16, (r + 0.5) / 3 * 16] for r in range(3) for c in range(2)]
+    np.testing.assert_allclose(g, want, rtol=1e-7)
+    g64 = rp.timm_positions(
+        [3, 2],
+        in_pixels=False,
+        ref_feat_shape=[16, 16],
+        grid_offset=0.5,
+        grid_indexing="xy",
+        precision="float64",
+    )
+    assert g64.tolist() == [[float(x) for x in row] for row in want]
+    # DINOv3's centred coordinates: ((i + 0.5) / n) * 2 - 1, by the larger side ("max")
+    g = rp.timm_positions(
+        [2, 4], grid_type="centered", normalize_coords="max", precision="float64"
+    )
+    want = [[(r + 0.5) / 4 * 2 - 1, (c + 0.5) / 4 * 2 - 1] for r in range(2) for c in range(4)]
+    assert g.tolist() == want
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: rp.timm_rotary(2), ValueError, "dim"),
+        (lambda: rp.timm_rotary(64, max_res=0), ValueError, "max_res"),
+        (lambda: rp.timm_rotary(64, in_pixels=False, temperature=-1.0), ValueError, "temperature"),
+        (lambda: rp.timm_rotary(64, n_axes=4), ValueError, "n_axes"),
+        (lambda: rp.timm_rotary(64, precision="float16"), ValueError, "precision"),
+        (lambda: rp.timm_dinov3(64, None), ValueError, "temperature"),
+        (lambda: rp.timm_dinov3(64, None, 0.0, 10.0), ValueError, "min_period"),
+        (lambda: rp.timm_positions([0, 3]), ValueError, "feat_shape"),
+        (lambda: rp.timm_positions([3, 3, 3, 3]), ValueError, "feat_shape"),
+        (lambda: rp.timm_positions("ab"), TypeError, "feat_shape"),
+        (lambda: rp.timm_positions([3, 3], grid_type="polar"), ValueError, "grid_type"),
+        (lambda: rp.timm_positions([3, 3], grid_indexing="yx"), ValueError, "grid_indexing"),
+        (lambda: rp.timm_positions([3, 3], ref_feat_shape=[4]), ValueError, "ref_feat_shape"),
+        (lambda: rp.timm_positions([3, 3], grid_offset=float("nan")), ValueError, "grid_offset"),
+        (
+            lambda: rp.timm_positions([3], grid_type="centered", normalize_coords="mean"),
+            ValueError,
+            "normalize_coords",
+        ),
+    ],
+)
+def test_timm_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+# ---------------------------------------------------------------- HunyuanVideo, Lumina, Allegro
+
+
+def test_hunyuan_video_lumina2_and_allegro_float64_against_mpmath():
+    p = rp.hunyuan_video(2, 1, [16, 56, 56], precision="float64")  # theta 256 by default
+    ref = mp_ladder(16, 256) + mp_ladder(56, 256) + mp_ladder(56, 256)
+    assert_mp_close(p.inv_freq, ref)
+    assert (p.sections, p.layout, p.axes) == ((8, 28, 28), "interleaved", ("t", "h", "w"))
+    p = rp.lumina2(10000, [32, 32, 32])  # float64 by default, as the module on the CPU
+    assert_mp_close(p.inv_freq, mp_ladder(32, 10000) * 3)
+    for a, p in enumerate(rp.allegro(96, precision="float64")):
+        assert_mp_close(p.inv_freq, mp_ladder(32, 10000))
+        assert (p.sections, p.layout, p.axes) == (None, "half", ("thw"[a],))
+
+
+def test_lumina_next_2d_pairs_alternate_row_and_column():
+    p = rp.lumina_next_2d(32, linear_factor=2.0, ntk_factor=3.0, precision="float64")
+    # get_1d_rotary_pos_embed(16, ...): 1 / (10000 * 3) ** (2i / 16) / 2, each twice
+    w = mp_ladder(16, 30000, linear=2)
+    assert_mp_close(p.inv_freq, [x for x in w for _ in (0, 1)])
+    assert (p.sections, p.section_layout, p.layout) == ((8, 8), "interleaved", "interleaved")
+    # pair 2j follows the row, pair 2j + 1 the column
+    pos = np.array([[3.0, 0.0], [0.0, 5.0]])
+    c, _ = fastpe.rope_cache(32, positions=pos, dtype=np.float64, **p.kwargs())
+    np.testing.assert_allclose(c[0, 0::4], np.cos(3.0 * p.inv_freq[0::2]), atol=1e-15)
+    np.testing.assert_allclose(c[0, 2::4], 1.0)
+    np.testing.assert_allclose(c[1, 2::4], np.cos(5.0 * p.inv_freq[1::2]), atol=1e-15)
+    np.testing.assert_allclose(c[1, 0::4], 1.0)
+
+
+def test_allegro_positions_written_out():
+    pos = rp.allegro_positions((2, 3), 2, (2.0, 1.0, 3.0), precision="float64")
+    want = [[t / 2, r, c / 3] for t in range(2) for r in range(2) for c in range(3)]
+    assert pos.tolist() == want
+    pos32 = rp.allegro_positions((2, 3), 2, (2.0, 1.0, 3.0))
+    assert pos32.tolist() == [[float(np.float32(x)) for x in row] for row in want]
+
+
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: rp.hunyuan_video(0, 1, [8, 8, 8]), ValueError, "patch_size"),
+        (lambda: rp.hunyuan_video(2, 1, [8, 8]), ValueError, "rope_dim"),
+        (lambda: rp.hunyuan_video(2, 1, [8, 7, 8]), ValueError, "rope_dim"),
+        (lambda: rp.lumina_next_2d(30), ValueError, "embed_dim"),
+        (lambda: rp.lumina_next_2d(32, ntk_factor=0.0), ValueError, "ntk_factor"),
+        (lambda: rp.lumina2(10000, [32, 32, 32], [300, 512]), ValueError, "axes_lens"),
+        (lambda: rp.allegro(100), ValueError, "embed_dim"),
+        (lambda: rp.allegro_positions((2, 2), 2, (1.0, 0.0, 1.0)), ValueError, "interpolation"),
+        (lambda: rp.allegro_positions((2,), 2), ValueError, "grid_size"),
+    ],
+)
+def test_diffusers_video_presets_bad_arguments(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+# ---------------------------------------------------------------- Gemma 3, Llama 4
+
+
+def test_gemma3_from_a_config_json_dict():
+    cfg = {
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        },
+    }
+    p = rp.gemma3({"text_config": cfg}, precision="float64")
+    assert_mp_close(p["sliding_attention"].inv_freq, mp_ladder(64, 10000))
+    assert_mp_close(p["full_attention"].inv_freq, mp_ladder(64, 1e6, linear=8))
+    assert all(x.layout == "half" and x.sections is None for x in p.values())
+    with pytest.raises(ValueError, match="full_attention"):
+        rp.gemma3({**cfg, "rope_parameters": {"sliding_attention": {"rope_theta": 1e4}}})
+    with pytest.raises(TypeError, match="layer_types"):
+        rp.gemma3({"head_dim": 64})
+
+
+def test_llama4_equal_factors_and_layers_without_rope():
+    rope = {
+        "rope_type": "llama3",
+        "factor": 16.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 8192,
+        "rope_theta": 500000.0,
+    }
+    cfg = {"head_dim": 128, "num_hidden_layers": 4, "no_rope_layers": [1, 1, 0, 1]}
+    layers = rp.llama4({**cfg, "rope_parameters": rope}, precision="float64")
+    assert [x is None for x in layers] == [False, False, True, False]
+    # wavelengths 2 pi / w above 8192 / 1 are divided by 16, the others kept
+    ladder = [float(x) for x in mp_ladder(128, 500000)]
+    want = [w / 16 if 2 * math.pi / w > 8192 else w for w in ladder]
+    np.testing.assert_allclose(layers[0].inv_freq, want, rtol=1e-15)
+    assert layers[0].layout == "interleaved"
+    with pytest.raises(ValueError, match="no_rope_layers"):
+        rp.llama4({**cfg, "no_rope_layers": [1, 0], "rope_parameters": rope})

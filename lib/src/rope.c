@@ -700,7 +700,10 @@ static int rope_axes_rows(void *table, int kind, int sz, int64_t nf, void *const
             continue;
         rq.nseq = 1;
         rq.S = r1 - r0;
-        rq.pos_i = ax[a].rq.pos_i + r0 * ax[a].rq.pss;
+        if (ax[a].rq.pos_f != NULL) /* fractional positions (float64) */
+            rq.pos_f = ax[a].rq.pos_f + r0 * ax[a].rq.pss;
+        else
+            rq.pos_i = ax[a].rq.pos_i + r0 * ax[a].rq.pss;
         rq.psb = 0;
         if (ax[a].wide != NULL) /* its columns are one run: straight into the table */
             err = pe_fill_run((char *)table + (size_t)(r0 * 2 * nf) * (size_t)sz, kind, 2 * nf,

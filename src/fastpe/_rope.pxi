@@ -137,9 +137,14 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
             have_p = True
             if pview.ndim != 2 or pview.shape[1] != R.S or pview.itemsize != 8 \
                     or pview.shape[0] not in (1, batch) \
-                    or _native_code(pview.format) not in (c'l', c'q'):
-                raise ValueError("positions must be a 2-D int64 array of 1 or batch rows")
-            rq.pos_i = <const int64_t *>pview.buf
+                    or _native_code(pview.format) not in (c'l', c'q', c'd'):
+                raise ValueError("positions must be a 2-D int64/float64 array of 1 or batch rows")
+            if _native_code(pview.format) == c'd':   # fractional: with offset 0, no offsets
+                if offsets is not None or offset != 0:
+                    raise ValueError("float positions cannot be combined with offsets")
+                rq.pos_f = <const double *>pview.buf
+            else:
+                rq.pos_i = <const int64_t *>pview.buf
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
             if pview.shape[0] > 1:
@@ -300,15 +305,18 @@ cdef class RopeAxes:
         if total != nf or len(_np.unique(_np.concatenate(self.columns))) != nf:
             raise ValueError("every column 0 .. nf-1 must belong to exactly one axis")
 
-    cdef void _positions(self, pe_rope_axis *ax, const int64_t *pos, int64_t nseq,
+    cdef void _positions(self, pe_rope_axis *ax, const void *pos, bint real, int64_t nseq,
                          int64_t S) noexcept nogil:
         # ax: this handle's axes reading the columns of pos, a C-contiguous
-        # (nseq, S, n_axes) int64 array
+        # (nseq, S, n_axes) int64 array (float64 when real)
         cdef int i
         for i in range(self.nax):
             ax[i] = self.ax[i]
             _init_rows(&ax[i].rq, nseq, S, False, 0)
-            ax[i].rq.pos_i = pos + self.which[i]
+            if real:
+                ax[i].rq.pos_f = <const double *>pos + self.which[i]
+            else:
+                ax[i].rq.pos_i = <const int64_t *>pos + self.which[i]
             ax[i].rq.psb = S * self.n_axes
             ax[i].rq.pss = self.n_axes
             ax[i].rq.fresh = 1
@@ -317,16 +325,20 @@ cdef class RopeAxes:
 cdef int64_t _ZERO64 = 0
 
 
-cdef const int64_t *_axes_positions(Py_buffer *pv, positions, int ndim, int64_t n_axes) except NULL:
-    """Hold the buffer of ``positions``: C-contiguous native int64 of ``ndim`` axes, the
-    last one ``n_axes`` long."""
+cdef const void *_axes_positions(Py_buffer *pv, positions, int ndim, int64_t n_axes) except NULL:
+    """Hold the buffer of ``positions``: C-contiguous native int64 (or float64: see
+    _real_positions) of ``ndim`` axes, the last one ``n_axes`` long."""
     PyObject_GetBuffer(positions, pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
     if pv.ndim != ndim or pv.itemsize != 8 or pv.shape[ndim - 1] != n_axes \
-            or _native_code(pv.format) not in (c'l', c'q'):
+            or _native_code(pv.format) not in (c'l', c'q', c'd'):
         PyBuffer_Release(pv)
-        raise ValueError(f"positions must be a C-contiguous {ndim}-D int64 array whose last axis "
-                         f"has one entry per axis ({n_axes})")
-    return <const int64_t *>pv.buf if pv.len else <const int64_t *>&_ZERO64
+        raise ValueError(f"positions must be a C-contiguous {ndim}-D int64/float64 array whose "
+                         f"last axis has one entry per axis ({n_axes})")
+    return pv.buf if pv.len else <const void *>&_ZERO64
+
+
+cdef inline bint _real_positions(const Py_buffer *pv) noexcept:
+    return _native_code(pv.format) == c'd'
 
 
 def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat16=False):
@@ -335,7 +347,7 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
     ``positions`` (a C-contiguous (n, n_axes) int64 array; its range is the
     caller's to check), each entry rounded once into out's type."""
     cdef Py_buffer ov, pv
-    cdef const int64_t *pp
+    cdef const void *pp
     cdef pe_rope_axis ax[64]
     cdef char kind
     cdef int err
@@ -354,7 +366,7 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
         try:
             if pv.shape[0] != n:
                 raise ValueError("positions must have one row per row of out")
-            axes._positions(ax, pp, 1, n)
+            axes._positions(ax, pp, _real_positions(&pv), 1, n)
             with nogil:
                 err = pe_rope_table_axes(ov.buf, kind, axes.nf, n, ax, axes.nax, num_threads,
                                          _poll_signals, NULL)
@@ -373,13 +385,13 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
                            int num_threads):
     """_rope_run for multi-axis positions: token (b, s) takes the angles of
     ``positions[b or 0, s, a]`` for the frequencies of axis a, ``positions`` a
-    C-contiguous (1 or batch, seq, n_axes) int64 array whose range the caller has
+    C-contiguous (1 or batch, seq, n_axes) int64 or float64 array whose range the caller has
     checked; q (``view``) and k (``kview`` unless NULL) held and checked as there."""
     cdef Py_buffer pv
     cdef pe_rope_rows R, RK
     cdef pe_rope_rows *Rs[2]
     cdef pe_rope_axis ax[64]
-    cdef const int64_t *pp
+    cdef const void *pp
     cdef int64_t nf = axes.nf, batch, nrows = 0, nseq
     cdef int nR = 0, err
     if kview != NULL and (kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa]
@@ -402,7 +414,7 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
         R.per_batch = RK.per_batch = nseq > 1
         if nR == 0:
             return
-        axes._positions(ax, pp, nseq, pv.shape[1])
+        axes._positions(ax, pp, _real_positions(&pv), nseq, pv.shape[1])
         if nrows * 2 * nf <= _ROPE_HOLD_GIL:
             err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax, num_threads,
                                    _poll_signals, NULL)

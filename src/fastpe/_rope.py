@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from . import kernel as _kernel
+from ._api import _as_positions
 from ._conventions import kernel_spec
 from ._validate import (
     MAX_SCALE,
@@ -497,10 +498,13 @@ def rope_cache(
     seq_len, offset : int, keyword-only
         Positions ``offset .. offset+seq_len-1`` (a prompt, or KV-cache decoding at
         ``offset``).  Give either these or ``positions``.
-    positions : array_like of int, keyword-only
+    positions : array_like of int or float, keyword-only
         Explicit position ids of any shape (e.g. ``(batch, seq)`` with left padding).
         Repeated small calls (a decoding step's cos and sin) are fastest with a 1-D
-        int64 NumPy array, or ``seq_len`` and ``offset`` as ints.  With
+        int64 NumPy array, or ``seq_len`` and ``offset`` as ints.  Float positions
+        (float16/32/64: the fractional grids of vision models) are finite; each angle
+        is the exact product of the position's float64 value and the frequency,
+        rounded once, and an integer value gives bitwise what the integer gives.  With
         ``sections``: shape ``(..., n_axes)``, each token's coordinates (e.g.
         ``(t, h, w)``), and the caches have shape ``(..., rotary_dim)``.
     sections : sequence of int, keyword-only
@@ -656,9 +660,9 @@ def rope_cache(
     else:
         if offset != 0:
             raise ValueError("offset applies to seq_len; add it to positions instead")
-        pos = _as_position_ids(positions)
+        pos = _as_rope_positions(positions)
         shape = pos.shape
-        lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
+        lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
 
@@ -747,7 +751,7 @@ class _Rule(NamedTuple):
 
 
 def _angles(
-    head_dim: int, rule: _Rule, lo: int, hi: int
+    head_dim: int, rule: _Rule, lo: float, hi: float
 ) -> tuple[np.ndarray, float, _kernel.Encoder]:
     """(frequencies, attention factor, compiled encoding) for positions lo .. hi
     (none when hi < lo), every argument checked.  The rule sees the longest
@@ -767,7 +771,7 @@ def _angles(
             head_dim,
             rule.rope_parameters,
             max_position_embeddings=rule.max_position_embeddings,
-            seq_len=max(hi + 1, 0) if hi >= lo else None,
+            seq_len=max(_length(hi), 0) if hi >= lo else None,
             precision=rule.precision,
         )
     if rule.attention_factor is not None:
@@ -780,6 +784,24 @@ def _angles(
             f"frequencies (exact angle reduction); got up to {largest}"
         )
     return w, attention, enc
+
+
+def _length(hi: float) -> int:
+    """The sequence length a rule sees for the largest position ``hi`` (int or float)."""
+    return math.floor(hi) + 1
+
+
+def _as_rope_positions(positions: Any) -> np.ndarray:
+    """RoPE positions: integer ids as int64 (see _as_position_ids), or a non-empty
+    float array as C-contiguous float64 (fractional grids), finite."""
+    if positions is not None and not isinstance(positions, np.ma.MaskedArray):
+        try:
+            arr = np.asarray(positions)
+        except Exception:  # ragged nested lists: explained by _as_position_ids
+            arr = None
+        if arr is not None and arr.dtype.kind == "f" and arr.size:
+            return np.ascontiguousarray(_as_positions(arr, "positions"))
+    return _as_position_ids(positions)
 
 
 def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
@@ -925,8 +947,9 @@ def apply_rope(
     offset : int or array_like of int, keyword-only
         Position of the first token: one for all, or one per batch entry (axis 0),
         e.g. KV-cache lengths.
-    positions : array_like of int, keyword-only
-        Position ids, shape ``(seq,)`` or ``(batch, seq)`` (e.g. left padding);
+    positions : array_like of int or float, keyword-only
+        Position ids, shape ``(seq,)`` or ``(batch, seq)`` (e.g. left padding), or
+        fractional positions as in :func:`rope_cache`;
         excludes ``offset``. ``offset`` and ``positions`` may share memory with
         ``q`` or ``k``: they are read (copied if need be) before anything is rotated.
         With ``sections``: shape ``(seq, n_axes)`` or ``(batch, seq, n_axes)``, each
@@ -1106,7 +1129,7 @@ def _token_positions(
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
             raise ValueError("offset applies without positions; add it to positions instead")
-        pos = _unaliased(_as_position_ids(positions), views)
+        pos = _unaliased(_as_rope_positions(positions), views)
         if pos.ndim == 1:
             pos = pos[None]
         if pos.ndim != 2 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
@@ -1114,7 +1137,7 @@ def _token_positions(
                 f"positions must have shape ({seq},) or ({batch}, {seq}), got "
                 f"{np.shape(positions)}"
             )
-        lo, hi = (int(pos.min()), int(pos.max())) if pos.size else (0, -1)
+        lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     else:
         off = _unaliased(_as_position_ids(offset, "offset"), views)
         if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
@@ -1278,7 +1301,7 @@ def _axes_angles(
                     2 * sections[a],
                     params,
                     max_position_embeddings=rule.max_position_embeddings,
-                    seq_len=hi[a] + 1 if hi[a] >= lo[a] else None,
+                    seq_len=_length(hi[a]) if hi[a] >= lo[a] else None,
                     precision=rule.precision,
                 )
             except (TypeError, ValueError) as exc:
@@ -1307,7 +1330,7 @@ def _axes_angles(
             head_dim,
             rule.rope_parameters,
             max_position_embeddings=rule.max_position_embeddings,
-            seq_len=top + 1 if flat.shape[0] else None,
+            seq_len=_length(top) if flat.shape[0] else None,
             precision=rule.precision,
         )
     if 2 * w.size > head_dim:
@@ -1327,7 +1350,7 @@ def _axes_angles(
 
 
 def _rope_axes(
-    w: np.ndarray, cols: list[np.ndarray], lo: list[int], hi: list[int]
+    w: np.ndarray, cols: list[np.ndarray], lo: list[float], hi: list[float]
 ) -> _kernel.RopeAxes:
     """The compiled axes (each axis's frequencies an encoding, cached by value), the
     positions of each axis checked against its exact reduction."""
@@ -1359,12 +1382,13 @@ _AXES_LOCK = threading.Lock()
 
 
 def _axes_positions(positions: Any, sections: Any, section_layout: Any) -> tuple:
-    """(sections, section_layout, positions as int64 of shape (..., n_axes)) checked."""
+    """(sections, section_layout, positions as int64 or float64 of shape (..., n_axes))
+    checked."""
     sections = _as_sections(sections)
     section_layout = as_choice(section_layout, "section_layout", SECTION_LAYOUTS)
     if positions is None:
         raise ValueError("sections needs positions of shape (..., n_axes)")
-    pos = _as_position_ids(positions)
+    pos = _as_rope_positions(positions)
     if pos.ndim < 1 or pos.shape[-1] != len(sections):
         raise ValueError(
             f"positions must have shape (..., {len(sections)}) for sections={list(sections)} "

@@ -20,24 +20,35 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._rope import rope_frequencies
+from ._rope import _Ops, rope_frequencies
 from ._validate import as_base, as_bool, as_choice, as_int
 
 __all__ = [
     "RopePreset",
+    "allegro",
+    "allegro_positions",
     "cogvideox_3d",
     "diffusers_1d",
     "diffusers_2d",
     "flux",
+    "gemma3",
     "grid_positions",
+    "hunyuan_video",
+    "llama4",
+    "lumina2",
+    "lumina_next_2d",
     "pixtral",
     "qwen2_vl",
     "qwen3_vl",
     "qwen_vl_position_ids",
+    "timm_dinov3",
+    "timm_positions",
+    "timm_rotary",
 ]
 
 Precision = Literal["float32", "float64"]
@@ -268,6 +279,124 @@ def pixtral(config: Any, *, precision: Precision = "float32") -> RopePreset:
     )
 
 
+def _one_axis(
+    cfg: Any,
+    params: Any,
+    layout: Literal["half", "interleaved"],
+    precision: Any,
+    seq_len: int | None,
+    name: str,
+) -> RopePreset:
+    """A language model's one-axis RoPE from its text config and one rule."""
+    precision = _precision(precision)
+    if not isinstance(params, Mapping):
+        raise TypeError(f"{name} must be a mapping, got {type(params).__name__}")
+    head_dim = _get(cfg, "head_dim")
+    if head_dim is None:
+        hidden = as_int(_get(cfg, "hidden_size"), "config.hidden_size", minimum=1)
+        heads = as_int(_get(cfg, "num_attention_heads"), "config.num_attention_heads", minimum=1)
+        head_dim = hidden // heads
+    head_dim = as_int(head_dim, "config.head_dim", minimum=2)
+    try:
+        inv, attention = rope_frequencies(
+            head_dim,
+            dict(params),
+            max_position_embeddings=_get(cfg, "max_position_embeddings"),
+            seq_len=seq_len,
+            precision=precision,
+        )
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"{name}: {exc}") from None
+    return _preset(inv, None, "contiguous", layout, attention, ("t",))
+
+
+def gemma3(
+    config: Any, *, precision: Precision = "float32", seq_len: int | None = None
+) -> dict[str, RopePreset]:
+    """Gemma 3's RoPE of each layer type (transformers ``Gemma3RotaryEmbedding``).
+
+    ``config.rope_parameters`` holds one rule per layer type: the sliding-window
+    (local) layers' (``rope_theta`` = ``rope_local_base_freq``, 10 000) and the
+    global layers' (1 000 000, with ``linear`` factor 8 in the 4B and larger
+    models). Returns ``{layer_type: RopePreset}`` (``rotate_half`` layout); layer
+    ``i`` uses ``presets[config.layer_types[i]]``.
+    """
+    cfg = _text_config(config)
+    params = _get(cfg, "rope_parameters")
+    types = _get(cfg, "layer_types")
+    if not isinstance(params, Mapping) or not isinstance(types, Sequence):
+        raise TypeError(
+            "config must have rope_parameters as a mapping of layer type to rule and "
+            "layer_types (a Gemma3TextConfig)"
+        )
+    out = {}
+    for t in sorted(set(types)):
+        rule = params.get(t)
+        if rule is None:
+            raise ValueError(f"config.rope_parameters has no rule for layer type {t!r}")
+        out[t] = _one_axis(cfg, rule, "half", precision, seq_len, f"rope_parameters[{t!r}]")
+    return out
+
+
+def _llama3_one_band(
+    cfg: Any, params: Mapping[str, Any], precision: Any, seq_len: int | None
+) -> RopePreset:
+    """``llama3`` scaling with ``low_freq_factor == high_freq_factor`` (the released
+    Llama 4 configs): no blended band, so the frequencies whose wavelength exceeds
+    ``original_max_position_embeddings / low_freq_factor`` are divided by ``factor``
+    and the others kept, in transformers' operation order (fastpe.rope_frequencies
+    refuses the equal factors, whose blend would divide by zero)."""
+    base = {k: v for k, v in params.items() if k in ("rope_theta",)}
+    p = _one_axis(
+        cfg, {"rope_type": "default", **base}, "interleaved", precision, seq_len, "rope_parameters"
+    )
+    factor = as_base(params.get("factor"), "rope_parameters['factor']")
+    low = as_base(params.get("low_freq_factor"), "rope_parameters['low_freq_factor']")
+    old = params.get("original_max_position_embeddings")
+    old = as_int(old, "rope_parameters['original_max_position_embeddings']", minimum=1)
+    f = _Ops(np.float32 if _precision(precision) == "float32" else np.float64)
+    inv = f.arr(p.inv_freq)
+    wavelen = f.rdiv(2 * math.pi, inv)
+    edge = f.s(old / low)
+    if np.any(wavelen == edge):
+        raise ValueError(
+            "rope_parameters: llama3 with low_freq_factor == high_freq_factor puts a "
+            "frequency on the band edge (its blend divides by zero)"
+        )
+    out = np.where(wavelen > edge, f.div(inv, factor), inv)
+    return _preset(out.astype(np.float64), None, "contiguous", "interleaved", 1.0, ("t",))
+
+
+def llama4(
+    config: Any, *, precision: Precision = "float32", seq_len: int | None = None
+) -> list[RopePreset | None]:
+    """Llama 4's RoPE of each layer (transformers ``Llama4TextRotaryEmbedding`` and
+    ``apply_rotary_emb``): one rule (``rope_parameters``, ``llama3`` scaling in the
+    released models) rotating complex pairs ``(2j, 2j + 1)`` (``interleaved``
+    layout); ``None`` for the layers without RoPE (``no_rope_layers[i] == 0``).
+    """
+    cfg = _text_config(config)
+    params = _get(cfg, "rope_parameters") or {}
+    if _get(cfg, "rope_theta") is not None and isinstance(params, Mapping):
+        params = {"rope_theta": _get(cfg, "rope_theta"), **params}
+    if (
+        isinstance(params, Mapping)
+        and params.get("rope_type", params.get("type")) == "llama3"
+        and params.get("low_freq_factor") is not None
+        and params.get("low_freq_factor") == params.get("high_freq_factor")
+    ):
+        preset = _llama3_one_band(cfg, params, precision, seq_len)
+    else:
+        preset = _one_axis(cfg, params, "interleaved", precision, seq_len, "rope_parameters")
+    n = as_int(_get(cfg, "num_hidden_layers"), "config.num_hidden_layers", minimum=0)
+    flags = _get(cfg, "no_rope_layers") or [1] * n
+    if not isinstance(flags, Sequence) or len(flags) != n:
+        raise ValueError(
+            f"config.no_rope_layers must have one entry per layer ({n}), got {flags!r}"
+        )
+    return [preset if f else None for f in flags]
+
+
 # ---------------------------------------------------------------- diffusers
 
 
@@ -401,6 +530,388 @@ def flux(theta: float, axes_dim: Sequence[int], *, precision: Precision = "float
     return _preset(
         np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, axes
     )
+
+
+def hunyuan_video(
+    patch_size: int,
+    patch_size_t: int,
+    rope_dim: Sequence[int],
+    theta: float = 256.0,
+    *,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """diffusers' ``HunyuanVideoRotaryPosEmbed(patch_size, patch_size_t, rope_dim,
+    theta)``: axis ``a`` of the (frame, row, column) patch grid takes ``rope_dim[a]``
+    dimensions with ``get_1d_rotary_pos_embed(rope_dim[a], theta=theta)``'s float32
+    frequencies, interleaved pairs. The grid of a latent of ``num_frames x height x
+    width`` is ``preset.grid((num_frames // patch_size_t, height // patch_size, width
+    // patch_size))``.
+    """
+    as_int(patch_size, "patch_size", minimum=1)
+    as_int(patch_size_t, "patch_size_t", minimum=1)
+    if not isinstance(rope_dim, Sequence) or isinstance(rope_dim, (str, bytes)):
+        raise TypeError(f"rope_dim must be a list of 3 integers, got {type(rope_dim).__name__}")
+    if len(rope_dim) != 3:
+        raise ValueError(f"rope_dim must have 3 entries (t, h, w), got {len(rope_dim)}")
+    precision = _precision(precision)
+    dims = [as_int(d, f"rope_dim[{i}]", minimum=2) for i, d in enumerate(rope_dim)]
+    inv = [
+        _diffusers_freqs(d, theta, 1.0, 1.0, precision, f"rope_dim[{i}]")
+        for i, d in enumerate(dims)
+    ]
+    return _preset(
+        np.concatenate(inv), [d // 2 for d in dims], "contiguous", "interleaved", 1.0, _AXES
+    )
+
+
+def lumina_next_2d(
+    embed_dim: int,
+    *,
+    linear_factor: float = 1.0,
+    ntk_factor: float = 1.0,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """diffusers' ``get_2d_rotary_pos_embed_lumina(embed_dim, len_h, len_w,
+    linear_factor, ntk_factor)`` (Lumina-Next): the ``embed_dim / 4`` frequencies of
+    ``get_1d_rotary_pos_embed(embed_dim // 2, ...)``, each used twice, pair ``2j``
+    by the row and pair ``2j + 1`` by the column (complex pairs, interleaved). Its
+    grid for ``len_h x len_w`` is ``preset.grid((len_h, len_w))``.
+    """
+    precision = _precision(precision)
+    embed_dim = as_int(embed_dim, "embed_dim", minimum=4)
+    if embed_dim % 4:
+        raise ValueError(f"embed_dim must be a multiple of 4, got {embed_dim}")
+    w = _diffusers_freqs(
+        embed_dim // 2, 10000.0, linear_factor, ntk_factor, precision, "embed_dim // 2"
+    )
+    n = embed_dim // 4
+    # (Qwen3-VL's interleaved sections with two axes: even pairs axis 0, odd ones axis 1)
+    return _preset(np.repeat(w, 2), (n, n), "interleaved", "interleaved", 1.0, ("h", "w"))
+
+
+def lumina2(
+    theta: float,
+    axes_dim: Sequence[int],
+    axes_lens: Sequence[int] = (300, 512, 512),
+    *,
+    precision: Precision = "float64",
+) -> RopePreset:
+    """diffusers' ``Lumina2RotaryPosEmbed(theta, axes_dim, axes_lens)`` (Lumina-Image
+    2.0): as :func:`flux`, axis ``a`` of the model's ``position_ids`` (caption
+    index, patch row, patch column) taking ``axes_dim[a]`` dimensions, frequencies
+    in float64 as the module computes them on the CPU, interleaved pairs. Its
+    tables stop at ``axes_lens[a]`` positions: positions must stay below them.
+    """
+    lens = [as_int(n, f"axes_lens[{i}]", minimum=1) for i, n in enumerate(axes_lens)]
+    p = flux(theta, axes_dim, precision=precision)
+    if len(lens) != len(p.sections or ()):
+        raise ValueError(
+            f"axes_lens must have one entry per axis ({len(p.sections or ())}), got {len(lens)}"
+        )
+    return p
+
+
+def allegro(
+    embed_dim: int, *, theta: float = 10000.0, precision: Precision = "float32"
+) -> tuple[RopePreset, RopePreset, RopePreset]:
+    """diffusers' ``get_3d_rotary_pos_embed_allegro`` with ``apply_rotary_emb_allegro``
+    (Allegro): ``embed_dim`` splits into three thirds (time, row, column), each
+    rotated on its own in the half-split layout by ``get_1d_rotary_pos_embed(embed_dim
+    // 3, theta=theta)``'s frequencies. One preset per third, for
+    ``q[..., a * d : (a + 1) * d]`` (``d = embed_dim // 3``) with the positions
+    ``allegro_positions(...)[:, a]``.
+    """
+    precision = _precision(precision)
+    embed_dim = as_int(embed_dim, "embed_dim", minimum=6)
+    d = embed_dim // 3
+    if d % 2:
+        raise ValueError(f"embed_dim // 3 must be even, got {d} for embed_dim={embed_dim}")
+    w = _diffusers_freqs(d, theta, 1.0, 1.0, precision, "embed_dim // 3")
+    one = _preset(w, None, "contiguous", "half", 1.0, ("t",))
+    return (one, one._replace(axes=("h",)), one._replace(axes=("w",)))
+
+
+def allegro_positions(
+    grid_size: Sequence[int],
+    temporal_size: int,
+    interpolation_scale: Sequence[float] = (1.0, 1.0, 1.0),
+    *,
+    precision: Precision = "float32",
+) -> np.ndarray:
+    """The (time, row, column) positions of Allegro's tokens, shape ``(t * h * w, 3)``
+    (float64): frame, row and column index over the pipeline's
+    ``interpolation_scale`` (crops from ``(0, 0)`` to ``grid_size``, as the pipeline
+    calls it); fractional where a scale is not 1. By default each is the float32
+    quotient diffusers forms; ``precision="float64"`` gives the exact one.
+    """
+    precision = _precision(precision)
+    if not isinstance(grid_size, Sequence) or len(grid_size) != 2:
+        raise ValueError(f"grid_size must be (height, width), got {grid_size!r}")
+    h, w = (
+        as_int(v, f"grid_size[{i}]", minimum=1, maximum=2**20) for i, v in enumerate(grid_size)
+    )
+    t = as_int(temporal_size, "temporal_size", minimum=1, maximum=2**20)
+    if not isinstance(interpolation_scale, Sequence) or len(interpolation_scale) != 3:
+        raise ValueError(f"interpolation_scale must have 3 entries, got {interpolation_scale!r}")
+    scales = [as_base(v, f"interpolation_scale[{i}]") for i, v in enumerate(interpolation_scale)]
+    axes = []
+    for n, sc in zip((t, h, w), scales, strict=True):
+        # linspace(0, n * (n - 1) / n, n): the integers 0 .. n-1 (exact in float32)
+        i = np.arange(n, dtype=np.float64)
+        if precision == "float32":
+            axes.append((i.astype(np.float32) / np.float32(sc)).astype(np.float64))
+        else:
+            axes.append(i / sc)
+    grids = np.meshgrid(*axes, indexing="ij")
+    return np.ascontiguousarray(np.stack([g.reshape(-1) for g in grids], axis=1))
+
+
+# ---------------------------------------------------------------- timm
+
+
+def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
+    """torch.linspace in float32: ``start + step * i`` up to halfway, ``end - step *
+    (steps - 1 - i)`` after, each a fused multiply-add as torch's CPU kernel is
+    compiled (the product is exact in float64, the sum rounded once to float32)."""
+    a, b = np.float32(start), np.float32(end)
+    if steps == 1:
+        return np.array([a], dtype=np.float32)
+    step = np.float64(np.float32((b - a) / np.float32(steps - 1)))
+    i = np.arange(steps)
+    with np.errstate(over="ignore"):
+        up = np.float64(a) + step * i
+        down = np.float64(b) - step * (steps - 1 - i)
+    return np.where(i < steps // 2, up, down).astype(np.float32)
+
+
+def _timm_bands(
+    num_bands: int,
+    in_pixels: bool,
+    max_res: float,
+    temperature: float,
+    linear_bands: bool,
+    precision: Precision,
+) -> np.ndarray:
+    """timm's ``_build_bands``: pixel bands (``linspace(1, max_res / 2) * pi``, or
+    ``2 ** linspace(0, log2(max_res) - 1) * pi``) or ``1 / temperature ** (i / n)``."""
+    if not in_pixels:
+        if num_bands < 1:
+            return np.zeros(0)
+        return _default_rule(2 * num_bands, temperature, precision)
+    if num_bands < 1:
+        return np.zeros(0)
+    if precision == "float32":
+        f32 = _Ops(np.float32)
+        with np.errstate(over="ignore"):
+            if linear_bands:
+                bands = _linspace32(1.0, max_res / 2, num_bands)
+            else:
+                bands = f32.pow(2.0, _linspace32(0.0, math.log(max_res, 2) - 1, num_bands))
+            out = (bands * np.float32(math.pi)).astype(np.float64)
+    else:  # each rational part rounded once, then the product with pi
+        x = [Fraction(i, max(num_bands - 1, 1)) for i in range(num_bands)]
+        with np.errstate(over="ignore"):
+            if linear_bands:
+                part = np.array([float(1 + (Fraction(max_res) / 2 - 1) * t) for t in x])
+            else:  # 2 ** ((log2(max_res) - 1) t) = (max_res / 2) ** t
+                part = np.power(max_res / 2, np.array([float(t) for t in x]))
+            out = part * math.pi
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError(f"max_res={max_res!r} gives pixel bands that are not finite and >= 0")
+    return out
+
+
+def timm_rotary(
+    dim: int,
+    max_res: int = 224,
+    temperature: float = 10000,
+    in_pixels: bool = True,
+    linear_bands: bool = False,
+    *,
+    rotate_half: bool = False,
+    n_axes: int = 2,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """timm's ``RotaryEmbedding`` and ``RotaryEmbeddingCat`` (EVA-02, ViTamin, ...):
+    the frequencies, from the constructor's arguments.
+
+    ``dim // 4`` bands per position axis (timm's ``_build_bands``): pixel bands
+    (``in_pixels=True``: ``linspace(1, max_res / 2)`` times pi, or log-spaced
+    ``2 ** linspace(0, log2(max_res) - 1)`` times pi without ``linear_bands``) or
+    language bands ``1 / temperature ** (i / (dim // 4))``. Axis ``a`` of the grid
+    (see :func:`timm_positions`) takes pairs ``a * (dim // 4)`` onwards; pairs are
+    interleaved (``rot``), or half-split with ``rotate_half=True``. A 2-D grid
+    rotates ``dim`` dimensions (``n_axes`` for grids of other ranks).
+
+    The float32 default rounds as timm does (its float32 ``linspace`` by the scalar
+    formula of torch's kernel, which its vectorised kernel can miss by an ulp);
+    ``precision="float64"`` gives the exact bands.
+    """
+    precision = _precision(precision)
+    dim = as_int(dim, "dim", minimum=4)
+    n_axes = as_int(n_axes, "n_axes", minimum=1, maximum=3)
+    in_pixels = as_bool(in_pixels, "in_pixels")
+    linear_bands = as_bool(linear_bands, "linear_bands")
+    half = as_bool(rotate_half, "rotate_half")
+    nb = dim // 4
+    if in_pixels:
+        res = as_base(max_res, "max_res")
+        bands = _timm_bands(nb, True, res, 0.0, linear_bands, precision)
+    else:
+        temp = as_base(temperature, "temperature")
+        bands = _timm_bands(nb, False, 0.0, temp, linear_bands, precision)
+    layout: Literal["half", "interleaved"] = "half" if half else "interleaved"
+    return _preset(
+        np.tile(bands, n_axes), (nb,) * n_axes, "contiguous", layout, 1.0, _AXES[-n_axes:]
+    )
+
+
+def timm_dinov3(
+    dim: int,
+    temperature: float | None = 100.0,
+    min_period: float | None = None,
+    max_period: float | None = None,
+    *,
+    rotate_half: bool = True,
+    precision: Precision = "float32",
+) -> RopePreset:
+    """timm's ``RotaryEmbeddingDinoV3`` (DINOv3), from the constructor's arguments
+    (eval mode: its coordinate augmentations apply only in training).
+
+    ``dim // 4`` periods per axis, ``temperature ** (2i / (dim // 2))`` or
+    ``min_period * (max_period / min_period) ** linspace(0, 1)``; the angle of a
+    coordinate ``c`` is ``2 pi c / period``, so the frequencies are ``2 pi / period``.
+    Axis 0 (the patch row, with ``grid_indexing="ij"``) takes the first ``dim // 4``
+    pairs; half-split pairs (``rotate_half=True``, timm's default). Its coordinates
+    are ``timm_positions(shape, grid_type="centered", ...)``.
+
+    The float32 default divides by timm's float32 periods (the angle itself stays
+    exact); ``precision="float64"`` uses the exact periods.
+    """
+    precision = _precision(precision)
+    dim = as_int(dim, "dim", minimum=4)
+    half = as_bool(rotate_half, "rotate_half")
+    nb = dim // 4
+    f32 = _Ops(np.float32)
+    with np.errstate(over="ignore", divide="ignore"):
+        if min_period is not None and max_period is not None:
+            lo = as_base(min_period, "min_period")
+            hi = as_base(max_period, "max_period")
+            if precision == "float32":  # min_period * (max_period / min_period) ** linspace(0, 1)
+                periods = f32.s(lo) * f32.pow(hi / lo, _linspace32(0.0, 1.0, nb))
+                w = 2 * math.pi / periods.astype(np.float64)
+            else:
+                x = np.array([float(Fraction(i, max(nb - 1, 1))) for i in range(nb)])
+                w = (2 * math.pi / lo) * np.power(lo / hi, x)
+        else:
+            if temperature is None:
+                raise ValueError("give temperature, or both min_period and max_period")
+            t = as_base(temperature, "temperature")
+            if precision == "float32":  # temperature ** (2 * arange(nb) / (dim // 2))
+                ex = f32.s(2.0) * np.arange(nb, dtype=np.float32) / f32.s(dim // 2)
+                w = 2 * math.pi / f32.pow(t, ex).astype(np.float64)
+            else:
+                x = np.array([float(Fraction(2 * i, dim // 2)) for i in range(nb)])
+                w = 2 * math.pi * np.power(t, -x)
+    if not np.all(np.isfinite(w) & (w > 0)):
+        raise ValueError(
+            f"the periods of temperature={temperature!r}, min_period={min_period!r}, "
+            f"max_period={max_period!r} must be finite and > 0 (in {precision})"
+        )
+    layout: Literal["half", "interleaved"] = "half" if half else "interleaved"
+    return _preset(np.tile(w, 2), (nb, nb), "contiguous", layout, 1.0, ("h", "w"))
+
+
+def timm_positions(
+    feat_shape: Sequence[int],
+    *,
+    in_pixels: bool = True,
+    grid_type: str | None = None,
+    ref_feat_shape: Sequence[int] | None = None,
+    grid_offset: float = 0.0,
+    grid_indexing: str = "ij",
+    normalize_coords: str = "separate",
+    precision: Precision = "float32",
+) -> np.ndarray:
+    """The token coordinates timm's rotary embeddings rotate by (its ``_build_grid``),
+    shape ``(prod(feat_shape), len(feat_shape))``, rows in row-major order.
+
+    ``grid_type`` (default ``"pixel"`` with ``in_pixels``, else ``"index"``, as the
+    modules choose): ``"pixel"`` ``linspace(-1, 1, s)`` per axis; ``"index"``
+    ``arange(s) + grid_offset``; ``"centered"`` (DINOv3) ``((i + 0.5 + grid_offset) /
+    n) * 2 - 1`` with ``n`` each axis's size (``normalize_coords="separate"``) or
+    the smallest / largest (``"min"``, ``"max"``). ``ref_feat_shape`` rescales them by
+    ``ref / size`` (EVA-02's fine-tuning at another resolution). ``grid_indexing="xy"``
+    puts the column coordinate first (timm's meshgrid ``indexing="xy"`` on the
+    swapped shape).
+
+    By default the coordinates are timm's float32 values (as float64); with
+    ``precision="float64"`` each is the exact value rounded once.
+    """
+    precision = _precision(precision)
+    if not isinstance(feat_shape, Sequence) or isinstance(feat_shape, (str, bytes)):
+        raise TypeError(f"feat_shape must be a sequence of ints, got {type(feat_shape).__name__}")
+    if not 1 <= len(feat_shape) <= 3:
+        raise ValueError(f"feat_shape must have 1 to 3 sizes, got {tuple(feat_shape)!r}")
+    shape = [
+        as_int(v, f"feat_shape[{i}]", minimum=1, maximum=2**24) for i, v in enumerate(feat_shape)
+    ]
+    if math.prod(shape) > 2**31:
+        raise ValueError(f"feat_shape {tuple(shape)} is too large")
+    kind = (
+        grid_type
+        if grid_type is not None
+        else ("pixel" if as_bool(in_pixels, "in_pixels") else "index")
+    )
+    kind = as_choice(kind, "grid_type", ("pixel", "index", "centered"))
+    indexing: Literal["ij", "xy"] = as_choice(grid_indexing, "grid_indexing", ("ij", "xy"))
+    norm = as_choice(normalize_coords, "normalize_coords", ("separate", "min", "max"))
+    offset = float(grid_offset)
+    if not math.isfinite(offset):
+        raise ValueError(f"grid_offset must be finite, got {grid_offset!r}")
+    ref = None
+    if ref_feat_shape is not None:
+        if not isinstance(ref_feat_shape, Sequence) or len(ref_feat_shape) != len(shape):
+            raise ValueError(
+                f"ref_feat_shape must have {len(shape)} sizes (as feat_shape), got "
+                f"{ref_feat_shape!r}"
+            )
+        ref = [as_int(v, f"ref_feat_shape[{i}]", minimum=1) for i, v in enumerate(ref_feat_shape)]
+    if indexing == "xy" and len(shape) >= 2:
+        shape = [shape[1], shape[0], *shape[2:]]
+        if ref is not None:
+            ref = [ref[1], ref[0], *ref[2:]]
+    axes = []
+    for a, n in enumerate(shape):
+        denom = {"separate": n, "min": min(shape), "max": max(shape)}[norm] if shape else 1
+        if precision == "float64":  # exact rationals, rounded once at the end
+            off = Fraction(offset)
+            if kind == "pixel":
+                t = [Fraction(-1) + Fraction(2 * i, max(n - 1, 1)) for i in range(n)]
+            elif kind == "index":
+                t = [i + off for i in range(n)]
+            else:
+                t = [(i + Fraction(1, 2) + off) / denom for i in range(n)]
+            if ref is not None:
+                t = [x / shape[a] * ref[a] for x in t]
+            if kind == "centered":
+                t = [2 * x - 1 for x in t]
+            axes.append(np.array([float(x) for x in t], dtype=np.float64))
+            continue
+        f32 = np.float32
+        if kind == "pixel":
+            v = _linspace32(-1.0, 1.0, n)
+        elif kind == "index":
+            v = np.arange(n, dtype=f32) + f32(offset)
+        else:
+            v = (np.arange(n, dtype=f32) + f32(0.5) + f32(offset)) / f32(denom)
+        if ref is not None:
+            v = v / f32(shape[a]) * f32(ref[a])
+        if kind == "centered":
+            v = f32(2.0) * v - f32(1.0)
+        axes.append(v.astype(np.float64))
+    grids = np.meshgrid(*axes, indexing=indexing)
+    return np.ascontiguousarray(np.stack([g.reshape(-1) for g in grids], axis=1))
 
 
 # ---------------------------------------------------------------- positions
