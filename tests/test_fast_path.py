@@ -562,6 +562,7 @@ AXES_BASE = dict(positions=np.array([[1, 2, 3], [4, 5, 6]]), sections=(2, 1, 1))
         dict(positions=np.array([[1, 2, 3]], np.int32)),
         dict(positions=np.array([[1, 2, 3, 0], [4, 5, 6, 0]])[:, :3]),  # not C-contiguous
         dict(positions=[[1, 2, 3]]),
+        dict(positions=np.array([[1.5, 2, 3]])),  # fractional: the general path's
         dict(positions=np.zeros((10**6, 3), np.int64)),  # a big request: memory checks
         dict(out=(np.empty((2, 8), np.float32), np.empty((2, 8), np.float32))),
     ],
@@ -586,7 +587,8 @@ def test_rope_cache_axes_fast_path_declines(change):
         (dict(layout="split"), ValueError, "layout"),
         (dict(dtype=np.int32), TypeError, "dtype"),
         (dict(num_threads=-3), ValueError, "num_threads"),
-        (dict(positions=np.array([[1.5, 2, 3]])), TypeError, "positions"),
+        (dict(positions=np.array([[np.nan, 2, 3]])), ValueError, "positions"),
+        (dict(positions=np.array([[1j, 2, 3]])), TypeError, "positions"),
     ],
 )
 def test_planned_axes_caches_keep_the_general_errors(change, exc, match):

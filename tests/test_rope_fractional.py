@@ -206,3 +206,14 @@ def test_offsets_stay_integers_and_large_fractions_are_checked():
     with pytest.raises(ValueError, match="positions"):
         fastpe.apply_rope(q, positions=[0.5, 1e300])
     assert np.all(q == 1)
+
+
+@pytest.mark.parametrize("p", [3.0, np.float32(3.0), np.array(3.0)])
+def test_a_scalar_float_position_keeps_the_integer_scalars_shape(p):
+    """A 0-d float position gives 0-d caches' shape (rotary_dim,), bitwise the
+    integer's, as a 0-d integer position does."""
+    cos, sin = fastpe.rope_cache(16, positions=p)
+    icos, isin = fastpe.rope_cache(16, positions=3)
+    assert cos.shape == icos.shape == (16,)
+    np.testing.assert_array_equal(cos, icos)
+    np.testing.assert_array_equal(sin, isin)

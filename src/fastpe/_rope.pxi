@@ -670,7 +670,7 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
     cdef bint half = layout == "half", scaled = attention != 1.0
     PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
     try:
-        axes._positions(ax, <const int64_t *>pv.buf, 1, n)
+        axes._positions(ax, pv.buf, False, 1, n)  # (int64: _fast_axes_ids)
         with nogil:
             err = pe_rope_table_axes(tp, kind, nf, n, ax, axes.nax, nt, _poll_signals, NULL)
     finally:

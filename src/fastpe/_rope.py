@@ -800,7 +800,9 @@ def _as_rope_positions(positions: Any) -> np.ndarray:
         except Exception:  # ragged nested lists: explained by _as_position_ids
             arr = None
         if arr is not None and arr.dtype.kind == "f" and arr.size:
-            return np.ascontiguousarray(_as_positions(arr, "positions"))
+            real = _as_positions(arr, "positions")
+            # (np.ascontiguousarray would make a 0-d position 1-d)
+            return real if real.flags.c_contiguous else np.ascontiguousarray(real)
     return _as_position_ids(positions)
 
 
