@@ -217,3 +217,24 @@ def test_a_scalar_float_position_keeps_the_integer_scalars_shape(p):
     assert cos.shape == icos.shape == (16,)
     np.testing.assert_array_equal(cos, icos)
     np.testing.assert_array_equal(sin, isin)
+
+
+@pytest.mark.parametrize("axes", [1, 2])
+def test_fractional_positions_do_not_depend_on_the_thread_count(axes):
+    # 1001 tokens (not a multiple of the thread counts): each thread's rows read their
+    # own positions
+    rng = np.random.default_rng(7)
+    if axes == 1:
+        pos = rng.uniform(-5000, 5000, 1001)
+        kw: dict = {}
+    else:
+        pos = rng.uniform(-1, 1, (1001, 2)) * 300
+        kw = dict(sections=[12, 20], rope_parameters=[THETA, {"rope_theta": 100.0}])
+    one = fastpe.rope_cache(64, positions=pos, num_threads=1, **kw)
+    q = rng.standard_normal((2, 3, 1001, 64)).astype(np.float32)
+    q1 = fastpe.apply_rope(q.copy(), positions=pos, num_threads=1, **kw)
+    for nt in (2, 3, 4):
+        many = fastpe.rope_cache(64, positions=pos, num_threads=nt, **kw)
+        assert all(np.array_equal(a, b) for a, b in zip(one, many, strict=True))
+        qn = fastpe.apply_rope(q.copy(), positions=pos, num_threads=nt, **kw)
+        assert np.array_equal(q1, qn)

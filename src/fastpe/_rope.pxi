@@ -344,7 +344,7 @@ cdef inline bint _real_positions(const Py_buffer *pv) noexcept:
 def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat16=False):
     """Fill ``out``, a C-contiguous (n, 2 nf) float16/bfloat16 (``bfloat16``: uint16
     bits)/float32/float64 buffer, with the [sin | cos] rows of the n tokens of
-    ``positions`` (a C-contiguous (n, n_axes) int64 array; its range is the
+    ``positions`` (a C-contiguous (n, n_axes) int64 or float64 array; its range is the
     caller's to check), each entry rounded once into out's type."""
     cdef Py_buffer ov, pv
     cdef const void *pp
