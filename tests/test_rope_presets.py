@@ -597,3 +597,23 @@ def test_llama4_equal_factors_and_layers_without_rope():
     assert layers[0].layout == "interleaved"
     with pytest.raises(ValueError, match="no_rope_layers"):
         rp.llama4({**cfg, "no_rope_layers": [1, 0], "rope_parameters": rope})
+
+
+def test_kwargs_leave_out_an_attention_factor_of_one_and_keep_the_same_result():
+    """kwargs() leaves out attention_factor=1 (what inv_freq implies), so a decoding
+    step with a preset's arguments takes the fast path, with the bits of the explicit
+    factor's general path."""
+    from fastpe import kernel
+
+    p = rp.qwen2_vl(qwen_config(type="mrope", rope_theta=1e6, mrope_section=[16, 24, 24]))
+    assert p.attention_factor == 1.0 and "attention_factor" not in p.kwargs()
+    rng = np.random.default_rng(3)
+    q = rng.standard_normal((1, 4, 1, 128)).astype(np.float32)
+    pos = np.array([[7, 3, 5]], np.int64)
+    ref = fastpe.apply_rope(q.copy(), positions=pos, **p.kwargs(), attention_factor=1.0)
+    fastpe.apply_rope(q.copy(), positions=pos, **p.kwargs())  # plans
+    got = q.copy()
+    args = (got, None, None, None, 0, pos, p.sections, p.section_layout, -2, p.layout,
+            None, "float32", p.inv_freq, None, None)  # fmt: skip
+    assert kernel.rope_apply_axes(*args) is not None  # served by the fast path
+    np.testing.assert_array_equal(got, ref)

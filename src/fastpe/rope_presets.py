@@ -91,12 +91,12 @@ class RopePreset(NamedTuple):
 
     def kwargs(self) -> dict[str, Any]:
         """Keyword arguments for :func:`fastpe.rope_cache` and :func:`fastpe.apply_rope`
-        (``sections`` and ``section_layout`` only where there is more than one axis)."""
-        kw: dict[str, Any] = {
-            "inv_freq": self.inv_freq,
-            "layout": self.layout,
-            "attention_factor": self.attention_factor,
-        }
+        (``sections`` and ``section_layout`` only where there is more than one axis,
+        ``attention_factor`` only where it is not 1)."""
+        kw: dict[str, Any] = {"inv_freq": self.inv_freq, "layout": self.layout}
+        if self.attention_factor != 1.0:
+            # (1 is what inv_freq implies; left out, the calls keep their fast paths)
+            kw["attention_factor"] = self.attention_factor
         if self.sections is not None:
             kw["sections"] = self.sections
             kw["section_layout"] = self.section_layout
