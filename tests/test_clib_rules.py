@@ -181,6 +181,19 @@ REAL = {
         131072,
         None,
     ),
+    "llama-4": (
+        128,
+        {
+            "rope_type": "llama3",
+            "rope_theta": 500000.0,
+            "factor": 16.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 1.0,
+            "original_max_position_embeddings": 8192,
+        },
+        10485760,
+        None,
+    ),
     "qwen2-yarn": (
         128,
         {
@@ -298,7 +311,7 @@ SPECIAL = [0.0, -0.0, -1.0, 1.0, math.inf, -math.inf, 1e-300, 5e-324, 1e300, 10*
 @st.composite
 def configs(draw, rope_type: str):
     """A configuration of one rule: in three of four, every value in its range
-    (the keys a rule requires given, high_freq_factor above low_freq_factor);
+    (the keys a rule requires given, high_freq_factor at or above low_freq_factor);
     otherwise any value may be out of range, absent, None, NaN or a key the
     rule does not take."""
     bad = draw(st.integers(0, 3)) == 0
@@ -340,7 +353,8 @@ def configs(draw, rope_type: str):
         low = params.get("low_freq_factor")
         finite = isinstance(low, (int, float)) and abs(low) < 1e300  # (not NaN, inf, 10**400)
         above = low + draw(st.floats(0.01, 10.0)) if finite else 4.0
-        maybe("high_freq_factor", st.just(above) | number(0.5, 16.0), True)
+        equal = st.just(low) if finite else st.nothing()  # no blended band (Llama 4)
+        maybe("high_freq_factor", st.just(above) | equal | number(0.5, 16.0), True)
     if rope_type == "longrope":
         prf = params.get("partial_rotary_factor", 1.0)
         usable = isinstance(prf, (int, float)) and 0 < prf <= 1  # (NaN is not)
@@ -397,8 +411,20 @@ REFUSED = [
     (64, None, 0, None, FASTPE_EINVAL),
     (64, None, None, -1, FASTPE_EINVAL),
     (64, {k: v for k, v in LLAMA3_8K.items() if k[0] != "o"}, None, None, FASTPE_EINVAL),
-    (64, {**LLAMA3_8K, "high_freq_factor": 1.0}, None, None, FASTPE_EINVAL),
+    (64, {**LLAMA3_8K, "high_freq_factor": 0.999}, None, None, FASTPE_EINVAL),
     (64, {**LLAMA3_8K, "original_max_position_embeddings": 0}, None, None, FASTPE_EINVAL),
+    # equal factors with a wavelength exactly on the edge, 8192 / band == 2 pi
+    (
+        2,
+        {
+            **LLAMA3_8K,
+            "low_freq_factor": 8192 / (2 * math.pi),
+            "high_freq_factor": 8192 / (2 * math.pi),
+        },
+        None,
+        None,
+        FASTPE_EBASE,
+    ),
     (64, {**LLAMA3_8K, "factor": 1e-300}, None, None, FASTPE_EBASE),
     (64, {"rope_theta": 1e-300}, None, None, FASTPE_EBASE),
     (64, {"rope_type": "linear", "factor": 1e-300}, None, None, FASTPE_EBASE),

@@ -158,6 +158,42 @@ def test_llama3(head_dim, theta, factor):
     assert a == 1.0
 
 
+# Llama 4's released configs (16, 1, 1), and equal factors away from 1
+@pytest.mark.parametrize(
+    "head_dim, theta, factor, band",
+    [(128, 500000.0, 16.0, 1.0), (64, 10000.0, 8.0, 2.5), (256, 1e6, 32.0, 0.75)],
+)
+def test_llama3_equal_factors(head_dim, theta, factor, band):
+    params = {
+        "rope_type": "llama3",
+        "rope_theta": theta,
+        "factor": factor,
+        "low_freq_factor": band,
+        "high_freq_factor": band,
+        "original_max_position_embeddings": 8192,
+    }
+    w, a = f64(head_dim, params)
+    want = llama3_ref(head_dim, theta, factor, band, band, 8192)
+    close(w, want)
+    assert a == 1.0
+    # both sides of the edge occur: some kept, some divided
+    ratio = np.array(default_ref(head_dim, theta)) / np.array(want)
+    assert np.any(ratio == 1.0) and np.any(ratio != 1.0)
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_llama3_equal_factors_wavelength_on_the_edge_is_refused(precision):
+    # head_dim 2: one frequency, 1, wavelength 2 pi == 8192 / band in both precisions
+    band = 8192 / (2 * math.pi)
+    params = {**LLAMA3_8K, "low_freq_factor": band, "high_freq_factor": band}
+    with pytest.raises(ValueError, match="exactly on original_max_position_embeddings"):
+        fastpe.rope_frequencies(2, params, precision=precision)
+    # a hair either side of the edge (more than a float32 ulp), divided or kept
+    for nudge, want in ((1 + 1e-6, 1 / 8), (1 - 1e-6, 1.0)):
+        near = {**params, "low_freq_factor": band * nudge, "high_freq_factor": band * nudge}
+        assert fastpe.rope_frequencies(2, near, precision=precision)[0][0] == want
+
+
 @pytest.mark.parametrize("seq_len, which", [(None, "short"), (4096, "short"), (4097, "long")])
 def test_longrope(seq_len, which):
     short = list(np.linspace(1.0, 2.0, 48))
@@ -386,7 +422,7 @@ NAN = float("nan")
             "4096.5",
         ),
         ({**LLAMA3_8K, "low_freq_factor": "1"}, TypeError, "low_freq_factor", "'1'"),
-        ({**LLAMA3_8K, "high_freq_factor": 1.0}, ValueError, "high_freq_factor", "1.0"),
+        ({**LLAMA3_8K, "high_freq_factor": 0.999}, ValueError, "high_freq_factor", "0.999"),
         ({**LLAMA3_8K, "high_freq_factor": 0.5}, ValueError, "high_freq_factor", "0.5"),
         ({"rope_type": "linear", "factor": NAN}, ValueError, "factor", "nan"),
         ({"rope_theta": None}, ValueError, "rope_theta", "needs"),
@@ -721,6 +757,47 @@ def test_float32_llama_3_1_and_3_2_are_transformers_bitwise(head_dim, factor):
     pytest.importorskip("torch")
     params = {**LLAMA31_PARAMS, "factor": factor}
     inv, _ = transformers_frequencies("llama3", params, head_dim, 131072, None)
+    w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
+    np.testing.assert_array_equal(w, inv)
+
+
+LLAMA4_PARAMS = {
+    "rope_theta": 500000.0,
+    "factor": 16.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+}
+
+
+def test_float32_llama_4_equal_factors_are_transformers_bitwise():
+    pytest.importorskip("torch")
+    inv, attention = transformers_frequencies("llama3", LLAMA4_PARAMS, 128, 10485760, None)
+    w, a = fastpe.rope_frequencies(128, {"rope_type": "llama3", **LLAMA4_PARAMS})
+    np.testing.assert_array_equal(w, inv)
+    assert a == attention
+
+
+@pytest.mark.parametrize("head_dim", [32, 64, 80, 128, 256])
+@pytest.mark.parametrize("band", [0.5, 1.0, 2.0, 3.7])
+def test_float32_equal_factors_are_torchs_operation_order(head_dim, band, monkeypatch):
+    """Equal factors over head sizes and bands, with torch's float32 power: torch's
+    frequencies to the bit (and within a few ulps with the correctly rounded one)."""
+    torch = pytest.importorskip("torch")
+
+    from fastpe import _rope
+
+    params = {**LLAMA4_PARAMS, "rope_theta": 10000.0 * band, "low_freq_factor": band}
+    params["high_freq_factor"] = band
+    inv, _ = transformers_frequencies("llama3", params, head_dim, 8 * 8192, None)
+    assert np.isfinite(inv).all()
+    w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
+    assert np.all(float32_ulps(w, inv) <= ULPS["llama3"])
+
+    def torch_pow(self, base, expo):
+        return (float(base) ** torch.from_numpy(np.asarray(expo, np.float32).copy())).numpy()
+
+    monkeypatch.setattr(_rope._Ops, "pow", torch_pow)
     w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
     np.testing.assert_array_equal(w, inv)
 

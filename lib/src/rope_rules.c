@@ -296,7 +296,7 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
         R->high = p->high_freq_factor;
         if (!(positive(R->factor) && positive(R->low) && positive(R->high)))
             return FASTPE_EINVAL;
-        if (!(R->high > R->low)) /* the blend divides by high - low */
+        if (R->high < R->low)
             return FASTPE_EINVAL;
         R->old_len = (double)old_len;
         return FASTPE_OK;
@@ -352,14 +352,18 @@ static double frequency(const rule *R, int64_t i) {
         double low_wavelen = R->old_len / R->low, high_wavelen = R->old_len / R->high;
         wavelen = rnd(R, rnd(R, 1.0 / inv) * rnd(R, TWO_PI));
         inv_l = wavelen > rnd(R, low_wavelen) ? rnd(R, inv / rnd(R, R->factor)) : inv;
-        smooth = rnd(R, rnd(R, 1.0 / wavelen) * rnd(R, R->old_len));
-        smooth = rnd(R, rnd(R, smooth - rnd(R, R->low)) / rnd(R, R->high - R->low));
-        s = rnd(R, rnd(R, rnd(R, 1.0 - smooth) * inv_l) / rnd(R, R->factor));
-        s = rnd(R, s + rnd(R, smooth * inv_l));
-        if (!(wavelen < rnd(R, high_wavelen)) && !(wavelen > rnd(R, low_wavelen)))
-            inv = s;
-        else
+        if (!(wavelen < rnd(R, high_wavelen)) && !(wavelen > rnd(R, low_wavelen))) {
+            /* equal factors: only a wavelength exactly on the edge is here, whose
+             * blend is 0/0; refused, as fastpe._rope._llama3 does */
+            if (R->high == R->low)
+                return -1.0;
+            smooth = rnd(R, rnd(R, 1.0 / wavelen) * rnd(R, R->old_len));
+            smooth = rnd(R, rnd(R, smooth - rnd(R, R->low)) / rnd(R, R->high - R->low));
+            s = rnd(R, rnd(R, rnd(R, 1.0 - smooth) * inv_l) / rnd(R, R->factor));
+            inv = rnd(R, s + rnd(R, smooth * inv_l));
+        } else {
             inv = inv_l;
+        }
     }
     return usable(inv) ? inv : -1.0;
 }

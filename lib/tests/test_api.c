@@ -422,8 +422,8 @@ static void test_rules(void) {
           q.high_freq_factor = 4.0),
          64, FASTPE_EINVAL, "llama3 without a length");
     RULE((q.rope_type = FASTPE_ROPE_LLAMA3, q.factor = 8.0, q.low_freq_factor = 1.0,
-          q.high_freq_factor = 1.0, q.original_max_position_embeddings = 8192),
-         64, FASTPE_EINVAL, "llama3 high_freq_factor == low_freq_factor");
+          q.high_freq_factor = 0.5, q.original_max_position_embeddings = 8192),
+         64, FASTPE_EINVAL, "llama3 high_freq_factor < low_freq_factor");
     RULE((q.rope_type = FASTPE_ROPE_LLAMA3, q.factor = 8.0, q.low_freq_factor = 1.0,
           q.high_freq_factor = 4.0, q.original_max_position_embeddings = -5),
          64, FASTPE_EINVAL, "original_max_position_embeddings < 1");

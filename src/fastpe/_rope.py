@@ -107,7 +107,7 @@ def rope_frequencies(
         the default rule with theta 10000. The numbers must be finite and > 0
         (``mscale``, ``mscale_all_dim``: finite; 0 or None, as in transformers,
         means absent), ``truncate`` a bool, ``original_max_position_embeddings``
-        an int, ``high_freq_factor > low_freq_factor``.
+        an int, ``high_freq_factor >= low_freq_factor``.
     max_position_embeddings : int, optional
         The config's ``max_position_embeddings``: needed by ``dynamic``, and by
         yarn/longrope/llama3 when ``original_max_position_embeddings`` or (yarn,
@@ -326,18 +326,31 @@ def _llama3(f, inv, p, old_len):
     # divided by factor, those between are blended smoothly
     factor, low = p.positive("factor"), p.positive("low_freq_factor")
     high = p.positive("high_freq_factor")
-    if not high > low:  # the blend divides by high - low
+    if high < low:
         raise ValueError(
-            f"rope_type='llama3' needs {p.name('high_freq_factor')} > "
+            f"rope_type='llama3' needs {p.name('high_freq_factor')} >= "
             f"{p.name('low_freq_factor')}, got {high!r} and {low!r}"
         )
     low_wavelen, high_wavelen = old_len / low, old_len / high
     wavelen = f.rdiv(2 * math.pi, inv)
     inv_l = np.where(wavelen > f.s(low_wavelen), f.div(inv, factor), inv)
-    smooth = f.div(f.rdiv(old_len, wavelen) - f.s(low), high - low)
-    smoothed = f.div((f.s(1.0) - smooth) * inv_l, factor) + smooth * inv_l
     medium = ~(wavelen < f.s(high_wavelen)) & ~(wavelen > f.s(low_wavelen))
-    out = np.where(medium, smoothed, inv_l)
+    if high == low:
+        # Equal factors (Llama 4's configs) leave no blended band: a frequency is
+        # kept or divided.  A wavelength exactly on the edge would blend 0/0 (NaN
+        # in transformers), and neither side is more right, so it is refused.
+        if np.any(medium):
+            raise ValueError(
+                f"rope_type='llama3' with {p.name('low_freq_factor')} == "
+                f"{p.name('high_freq_factor')} ({low!r}) puts a wavelength exactly on "
+                f"original_max_position_embeddings / low_freq_factor ({low_wavelen!r}), "
+                "where the blend is 0/0"
+            )
+        out = inv_l
+    else:
+        smooth = f.div(f.rdiv(old_len, wavelen) - f.s(low), high - low)
+        smoothed = f.div((f.s(1.0) - smooth) * inv_l, factor) + smooth * inv_l
+        out = np.where(medium, smoothed, inv_l)
     p.check_frequencies(out, "rope_theta", "factor", "low_freq_factor", "high_freq_factor")
     return out
 

@@ -338,35 +338,6 @@ def gemma3(
     return out
 
 
-def _llama3_one_band(
-    cfg: Any, params: Mapping[str, Any], precision: Any, seq_len: int | None
-) -> RopePreset:
-    """``llama3`` scaling with ``low_freq_factor == high_freq_factor`` (the released
-    Llama 4 configs): no blended band, so the frequencies whose wavelength exceeds
-    ``original_max_position_embeddings / low_freq_factor`` are divided by ``factor``
-    and the others kept, in transformers' operation order (fastpe.rope_frequencies
-    refuses the equal factors, whose blend would divide by zero)."""
-    base = {k: v for k, v in params.items() if k in ("rope_theta",)}
-    p = _one_axis(
-        cfg, {"rope_type": "default", **base}, "interleaved", precision, seq_len, "rope_parameters"
-    )
-    factor = as_base(params.get("factor"), "rope_parameters['factor']")
-    low = as_base(params.get("low_freq_factor"), "rope_parameters['low_freq_factor']")
-    old = params.get("original_max_position_embeddings")
-    old = as_int(old, "rope_parameters['original_max_position_embeddings']", minimum=1)
-    f = _Ops(np.float32 if _precision(precision) == "float32" else np.float64)
-    inv = f.arr(p.inv_freq)
-    wavelen = f.rdiv(2 * math.pi, inv)
-    edge = f.s(old / low)
-    if np.any(wavelen == edge):
-        raise ValueError(
-            "rope_parameters: llama3 with low_freq_factor == high_freq_factor puts a "
-            "frequency on the band edge (its blend divides by zero)"
-        )
-    out = np.where(wavelen > edge, f.div(inv, factor), inv)
-    return _preset(out.astype(np.float64), None, "contiguous", "interleaved", 1.0, ("t",))
-
-
 def llama4(
     config: Any, *, precision: Precision = "float32", seq_len: int | None = None
 ) -> list[RopePreset | None]:
@@ -379,15 +350,7 @@ def llama4(
     params = _get(cfg, "rope_parameters") or {}
     if _get(cfg, "rope_theta") is not None and isinstance(params, Mapping):
         params = {"rope_theta": _get(cfg, "rope_theta"), **params}
-    if (
-        isinstance(params, Mapping)
-        and params.get("rope_type", params.get("type")) == "llama3"
-        and params.get("low_freq_factor") is not None
-        and params.get("low_freq_factor") == params.get("high_freq_factor")
-    ):
-        preset = _llama3_one_band(cfg, params, precision, seq_len)
-    else:
-        preset = _one_axis(cfg, params, "interleaved", precision, seq_len, "rope_parameters")
+    preset = _one_axis(cfg, params, "interleaved", precision, seq_len, "rope_parameters")
     n = as_int(_get(cfg, "num_hidden_layers"), "config.num_hidden_layers", minimum=0)
     flags = _get(cfg, "no_rope_layers") or [1] * n
     if not isinstance(flags, Sequence) or len(flags) != n:
