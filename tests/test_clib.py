@@ -265,10 +265,6 @@ def test_python_functions_give_the_c_digests(chunk):
     bad = []
     for line in lines:
         kind, dtype, layout, d, S, offset, base, want = line.split()
-        if kind.startswith("rope_rule_") and base == "64" and sys.platform == "win32":
-            # precision="float64" frequencies take the platform's pow (NumPy's): the
-            # committed digests are glibc's, which the MSVC runtime's need not match
-            continue
         got = _compute(kind, _dtype(dtype), layout, int(d), int(S), int(offset), float(base))
         if _digest(got) != int(want, 16):
             bad.append(line)

@@ -1,12 +1,16 @@
 """The C library's RoPE rules (lib/src/rope_rules.c: fastpe_rope_frequencies and
-fastpe_rope_from_params) against fastpe.rope_frequencies, the reference.
+fastpe_rope_from_params) as C callers reach them, against fastpe.rope_frequencies.
 
-Every call here is made twice: through the Python function, and through the
-library with the same configuration written as a fastpe_rope_params (the
-extension links the library; kernel._rope_params_native calls it).  The
-frequencies must be bitwise equal and the attention factor equal, and every
-configuration the Python rules refuse must get an error code from C, with
-nothing written -- and the other way round.  Values the struct cannot hold
+fastpe.rope_frequencies checks the Python arguments, writes them into a
+fastpe_rope_params and calls the same rule.  Every call here is made twice:
+through the Python function, and through the library with the configuration
+written as a fastpe_rope_params by hand (kernel._rope_rule).  The frequencies
+must be bitwise equal and the attention factor equal (the binding passes every
+parameter through unchanged), and every configuration the Python function
+refuses must get an error code from C, with nothing written -- and the other
+way round (no check of the binding is missing in C, none of C's is stricter).
+The values themselves are tested against mpmath and transformers in
+tests/test_rope_truth.py and tests/test_rope.py.  Values the struct cannot hold
 (None where Python refuses it, NaN, strings: NaN and the sentinels mean
 "absent" in C) are left out of the comparison.
 """
@@ -14,7 +18,6 @@ nothing written -- and the other way round.  Values the struct cannot hold
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import pytest
@@ -106,7 +109,7 @@ def to_fields(head_dim, params, mpe, seq_len, precision) -> dict | None:
 # bitwise the same libm on Linux.  The Windows build tested here (mingw-w64, under
 # Wine) has mingw-w64's own pow, measured up to 154 ulps (3.4e-14) from the MSVC
 # runtime's that NumPy and CPython use there; the float32 steps round that away.
-FLOAT64_RTOL = 1e-13 if sys.platform == "win32" else 0.0
+FLOAT64_RTOL = 0.0  # the same bits on every platform
 
 
 def python_rules(head_dim, params, mpe=None, seq_len=None, precision="float32"):
@@ -124,8 +127,8 @@ def compare(head_dim, params, mpe=None, seq_len=None, precision="float32") -> st
     if fields is None:
         return "inexpressible"
     want = python_rules(head_dim, params, mpe, seq_len, precision)
-    err, buf, attention, nf = kernel._rope_params_native(head_dim, fields)
-    herr, _, _, hnf = kernel._rope_params_native(head_dim, fields, handle=True)
+    err, buf, attention, nf, _why = kernel._rope_rule(head_dim, fields)
+    herr, _, _, hnf, _ = kernel._rope_rule(head_dim, fields, handle=True)
     case = f"head_dim={head_dim} params={params} mpe={mpe} seq_len={seq_len} {precision}"
     assert herr == err, f"from_params gives {herr}, frequencies {err}: {case}"
     if isinstance(want, Exception):
@@ -414,17 +417,6 @@ REFUSED = [
     (64, {**LLAMA3_8K, "high_freq_factor": 0.999}, None, None, FASTPE_EINVAL),
     (64, {**LLAMA3_8K, "original_max_position_embeddings": 0}, None, None, FASTPE_EINVAL),
     # equal factors with a wavelength exactly on the edge, 8192 / band == 2 pi
-    (
-        2,
-        {
-            **LLAMA3_8K,
-            "low_freq_factor": 8192 / (2 * math.pi),
-            "high_freq_factor": 8192 / (2 * math.pi),
-        },
-        None,
-        None,
-        FASTPE_EBASE,
-    ),
     (64, {**LLAMA3_8K, "factor": 1e-300}, None, None, FASTPE_EBASE),
     (64, {"rope_theta": 1e-300}, None, None, FASTPE_EBASE),
     (64, {"rope_type": "linear", "factor": 1e-300}, None, None, FASTPE_EBASE),
@@ -456,12 +448,26 @@ REFUSED = [
 ]
 
 
+# llama3 with equal factors: a wavelength 2 pi exactly on 8192 / band in float32
+# steps (in float64's real formula, 2 pi is never on a rational edge)
+EDGE = {
+    **LLAMA3_8K,
+    "low_freq_factor": 8192 / (2 * math.pi),
+    "high_freq_factor": 8192 / (2 * math.pi),
+}
+
+
+def test_the_edge_is_a_code_in_float32():
+    test_refusals_are_codes(2, EDGE, None, None, FASTPE_EBASE, "float32")
+    assert compare(2, EDGE, precision="float64") == "equal"
+
+
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("head_dim, params, mpe, seq_len, code", REFUSED)
 def test_refusals_are_codes(head_dim, params, mpe, seq_len, code, precision):
     assert isinstance(python_rules(head_dim, params, mpe, seq_len, precision), Exception)
     fields = to_fields(head_dim, params, mpe, seq_len, precision)
-    assert kernel._rope_params_native(head_dim, fields)[0] == code
+    assert kernel._rope_rule(head_dim, fields)[0] == code
     assert compare(head_dim, params, mpe, seq_len, precision) == "refused"
 
 
@@ -473,18 +479,18 @@ def test_absent_is_not_a_value():
         (YARN4K, {**YARN4K, "rope_type": 3, "beta_fast": math.nan, "mscale": 0.0}),
     ]:
         w, a = fastpe.rope_frequencies(64, params)
-        err, buf, attention, nf = kernel._rope_params_native(64, fields)
+        err, buf, attention, nf, _why = kernel._rope_rule(64, fields)
         assert err == FASTPE_OK and attention == a
         assert np.array_equal(buf[:nf], w)
     # a key given as 0 is a key given: the default rule does not take mscale
-    assert kernel._rope_params_native(64, {"mscale": 0.0})[0] == FASTPE_EINVAL
+    assert kernel._rope_rule(64, {"mscale": 0.0})[0] == FASTPE_EINVAL
 
 
 def test_capacity_and_struct_size():
-    err, buf, attention, nf = kernel._rope_params_native(64, {}, capacity=31)
+    err, buf, attention, nf, _why = kernel._rope_rule(64, {}, capacity=31)
     assert err == FASTPE_ESIZE and np.isnan(buf).all() and nf == -1 and math.isnan(attention)
-    err, buf, _, nf = kernel._rope_params_native(64, {}, capacity=32)
+    err, buf, _, nf, _why = kernel._rope_rule(64, {}, capacity=32)
     assert err == FASTPE_OK and nf == 32 and not np.isnan(buf).any()
     for size in (0, 8, 10**6):
-        assert kernel._rope_params_native(64, {"size": size})[0] == FASTPE_EINVAL
-        assert kernel._rope_params_native(64, {"size": size}, handle=True)[0] == FASTPE_EINVAL
+        assert kernel._rope_rule(64, {"size": size})[0] == FASTPE_EINVAL
+        assert kernel._rope_rule(64, {"size": size}, handle=True)[0] == FASTPE_EINVAL

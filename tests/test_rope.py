@@ -43,9 +43,11 @@ def yarn_ref(d, theta, factor, old_len, beta_fast=32, beta_slow=1, truncate=True
     if lo == hi:
         hi += 0.001
     out = []
-    for i, w in enumerate(default_ref(d, theta)):
-        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)  # 0: keep w, 1: interpolate
-        out.append(w / factor * ramp + w * (1 - ramp))
+    with mpmath.workprec(200):  # the formula's exact value, rounded once
+        for i in range(d // 2):
+            w = mpmath.mpf(theta) ** (-mpmath.mpf(2 * i) / d)
+            ramp = min(max((i - mpmath.mpf(lo)) / (mpmath.mpf(hi) - lo), 0), 1)
+            out.append(float(w / factor * ramp + w * (1 - ramp)))  # 0: keep w, 1: interpolate
     return out, 0.1 * math.log(factor) + 1.0
 
 
@@ -122,7 +124,7 @@ def test_yarn(kw, head_dim, theta, factor):
     }
     w, a = f64(head_dim, params)
     want, attention = yarn_ref(head_dim, theta, factor, 4096, **kw)
-    close(w, want)
+    np.testing.assert_array_equal(w, want)  # correctly rounded
     assert a == pytest.approx(attention, rel=1e-15)
     assert w[0] == 1.0 and w[-1] == pytest.approx(default_ref(head_dim, theta)[-1] / factor)
 
@@ -183,11 +185,19 @@ def test_llama3_equal_factors(head_dim, theta, factor, band):
 
 @pytest.mark.parametrize("precision", ["float32", "float64"])
 def test_llama3_equal_factors_wavelength_on_the_edge_is_refused(precision):
-    # head_dim 2: one frequency, 1, wavelength 2 pi == 8192 / band in both precisions
+    # head_dim 2: one frequency, 1, wavelength 2 pi == 8192 / band in float32 steps;
+    # in float64 (the real formula) 2 pi is never a rational 8192 / band: the
+    # frequency is kept or divided as the exact comparison says
     band = 8192 / (2 * math.pi)
     params = {**LLAMA3_8K, "low_freq_factor": band, "high_freq_factor": band}
-    with pytest.raises(ValueError, match="exactly on original_max_position_embeddings"):
-        fastpe.rope_frequencies(2, params, precision=precision)
+    if precision == "float32":
+        with pytest.raises(ValueError, match="exactly on original_max_position_embeddings"):
+            fastpe.rope_frequencies(2, params, precision=precision)
+    else:
+        with mpmath.workprec(200):
+            kept = 2 * mpmath.pi < mpmath.mpf(8192) / band
+        want = 1.0 if kept else 1 / 8
+        assert fastpe.rope_frequencies(2, params, precision=precision)[0][0] == want
     # a hair either side of the edge (more than a float32 ulp), divided or kept
     for nudge, want in ((1 + 1e-6, 1 / 8), (1 - 1e-6, 1.0)):
         near = {**params, "low_freq_factor": band * nudge, "high_freq_factor": band * nudge}
@@ -695,20 +705,36 @@ def transformers_cases():
     return cases
 
 
+def with_torch_power(monkeypatch, head_dim, params):
+    """The library's float32 rules with torch's float32 power in place of the
+    correctly rounded one: each base's powers evaluated as transformers does, one
+    tensor ``base ** (arange(0, dim, 2) / dim)`` (torch's vector and scalar loops
+    may differ in the last bit)."""
+    import torch
+
+    from fastpe import _rope, kernel
+
+    dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
+    expo = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
+    powers: dict[float, dict[float, float]] = {}
+
+    def torch_pow(base, e):
+        if base not in powers:
+            powers[base] = dict(zip(expo.tolist(), (base**expo).tolist(), strict=True))
+        return powers[base][e]
+
+    def rule(*args, **kw):
+        return kernel._rope_rule(*args, **kw, pow32=torch_pow)
+
+    monkeypatch.setattr(_rope._kernel, "_rope_rule", rule)
+
+
 def test_float32_steps_are_torchs_operation_order(transformers_cases, monkeypatch):
     """With torch's own float32 power in place of the correctly rounded one, the
     rest of precision="float32" -- scalars cast at each operation, scalar / tensor as
     reciprocal(tensor) * scalar -- is torch's to the bit, for every rule."""
-    import torch
-
-    from fastpe import _rope
-
-    def torch_pow(self, base, expo):
-        assert self.t is np.float32
-        return (float(base) ** torch.from_numpy(np.asarray(expo, np.float32).copy())).numpy()
-
-    monkeypatch.setattr(_rope._Ops, "pow", torch_pow)
     for _rope_type, params, head_dim, mpe, seq_len, inv, attention in transformers_cases:
+        with_torch_power(monkeypatch, head_dim, params)
         w, a = fastpe.rope_frequencies(
             head_dim, params, max_position_embeddings=mpe, seq_len=seq_len
         )
@@ -783,9 +809,7 @@ def test_float32_llama_4_equal_factors_are_transformers_bitwise():
 def test_float32_equal_factors_are_torchs_operation_order(head_dim, band, monkeypatch):
     """Equal factors over head sizes and bands, with torch's float32 power: torch's
     frequencies to the bit (and within a few ulps with the correctly rounded one)."""
-    torch = pytest.importorskip("torch")
-
-    from fastpe import _rope
+    pytest.importorskip("torch")
 
     params = {**LLAMA4_PARAMS, "rope_theta": 10000.0 * band, "low_freq_factor": band}
     params["high_freq_factor"] = band
@@ -794,10 +818,7 @@ def test_float32_equal_factors_are_torchs_operation_order(head_dim, band, monkey
     w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
     assert np.all(float32_ulps(w, inv) <= ULPS["llama3"])
 
-    def torch_pow(self, base, expo):
-        return (float(base) ** torch.from_numpy(np.asarray(expo, np.float32).copy())).numpy()
-
-    monkeypatch.setattr(_rope._Ops, "pow", torch_pow)
+    with_torch_power(monkeypatch, head_dim, params)
     w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
     np.testing.assert_array_equal(w, inv)
 

@@ -1,20 +1,28 @@
 /*
- * The RoPE rules (fastpe._rope.rope_frequencies, itself transformers'
- * ROPE_INIT_FUNCTIONS) natively: the same checks, in the same order, and the
- * same frequencies bit for bit.  The Python function is the reference; the
- * tests compare the two over every rule, precision and refusal.
+ * The RoPE rules of transformers' ROPE_INIT_FUNCTIONS, the only implementation
+ * (fastpe.rope_frequencies calls it): every check of the values a rule
+ * computes, and the frequencies, the same bits on every machine (no libm
+ * transcendental function, no FMA: fastpe's own correctly rounded log and
+ * pow, pe_crmath.h).
  *
- * The float32 precision follows the framework's tensor steps: every Python
- * scalar is rounded to float32 where torch casts it, and each elementary
- * operation of float32 operands is rounded to float32.  Those operations are
- * computed here in double and rounded once (rnd): for +, -, * and / of two
- * float32 values the double result rounded to float is the float32 result
- * (double has more than 2 * 24 + 2 bits), so one code serves both precisions.
- * The power is pow() in double of the float32 operands, rounded once, as the
- * Python function's (NumPy's power on the float64 casts).
+ * precision float64: each frequency is the exact real number of the rule's
+ * formula (docs/rope.md), evaluated in double-double and rounded once.
+ *
+ * precision float32: the framework's tensor steps, in its order: every
+ * Python scalar is rounded to float32 where torch casts it, and each
+ * elementary operation of float32 operands is rounded to float32.  +, -, *
+ * and / are computed in double and rounded once (rnd): for two float32
+ * operands the double result rounded to float is the float32 result (double
+ * has more than 2 * 24 + 2 bits).  The power is the correctly rounded float32
+ * power of the float32 operands.
+ *
+ * Both precisions share the scalar steps transformers computes with Python
+ * floats (the attention factors, yarn's ramp ends, dynamic's base), each
+ * operation rounded to double, log and pow correctly rounded.
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
+#include "pe_crmath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,7 +62,21 @@ typedef struct {
     double old_len;    /* llama3: original_max_position_embeddings */
     const double *fac; /* longrope: the chosen per-pair factors */
     double attention;
+    pe_dd ln_theta; /* float64: ln of the base (dynamic: of the real scaled base) */
+    pe_rule_detail *why;
+    pe_pow32_fn pow32; /* NULL: pe_powf_cr */
+    void *pow_ctx;
 } rule;
+
+/* A refusal with its reason (and, for a frequency, its index and value). */
+static int refuse(rule *R, int code, int reason, int64_t index, double value) {
+    if (R->why != NULL) {
+        R->why->reason = reason;
+        R->why->index = index;
+        R->why->value = value;
+    }
+    return code;
+}
 
 /* One operation's result in the rule's precision. */
 static double rnd(const rule *R, double x) { return R->f32 ? (double)(float)x : x; }
@@ -142,7 +164,7 @@ static int optional(double v, int pos, double dflt, double *out) {
 }
 
 static double get_mscale(double scale, double m) {
-    return scale <= 1.0 ? 1.0 : 0.1 * m * log(scale) + 1.0;
+    return scale <= 1.0 ? 1.0 : 0.1 * m * pe_log_cr(scale) + 1.0;
 }
 
 static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
@@ -164,7 +186,7 @@ static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
             attention = get_mscale(factor, 1.0);
         }
         if (!positive(attention))
-            return FASTPE_EINVAL;
+            return refuse(R, FASTPE_EINVAL, PE_RULE_ATTENTION, -1, attention);
     }
     err = optional(p->beta_fast, 1, 32.0, &beta_fast);
     if (err == FASTPE_OK)
@@ -174,10 +196,10 @@ static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
     /* the dimension of a number of rotations: a log of 0 or a theta of 1 give
      * a non-finite ramp, refused (Python's math errors) */
     d = (double)R->dim;
-    low = d * log((double)old_len / (beta_fast * 2 * PI)) / (2 * log(R->theta));
-    high = d * log((double)old_len / (beta_slow * 2 * PI)) / (2 * log(R->theta));
+    low = d * pe_log_cr((double)old_len / (beta_fast * 2 * PI)) / (2 * pe_log_cr(R->theta));
+    high = d * pe_log_cr((double)old_len / (beta_slow * 2 * PI)) / (2 * pe_log_cr(R->theta));
     if (!(isfinite(low) && isfinite(high)))
-        return FASTPE_EINVAL;
+        return refuse(R, FASTPE_EINVAL, PE_RULE_RAMP, -1, NAN);
     if (p->truncate != -1 && p->truncate != 0 && p->truncate != 1)
         return FASTPE_EINVAL;
     if (p->truncate != 0) {
@@ -211,9 +233,9 @@ static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
         if (factor <= 1.0)
             attention = 1.0;
         else if (old_len == 1) /* ln(1) = 0 */
-            return FASTPE_EINVAL;
+            return refuse(R, FASTPE_EINVAL, PE_RULE_ATTENTION, -1, INFINITY);
         else
-            attention = sqrt(1 + log(factor) / log((double)old_len));
+            attention = sqrt(1 + pe_log_cr(factor) / pe_log_cr((double)old_len));
     }
     if (p->short_factor == NULL || p->short_factor_len != n || p->long_factor == NULL ||
         p->long_factor_len != n)
@@ -232,7 +254,8 @@ static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
 }
 
 static int dynamic(const fastpe_rope_params *p, rule *R) {
-    double factor = p->factor, scale, base, L, mpe;
+    double factor = p->factor, scale, base, L, mpe, d = (double)R->dim;
+    pe_dd real_scale;
     if (!positive(factor))
         return FASTPE_EINVAL;
     if (ABSENT_I(p->max_position_embeddings))
@@ -243,9 +266,15 @@ static int dynamic(const fastpe_rope_params *p, rule *R) {
     L = !ABSENT_I(p->seq_len) && p->seq_len > p->max_position_embeddings ? (double)p->seq_len : mpe;
     /* at least 1 exactly, but a huge factor cancels it to 0 or below */
     scale = (factor * L / mpe) - (factor - 1);
-    base = scale > 0 ? R->theta * pow(scale, (double)R->dim / (double)(R->dim - 2)) : NAN;
+    base = scale > 0 ? R->theta * pe_pow_cr(scale, d / (d - 2)) : NAN;
     if (!(isfinite(base) && base > 0))
-        return FASTPE_EBASE;
+        return refuse(R, FASTPE_EBASE, PE_RULE_BASE, -1, base);
+    /* float64: ln(theta * s^(d/(d-2))) of the real s = factor L / mpe - (factor - 1) */
+    real_scale =
+        pe_dd_add(pe_dd_div_d(pe_two_prod(factor, L), mpe), pe_dd_neg(pe_two_sum(factor, -1.0)));
+    R->ln_theta =
+        pe_dd_add(pe_dd_log(R->theta),
+                  pe_dd_mul(pe_dd_div(pe_dd_from(d), pe_dd_from(d - 2)), pe_log_dd(real_scale)));
     R->theta = base;
     return FASTPE_OK;
 }
@@ -264,13 +293,20 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
         return FASTPE_EINVAL;
     if (p->precision != FASTPE_PRECISION_FLOAT32 && p->precision != FASTPE_PRECISION_FLOAT64)
         return FASTPE_EINVAL;
-    memset(R, 0, sizeof(*R));
+    {
+        rule keep = *R;
+        memset(R, 0, sizeof(*R));
+        R->why = keep.why;
+        R->pow32 = keep.pow32;
+        R->pow_ctx = keep.pow_ctx;
+    }
     R->type = p->rope_type;
     R->f32 = p->precision == FASTPE_PRECISION_FLOAT32;
     R->attention = 1.0;
     R->theta = ABSENT(p->rope_theta) ? 10000.0 : p->rope_theta;
     if (!positive(R->theta))
         return FASTPE_EINVAL;
+    R->ln_theta = pe_dd_log(R->theta);
     if (!ABSENT(p->partial_rotary_factor) &&
         !(positive(p->partial_rotary_factor) && p->partial_rotary_factor <= 1.0))
         return FASTPE_EINVAL;
@@ -316,10 +352,18 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
 /* Within what the kernel takes (fastpe._rope._Params.check_frequencies). */
 static int usable(double w) { return w >= 0.0 && w <= MAX_FREQUENCY; }
 
-/* Frequency i, or -1 where a step's frequencies are refused. */
-static double frequency(const rule *R, int64_t i) {
+enum { W_USABLE, W_UNUSABLE, W_EDGE };
+
+/* dd comparisons of normalised values */
+static int dd_lt(pe_dd a, pe_dd b) { return a.hi < b.hi || (a.hi == b.hi && a.lo < b.lo); }
+
+/* Frequency i in float32, torch's steps, or -1 where a step's frequencies are
+ * refused. */
+static int frequency32(const rule *R, int64_t i, double *out) {
     double e = rnd(R, rnd(R, (double)(2 * i)) / rnd(R, (double)R->dim));
-    double pw = rnd(R, pow(rnd(R, R->theta), e)), inv, wavelen, inv_l, smooth, s;
+    double pw = (double)(R->pow32 != NULL ? R->pow32(R->pow_ctx, (float)R->theta, (float)e)
+                                          : pe_powf_cr((float)R->theta, (float)e)),
+           inv, wavelen, inv_l, smooth, s;
     switch (R->type) {
     case FASTPE_ROPE_YARN: {
         double extrapolation = rnd(R, 1.0 / pw);
@@ -333,17 +377,20 @@ static double frequency(const rule *R, int64_t i) {
             ramp = 1.0;
         extra = rnd(R, 1.0 - ramp);
         inv = rnd(R, rnd(R, interpolation * rnd(R, 1.0 - extra)) + rnd(R, extrapolation * extra));
-        return usable(inv) ? inv : -1.0;
+        *out = inv;
+        return usable(inv) ? W_USABLE : W_UNUSABLE;
     }
     case FASTPE_ROPE_LONGROPE:
         inv = rnd(R, 1.0 / rnd(R, rnd(R, R->fac[i]) * pw));
-        return usable(inv) ? inv : -1.0;
+        *out = inv;
+        return usable(inv) ? W_USABLE : W_UNUSABLE;
     default:
         break;
     }
     inv = rnd(R, 1.0 / pw);
+    *out = inv;
     if (!usable(inv))
-        return -1.0;
+        return W_UNUSABLE;
     if (R->type == FASTPE_ROPE_LINEAR) {
         inv = rnd(R, inv / rnd(R, R->factor));
     } else if (R->type == FASTPE_ROPE_LLAMA3) {
@@ -354,9 +401,9 @@ static double frequency(const rule *R, int64_t i) {
         inv_l = wavelen > rnd(R, low_wavelen) ? rnd(R, inv / rnd(R, R->factor)) : inv;
         if (!(wavelen < rnd(R, high_wavelen)) && !(wavelen > rnd(R, low_wavelen))) {
             /* equal factors: only a wavelength exactly on the edge is here, whose
-             * blend is 0/0; refused, as fastpe._rope._llama3 does */
+             * blend is 0/0: refused */
             if (R->high == R->low)
-                return -1.0;
+                return W_EDGE;
             smooth = rnd(R, rnd(R, 1.0 / wavelen) * rnd(R, R->old_len));
             smooth = rnd(R, rnd(R, smooth - rnd(R, R->low)) / rnd(R, R->high - R->low));
             s = rnd(R, rnd(R, rnd(R, 1.0 - smooth) * inv_l) / rnd(R, R->factor));
@@ -365,32 +412,128 @@ static double frequency(const rule *R, int64_t i) {
             inv = inv_l;
         }
     }
-    return usable(inv) ? inv : -1.0;
+    *out = inv;
+    return usable(inv) ? W_USABLE : W_UNUSABLE;
+}
+
+/* Frequency i in float64: the rule's real formula in double-double, rounded
+ * once (the error bounds: pe_crmath.h, docs/rope.md), or -1 / -2 (as
+ * frequency32). */
+static int frequency64(const rule *R, int64_t i, double *out) {
+    /* w = theta^(-2i/d) = exp(t) */
+    pe_dd t =
+        pe_dd_mul(pe_dd_neg(pe_dd_div_d(pe_dd_from((double)(2 * i)), (double)R->dim)), R->ln_theta);
+    pe_dd w = t.hi > 709.8 ? pe_dd_from(INFINITY) : t.hi < -745.2 ? pe_dd_from(0.0) : pe_dd_exp(t);
+    double eps = PE_POW_EPS(t.hi) * 2.0, inv;
+    *out = w.hi;
+    if (!isfinite(w.hi))
+        return W_UNUSABLE;
+    switch (R->type) {
+    case FASTPE_ROPE_LINEAR:
+        w = pe_dd_div_d(w, R->factor);
+        break;
+    case FASTPE_ROPE_LONGROPE:
+        w = pe_dd_div_d(w, R->fac[i]);
+        break;
+    case FASTPE_ROPE_YARN: {
+        /* w (1 - ramp) + (w / factor) ramp, ramp = clip((i - low) / (high - low)) */
+        pe_dd ramp = pe_dd_div(pe_two_sum((double)i, -R->low), pe_two_sum(R->high, -R->low));
+        *out = ramp.hi;
+        if (isnan(ramp.hi))
+            return W_UNUSABLE;
+        if (dd_lt(ramp, pe_dd_from(0.0)))
+            ramp = pe_dd_from(0.0);
+        else if (dd_lt(pe_dd_from(1.0), ramp))
+            ramp = pe_dd_from(1.0);
+        w = pe_dd_add(pe_dd_mul(w, pe_dd_add(pe_dd_from(1.0), pe_dd_neg(ramp))),
+                      pe_dd_mul(pe_dd_div_d(w, R->factor), ramp));
+        /* the weights' sum 1 - ramp (1 - 1/factor) is at least 1/factor */
+        eps *= 2.0 + R->factor;
+        break;
+    }
+    case FASTPE_ROPE_LLAMA3: {
+        const pe_dd two_pi = {4.0 * PE_PIO2_HI, 4.0 * PE_PIO2_LO};
+        pe_dd L = pe_dd_from(R->old_len), wavelen = pe_dd_div(two_pi, w);
+        pe_dd low_wavelen = pe_dd_div_d(L, R->low), high_wavelen = pe_dd_div_d(L, R->high);
+        if (dd_lt(wavelen, high_wavelen))
+            break;
+        if (dd_lt(low_wavelen, wavelen)) {
+            w = pe_dd_div_d(w, R->factor);
+            break;
+        }
+        if (R->high == R->low)
+            return W_EDGE;
+        {
+            /* smooth = (L / wavelen - low) / (high - low); w / factor + smooth w (1 - 1/factor) */
+            pe_dd smooth = pe_dd_div(pe_dd_add(pe_dd_div(L, wavelen), pe_dd_from(-R->low)),
+                                     pe_two_sum(R->high, -R->low));
+            pe_dd kept = pe_dd_mul(smooth, w);
+            pe_dd divided =
+                pe_dd_div_d(pe_dd_mul(pe_dd_add(pe_dd_from(1.0), pe_dd_neg(smooth)), w), R->factor);
+            w = pe_dd_add(divided, kept);
+            /* smooth's absolute error, about eps L / wavelen / (high - low), counts
+             * up to factor times in the sum, which is at least w / factor */
+            eps *= 4.0 + 4.0 * R->factor * R->high / (R->high - R->low);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    inv = pe_round_double(w, eps);
+    *out = inv;
+    return usable(inv) ? W_USABLE : W_UNUSABLE;
+}
+
+static int frequency(const rule *R, int64_t i, double *out) {
+    return R->f32 ? frequency32(R, i, out) : frequency64(R, i, out);
+}
+
+/* Every frequency checked, then written (nothing written on a refusal). */
+static int frequencies(rule *R, double *out) {
+    int64_t n = R->dim / 2;
+    for (int64_t i = 0; i < n; i++) {
+        double w;
+        int f = frequency(R, i, &w);
+        if (f != W_USABLE)
+            return refuse(R, FASTPE_EBASE, f == W_EDGE ? PE_RULE_EDGE : PE_RULE_FREQUENCY, i, w);
+    }
+    for (int64_t i = 0; i < n; i++)
+        (void)frequency(R, i, &out[i]);
+    return FASTPE_OK;
+}
+
+int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq, int64_t capacity,
+                 int64_t *nf, double *attention_factor, pe_rule_detail *why, pe_pow32_fn pow32,
+                 void *pow_ctx) {
+    rule R;
+    int err;
+    if (why != NULL) {
+        why->reason = PE_RULE_ARGUMENT;
+        why->index = -1;
+        why->value = NAN;
+    }
+    if (p == NULL || inv_freq == NULL || nf == NULL || attention_factor == NULL)
+        return FASTPE_ENULL;
+    R.why = why;
+    R.pow32 = pow32;
+    R.pow_ctx = pow_ctx;
+    err = resolve(p, head_dim, &R);
+    if (err != FASTPE_OK)
+        return err;
+    if (capacity < R.dim / 2)
+        return FASTPE_ESIZE;
+    err = frequencies(&R, inv_freq);
+    if (err != FASTPE_OK)
+        return err;
+    *nf = R.dim / 2;
+    *attention_factor = R.attention;
+    return FASTPE_OK;
 }
 
 int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
                             int64_t capacity, int64_t *nf, double *attention_factor) {
-    rule R;
-    int64_t n;
-    int err;
-    if (p == NULL || inv_freq == NULL || nf == NULL || attention_factor == NULL)
-        return FASTPE_ENULL;
-    err = resolve(p, head_dim, &R);
-    if (err != FASTPE_OK)
-        return err;
-    n = R.dim / 2;
-    if (capacity < n)
-        return FASTPE_ESIZE;
-    /* every frequency checked before the first is written */
-    for (int64_t i = 0; i < n; i++) {
-        if (frequency(&R, i) < 0.0)
-            return FASTPE_EBASE;
-    }
-    for (int64_t i = 0; i < n; i++)
-        inv_freq[i] = frequency(&R, i);
-    *nf = n;
-    *attention_factor = R.attention;
-    return FASTPE_OK;
+    return pe_rope_rule(p, head_dim, inv_freq, capacity, nf, attention_factor, NULL, NULL, NULL);
 }
 
 int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
@@ -402,17 +545,16 @@ int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
     *rope = NULL;
     if (p == NULL)
         return FASTPE_ENULL;
+    R.why = NULL;
+    R.pow32 = NULL;
+    R.pow_ctx = NULL;
     err = resolve(p, head_dim, &R);
     if (err != FASTPE_OK)
         return err;
     w = (double *)malloc((size_t)(R.dim / 2) * sizeof(double));
     if (w == NULL)
         return FASTPE_ENOMEM;
-    for (int64_t i = 0; i < R.dim / 2 && err == FASTPE_OK; i++) {
-        w[i] = frequency(&R, i);
-        if (w[i] < 0.0)
-            err = FASTPE_EBASE;
-    }
+    err = frequencies(&R, w);
     if (err == FASTPE_OK) {
         *rope = fastpe_rope_from_frequencies(w, R.dim / 2, R.attention);
         if (*rope == NULL)

@@ -283,6 +283,60 @@ cdef extern from "fastpe/fastpe.h" nogil:
                                 fastpe_rope **rope)
 
 
+cdef extern from "pe_crmath.h" nogil:
+    ctypedef struct pe_rule_detail:
+        int reason
+        int64_t index
+        double value
+    ctypedef float (*pe_pow32_fn)(void *ctx, float base, float e) noexcept
+    int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
+                     int64_t capacity, int64_t *nf, double *attention_factor,
+                     pe_rule_detail *why, pe_pow32_fn pow32, void *pow_ctx)
+    double pe_pow_cr(double x, double y)
+    float pe_powf_cr(float x, float y)
+    unsigned long long pe_cr_undecided()
+
+
+def _power(base, exponent, bint float32=False):
+    """``base ** exponent`` elementwise (NumPy broadcasting, bases >= 0), each
+    correctly rounded to float64, or with ``float32`` the float32 power of the
+    float32 operands correctly rounded to float32 (returned as float32): fastpe's
+    own power, the same bits on every machine (NumPy's and libm's are not)."""
+    b, e = _np.broadcast_arrays(_np.asarray(base, _np.float64), _np.asarray(exponent, _np.float64))
+    if float32:
+        b = b.astype(_np.float32)
+        e = e.astype(_np.float32)
+    out = _np.empty(b.shape, _np.float32 if float32 else _np.float64)
+    cdef Py_ssize_t k, n = out.size
+    cdef const double[::1] bd
+    cdef const double[::1] ed
+    cdef const float[::1] bf
+    cdef const float[::1] ef
+    cdef double[::1] od
+    cdef float[::1] of
+    if float32:
+        bf = _np.ascontiguousarray(b).reshape(-1)
+        ef = _np.ascontiguousarray(e).reshape(-1)
+        of = out.reshape(-1)
+        with nogil:
+            for k in range(n):
+                of[k] = pe_powf_cr(bf[k], ef[k])
+    else:
+        bd = _np.ascontiguousarray(b).reshape(-1)
+        ed = _np.ascontiguousarray(e).reshape(-1)
+        od = out.reshape(-1)
+        with nogil:
+            for k in range(n):
+                od[k] = pe_pow_cr(bd[k], ed[k])
+    return out
+
+
+def _undecided_roundings():
+    """How many of fastpe's roundings could not be decided by the rounding test
+    since the library was loaded (pe_crmath.h)."""
+    return pe_cr_undecided()
+
+
 _PARAM_DOUBLES = ("rope_theta", "partial_rotary_factor", "factor", "attention_factor",
                   "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "low_freq_factor",
                   "high_freq_factor")
@@ -290,14 +344,21 @@ _PARAM_INTS = ("rope_type", "precision", "truncate", "original_max_position_embe
                "max_position_embeddings", "seq_len", "size")
 
 
-def _rope_params_native(int64_t head_dim, dict fields, capacity=None, bint handle=False):
-    """The library's fastpe_rope_frequencies (or, with ``handle``,
-    fastpe_rope_from_params) for a fastpe_rope_params from fastpe_rope_params_init
+cdef float _python_pow32(void *ctx, float base, float e) noexcept with gil:
+    try:
+        return (<object>ctx)(base, e)
+    except BaseException:
+        return _np.nan
+
+
+def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, pow32=None):
+    """The library's RoPE rule for a fastpe_rope_params from fastpe_rope_params_init
     with ``fields`` (struct field names; short_factor / long_factor as float64
-    arrays, their length the array's) set: (code, inv_freq, attention_factor,
-    nf), the output buffer (``capacity`` entries, default head_dim // 2 up to 2**20)
-    NaN-filled before the call (to see what is written).
-    For the tests that compare the native rules with fastpe.rope_frequencies."""
+    arrays, their length the array's) set: (code, inv_freq, attention_factor, nf,
+    (reason, index, value)), the output buffer (``capacity`` entries, default
+    head_dim // 2 up to 2**20) NaN-filled before the call (to see what is written).
+    ``handle``: fastpe_rope_from_params instead (code, None, nan, nf, None).
+    ``pow32(base, e)``: a float32 power in place of the correctly rounded one."""
     cdef fastpe_rope_params p
     cdef double[::1] out
     cdef double[::1] sf
@@ -305,6 +366,7 @@ def _rope_params_native(int64_t head_dim, dict fields, capacity=None, bint handl
     cdef int64_t nf = -1, cap
     cdef double attention = _np.nan
     cdef fastpe_rope *h = NULL
+    cdef pe_rule_detail why
     cdef int err
     fastpe_rope_params_init(&p)
     unknown = set(fields) - set(_PARAM_DOUBLES) - set(_PARAM_INTS) - {"short_factor",
@@ -347,14 +409,18 @@ def _rope_params_native(int64_t head_dim, dict fields, capacity=None, bint handl
         if h != NULL:
             nf = fastpe_rope_rotary_dim(h) // 2
             fastpe_rope_free(h)
-        return err, None, _np.nan, nf
+        return err, None, _np.nan, nf, None
     # (at most 2**20 entries by default: a refused head_dim of 2**31 must not cost
     # an 8 GiB buffer)
     cap = min(head_dim // 2, 1 << 20) if capacity is None else capacity
     buf = _np.full(max(cap, 1), _np.nan)
     out = buf
-    err = fastpe_rope_frequencies(&p, head_dim, &out[0], cap, &nf, &attention)
-    return err, buf, attention, nf
+    if pow32 is None:
+        err = pe_rope_rule(&p, head_dim, &out[0], cap, &nf, &attention, &why, NULL, NULL)
+    else:
+        err = pe_rope_rule(&p, head_dim, &out[0], cap, &nf, &attention, &why, _python_pow32,
+                           <void *>pow32)
+    return err, buf, attention, nf, (why.reason, why.index, why.value)
 
 
 cdef fastpe_rope *_rope_handle(w, double attention) except NULL:

@@ -183,36 +183,155 @@ def rope_frequencies(
     )
     if seq_len is not None:
         seq_len = as_int(seq_len, "seq_len", minimum=0)
-    f = _Ops(np.float32 if precision == "float32" else np.float64)
-    half = np.arange(0, dim, 2, dtype=np.int64)  # 2i, as the framework's arange
-
-    def original():
+    fields: dict[str, Any] = {
+        "rope_type": ROPE_TYPES.index(rope_type),
+        "precision": 0 if precision == "float32" else 1,  # FASTPE_PRECISION_*
+        "rope_theta": theta,
+    }
+    if "partial_rotary_factor" in params:
+        fields["partial_rotary_factor"] = prf
+    # the lengths, for the rules that read them (the library's are int64)
+    if mpe is not None and rope_type not in ("default", "linear"):
+        fields["max_position_embeddings"] = as_int(
+            mpe, "max_position_embeddings", maximum=_INT64_MAX
+        )
+    if seq_len is not None and rope_type == "dynamic":
+        fields["seq_len"] = as_int(seq_len, "seq_len", maximum=_INT64_MAX)
+    elif seq_len is not None and rope_type == "longrope":
+        fields["seq_len"] = min(seq_len, _INT64_MAX)  # (only compared with a length)
+    if rope_type in ("yarn", "longrope", "llama3"):
         v = params.get("original_max_position_embeddings", mpe)
         if v is None:
             raise ValueError(
                 f"rope_type={rope_type!r} needs original_max_position_embeddings "
                 "(in rope_parameters) or max_position_embeddings"
             )
-        return as_int(v, p.name("original_max_position_embeddings"), minimum=1)
-
-    attention = 1.0
-    # (overflow and division by zero are looked for in the result, not warned about)
-    with np.errstate(all="ignore"):
-        if rope_type in ("default", "linear", "llama3"):
-            inv = f.recip(f.pow(theta, f.div(f.arr(half), dim)))
-            p.check_frequencies(inv, "rope_theta")
-            if rope_type == "linear":
-                inv = f.div(inv, p.positive("factor"))
-                p.check_frequencies(inv, "rope_theta", "factor")
-            elif rope_type == "llama3":
-                inv = _llama3(f, inv, p, original())
-        elif rope_type == "dynamic":
-            inv = _dynamic(f, p, theta, dim, half, mpe, seq_len)
-        elif rope_type == "yarn":
-            inv, attention = _yarn(f, p, theta, dim, original(), mpe)
+        old_len = as_int(v, p.name("original_max_position_embeddings"), minimum=1)
+        fields["original_max_position_embeddings"] = old_len
+    if rope_type in ("linear", "dynamic", "llama3"):
+        fields["factor"] = p.positive("factor")
+    if rope_type == "llama3":
+        low = fields["low_freq_factor"] = p.positive("low_freq_factor")
+        high = fields["high_freq_factor"] = p.positive("high_freq_factor")
+        if high < low:
+            raise ValueError(
+                f"rope_type='llama3' needs {p.name('high_freq_factor')} >= "
+                f"{p.name('low_freq_factor')}, got {high!r} and {low!r}"
+            )
+    elif rope_type == "dynamic":
+        if mpe is None:
+            raise ValueError("rope_type='dynamic' needs max_position_embeddings")
+        if dim == 2:  # the base's exponent d/(d-2) is undefined
+            raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
+    elif rope_type in ("yarn", "longrope"):
+        factor = p.optional("factor")
+        if factor is None:
+            if mpe is None:
+                raise ValueError(
+                    f"rope_type={rope_type!r} needs {p.name('factor')} or max_position_embeddings"
+                )
+            # (the library takes the same ratio itself)
+            p.used["factor"] = as_base(
+                mpe / old_len, "max_position_embeddings / original_max_position_embeddings"
+            )
         else:
-            inv, attention = _longrope(f, p, theta, dim, half, original(), mpe, seq_len)
-    return np.asarray(inv, dtype=np.float64), float(attention)
+            fields["factor"] = factor
+        names: tuple[str, ...] = ("attention_factor",)
+        if rope_type == "yarn":
+            names += ("mscale", "mscale_all_dim", "beta_fast", "beta_slow")
+        for key in names:
+            # transformers reads mscale and mscale_all_dim by truth value: 0 (or
+            # None) means absent
+            v = p.optional(key, positive=key not in ("mscale", "mscale_all_dim"))
+            if v is not None:
+                fields[key] = v
+        if rope_type == "yarn":
+            fields["truncate"] = int(p.flag("truncate", True))
+        else:
+            for key in ("short_factor", "long_factor"):
+                fields[key] = np.array(p.factors(key, dim // 2), dtype=np.float64)
+    return _rule(head_dim, fields, p, dim)
+
+
+def _rule(head_dim: int, fields: dict[str, Any], p: _Params, dim: int) -> tuple[np.ndarray, float]:
+    """The library's rule for checked fields, its refusals as the caller's keys."""
+    err, inv, attention, nf, why = _kernel._rope_rule(head_dim, fields)
+    if err == 0 and inv is not None:
+        return inv[:nf], attention
+    reason, index, value = why or (0, -1, math.nan)
+    rt = p.rope_type
+    if reason == _ATTENTION and rt == "longrope":
+        raise p.refuse(
+            "no attention factor sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) "
+            "for original_max_position_embeddings=1 (give attention_factor)",
+            "factor",
+        )
+    if reason == _ATTENTION:
+        both = bool(p.used.get("mscale") and p.used.get("mscale_all_dim"))
+        names = ("factor", "mscale", "mscale_all_dim") if both else ("factor",)
+        raise p.refuse(f"an attention factor of {value!r} (it must be finite and > 0)", *names)
+    if reason == _RAMP:
+        raise p.refuse(
+            "a ramp d * ln(original_max_position_embeddings / (2 pi beta)) / (2 ln theta) "
+            f"that is not finite (original_max_position_embeddings="
+            f"{fields['original_max_position_embeddings']}, d={dim})",
+            "rope_theta",
+            "beta_fast",
+            "beta_slow",
+        )
+    if reason == _BASE:
+        mpe = fields["max_position_embeddings"]
+        L = max(fields.get("seq_len", mpe), mpe)
+        raise p.refuse(
+            f"a base theta * (factor * L / max_position_embeddings - (factor - 1)) "
+            f"** (d / (d - 2)) that is not a finite number > 0 (L={L}, "
+            f"max_position_embeddings={mpe}, d={dim})",
+            "rope_theta",
+            "factor",
+        )
+    if reason == _EDGE:
+        low = p.used["low_freq_factor"]
+        raise ValueError(
+            f"rope_type='llama3' with {p.name('low_freq_factor')} == "
+            f"{p.name('high_freq_factor')} ({low!r}) puts a wavelength exactly on "
+            f"original_max_position_embeddings / low_freq_factor "
+            f"({fields['original_max_position_embeddings'] / low!r}), where the blend is 0/0"
+        )
+    if reason == _FREQUENCY:
+        if rt == "longrope":
+            keys: tuple[str, ...] = ("rope_theta", _longrope_list(fields))
+        else:
+            keys = _FREQUENCY_KEYS[rt]
+        raise p.refuse(
+            f"frequencies that are not finite numbers in [0, {MAX_FREQUENCY:g}] "
+            f"(index {index}: {value!r} in precision={p.precision!r})",
+            *keys,
+        )
+    # the parameters were checked above: a code here is a contradiction between
+    # the two, reported as it is
+    raise ValueError(f"rope_parameters refused by the library's rule (code {err})")
+
+
+def _longrope_list(fields: dict[str, Any]) -> str:
+    """The list longrope uses: long_factor beyond the original length."""
+    long = fields.get("seq_len", 0) > fields["original_max_position_embeddings"]
+    return "long_factor" if long else "short_factor"
+
+
+# The keys behind each rule's frequencies (named when they are refused).
+_FREQUENCY_KEYS = {
+    "default": ("rope_theta",),
+    "linear": ("rope_theta", "factor"),
+    "dynamic": ("rope_theta", "factor"),
+    "yarn": ("rope_theta", "factor"),
+    "llama3": ("rope_theta", "factor", "low_freq_factor", "high_freq_factor"),
+}
+
+
+_INT64_MAX = 2**63 - 1
+
+# Why the library's rule refused (pe_crmath.h, PE_RULE_*).
+_ATTENTION, _RAMP, _BASE, _FREQUENCY, _EDGE = 1, 2, 3, 4, 5
 
 
 # The largest frequency the kernel takes (it splits 2**27 * w and multiplies by
@@ -275,203 +394,6 @@ class _Params:
         """The refusal of values that are each valid but give ``what`` together."""
         given = ", ".join(f"{self.name(k)}={self.used.get(k, self.params.get(k))!r}" for k in keys)
         return ValueError(f"rope_type={self.rope_type!r} with {given} gives {what}")
-
-    def check_frequencies(self, inv: Any, *keys: str) -> None:
-        """Frequencies the kernel can use: finite, >= 0 and at most MAX_FREQUENCY
-        (tiny or huge parameters overflow, in float32 first)."""
-        inv = np.asarray(inv, dtype=np.float64)
-        bad = ~(np.isfinite(inv) & (inv >= 0) & (inv <= MAX_FREQUENCY))
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise self.refuse(
-                f"frequencies that are not finite numbers in [0, {MAX_FREQUENCY:g}] "
-                f"(index {i}: {float(inv[i])!r} in precision={self.precision!r})",
-                *keys,
-            )
-
-
-class _Ops:
-    """The framework's tensor arithmetic in one precision, in torch's order: Python
-    scalars are cast to the tensor's dtype at each operation, and ``scalar / tensor``
-    is ``reciprocal(tensor) * scalar`` (torch's ``__rtruediv__``), two roundings."""
-
-    def __init__(self, dtype):
-        self.t = dtype
-
-    def arr(self, a):
-        return np.asarray(a).astype(self.t)
-
-    def s(self, v):
-        return self.t(v)
-
-    def pow(self, base, expo):
-        # scalar ** tensor: the base cast to the tensor's dtype, then the correctly
-        # rounded power (evaluated in float64, rounded once). torch's float32 power
-        # is not always correctly rounded (about 2 % of entries one ulp off in torch
-        # 2.13 on CPU), nor is C's powf (NumPy's): no bitwise twin of either here
-        return np.power(np.float64(self.s(base)), np.asarray(expo, np.float64)).astype(self.t)
-
-    def recip(self, a):
-        return self.s(1.0) / a
-
-    def rdiv(self, scalar, a):
-        return self.recip(a) * self.s(scalar)
-
-    def div(self, a, b):
-        return a / (self.s(b) if np.ndim(b) == 0 else b)
-
-
-def _llama3(f, inv, p, old_len):
-    # wavelengths shorter than old_len/high stay, longer than old_len/low are
-    # divided by factor, those between are blended smoothly
-    factor, low = p.positive("factor"), p.positive("low_freq_factor")
-    high = p.positive("high_freq_factor")
-    if high < low:
-        raise ValueError(
-            f"rope_type='llama3' needs {p.name('high_freq_factor')} >= "
-            f"{p.name('low_freq_factor')}, got {high!r} and {low!r}"
-        )
-    low_wavelen, high_wavelen = old_len / low, old_len / high
-    wavelen = f.rdiv(2 * math.pi, inv)
-    inv_l = np.where(wavelen > f.s(low_wavelen), f.div(inv, factor), inv)
-    medium = ~(wavelen < f.s(high_wavelen)) & ~(wavelen > f.s(low_wavelen))
-    if high == low:
-        # Equal factors (Llama 4's configs) leave no blended band: a frequency is
-        # kept or divided.  A wavelength exactly on the edge would blend 0/0 (NaN
-        # in transformers), and neither side is more right, so it is refused.
-        if np.any(medium):
-            raise ValueError(
-                f"rope_type='llama3' with {p.name('low_freq_factor')} == "
-                f"{p.name('high_freq_factor')} ({low!r}) puts a wavelength exactly on "
-                f"original_max_position_embeddings / low_freq_factor ({low_wavelen!r}), "
-                "where the blend is 0/0"
-            )
-        out = inv_l
-    else:
-        smooth = f.div(f.rdiv(old_len, wavelen) - f.s(low), high - low)
-        smoothed = f.div((f.s(1.0) - smooth) * inv_l, factor) + smooth * inv_l
-        out = np.where(medium, smoothed, inv_l)
-    p.check_frequencies(out, "rope_theta", "factor", "low_freq_factor", "high_freq_factor")
-    return out
-
-
-def _dynamic(f, p, theta, dim, half, mpe, seq_len):
-    factor = p.positive("factor")
-    if mpe is None:
-        raise ValueError("rope_type='dynamic' needs max_position_embeddings")
-    if dim == 2:  # the base's exponent d/(d-2) is undefined
-        raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
-    L = mpe if seq_len is None else max(seq_len, mpe)
-    # factor * L / mpe - (factor - 1) is at least 1 exactly, but a huge factor
-    # cancels it to 0 or below in floating point
-    scale = (factor * L / mpe) - (factor - 1)
-    try:
-        base = theta * scale ** (dim / (dim - 2)) if scale > 0 else math.nan
-    except OverflowError:
-        base = math.inf
-    if not (math.isfinite(base) and base > 0):
-        raise p.refuse(
-            f"a base theta * (factor * L / max_position_embeddings - (factor - 1)) "
-            f"** (d / (d - 2)) that is not a finite number > 0 (L={L}, "
-            f"max_position_embeddings={mpe}, d={dim})",
-            "rope_theta",
-            "factor",
-        )
-    inv = f.recip(f.pow(base, f.div(f.arr(half), dim)))
-    p.check_frequencies(inv, "rope_theta", "factor")
-    return inv
-
-
-def _context_factor(p, mpe, old_len):
-    """``factor``, or the ratio of the context lengths when it is absent (models
-    that store max_position_embeddings and the trained length instead)."""
-    factor = p.optional("factor")
-    if factor is None:
-        if mpe is None:
-            raise ValueError(
-                f"rope_type={p.rope_type!r} needs {p.name('factor')} or max_position_embeddings"
-            )
-        factor = as_base(
-            mpe / old_len, "max_position_embeddings / original_max_position_embeddings"
-        )
-    return factor
-
-
-def _yarn(f, p, theta, dim, old_len, mpe):
-    factor = _context_factor(p, mpe, old_len)
-    attention = p.optional("attention_factor")
-    # transformers reads these by truth value: 0 (or None) means absent
-    mscale = p.optional("mscale", positive=False)
-    mscale_all = p.optional("mscale_all_dim", positive=False)
-
-    def get_mscale(scale, m=1.0):
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
-    if attention is None:
-        both = bool(mscale and mscale_all)
-        if both:
-            num, den = get_mscale(factor, mscale), get_mscale(factor, mscale_all)
-            attention = num / den if den else math.inf
-        else:
-            attention = get_mscale(factor)
-        if not (math.isfinite(attention) and attention > 0):
-            keys = ("factor", "mscale", "mscale_all_dim") if both else ("factor",)
-            raise p.refuse(
-                f"an attention factor of {attention!r} (it must be finite and > 0)", *keys
-            )
-    beta_fast = p.optional("beta_fast", default=32.0)
-    beta_slow = p.optional("beta_slow", default=1.0)
-
-    def correction_dim(rotations):
-        return dim * math.log(old_len / (rotations * 2 * math.pi)) / (2 * math.log(theta))
-
-    try:
-        low, high = correction_dim(beta_fast), correction_dim(beta_slow)
-    except (ZeroDivisionError, ValueError, OverflowError):  # theta 1, a subnormal beta
-        low = high = math.nan
-    if not (math.isfinite(low) and math.isfinite(high)):
-        raise p.refuse(
-            "a ramp d * ln(original_max_position_embeddings / (2 pi beta)) / (2 ln theta) "
-            f"that is not finite (original_max_position_embeddings={old_len}, d={dim})",
-            "rope_theta",
-            "beta_fast",
-            "beta_slow",
-        )
-    if p.flag("truncate", True):
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001  # the framework's guard against a zero-width ramp
-    pos_freqs = f.pow(theta, f.div(f.arr(np.arange(0, dim, 2)), dim))
-    extrapolation = f.recip(pos_freqs)
-    interpolation = f.recip(f.s(factor) * pos_freqs)
-    ramp = np.clip(f.div(f.arr(np.arange(dim // 2)) - f.s(low), high - low), 0, 1)
-    extra = f.s(1.0) - ramp
-    inv = interpolation * (f.s(1.0) - extra) + extrapolation * extra
-    p.check_frequencies(inv, "rope_theta", "factor")
-    return inv, attention
-
-
-def _longrope(f, p, theta, dim, half, old_len, mpe, seq_len):
-    factor = _context_factor(p, mpe, old_len)
-    attention = p.optional("attention_factor")
-    if attention is None:
-        if factor <= 1.0:
-            attention = 1.0
-        elif old_len == 1:  # ln(1) = 0 below
-            raise p.refuse(
-                "no attention factor sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) "
-                "for original_max_position_embeddings=1 (give attention_factor)",
-                "factor",
-            )
-        else:
-            attention = math.sqrt(1 + math.log(factor) / math.log(old_len))
-    lists = {name: p.factors(name, dim // 2) for name in ("short_factor", "long_factor")}
-    which = "long_factor" if seq_len and seq_len > old_len else "short_factor"
-    shape = f.div(f.arr(half), dim)
-    inv = f.recip(f.arr(lists[which]) * f.pow(theta, shape))
-    p.check_frequencies(inv, "rope_theta", which)
-    return inv, attention
 
 
 def rope_cache(

@@ -126,7 +126,7 @@ def xpos_scales(nf: int, power: np.ndarray) -> np.ndarray:
     d = 2.0 * nf
     zeta = (2.0 * np.arange(nf, dtype=np.float64) + 0.4 * d) / (1.4 * d)
     with np.errstate(over="ignore", under="ignore"):
-        return np.power(zeta[None, :], power.reshape(-1, 1))
+        return _kernel._power(zeta[None, :], power.reshape(-1, 1))
 
 
 class _Tables:

@@ -25,7 +25,8 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ._rope import _Ops, rope_frequencies
+from . import kernel as _kernel
+from ._rope import rope_frequencies
 from ._validate import as_base, as_bool, as_choice, as_int
 
 __all__ = [
@@ -137,6 +138,38 @@ def _preset(
         float(attention),
         axes,
     )
+
+
+class _Ops:
+    """The framework's tensor arithmetic in one precision, in torch's order: Python
+    scalars are cast to the tensor's dtype at each operation, and ``scalar / tensor``
+    is ``reciprocal(tensor) * scalar`` (torch's ``__rtruediv__``), two roundings."""
+
+    def __init__(self, dtype):
+        self.t = dtype
+
+    def arr(self, a):
+        return np.asarray(a).astype(self.t)
+
+    def s(self, v):
+        return self.t(v)
+
+    def pow(self, base, expo):
+        # scalar ** tensor: the base cast to the tensor's dtype, then fastpe's
+        # correctly rounded power. torch's float32 power is not always correctly
+        # rounded (about 2 % of entries one ulp off in torch 2.13 on CPU), nor is C's
+        # powf (NumPy's): no bitwise twin of either here
+        f32 = self.t is np.float32
+        return _kernel._power(self.s(base), np.asarray(expo, self.t), float32=f32).astype(self.t)
+
+    def recip(self, a):
+        return self.s(1.0) / a
+
+    def rdiv(self, scalar, a):
+        return self.recip(a) * self.s(scalar)
+
+    def div(self, a, b):
+        return a / (self.s(b) if np.ndim(b) == 0 else b)
 
 
 def _precision(precision: Any) -> Precision:
@@ -677,7 +710,7 @@ def _timm_bands(
             if linear_bands:
                 part = np.array([float(1 + (Fraction(max_res) / 2 - 1) * t) for t in x])
             else:  # 2 ** ((log2(max_res) - 1) t) = (max_res / 2) ** t
-                part = np.power(max_res / 2, np.array([float(t) for t in x]))
+                part = _kernel._power(max_res / 2, np.array([float(t) for t in x]))
             out = part * math.pi
     if not np.all(np.isfinite(out)) or np.any(out < 0):
         raise ValueError(f"max_res={max_res!r} gives pixel bands that are not finite and >= 0")
@@ -765,7 +798,7 @@ def timm_dinov3(
                 w = 2 * math.pi / periods.astype(np.float64)
             else:
                 x = np.array([float(Fraction(i, max(nb - 1, 1))) for i in range(nb)])
-                w = (2 * math.pi / lo) * np.power(lo / hi, x)
+                w = (2 * math.pi / lo) * _kernel._power(lo / hi, x)
         else:
             if temperature is None:
                 raise ValueError("give temperature, or both min_period and max_period")
@@ -775,7 +808,7 @@ def timm_dinov3(
                 w = 2 * math.pi / f32.pow(t, ex).astype(np.float64)
             else:
                 x = np.array([float(Fraction(2 * i, dim // 2)) for i in range(nb)])
-                w = 2 * math.pi * np.power(t, -x)
+                w = 2 * math.pi * _kernel._power(t, -x)
     if not np.all(np.isfinite(w) & (w > 0)):
         raise ValueError(
             f"the periods of temperature={temperature!r}, min_period={min_period!r}, "

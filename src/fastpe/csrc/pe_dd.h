@@ -96,15 +96,25 @@ PE_INLINE pe_dd pe_dd_div_d(pe_dd a, double b) {
     return pe_fast_two_sum(q1, q2);
 }
 
-/* exp of a double-double, |x| < ~700.  Argument reduction by ln2 and 2^-9,
- * Taylor series of expm1, then 9 squarings in expm1 form (2s + s^2). */
-PE_INLINE pe_dd pe_dd_exp(pe_dd x) {
-    const pe_dd ln2 = {PE_LN2_HI, PE_LN2_LO};
-    double n = nearbyint(x.hi / PE_LN2_HI);
-    pe_dd r = pe_dd_add(x, pe_dd_mul_d(ln2, -n));
+PE_INLINE pe_dd pe_dd_from(double a) {
+    pe_dd r;
+    r.hi = a;
+    r.lo = 0.0;
+    return r;
+}
+
+PE_INLINE pe_dd pe_dd_neg(pe_dd a) {
+    a.hi = -a.hi;
+    a.lo = -a.lo;
+    return a;
+}
+
+/* expm1 of a double-double, |r| <= 0.36: the Taylor series of expm1(r / 512)
+ * (10 terms reach 2^-110), then 9 squarings in expm1 form (2s + s^2), so the
+ * result keeps its relative accuracy for r near 0. */
+PE_INLINE pe_dd pe_dd_expm1_small(pe_dd r) {
     r.hi *= 1.0 / 512.0;
     r.lo *= 1.0 / 512.0;
-    /* expm1(r) = r + r^2/2! + ... ; |r| < 7e-4 so 10 terms reach 2^-110 */
     pe_dd term = r, s = r;
     for (int k = 2; k <= 11; k++) {
         term = pe_dd_div_d(pe_dd_mul(term, r), (double)k);
@@ -114,27 +124,47 @@ PE_INLINE pe_dd pe_dd_exp(pe_dd x) {
         pe_dd two_s = {2.0 * s.hi, 2.0 * s.lo};
         s = pe_dd_add(two_s, pe_dd_mul(s, s));
     }
-    pe_dd one = {1.0, 0.0};
-    s = pe_dd_add(one, s);
+    return s;
+}
+
+/* exp of a double-double, |x| < ~709: argument reduction by ln2, then expm1. */
+PE_INLINE pe_dd pe_dd_exp(pe_dd x) {
+    const pe_dd ln2 = {PE_LN2_HI, PE_LN2_LO};
+    double n = nearbyint(x.hi / PE_LN2_HI);
+    pe_dd s = pe_dd_expm1_small(pe_dd_add(x, pe_dd_mul_d(ln2, -n)));
+    s = pe_dd_add(pe_dd_from(1.0), s);
     s.hi = ldexp(s.hi, (int)n);
     s.lo = ldexp(s.lo, (int)n);
     return s;
 }
 
-/* natural log of a positive finite double, to double-double: a = m * 2^e with
- * m in [0.5, 1), then one Newton step y <- y + m*exp(-y) - 1 doubles the 53
- * correct bits of libm's log(m).  (Working on m keeps exp(-y) <= 2: on a itself,
- * exp(-y) = 1/a overflows the Veltkamp split for a below ~1e-300, which gave NaN
- * frequencies for base = 2.2e-308; found by the fuzz target.) */
+/* ln(m) to about 2^-60 for m in [sqrt(1/2), sqrt(2)): 2 atanh(s) with
+ * s = (m - 1) / (m + 1), |s| < 0.172, 13 terms of its odd series.  Only + - * /
+ * of doubles, so the seed is the same on every machine (libm's log is not). */
+PE_INLINE double pe_log_seed(double m) {
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s, p = 1.0 / 25.0;
+    for (int k = 23; k >= 1; k -= 2)
+        p = p * s2 + 1.0 / (double)k;
+    return 2.0 * s * p;
+}
+
+/* Natural log of a positive finite double, to double-double (relative error
+ * below 2^-100): a = m * 2^e with m in [sqrt(1/2), sqrt(2)), then one Newton
+ * step y <- y + m exp(-y) - 1 from the seed, its correction formed as
+ * (m - 1) + m expm1(-y) (m - 1 is exact), so ln(m) keeps its relative accuracy
+ * for m near 1.  Working on m keeps every intermediate small (on a itself,
+ * exp(-y) = 1/a overflows the Veltkamp split for a below ~1e-300). */
 PE_INLINE pe_dd pe_dd_log(double a) {
     int ex;
     double m = frexp(a, &ex);
     const pe_dd ln2 = {PE_LN2_HI, PE_LN2_LO};
-    pe_dd y = {log(m), 0.0};
-    pe_dd my = {-y.hi, -y.lo};
-    pe_dd e = pe_dd_mul_d(pe_dd_exp(my), m);
-    pe_dd minus_one = {-1.0, 0.0};
-    y = pe_dd_add(y, pe_dd_add(e, minus_one));
+    if (m < 0.7071067811865476) { /* sqrt(1/2), rounded: either side is fine */
+        m *= 2.0;
+        ex -= 1;
+    }
+    double y0 = pe_log_seed(m);
+    pe_dd t = pe_dd_add(pe_dd_mul_d(pe_dd_expm1_small(pe_dd_from(-y0)), m), pe_dd_from(m - 1.0));
+    pe_dd y = pe_dd_add(pe_dd_from(y0), t);
     return pe_dd_add(y, pe_dd_mul_d(ln2, (double)ex));
 }
 

@@ -1,0 +1,70 @@
+/*
+ * fastpe's own correctly rounded elementary functions (log, pow) and the
+ * rounding of double-double values: the numbers the RoPE rules are made of,
+ * the same bits on every CPU, OS and compiler (libm's log and pow differ
+ * between platforms, NumPy's SIMD power between CPUs).
+ *
+ * A value is evaluated in double-double with a known relative error bound
+ * eps, then rounded once: where every real number within eps of it rounds to
+ * the same float, that float is the correctly rounded result.  Otherwise the
+ * value is too close to a rounding boundary to decide (for eps = 2^-90, about
+ * one call in 2^36); the nearest float of the double-double is returned then,
+ * and pe_cr_undecided() counts it.
+ */
+#ifndef FASTPE_PE_CRMATH_H
+#define FASTPE_PE_CRMATH_H
+
+#include <stdint.h>
+
+#include "csrc/pe_dd.h"
+
+/* The relative error bound of pe_pow_dd's value, exp(t) with t = y ln x. */
+#define PE_POW_EPS(t) (1.2621774483536189e-29 /* 2^-96 */ * (1.0 + fabs(t)))
+
+/* x^y = exp(y ln x) in double-double for finite x > 0 (*t: y ln x); +inf or 0
+ * beyond the doubles' range. */
+PE_HIDDEN pe_dd pe_pow_dd(double x, double y, double *t);
+/* ln(x) of a double-double x > 0. */
+PE_HIDDEN pe_dd pe_log_dd(pe_dd x);
+/* a / b in double-double. */
+PE_HIDDEN pe_dd pe_dd_div(pe_dd a, pe_dd b);
+/* v rounded once to double / float, given its relative error bound eps. */
+PE_HIDDEN double pe_round_double(pe_dd v, double eps);
+PE_HIDDEN float pe_round_float(pe_dd v, double eps);
+/* Correctly rounded ln(x) (NaN below 0, -inf at 0, as C's log). */
+PE_HIDDEN double pe_log_cr(double x);
+/* Correctly rounded x^y for x >= 0 (the special values of C's pow). */
+PE_HIDDEN double pe_pow_cr(double x, double y);
+PE_HIDDEN float pe_powf_cr(float x, float y);
+/* How many roundings could not be decided (see above) since the library was
+ * loaded. */
+PE_HIDDEN uint64_t pe_cr_undecided(void);
+
+/* Why a RoPE rule refused its parameters (the binding's messages name the
+ * parameters behind each reason). */
+enum {
+    PE_RULE_ARGUMENT,  /* a parameter itself (a code of fastpe_rope_frequencies) */
+    PE_RULE_ATTENTION, /* an attention factor not finite and > 0 (value) */
+    PE_RULE_RAMP,      /* yarn's ramp ends not finite */
+    PE_RULE_BASE,      /* dynamic's scaled base not finite and > 0 (value) */
+    PE_RULE_FREQUENCY, /* a frequency outside [0, 1e280] (index, value) */
+    PE_RULE_EDGE       /* llama3, equal factors: a wavelength on the edge (index) */
+};
+typedef struct {
+    int reason;
+    int64_t index;
+    double value;
+} pe_rule_detail;
+
+/* A float32 power in place of the correctly rounded one (the tests give
+ * torch's, to check the other float32 steps against torch to the bit). */
+typedef float (*pe_pow32_fn)(void *ctx, float base, float e);
+
+struct fastpe_rope_params;
+/* fastpe_rope_frequencies, and why it refused (why may be NULL); pow32 NULL:
+ * the correctly rounded power. */
+PE_HIDDEN int pe_rope_rule(const struct fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
+                           int64_t capacity, int64_t *nf, double *attention_factor,
+                           pe_rule_detail *why, pe_pow32_fn pow32, void *pow_ctx);
+
+#endif /* FASTPE_PE_CRMATH_H */
