@@ -705,27 +705,24 @@ def transformers_cases():
     return cases
 
 
-def with_torch_power(monkeypatch, head_dim, params):
+def with_torch_power(monkeypatch):
     """The library's float32 rules with torch's float32 power in place of the
-    correctly rounded one: each base's powers evaluated as transformers does, one
-    tensor ``base ** (arange(0, dim, 2) / dim)`` (torch's vector and scalar loops
-    may differ in the last bit)."""
+    correctly rounded one, over all exponents at once as transformers evaluates it
+    (one tensor ``base ** (arange(0, dim, 2) / dim)``: torch's vector and scalar
+    loops may differ in the last bit)."""
     import torch
 
     from fastpe import _rope, kernel
 
-    dim = int(head_dim * params.get("partial_rotary_factor", 1.0))
-    expo = torch.arange(0, dim, 2, dtype=torch.int64).float() / dim
-    powers: dict[float, dict[float, float]] = {}
-
     def torch_pow(base, e):
-        if base not in powers:
-            powers[base] = dict(zip(expo.tolist(), (base**expo).tolist(), strict=True))
-        return powers[base][e]
+        return (base ** torch.from_numpy(e.copy())).numpy()
+
+    real = getattr(kernel._rope_rule, "__wrapped__", kernel._rope_rule)
 
     def rule(*args, **kw):
-        return kernel._rope_rule(*args, **kw, pow32=torch_pow)
+        return real(*args, **kw, pow32=torch_pow)
 
+    rule.__wrapped__ = real  # type: ignore[attr-defined]
     monkeypatch.setattr(_rope._kernel, "_rope_rule", rule)
 
 
@@ -733,8 +730,8 @@ def test_float32_steps_are_torchs_operation_order(transformers_cases, monkeypatc
     """With torch's own float32 power in place of the correctly rounded one, the
     rest of precision="float32" -- scalars cast at each operation, scalar / tensor as
     reciprocal(tensor) * scalar -- is torch's to the bit, for every rule."""
+    with_torch_power(monkeypatch)
     for _rope_type, params, head_dim, mpe, seq_len, inv, attention in transformers_cases:
-        with_torch_power(monkeypatch, head_dim, params)
         w, a = fastpe.rope_frequencies(
             head_dim, params, max_position_embeddings=mpe, seq_len=seq_len
         )
@@ -818,7 +815,7 @@ def test_float32_equal_factors_are_torchs_operation_order(head_dim, band, monkey
     w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
     assert np.all(float32_ulps(w, inv) <= ULPS["llama3"])
 
-    with_torch_power(monkeypatch, head_dim, params)
+    with_torch_power(monkeypatch)
     w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
     np.testing.assert_array_equal(w, inv)
 

@@ -56,9 +56,10 @@ typedef struct {
     double value;
 } pe_rule_detail;
 
-/* A float32 power in place of the correctly rounded one (the tests give
- * torch's, to check the other float32 steps against torch to the bit). */
-typedef float (*pe_pow32_fn)(void *ctx, float base, float e);
+/* float32 powers base^e[i] in place of the correctly rounded ones, all of a
+ * rule's at once (the tests give torch's, one tensor as the framework
+ * evaluates it, to check the other float32 steps against torch to the bit). */
+typedef void (*pe_pow32_fn)(void *ctx, float base, const float *e, float *out, int64_t n);
 
 struct fastpe_rope_params;
 /* fastpe_rope_frequencies, and why it refused (why may be NULL); pow32 NULL:

@@ -66,6 +66,7 @@ typedef struct {
     pe_rule_detail *why;
     pe_pow32_fn pow32; /* NULL: pe_powf_cr */
     void *pow_ctx;
+    const float *powers; /* pow32's, by index */
 } rule;
 
 /* A refusal with its reason (and, for a frequency, its index and value). */
@@ -299,6 +300,7 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
         R->why = keep.why;
         R->pow32 = keep.pow32;
         R->pow_ctx = keep.pow_ctx;
+        R->powers = NULL;
     }
     R->type = p->rope_type;
     R->f32 = p->precision == FASTPE_PRECISION_FLOAT32;
@@ -359,11 +361,14 @@ static int dd_lt(pe_dd a, pe_dd b) { return a.hi < b.hi || (a.hi == b.hi && a.lo
 
 /* Frequency i in float32, torch's steps, or -1 where a step's frequencies are
  * refused. */
+static double exponent32(const rule *R, int64_t i) {
+    return rnd(R, rnd(R, (double)(2 * i)) / rnd(R, (double)R->dim));
+}
+
 static int frequency32(const rule *R, int64_t i, double *out) {
-    double e = rnd(R, rnd(R, (double)(2 * i)) / rnd(R, (double)R->dim));
-    double pw = (double)(R->pow32 != NULL ? R->pow32(R->pow_ctx, (float)R->theta, (float)e)
-                                          : pe_powf_cr((float)R->theta, (float)e)),
-           inv, wavelen, inv_l, smooth, s;
+    double pw = R->powers != NULL ? (double)R->powers[i]
+                                  : (double)pe_powf_cr((float)R->theta, (float)exponent32(R, i));
+    double inv, wavelen, inv_l, smooth, s;
     switch (R->type) {
     case FASTPE_ROPE_YARN: {
         double extrapolation = rnd(R, 1.0 / pw);
@@ -492,6 +497,23 @@ static int frequency(const rule *R, int64_t i, double *out) {
 /* Every frequency checked, then written (nothing written on a refusal). */
 static int frequencies(rule *R, double *out) {
     int64_t n = R->dim / 2;
+    if (R->pow32 != NULL && R->f32) {
+        float *e = (float *)malloc((size_t)n * sizeof(float));
+        float *pw = (float *)malloc((size_t)n * sizeof(float));
+        int err = FASTPE_ENOMEM;
+        if (e != NULL && pw != NULL) {
+            for (int64_t i = 0; i < n; i++)
+                e[i] = (float)exponent32(R, i);
+            R->pow32(R->pow_ctx, (float)R->theta, e, pw, n);
+            R->powers = pw;
+            R->pow32 = NULL;
+            err = frequencies(R, out);
+            R->powers = NULL;
+        }
+        free(e);
+        free(pw);
+        return err;
+    }
     for (int64_t i = 0; i < n; i++) {
         double w;
         int f = frequency(R, i, &w);
@@ -518,6 +540,7 @@ int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq
     R.why = why;
     R.pow32 = pow32;
     R.pow_ctx = pow_ctx;
+    R.powers = NULL;
     err = resolve(p, head_dim, &R);
     if (err != FASTPE_OK)
         return err;
@@ -548,6 +571,7 @@ int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
     R.why = NULL;
     R.pow32 = NULL;
     R.pow_ctx = NULL;
+    R.powers = NULL;
     err = resolve(p, head_dim, &R);
     if (err != FASTPE_OK)
         return err;

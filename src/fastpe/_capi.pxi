@@ -288,7 +288,8 @@ cdef extern from "pe_crmath.h" nogil:
         int reason
         int64_t index
         double value
-    ctypedef float (*pe_pow32_fn)(void *ctx, float base, float e) noexcept
+    ctypedef void (*pe_pow32_fn)(void *ctx, float base, const float *e, float *out,
+                                 int64_t n) noexcept
     int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
                      int64_t capacity, int64_t *nf, double *attention_factor,
                      pe_rule_detail *why, pe_pow32_fn pow32, void *pow_ctx)
@@ -344,11 +345,16 @@ _PARAM_INTS = ("rope_type", "precision", "truncate", "original_max_position_embe
                "max_position_embeddings", "seq_len", "size")
 
 
-cdef float _python_pow32(void *ctx, float base, float e) noexcept with gil:
+cdef void _python_pow32(void *ctx, float base, const float *e, float *out,
+                       int64_t n) noexcept with gil:
+    cdef int64_t k
     try:
-        return (<object>ctx)(base, e)
+        got = _np.asarray((<object>ctx)(base, _np.array(<const float[:n]>e)), _np.float32)
+        for k in range(n):
+            out[k] = got[k]
     except BaseException:
-        return _np.nan
+        for k in range(n):
+            out[k] = _np.nan
 
 
 def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, pow32=None):
@@ -358,7 +364,8 @@ def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, 
     (reason, index, value)), the output buffer (``capacity`` entries, default
     head_dim // 2 up to 2**20) NaN-filled before the call (to see what is written).
     ``handle``: fastpe_rope_from_params instead (code, None, nan, nf, None).
-    ``pow32(base, e)``: a float32 power in place of the correctly rounded one."""
+    ``pow32(base, e)``: float32 powers of an array of exponents in place of the
+    correctly rounded ones (n exponents: n powers)."""
     cdef fastpe_rope_params p
     cdef double[::1] out
     cdef double[::1] sf
