@@ -346,7 +346,7 @@ _PARAM_INTS = ("rope_type", "precision", "truncate", "original_max_position_embe
 
 
 cdef void _python_pow32(void *ctx, float base, const float *e, float *out,
-                       int64_t n) noexcept with gil:
+                        int64_t n) noexcept with gil:
     cdef int64_t k
     try:
         got = _np.asarray((<object>ctx)(base, _np.array(<const float[:n]>e)), _np.float32)
