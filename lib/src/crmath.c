@@ -131,6 +131,21 @@ double pe_pow_cr(double x, double y) {
     return pe_round_double(v, PE_POW_EPS(t));
 }
 
+float pe_powf_cr_ln(float x, pe_dd ln_x, float y) {
+    double r;
+    pe_dd l;
+    if (x < 0.0f)
+        return NAN;
+    if (pow_special((double)x, (double)y, &r))
+        return (float)r;
+    l = pe_dd_mul_d(ln_x, (double)y);
+    if (l.hi > 709.8)
+        return INFINITY;
+    if (l.hi < -745.2)
+        return 0.0f;
+    return pe_round_float(pe_dd_exp(l), PE_POW_EPS(l.hi));
+}
+
 float pe_powf_cr(float x, float y) {
     double r, t;
     if (x < 0.0f)

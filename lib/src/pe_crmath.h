@@ -36,6 +36,8 @@ PE_HIDDEN double pe_log_cr(double x);
 /* Correctly rounded x^y for x >= 0 (the special values of C's pow). */
 PE_HIDDEN double pe_pow_cr(double x, double y);
 PE_HIDDEN float pe_powf_cr(float x, float y);
+/* pe_powf_cr with ln_x = pe_dd_log(x) given (x > 0 finite; a rule's base, once). */
+PE_HIDDEN float pe_powf_cr_ln(float x, pe_dd ln_x, float y);
 /* How many roundings could not be decided (see above) since the library was
  * loaded. */
 PE_HIDDEN uint64_t pe_cr_undecided(void);

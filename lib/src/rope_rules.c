@@ -67,6 +67,7 @@ typedef struct {
     pe_pow32_fn pow32; /* NULL: pe_powf_cr */
     void *pow_ctx;
     const float *powers; /* pow32's, by index */
+    pe_dd ln_theta32;    /* float32: ln of the base rounded to float32 */
 } rule;
 
 /* A refusal with its reason (and, for a frequency, its index and value). */
@@ -367,7 +368,8 @@ static double exponent32(const rule *R, int64_t i) {
 
 static int frequency32(const rule *R, int64_t i, double *out) {
     double pw = R->powers != NULL ? (double)R->powers[i]
-                                  : (double)pe_powf_cr((float)R->theta, (float)exponent32(R, i));
+                                  : (double)pe_powf_cr_ln((float)R->theta, R->ln_theta32,
+                                                          (float)exponent32(R, i));
     double inv, wavelen, inv_l, smooth, s;
     switch (R->type) {
     case FASTPE_ROPE_YARN: {
@@ -497,10 +499,12 @@ static int frequency(const rule *R, int64_t i, double *out) {
 /* Every frequency checked, then written (nothing written on a refusal). */
 static int frequencies(rule *R, double *out) {
     int64_t n = R->dim / 2;
+    double *w;
+    int err = FASTPE_OK;
     if (R->pow32 != NULL && R->f32) {
         float *e = (float *)malloc((size_t)n * sizeof(float));
         float *pw = (float *)malloc((size_t)n * sizeof(float));
-        int err = FASTPE_ENOMEM;
+        err = FASTPE_ENOMEM;
         if (e != NULL && pw != NULL) {
             for (int64_t i = 0; i < n; i++)
                 e[i] = (float)exponent32(R, i);
@@ -514,15 +518,22 @@ static int frequencies(rule *R, double *out) {
         free(pw);
         return err;
     }
-    for (int64_t i = 0; i < n; i++) {
-        double w;
-        int f = frequency(R, i, &w);
-        if (f != W_USABLE)
-            return refuse(R, FASTPE_EBASE, f == W_EDGE ? PE_RULE_EDGE : PE_RULE_FREQUENCY, i, w);
+    if (R->f32) {
+        float t = (float)R->theta;
+        R->ln_theta32 = t > 0.0f && isfinite(t) ? pe_dd_log((double)t) : pe_dd_from(NAN);
     }
-    for (int64_t i = 0; i < n; i++)
-        (void)frequency(R, i, &out[i]);
-    return FASTPE_OK;
+    w = (double *)malloc((size_t)n * sizeof(double));
+    if (w == NULL)
+        return FASTPE_ENOMEM;
+    for (int64_t i = 0; i < n && err == FASTPE_OK; i++) {
+        int f = frequency(R, i, &w[i]);
+        if (f != W_USABLE)
+            err = refuse(R, FASTPE_EBASE, f == W_EDGE ? PE_RULE_EDGE : PE_RULE_FREQUENCY, i, w[i]);
+    }
+    if (err == FASTPE_OK)
+        memcpy(out, w, (size_t)n * sizeof(double));
+    free(w);
+    return err;
 }
 
 int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq, int64_t capacity,
