@@ -108,7 +108,7 @@ SETUP_COMMANDS = (
 )
 # The install prefix of the C example: the only text the test replaces.
 README_PREFIX = '"$HOME/opt/fastpe"'
-_BLOCK = re.compile(r"^```([^\s`]*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_BLOCK = re.compile(r"^(```|~~~)([^\s`~]*)[^\n]*\n(.*?)^\1[ \t]*$", re.S | re.M)
 _FILE_NAME = re.compile(r"^(?:#|/\*)\s*([\w.-]+\.(?:py|pyx|c|cpp|h|txt))\s*(?:\*/)?\s*$")
 _USES_TORCH = re.compile(r"^\s*(?:import|from)\s+(?:torch|fastpe\.torch)\b", re.M)
 _FILE_LANGS = {"python", "c", "cpp", "cython", "cmake"}
@@ -136,7 +136,7 @@ def code_blocks(markdown: str) -> list[Block]:
         above = markdown[: m.start()]
         headings = re.findall(r"^## (.+)$", above, re.M)
         blocks.append(
-            Block(m.group(1), m.group(2), above.count("\n") + 1, headings[-1] if headings else "")
+            Block(m.group(2), m.group(3), above.count("\n") + 1, headings[-1] if headings else "")
         )
     return blocks
 
@@ -168,6 +168,7 @@ def test_the_classifier_refuses_unknown_blocks():
         "## A\n```python\nprint(1)\n```\n```ruby\nputs 1\n```\n"
         "```c\nint x;\n```\n```c\n/* x.c */\nint x;\n```\n"
         "## B\n```bash\npip install '.[torch]'\n```\n```console\n$ fastpe info\n```\n"
+        "~~~\nno language\n~~~\n"
     )
     kinds = [(b.section, kind(b)) for b in code_blocks(md)]
     assert kinds == [
@@ -176,6 +177,7 @@ def test_the_classifier_refuses_unknown_blocks():
         ("A", None),
         ("A", "file"),
         ("B", "install"),
+        ("B", None),
         ("B", None),
     ]
 
@@ -298,7 +300,10 @@ def test_shell_section_runs(section, tmp_path):
     # link: a venv's interpreter finds its venv from the path it was started by).
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
     (bin_dir / "python").chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PKG_CONFIG_PATH", "CMAKE_PREFIX_PATH")}
+    # Only the README's own settings point pkg-config and CMake at the prefix.
+    env = dict(os.environ)
+    env.pop("PKG_CONFIG_PATH", None)
+    env.pop("CMAKE_PREFIX_PATH", None)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     script = ["set -euo pipefail"]
     for b in blocks:
