@@ -892,7 +892,7 @@ def _cache_axes_impl(
     return tc, ts
 
 
-def _cache_axes_fake(positions, sections, section_layout, inv_freq, attention_factor, layout, dtype):
+def _cache_axes_fake(positions, sections, section_layout, inv_freq, attention, layout, dtype):
     _on_cpu(positions, "positions", fake=True)
     shape = (*positions.shape[:-1], 2 * len(inv_freq))
     dtype = _out_dtype(dtype)
@@ -1073,6 +1073,10 @@ class RotaryEmbedding(torch.nn.Module):
         self.register_buffer("inv_freq", buffer, persistent=False)
         self.register_buffer("original_inv_freq", buffer.clone(), persistent=False)
         self.long_inv_freq: torch.Tensor | None = None
+        # the replaced module's own default rule (set by patch_model): the buffer
+        # values its init_weights gives, bitwise, where fastpe's float32 power
+        # may differ from torch's by an ulp
+        self._family_rule: Any = None
         self._w = w  # the frequencies last read from the buffer, as the operator takes them
         self._seen: tuple[Any, int] = (buffer, _tensor_version(buffer))
 
@@ -1098,20 +1102,27 @@ class RotaryEmbedding(torch.nn.Module):
     ) -> tuple[torch.Tensor, float]:
         """``(inv_freq, attention_scaling)`` of the module's rule, as a float32 (or
         float64) tensor on ``device``: what transformers' ``_init_weights`` and
-        :meth:`reset_parameters` fill the buffers with.  ``config`` is accepted for
-        transformers' call and not read (the module's rule came from it)."""
+        :meth:`reset_parameters` fill the buffers with (for a module that
+        :func:`patch_model` put in place of a ``default`` one, that module's own
+        rule: the values the unpatched model holds, bitwise).  ``config`` is
+        accepted for transformers' call and not read (the module's rule came from
+        it)."""
+        if self._family_rule is not None and seq_len is None and self.config is not None:
+            with torch.device("cpu"):
+                inv, factor = self._family_rule(self.config)
+            return (inv if device is None else inv.to(device)), factor
         w, factor = self._rule_frequencies(seq_len)
         return torch.tensor(w, dtype=self._dtype, device=device), factor
 
     def reset_parameters(self) -> None:
         """Fill ``inv_freq`` and ``original_inv_freq`` from the rule (after
         ``to_empty``, say) and forget a sequence length seen before."""
-        w, self.attention_scaling = self._rule_frequencies()
+        w, self.attention_scaling = self.compute_default_rope_parameters()
         with torch.no_grad():
             for name in ("inv_freq", "original_inv_freq"):
                 buf = self._buffers[name]
                 assert buf is not None
-                buf.copy_(torch.tensor(w, dtype=torch.float64))
+                buf.copy_(w)
         self.max_seq_len_cached = self.original_max_seq_len
         self.long_inv_freq = None
 
@@ -1188,7 +1199,7 @@ class RotaryEmbedding(torch.nn.Module):
             current.copy_(target)
 
     def _original_length(self) -> int:
-        head_dim, params, mpe, precision, attention = self._rule
+        params, mpe = self._rule[1], self._rule[2]
         value = (params or {}).get("original_max_position_embeddings", mpe)
         return as_int(value, "original_max_position_embeddings", minimum=1)
 
@@ -1229,8 +1240,9 @@ class RotaryEmbedding(torch.nn.Module):
             short, long_ = _longrope_lists(self)
             # both sets and a choice by the length, as transformers' torch.where
             longer = position_ids.max() + 1 > self._long_after
-            a = _rope_cache_op(position_ids, 0, 0, short, self.attention_scaling, self.layout, dtype)
-            b = _rope_cache_op(position_ids, 0, 0, long_, self.attention_scaling, self.layout, dtype)
+            rest = (self.attention_scaling, self.layout, dtype)
+            a = _rope_cache_op(position_ids, 0, 0, short, *rest)
+            b = _rope_cache_op(position_ids, 0, 0, long_, *rest)
             return a[0].where(~longer, b[0]), a[1].where(~longer, b[1])
         size = self.table_size
         if (
@@ -1278,10 +1290,7 @@ class RotaryEmbedding(torch.nn.Module):
                 f"got {tuple(position_ids.shape)}"
             )
         coords = position_ids.movedim(0, -1)
-        if _is_compiling():
-            w = _module_frequencies(self)
-        else:
-            w = self._buffer_frequencies()
+        w = _module_frequencies(self) if _is_compiling() else self._buffer_frequencies()
         args = (coords, sections, self.section_layout, w, self.attention_scaling, self.layout,
                 dtype)  # fmt: skip
         if not _is_compiling() and _eager(coords):
@@ -1481,7 +1490,7 @@ def patch_model(model: torch.nn.Module, *, warn: bool = True) -> PatchReport:
         report.append(name)
     if made:
         # every place a module is found (one rotary module may serve several parents)
-        for name, module in list(model.named_modules(remove_duplicate=False)):
+        for _, module in list(model.named_modules(remove_duplicate=False)):
             for child_name, child in list(module.named_children()):
                 if id(child) in made:
                     setattr(module, child_name, made[id(child)])
@@ -1520,6 +1529,8 @@ def _replacement(module: torch.nn.Module) -> RotaryEmbedding:
             f"{theirs.numel()} frequencies; the config's rule gives {ours.inv_freq.numel()}"
         )
     _same_rule(module, config, ours)
+    if ours.rope_type == "default":
+        ours._family_rule = getattr(type(module), "compute_default_rope_parameters", None)
     if theirs.device.type != "meta":
         # the module's state: what it rotates by, and what it has seen so far
         with torch.no_grad():
@@ -1577,9 +1588,7 @@ def _section_layout(module: torch.nn.Module, sections: list[int]) -> str:
     with torch.device("cpu"):
         axes = recompose(probe.expand(n, 1, 1, nf).clone())[0, 0, :nf].tolist()
     contiguous = [a for a, s in enumerate(sections) for _ in range(s)]
-    interleaved = [
-        r if 1 <= (r := i % n) and i < n * sections[r] else 0 for i in range(nf)
-    ]
+    interleaved = [r if (r := i % n) >= 1 and i < n * sections[r] else 0 for i in range(nf)]
     if axes == contiguous:
         return "contiguous"
     if axes == interleaved:
