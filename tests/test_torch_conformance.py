@@ -298,6 +298,26 @@ def test_mrope_text_models_go_through_the_multi_axis_path(family):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
+def test_mrope_meta_model_patches_and_materialises(family):
+    config_name, model_name, sections, layout = MROPE[family]
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections}
+    config = getattr(transformers, config_name)(**SMALL, head_dim=16, rope_parameters=rope)
+    with torch.device("meta"):
+        meta = getattr(transformers, model_name)(config)
+    assert ft.patch_model(meta) == ["rotary_emb"]
+    assert meta.rotary_emb.section_layout == layout
+    meta.to_empty(device="cpu")
+    meta.init_weights()
+    theirs = getattr(transformers, model_name)(config).rotary_emb
+    assert torch.equal(meta.rotary_emb.inv_freq, theirs.inv_freq)
+    pos = torch.arange(12).view(3, 1, 4)
+    for a, b in zip(
+        meta.rotary_emb(torch.zeros(1), pos), theirs(torch.zeros(1), pos), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=0, atol=4e-6)
+
+
 def test_patch_model_reports_what_it_leaves_alone():
     config = transformers.Qwen2VLConfig(
         text_config={**SMALL, "rope_parameters": {"rope_type": "default", "rope_theta": 1e4,

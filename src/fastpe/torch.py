@@ -6,19 +6,21 @@ fastpe`` alone never imports it.
 Operators, registered with ``torch.library`` so that ``torch.compile(fullgraph=True)``
 traces through them and ``torch.export`` keeps them in the graph:
 
-=========================  ==============================================================
-``fastpe::sinusoidal``     a ``(seq_len, d_model)`` table (:func:`sinusoidal`)
-``fastpe::sinusoidal_at``  the table of any positions (:func:`sinusoidal_at`)
-``fastpe::add_to``         ``x * scale + PE`` as a new tensor, differentiable (:func:`add_to`)
-``fastpe::add_to_``        the same in place (:func:`add_to_`)
-``fastpe::rope_cache``     RoPE's cos and sin (:func:`rope_cache`)
-``fastpe::apply_rope``     rotated copies of q (and k), differentiable (:func:`apply_rope`)
-``fastpe::apply_rope_``    the rotation in place (:func:`apply_rope_`)
-=========================  ==============================================================
+=============================  ===================================================================
+``fastpe::sinusoidal``         a ``(seq_len, d_model)`` table (:func:`sinusoidal`)
+``fastpe::sinusoidal_at``      the table of any positions (:func:`sinusoidal_at`)
+``fastpe::add_to``             ``x * scale + PE`` as a new tensor, differentiable (:func:`add_to`)
+``fastpe::add_to_``            the same in place (:func:`add_to_`)
+``fastpe::rope_cache``         RoPE's cos and sin (:func:`rope_cache`)
+``fastpe::rope_cache_axes``    M-RoPE's (:class:`RotaryEmbedding` with ``sections``)
+``fastpe::apply_rope``         rotated copies of q (and k), differentiable (:func:`apply_rope`)
+``fastpe::apply_rope_``        the rotation in place (:func:`apply_rope_`)
+=============================  ===================================================================
 
 Modules: :class:`RotaryEmbedding` (a transformers model's rotary module, same call),
-:func:`apply_rotary_pos_emb` (transformers' signature), :func:`patch_model` (swaps
-the rotary modules of a loaded model), :class:`SinusoidalPositionalEmbedding` (the
+:func:`apply_rotary_pos_emb` (transformers' signature; :func:`apply_rotary_pos_emb_`
+in place), :func:`patch_model` (swaps the rotary modules of a model, loaded or on the
+meta device, and says which it left alone), :class:`SinusoidalPositionalEmbedding` (the
 PyTorch tutorial's module) and :class:`Timesteps` (diffusers' timestep embedding).
 
 Tensors live on the CPU, with dtype float32, float64, float16 or bfloat16; a tensor
@@ -1058,6 +1060,7 @@ class RotaryEmbedding(torch.nn.Module):
                 raise ValueError(
                     f"sections {self.mrope_section} must sum to rotary_dim / 2 = {len(w)}"
                 )
+        self._special = self.mrope_section is not None or self.rope_type in _LENGTH_RULES
         if table_size is None:
             table_size = max_position_embeddings or 0
         self.table_size = as_int(table_size, "table_size", minimum=0, maximum=2**40)
@@ -1088,6 +1091,7 @@ class RotaryEmbedding(torch.nn.Module):
         if self._given is not None:
             w, factor = self._given, 1.0
         else:
+            assert head_dim is not None  # (checked when the module was made)
             inv, factor = _rope.rope_frequencies(
                 head_dim, params, max_position_embeddings=mpe, seq_len=seq_len,
                 precision=precision,
@@ -1221,11 +1225,11 @@ class RotaryEmbedding(torch.nn.Module):
         self, x: torch.Tensor, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         dtype = x.dtype if x.dtype in _FLOATS else torch.float32
-        if self.mrope_section is not None:
-            return self._axes(position_ids, dtype)
+        # (one attribute for the rarer paths: traced, each attribute read is a guard
+        # the compiled code checks at every call)
+        if self._special:
+            return self._special_forward(position_ids, dtype)
         if not _is_compiling():
-            if self.rope_type in _LENGTH_RULES:
-                self._follow_length(position_ids)
             args = (position_ids, 0, 0, self._buffer_frequencies(), self.attention_scaling,
                     self.layout, dtype)  # fmt: skip
             if _eager(position_ids):
@@ -1234,16 +1238,6 @@ class RotaryEmbedding(torch.nn.Module):
         # Traced (torch.compile or torch.export).  Nothing here reads a global of
         # torch or of another module: dynamo turns each such read into a guard it
         # checks at every call of the compiled code, which a decoding step pays.
-        if self.rope_type == "dynamic":
-            return _dynamic_step(self, position_ids, dtype)
-        if self.rope_type == "longrope":
-            short, long_ = _longrope_lists(self)
-            # both sets and a choice by the length, as transformers' torch.where
-            longer = position_ids.max() + 1 > self._long_after
-            rest = (self.attention_scaling, self.layout, dtype)
-            a = _rope_cache_op(position_ids, 0, 0, short, *rest)
-            b = _rope_cache_op(position_ids, 0, 0, long_, *rest)
-            return a[0].where(~longer, b[0]), a[1].where(~longer, b[1])
         size = self.table_size
         if (
             size
@@ -1270,6 +1264,29 @@ class RotaryEmbedding(torch.nn.Module):
         args = (position_ids, 0, 0, _module_frequencies(self), self.attention_scaling,
                 self.layout, dtype)  # fmt: skip
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
+
+    def _special_forward(
+        self, position_ids: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """M-RoPE, and the rules that follow the sequence length."""
+        if self.mrope_section is not None:
+            return self._axes(position_ids, dtype)
+        if not _is_compiling():
+            self._follow_length(position_ids)
+            args = (position_ids, 0, 0, self._buffer_frequencies(), self.attention_scaling,
+                    self.layout, dtype)  # fmt: skip
+            if _eager(position_ids):
+                return _cache_impl(*args)
+            return _rope_cache_op(*args)  # type: ignore[no-any-return]
+        if self.rope_type == "dynamic":
+            return _dynamic_step(self, position_ids, dtype)
+        short, long_ = _longrope_lists(self)
+        # both sets and a choice by the length, as transformers' torch.where
+        longer = position_ids.max() + 1 > self._long_after
+        rest = (self.attention_scaling, self.layout, dtype)
+        a = _rope_cache_op(position_ids, 0, 0, short, *rest)
+        b = _rope_cache_op(position_ids, 0, 0, long_, *rest)
+        return a[0].where(~longer, b[0]), a[1].where(~longer, b[1])
 
     def _axes(
         self, position_ids: torch.Tensor, dtype: torch.dtype
@@ -1484,7 +1501,7 @@ def patch_model(model: torch.nn.Module, *, warn: bool = True) -> PatchReport:
             continue
         try:
             made[id(module)] = _replacement(module)
-        except (ValueError, TypeError, AttributeError, KeyError, NotImplementedError) as e:
+        except (ValueError, TypeError, AttributeError, KeyError, RuntimeError) as e:
             report.skipped[name or type(module).__name__] = str(e)
             continue
         report.append(name)
@@ -1519,7 +1536,9 @@ def _replacement(module: torch.nn.Module) -> RotaryEmbedding:
     if rope_type is not None and not isinstance(rope_type, str):
         raise ValueError(f"one rope_type per layer type ({rope_type!r})")
     sections = getattr(module, "mrope_section", None)
-    layout = "contiguous" if sections is None else _section_layout(module, list(sections))
+    layout: Literal["contiguous", "interleaved"] = "contiguous"
+    if sections is not None:
+        layout = _section_layout(module, list(sections))
     with torch.device(theirs.device):
         ours = RotaryEmbedding(config, sections=sections, section_layout=layout)
     if rope_type is not None and rope_type != ours.rope_type:
@@ -1577,7 +1596,9 @@ def _same_rule(module: torch.nn.Module, config: Any, ours: RotaryEmbedding) -> N
         )
 
 
-def _section_layout(module: torch.nn.Module, sections: list[int]) -> str:
+def _section_layout(
+    module: torch.nn.Module, sections: list[int]
+) -> Literal["contiguous", "interleaved"]:
     """Which of fastpe's section layouts an M-RoPE module uses, read from its
     ``recomposition_frequencies`` applied to frequencies that name their axis."""
     recompose = getattr(module, "recomposition_frequencies", None)
