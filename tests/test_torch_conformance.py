@@ -342,3 +342,31 @@ def test_compiled_generation_with_a_static_cache(family):
         m.forward = torch.compile(m.forward, fullgraph=True, backend="aot_eager")
         tokens.append(m.generate(IDS, max_new_tokens=6, do_sample=False, pad_token_id=0))
     assert torch.equal(tokens[0], tokens[1])
+
+
+def test_compiled_dynamic_follows_the_length_outside_the_graph():
+    rule = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}
+    eager = ft.RotaryEmbedding(head_dim=16, rope_parameters=rule, max_position_embeddings=32)
+    traced = ft.RotaryEmbedding(head_dim=16, rope_parameters=rule, max_position_embeddings=32)
+    compiled = torch.compile(traced, backend="aot_eager")  # (a graph break, as transformers')
+    x = torch.zeros(1)
+    for n in (8, 50, 8, 40):
+        pos = torch.arange(n)[None]
+        for a, b in zip(compiled(x, pos), eager(x, pos), strict=True):
+            assert torch.equal(a, b)
+        assert traced.max_seq_len_cached == eager.max_seq_len_cached
+        assert torch.equal(traced.inv_freq, eager.inv_freq)
+
+
+def test_a_module_left_on_the_meta_device_says_so():
+    with torch.device("meta"):
+        rot = ft.RotaryEmbedding(head_dim=16, max_position_embeddings=32)
+    assert rot.inv_freq.device.type == "meta"
+    with pytest.raises(ValueError, match="meta device: materialise"):
+        rot(torch.zeros(1), torch.arange(4)[None])
+    rot.to_empty(device="cpu")
+    rot.reset_parameters()
+    want = ft.RotaryEmbedding(head_dim=16, max_position_embeddings=32)
+    assert torch.equal(rot.inv_freq, want.inv_freq)
+    assert torch.equal(rot(torch.zeros(1), torch.arange(4)[None])[0],
+                       want(torch.zeros(1), torch.arange(4)[None])[0])  # fmt: skip

@@ -1081,7 +1081,10 @@ class RotaryEmbedding(torch.nn.Module):
         # may differ from torch's by an ulp
         self._family_rule: Any = None
         self._w = w  # the frequencies last read from the buffer, as the operator takes them
-        self._seen: tuple[Any, int] = (buffer, _tensor_version(buffer))
+        # (a buffer on the meta device holds no values yet: read when materialised)
+        self._seen: tuple[Any, int] = (None, -1)
+        if buffer.device.type != "meta":
+            self._seen = (buffer, _tensor_version(buffer))
 
     # ---- the rule
 
