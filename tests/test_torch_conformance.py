@@ -370,3 +370,15 @@ def test_a_module_left_on_the_meta_device_says_so():
     assert torch.equal(rot.inv_freq, want.inv_freq)
     assert torch.equal(rot(torch.zeros(1), torch.arange(4)[None])[0],
                        want(torch.zeros(1), torch.arange(4)[None])[0])  # fmt: skip
+
+
+def test_per_layer_type_rules_are_refused_not_guessed():
+    config = transformers.Gemma3TextConfig(**SMALL, head_dim=16)
+    assert all(isinstance(v, dict) for v in config.rope_parameters.values())
+    with pytest.raises(ValueError, match="one rule per layer type"):
+        ft.RotaryEmbedding(config)
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForCausalLM(config)
+    with pytest.warns(UserWarning, match="model.rotary_emb: "):
+        report = ft.patch_model(model)
+    assert report == [] and list(report.skipped) == ["model.rotary_emb"]

@@ -1393,6 +1393,12 @@ def _config_rope_parameters(config: Any) -> tuple[dict[str, Any], tuple[str, ...
     prf = getattr(config, "partial_rotary_factor", None)
     if prf is not None:
         params.setdefault("partial_rotary_factor", prf)
+    nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
+    if nested:
+        raise ValueError(
+            f"the config's rope_parameters hold one rule per layer type ({nested}): give "
+            "one of them as rope_parameters"
+        )
     rope_type = as_choice(_rope._rope_type(params), "rope_type", _rope.ROPE_TYPES)
     read = set(_rope._COMMON) | set(_rope._KEYS[rope_type])
     ignored = tuple(sorted(k for k in params if k not in read))
