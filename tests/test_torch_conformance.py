@@ -382,3 +382,34 @@ def test_per_layer_type_rules_are_refused_not_guessed():
     with pytest.warns(UserWarning, match="model.rotary_emb: "):
         report = ft.patch_model(model)
     assert report == [] and list(report.skipped) == ["model.rotary_emb"]
+
+
+def test_rope_class_from_configs_as_transformers_tests_use_it():
+    """The rotary class of a patched model, made from configs whose rope_parameters
+    are updated in turn (default, linear, dynamic, yarn), as transformers' common
+    model tests do."""
+    _, patched = build("phi3")  # (half the head rotates)
+    rope_class = type(patched.model.rotary_emb)
+    config = copy.deepcopy(patched.config)
+    x = torch.randn(1)
+    short, long_ = torch.arange(10)[None], torch.arange(96)[None]
+
+    def make(**params):
+        config.rope_parameters.update({"rope_theta": 10000.0, **params})
+        return rope_class(config=config)
+
+    original = make(rope_type="default")
+    cos_short, _ = original(x, short)
+    cos_long, _ = original(x, long_)
+    torch.testing.assert_close(cos_short, cos_long[:, :10])
+    linear = make(rope_type="linear", factor=10)
+    lin_long, _ = linear(x, long_)
+    for p in range(0, 96, 10):
+        torch.testing.assert_close(lin_long[:, p], cos_long[:, p // 10])
+    ntk = make(rope_type="dynamic", factor=10)
+    torch.testing.assert_close(ntk(x, short)[0], cos_short)
+    ntk_long, _ = ntk(x, long_)  # beyond max_position_embeddings: new frequencies
+    assert not torch.allclose(ntk_long, cos_long)
+    assert (ntk.inv_freq <= original.inv_freq).all() and ntk.max_seq_len_cached == 96
+    yarn = make(rope_type="yarn", factor=10)
+    assert not torch.allclose(yarn(x, short)[0], cos_short)
