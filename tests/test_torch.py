@@ -538,18 +538,24 @@ def test_rotary_embedding_matches_transformers(params, dtype):
         torch.testing.assert_close(a.float(), b.float(), rtol=0, atol=tol)
 
 
-def test_patch_model_keeps_a_rotary_module_with_other_frequencies():
+def test_patch_model_carries_a_rotary_module_s_own_frequencies():
+    model, patched = tiny_llama()
+    for m in (model, patched):  # a model that set its own frequencies
+        m.model.rotary_emb.inv_freq = m.model.rotary_emb.inv_freq * 2
+    assert ft.patch_model(patched) == ["model.rotary_emb"]
+    # the new module rotates by what the buffer holds, not by its config's rule
+    assert torch.equal(patched.model.rotary_emb.inv_freq, model.model.rotary_emb.inv_freq)
+    with torch.no_grad():
+        torch.testing.assert_close(patched(IDS).logits, model(IDS).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_patch_model_reports_what_it_left_alone():
     _, patched = tiny_llama()
-    rot = patched.model.rotary_emb
-    rot.inv_freq = rot.inv_freq * 2  # a model that set its own frequencies
-    assert ft.patch_model(patched) == []
-    assert patched.model.rotary_emb is rot
-
-
-def test_patch_model_keeps_dynamic_rope():
-    model, patched = tiny_llama(rope_parameters={"rope_type": "dynamic", "factor": 2.0})
-    assert ft.patch_model(patched) == []
-    assert type(patched.model.rotary_emb) is type(model.model.rotary_emb)
+    patched.model.rotary_emb.inv_freq = patched.model.rotary_emb.inv_freq[:4]
+    with pytest.warns(UserWarning, match="left 1 rotary module.*model.rotary_emb: 4 frequencies"):
+        report = ft.patch_model(patched)
+    assert report == [] and list(report.skipped) == ["model.rotary_emb"]
+    assert "4 frequencies" in report.skipped["model.rotary_emb"]
 
 
 # ---------------------------------------------------------------- compiled table
@@ -684,7 +690,7 @@ def test_exported_rotary_embedding_without_a_table_calls_the_operator():
     x, pos = torch.zeros(1), torch.tensor([[10**6, -7]])
     ep = torch.export.export(Rotary(rot), (x, pos))
     assert "fastpe.rope_cache.default" in exported_targets(ep)
-    assert exported_tables(ep) == [(8,)]  # inv_freq alone
+    assert exported_tables(ep) == [(8,), (8,)]  # inv_freq and original_inv_freq
     cos, sin = ep.module()(x, pos)
     want = fastpe.rope_cache(16, YARN, positions=pos.numpy())
     np.testing.assert_array_equal(cos.numpy(), want[0])

@@ -26,7 +26,7 @@ log=$(mktemp)
     tests/test_rope_axes.py \
     tests/test_half.py tests/test_capi_rope.py tests/test_torch.py tests/test_frameworks_vision.py \
     tests/test_frameworks_rotary.py tests/test_rope_heads.py \
-    tests/test_frameworks_vision2.py \
+    tests/test_frameworks_vision2.py tests/test_torch_conformance.py \
     "tests/test_cli.py::test_bench_chart_into_missing_directory_fails_before_benchmarking" \
     -q -p no:cacheprovider -rs | tee "$log"
 if grep -E "^SKIPPED.*(No module named|could not import|not importable|fastpe.torch)" "$log"; then

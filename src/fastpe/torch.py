@@ -6,19 +6,21 @@ fastpe`` alone never imports it.
 Operators, registered with ``torch.library`` so that ``torch.compile(fullgraph=True)``
 traces through them and ``torch.export`` keeps them in the graph:
 
-=========================  ==============================================================
-``fastpe::sinusoidal``     a ``(seq_len, d_model)`` table (:func:`sinusoidal`)
-``fastpe::sinusoidal_at``  the table of any positions (:func:`sinusoidal_at`)
-``fastpe::add_to``         ``x * scale + PE`` as a new tensor, differentiable (:func:`add_to`)
-``fastpe::add_to_``        the same in place (:func:`add_to_`)
-``fastpe::rope_cache``     RoPE's cos and sin (:func:`rope_cache`)
-``fastpe::apply_rope``     rotated copies of q (and k), differentiable (:func:`apply_rope`)
-``fastpe::apply_rope_``    the rotation in place (:func:`apply_rope_`)
-=========================  ==============================================================
+=============================  ===================================================================
+``fastpe::sinusoidal``         a ``(seq_len, d_model)`` table (:func:`sinusoidal`)
+``fastpe::sinusoidal_at``      the table of any positions (:func:`sinusoidal_at`)
+``fastpe::add_to``             ``x * scale + PE`` as a new tensor, differentiable (:func:`add_to`)
+``fastpe::add_to_``            the same in place (:func:`add_to_`)
+``fastpe::rope_cache``         RoPE's cos and sin (:func:`rope_cache`)
+``fastpe::rope_cache_axes``    M-RoPE's (:class:`RotaryEmbedding` with ``sections``)
+``fastpe::apply_rope``         rotated copies of q (and k), differentiable (:func:`apply_rope`)
+``fastpe::apply_rope_``        the rotation in place (:func:`apply_rope_`)
+=============================  ===================================================================
 
 Modules: :class:`RotaryEmbedding` (a transformers model's rotary module, same call),
-:func:`apply_rotary_pos_emb` (transformers' signature), :func:`patch_model` (swaps
-the rotary modules of a loaded model), :class:`SinusoidalPositionalEmbedding` (the
+:func:`apply_rotary_pos_emb` (transformers' signature; :func:`apply_rotary_pos_emb_`
+in place), :func:`patch_model` (swaps the rotary modules of a model, loaded or on the
+meta device, and says which it left alone), :class:`SinusoidalPositionalEmbedding` (the
 PyTorch tutorial's module) and :class:`Timesteps` (diffusers' timestep embedding).
 
 Tensors live on the CPU, with dtype float32, float64, float16 or bfloat16; a tensor
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -55,6 +58,7 @@ if _torch_version(torch.__version__) < MIN_TORCH:
     )
 
 __all__ = [
+    "PatchReport",
     "RotaryEmbedding",
     "SinusoidalPositionalEmbedding",
     "Timesteps",
@@ -63,6 +67,7 @@ __all__ = [
     "apply_rope",
     "apply_rope_",
     "apply_rotary_pos_emb",
+    "apply_rotary_pos_emb_",
     "patch_model",
     "rope_cache",
     "sinusoidal",
@@ -857,24 +862,99 @@ def apply_rope_(
     return q if k is None else (q, k)
 
 
+# ---------------------------------------------------------------- multi-axis cos and sin
+
+
+def _cache_axes_impl(
+    positions: torch.Tensor,
+    sections: list[int],
+    section_layout: str,
+    inv_freq: list[float],
+    attention_factor: float,
+    layout: str,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    pos = _ids(positions, "positions")
+    assert pos is not None
+    w = _frequency_array(inv_freq)
+    shape = (*positions.shape[:-1], 2 * w.size)
+    kw: dict[str, Any] = {
+        "positions": pos,
+        "sections": sections,
+        "section_layout": section_layout,
+        "inv_freq": w,
+        "attention_factor": None if attention_factor == 1.0 else attention_factor,
+        "layout": layout,
+    }
+    if dtype in _NUMPY:
+        cos, sin = _rope.rope_cache(2 * w.size, **kw, dtype=_NUMPY[dtype])
+        return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
+    tc, ts = _empty(shape, dtype, copies=3), _empty(shape, dtype)
+    _rope.rope_cache(2 * w.size, **kw, out=(_view(tc), _view(ts)))
+    return tc, ts
+
+
+def _cache_axes_fake(positions, sections, section_layout, inv_freq, attention, layout, dtype):
+    _on_cpu(positions, "positions", fake=True)
+    shape = (*positions.shape[:-1], 2 * len(inv_freq))
+    dtype = _out_dtype(dtype)
+    return (
+        positions.new_empty(shape, dtype=dtype),
+        positions.new_empty(shape, dtype=dtype),
+    )
+
+
+_rope_cache_axes_op = _define(
+    "rope_cache_axes(Tensor positions, int[] sections, str section_layout, float[] inv_freq, "
+    "float attention_factor, str layout, ScalarType dtype) -> (Tensor, Tensor)",
+    _cache_axes_impl,
+    _cache_axes_fake,
+)
+
+
 # ---------------------------------------------------------------- modules
+
+# The rules whose frequencies follow the sequence length (transformers'
+# dynamic_rope_update): the module updates its inv_freq buffer before rotating.
+_LENGTH_RULES = ("dynamic", "longrope")
+
+
+def _tensor_version(t: torch.Tensor) -> int:
+    try:
+        return int(t._version)
+    except RuntimeError:  # an inference tensor keeps no version: read it every time
+        return -1
 
 
 class RotaryEmbedding(torch.nn.Module):
     """A transformers model's rotary module with fastpe's cos and sin.
 
     ``forward(x, position_ids) -> (cos, sin)``, each of shape ``(*position_ids.shape,
-    head_dim)`` in ``x.dtype``: the call of ``LlamaRotaryEmbedding`` and its kin, so
+    rotary_dim)`` in ``x.dtype``: the call of ``LlamaRotaryEmbedding`` and its kin, so
     ``model.model.rotary_emb = RotaryEmbedding(model.config)`` swaps it (or see
     :func:`patch_model`).  The angles ``k * inv_freq`` are exact and each entry is
     rounded once (transformers rounds the angle to float32 first).
+
+    The module rotates by what its ``inv_freq`` buffer holds, read again whenever
+    the buffer is replaced or written (a model's ``init_weights``, ``to_empty``,
+    ``load_state_dict`` of a state dict that has it, ``model.to(dtype)``).  As in
+    transformers, ``inv_freq`` and ``original_inv_freq`` are non-persistent
+    buffers (no entry in the state dict), so the module can be built on the meta
+    device and materialised with the model; ``reset_parameters()`` (or a
+    transformers model's ``init_weights``) fills them from the rule.  The
+    attributes transformers' code reads carry its meanings: ``config``,
+    ``rope_type``, ``attention_scaling``, ``max_seq_len_cached``,
+    ``original_max_seq_len``, ``original_inv_freq`` and
+    ``compute_default_rope_parameters``.
 
     Parameters
     ----------
     config : transformers config, optional
         Read for ``rope_parameters`` (or ``rope_scaling`` and ``rope_theta``),
         ``head_dim`` (or ``hidden_size // num_attention_heads``) and
-        ``max_position_embeddings``.
+        ``max_position_embeddings``.  Keys of ``rope_parameters`` that its
+        ``rope_type`` does not read (transformers ignores them too, e.g.
+        ``mrope_section``) are left out and listed in ``ignored_keys``.
     head_dim, rope_parameters, max_position_embeddings, precision : keyword-only
         Instead of ``config``, or to override it; as in :func:`fastpe.rope_cache`.
     inv_freq : keyword-only
@@ -883,22 +963,40 @@ class RotaryEmbedding(torch.nn.Module):
     attention_factor : float, keyword-only
         Overrides the family's.
     layout : {"half", "interleaved"}, keyword-only
+    sections : sequence of int, keyword-only
+        Multi-axis positions (M-RoPE, transformers' ``mrope_section``): the
+        number of frequencies that follow each axis.  ``position_ids`` is then
+        ``(len(sections), batch, seq)`` (or ``(batch, seq)``, the same position
+        on every axis, as Qwen2-VL's module broadcasts it) and the cos and sin
+        have shape ``(batch, seq, rotary_dim)``.
+    section_layout : {"contiguous", "interleaved"}, keyword-only
+        Which frequencies follow which axis, as :func:`fastpe.rope_cache`'s:
+        Qwen2-VL and Qwen2.5-VL are contiguous, Qwen3-VL interleaved.
     table_size : int, keyword-only
         Positions ``0 .. table_size - 1`` that a traced graph (``torch.compile``,
         ``torch.export``) reads from a table of fastpe's cos and sin (bitwise the
         operator's values) instead of calling the operator; default
         ``max_position_embeddings`` (none without it), 0 for no table.  The table
         of a dtype is computed when the module is first traced for it
-        (``table_size * rotary_dim * 2`` entries) and becomes a constant of the
-        compiled graph or the exported program, which refuse any position outside
-        it (a RuntimeError or IndexError, "index out of bounds").  Eager calls
-        always use the operator, for any position.
+        (``table_size * rotary_dim * 2`` entries) from the buffer as it is then,
+        and becomes a constant of the compiled graph or the exported program,
+        which refuse any position outside it (a RuntimeError or IndexError,
+        "index out of bounds").  Eager calls always use the operator, for any
+        position.  The rules that follow the sequence length, and multi-axis
+        modules, call the operator when traced.
 
-    ``rope_type`` ``dynamic`` and ``longrope`` (frequencies that change with the
-    sequence length) are refused.
+    ``rope_type`` ``dynamic`` and ``longrope`` follow the sequence length as
+    transformers' ``dynamic_rope_update`` does (the largest position id plus one):
+    ``dynamic`` recomputes its frequencies beyond ``max_seq_len_cached`` and goes
+    back to ``original_inv_freq`` for a sequence shorter than
+    ``max_position_embeddings``; ``longrope`` switches between its short and long
+    factors at ``original_max_position_embeddings``.  Traced, ``longrope``
+    computes both and picks one (no graph break); ``dynamic``, like
+    transformers', breaks the graph there.
     """
 
     inv_freq: torch.Tensor
+    original_inv_freq: torch.Tensor
 
     def __init__(
         self,
@@ -912,40 +1010,231 @@ class RotaryEmbedding(torch.nn.Module):
         attention_factor: float | None = None,
         layout: Literal["half", "interleaved"] = "half",
         table_size: int | None = None,
+        sections: Any = None,
+        section_layout: Literal["contiguous", "interleaved"] = "contiguous",
     ) -> None:
         super().__init__()
+        ignored: tuple[str, ...] = ()
         if config is not None:
             if head_dim is None:
                 head_dim = getattr(config, "head_dim", None) or (
                     config.hidden_size // config.num_attention_heads
                 )
             if rope_parameters is None and inv_freq is None:
-                rope_parameters = _config_rope_parameters(config)
+                rope_parameters, ignored = _config_rope_parameters(config)
             if max_position_embeddings is None:
                 max_position_embeddings = getattr(config, "max_position_embeddings", None)
-        w, self.attention_scaling = _frequencies(
-            head_dim,
-            rope_parameters,
-            inv_freq,
-            attention_factor,
-            max_position_embeddings,
-            precision,
-        )
+        if inv_freq is not None and rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        if head_dim is None and inv_freq is None:
+            raise ValueError("give config, head_dim (with rope_parameters) or inv_freq")
+        self.config = config
+        self.ignored_keys = ignored
+        self.rope_type = "default"
+        if rope_parameters is not None:
+            self.rope_type = as_choice(
+                _rope._rope_type(rope_parameters), "rope_type", _rope.ROPE_TYPES
+            )
+        if max_position_embeddings is not None:
+            max_position_embeddings = as_int(
+                max_position_embeddings, "max_position_embeddings", minimum=1
+            )
+        self.max_seq_len_cached = max_position_embeddings
+        self.original_max_seq_len = max_position_embeddings
+        self._given = None
+        if inv_freq is not None:
+            if isinstance(inv_freq, torch.Tensor):
+                inv_freq = inv_freq.detach().to("cpu", torch.float64).numpy()
+            self._given = [float(v) for v in _rope._as_frequencies(inv_freq)]
+        self._rule = (head_dim, None if rope_parameters is None else dict(rope_parameters),
+                      max_position_embeddings, precision, attention_factor)  # fmt: skip
+        w, self.attention_scaling = self._rule_frequencies()
+        # where longrope's long factors take over (a constant of a traced graph)
+        self._long_after = self._original_length() if self.rope_type == "longrope" else 0
         self.layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+        self.mrope_section: list[int] | None = None
+        self.section_layout = as_choice(section_layout, "section_layout", _rope.SECTION_LAYOUTS)
+        if sections is not None:
+            self.mrope_section = [as_int(s, "sections", minimum=0) for s in sections]
+            if sum(self.mrope_section) != len(w):
+                raise ValueError(
+                    f"sections {self.mrope_section} must sum to rotary_dim / 2 = {len(w)}"
+                )
+        self._special = self.mrope_section is not None or self.rope_type in _LENGTH_RULES
         if table_size is None:
-            table_size = 0 if max_position_embeddings is None else max_position_embeddings
+            table_size = max_position_embeddings or 0
         self.table_size = as_int(table_size, "table_size", minimum=0, maximum=2**40)
         self._tables: dict[torch.dtype, torch.Tensor] = {}
-        self._w = w  # the frequencies as Python floats: the operator's argument
-        # for code that reads the module's frequencies (never used to compute)
-        self.register_buffer("inv_freq", torch.tensor(w, dtype=torch.float32), persistent=False)
+        # A float32 buffer where every frequency is a float32 (the rules' float32
+        # steps, a model's buffer), float64 otherwise: the buffer holds the values
+        # exactly.  Made on the default device, which is meta under
+        # torch.device("meta") or init_empty_weights.
+        arr = np.asarray(w, dtype=np.float64)
+        exact32 = np.array_equal(arr.astype(np.float32).astype(np.float64), arr)
+        self._dtype = torch.float32 if exact32 else torch.float64
+        buffer = torch.tensor(w, dtype=self._dtype)
+        self.register_buffer("inv_freq", buffer, persistent=False)
+        self.register_buffer("original_inv_freq", buffer.clone(), persistent=False)
+        self.long_inv_freq: torch.Tensor | None = None
+        # the replaced module's own default rule (set by patch_model): the buffer
+        # values its init_weights gives, bitwise, where fastpe's float32 power
+        # may differ from torch's by an ulp
+        self._family_rule: Any = None
+        self._w = w  # the frequencies last read from the buffer, as the operator takes them
+        # (a buffer on the meta device holds no values yet: read when materialised)
+        self._seen: tuple[Any, int] = (None, -1)
+        if buffer.device.type != "meta":
+            self._seen = (buffer, _tensor_version(buffer))
+
+    # ---- the rule
+
+    def _rule_frequencies(self, seq_len: int | None = None) -> tuple[list[float], float]:
+        """(frequencies, attention factor) of the module's rule at ``seq_len``."""
+        head_dim, params, mpe, precision, attention = self._rule
+        if self._given is not None:
+            w, factor = self._given, 1.0
+        else:
+            assert head_dim is not None  # (checked when the module was made)
+            inv, factor = _rope.rope_frequencies(
+                head_dim, params, max_position_embeddings=mpe, seq_len=seq_len,
+                precision=precision,
+            )  # fmt: skip
+            w = [float(v) for v in inv]
+        if attention is not None:
+            factor = _rope.as_base(attention, "attention_factor")
+        return w, factor
+
+    def compute_default_rope_parameters(
+        self, config: Any = None, device: Any = None, seq_len: int | None = None, **kwargs: Any
+    ) -> tuple[torch.Tensor, float]:
+        """``(inv_freq, attention_scaling)`` of the module's rule, as a float32 (or
+        float64) tensor on ``device``: what transformers' ``_init_weights`` and
+        :meth:`reset_parameters` fill the buffers with (for a module that
+        :func:`patch_model` put in place of a ``default`` one, that module's own
+        rule: the values the unpatched model holds, bitwise).  ``config`` is
+        accepted for transformers' call and not read (the module's rule came from
+        it)."""
+        if self._family_rule is not None and seq_len is None and self.config is not None:
+            with torch.device("cpu"):
+                inv, factor = self._family_rule(self.config)
+            return (inv if device is None else inv.to(device)), factor
+        w, factor = self._rule_frequencies(seq_len)
+        return torch.tensor(w, dtype=self._dtype, device=device), factor
+
+    def reset_parameters(self) -> None:
+        """Fill ``inv_freq`` and ``original_inv_freq`` from the rule (after
+        ``to_empty``, say) and forget a sequence length seen before."""
+        w, self.attention_scaling = self.compute_default_rope_parameters()
+        with torch.no_grad():
+            for name in ("inv_freq", "original_inv_freq"):
+                buf = self._buffers[name]
+                assert buf is not None
+                buf.copy_(w)
+        self.max_seq_len_cached = self.original_max_seq_len
+        self.long_inv_freq = None
+
+    def _extra_repr_rule(self) -> str:
+        return f"rope_type={self.rope_type!r}, rotary_dim={2 * len(self._w)}"
+
+    def extra_repr(self) -> str:
+        extra = self._extra_repr_rule()
+        if self.mrope_section is not None:
+            extra += f", sections={self.mrope_section}, section_layout={self.section_layout!r}"
+        return extra
+
+    # ---- the buffer
+
+    def _buffer_frequencies(self) -> list[float]:
+        """The frequencies the ``inv_freq`` buffer holds, read again when it was
+        replaced or written since the last call.  A buffer that cannot be read
+        (fake tensors while tracing) gives the values read last."""
+        t = self._buffers["inv_freq"]
+        assert t is not None
+        seen, version = self._seen
+        if t is seen and version >= 0 and _tensor_version(t) == version:
+            return self._w
+        try:
+            with _disable_current_modes():
+                values = t.detach().to("cpu", torch.float64).numpy()
+        except (RuntimeError, NotImplementedError, TypeError):
+            if t.device.type == "meta" and not _is_compiling():
+                raise ValueError(
+                    "the rotary module's inv_freq is on the meta device: materialise the "
+                    "model first (to_empty then init_weights, or from_pretrained)"
+                ) from None
+            return self._w
+        w = [float(v) for v in _rope._as_frequencies(values)]
+        if len(w) != len(self._w):
+            raise ValueError(
+                f"inv_freq has {len(w)} frequencies; the module rotates {len(self._w)} pairs"
+            )
+        if w != self._w:
+            self._w = w
+            self._tables.clear()
+        self._seen = (t, _tensor_version(t))
+        return w
+
+    def _follow_length(self, position_ids: torch.Tensor) -> None:
+        """transformers' dynamic_rope_update: the buffer follows the sequence length."""
+        seq_len = int(position_ids.max()) + 1
+        current = self._buffers["inv_freq"]
+        assert current is not None
+        if self.rope_type == "dynamic":
+            cached, original = self.max_seq_len_cached, self.original_max_seq_len
+            assert cached is not None and original is not None
+            if seq_len > cached:  # growth: the rule at this length
+                inv, self.attention_scaling = self.compute_default_rope_parameters(
+                    device=current.device, seq_len=seq_len
+                )
+                self.register_buffer("inv_freq", inv.to(current.dtype), persistent=False)
+                self.max_seq_len_cached = seq_len
+            if seq_len < original and cached > original:  # back to the original frequencies
+                back = self.original_inv_freq.to(current.device)
+                self.original_inv_freq = back
+                self.register_buffer("inv_freq", back, persistent=False)
+                self.max_seq_len_cached = original
+            return
+        if seq_len > self._long_after:
+            if self.long_inv_freq is None:
+                self.long_inv_freq = self.compute_default_rope_parameters(
+                    device=current.device, seq_len=self._long_after + 1
+                )[0]
+            target = self.long_inv_freq
+        else:
+            target = self.original_inv_freq
+        with torch.no_grad():
+            current.copy_(target)
+
+    def _original_length(self) -> int:
+        params, mpe = self._rule[1], self._rule[2]
+        value = (params or {}).get("original_max_position_embeddings", mpe)
+        return as_int(value, "original_max_position_embeddings", minimum=1)
+
+    def _longrope_frequencies(self) -> tuple[list[float], list[float]]:
+        """The short and the long frequencies (the first from ``original_inv_freq``)."""
+        t = self._buffers["original_inv_freq"]
+        assert t is not None
+        try:
+            with _disable_current_modes():
+                short = [float(v) for v in t.detach().to("cpu", torch.float64).numpy()]
+        except (RuntimeError, NotImplementedError, TypeError):
+            short = self._rule_frequencies()[0]
+        long_ = self._rule_frequencies(self._long_after + 1)[0]
+        return short, long_
+
+    # ---- forward
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         dtype = x.dtype if x.dtype in _FLOATS else torch.float32
+        # (one attribute for the rarer paths: traced, each attribute read is a guard
+        # the compiled code checks at every call)
+        if self._special:
+            return self._special_forward(position_ids, dtype)
         if not _is_compiling():
-            args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
+            args = (position_ids, 0, 0, self._buffer_frequencies(), self.attention_scaling,
+                    self.layout, dtype)  # fmt: skip
             if _eager(position_ids):
                 return _cache_impl(*args)
             return _rope_cache_op(*args)  # type: ignore[no-any-return]
@@ -975,21 +1264,72 @@ class RotaryEmbedding(torch.nn.Module):
             # (two gathers, not one split in two: a compiled graph's outputs that
             # are views of one intermediate cost its runtime wrapper more)
             return both[0, index], both[1, index]
-        args = (position_ids, 0, 0, self._w, self.attention_scaling, self.layout, dtype)
+        args = (position_ids, 0, 0, _module_frequencies(self), self.attention_scaling,
+                self.layout, dtype)  # fmt: skip
         return _rope_cache_op(*args)  # type: ignore[no-any-return]
+
+    def _special_forward(
+        self, position_ids: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """M-RoPE, and the rules that follow the sequence length."""
+        if self.mrope_section is not None:
+            return self._axes(position_ids, dtype)
+        if not _is_compiling():
+            self._follow_length(position_ids)
+            args = (position_ids, 0, 0, self._buffer_frequencies(), self.attention_scaling,
+                    self.layout, dtype)  # fmt: skip
+            if _eager(position_ids):
+                return _cache_impl(*args)
+            return _rope_cache_op(*args)  # type: ignore[no-any-return]
+        if self.rope_type == "dynamic":
+            return _dynamic_step(self, position_ids, dtype)
+        short, long_ = _longrope_lists(self)
+        # both sets and a choice by the length, as transformers' torch.where
+        longer = position_ids.max() + 1 > self._long_after
+        rest = (self.attention_scaling, self.layout, dtype)
+        a = _rope_cache_op(position_ids, 0, 0, short, *rest)
+        b = _rope_cache_op(position_ids, 0, 0, long_, *rest)
+        return a[0].where(~longer, b[0]), a[1].where(~longer, b[1])
+
+    def _axes(
+        self, position_ids: torch.Tensor, dtype: torch.dtype
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """M-RoPE: ``position_ids`` of shape ``(n_axes, batch, seq)`` (or ``(batch,
+        seq)``, broadcast to every axis) to caches of shape ``(batch, seq, rotary_dim)``."""
+        sections = self.mrope_section
+        assert sections is not None
+        if not isinstance(position_ids, torch.Tensor):
+            raise TypeError(
+                f"position_ids must be a torch.Tensor, got {type(position_ids).__name__}"
+            )
+        if position_ids.ndim == 2:
+            position_ids = position_ids.expand(len(sections), -1, -1)
+        if position_ids.ndim != 3 or position_ids.shape[0] != len(sections):
+            raise ValueError(
+                f"position_ids must have shape ({len(sections)}, batch, seq) or (batch, seq), "
+                f"got {tuple(position_ids.shape)}"
+            )
+        coords = position_ids.movedim(0, -1)
+        w = _module_frequencies(self) if _is_compiling() else self._buffer_frequencies()
+        args = (coords, sections, self.section_layout, w, self.attention_scaling, self.layout,
+                dtype)  # fmt: skip
+        if not _is_compiling() and _eager(coords):
+            return _cache_axes_impl(*args)
+        return _rope_cache_axes_op(*args)  # type: ignore[no-any-return]
 
     def table(self, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``(cos, sin)`` of positions ``0 .. table_size - 1`` in ``dtype`` that a
         traced graph reads, computed on first use (by the operator's code, so
-        bitwise its values) and kept: two contiguous halves of one tensor of
-        shape ``(2, table_size, rotary_dim)``."""
+        bitwise its values, for the frequencies the buffer holds) and kept: two
+        contiguous halves of one tensor of shape ``(2, table_size, rotary_dim)``."""
         both = self._both(_out_dtype(dtype))
         return both[0], both[1]
 
     def _both(self, dtype: torch.dtype) -> torch.Tensor:
+        w = self._buffer_frequencies()
         both = self._tables.get(dtype)
         if both is None:
-            nf = len(self._w)
+            nf = len(w)
             attention = None if self.attention_scaling == 1.0 else self.attention_scaling
             # (made outside any tracing mode: export's non-strict tracing would
             # otherwise record, or fake, the fill instead of holding its values)
@@ -1000,7 +1340,7 @@ class RotaryEmbedding(torch.nn.Module):
                 _rope.rope_cache(
                     2 * nf,
                     seq_len=self.table_size,
-                    inv_freq=_frequency_array(self._w),
+                    inv_freq=_frequency_array(w),
                     attention_factor=attention,
                     layout=self.layout,  # type: ignore[arg-type]
                     out=(_view(both[0]), _view(both[1])),
@@ -1017,9 +1357,33 @@ def _table(module: RotaryEmbedding, dtype: torch.dtype) -> torch.Tensor:
     return module._both(dtype)
 
 
-def _config_rope_parameters(config: Any) -> dict[str, Any]:
+@torch.compiler.assume_constant_result
+def _module_frequencies(module: RotaryEmbedding) -> list[float]:
+    """The frequencies in the module's buffer, read once while tracing."""
+    return module._buffer_frequencies()
+
+
+@torch.compiler.assume_constant_result
+def _longrope_lists(module: RotaryEmbedding) -> tuple[list[float], list[float]]:
+    return module._longrope_frequencies()
+
+
+@torch.compiler.disable
+def _dynamic_step(
+    module: RotaryEmbedding, position_ids: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``dynamic``'s step outside the graph: its frequencies are a function of
+    the values of the positions, which a graph cannot hold as constants."""
+    module._follow_length(position_ids)
+    args = (position_ids, 0, 0, module._buffer_frequencies(), module.attention_scaling,
+            module.layout, dtype)  # fmt: skip
+    return _rope_cache_op(*args)  # type: ignore[no-any-return]
+
+
+def _config_rope_parameters(config: Any) -> tuple[dict[str, Any], tuple[str, ...]]:
     """A config's RoPE rule: ``rope_parameters`` (transformers >= 5), else the
-    older ``rope_scaling`` with ``rope_theta`` beside it."""
+    older ``rope_scaling`` with ``rope_theta`` beside it; and the keys left out,
+    those its rope_type does not read (transformers' rules ignore them too)."""
     params = getattr(config, "rope_parameters", None)
     if params is None:
         params = dict(getattr(config, "rope_scaling", None) or {})
@@ -1029,7 +1393,16 @@ def _config_rope_parameters(config: Any) -> dict[str, Any]:
     prf = getattr(config, "partial_rotary_factor", None)
     if prf is not None:
         params.setdefault("partial_rotary_factor", prf)
-    return params
+    nested = sorted(k for k, v in params.items() if isinstance(v, Mapping))
+    if nested:
+        raise ValueError(
+            f"the config's rope_parameters hold one rule per layer type ({nested}): give "
+            "one of them as rope_parameters"
+        )
+    rope_type = as_choice(_rope._rope_type(params), "rope_type", _rope.ROPE_TYPES)
+    read = set(_rope._COMMON) | set(_rope._KEYS[rope_type])
+    ignored = tuple(sorted(k for k in params if k not in read))
+    return {k: v for k, v in params.items() if k in read}, ignored
 
 
 def apply_rotary_pos_emb(
@@ -1043,10 +1416,55 @@ def apply_rotary_pos_emb(
     """transformers' ``apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)``
     (``position_ids`` is accepted and unused, as in older releases): ``q * cos +
     rotate_half(q) * sin`` with one fused multiply-add, for the ``half`` layout
-    and any ``cos`` and ``sin`` (e.g. those of :class:`RotaryEmbedding`)."""
+    and any ``cos`` and ``sin`` (e.g. those of :class:`RotaryEmbedding`).
+
+    Partial rotary (GPT-NeoX, Phi-3, any ``partial_rotary_factor``): ``cos`` and
+    ``sin`` narrower than the head rotate its first ``cos.shape[-1]``
+    dimensions and the rest pass through, as those families do."""
     cos = cos.unsqueeze(unsqueeze_dim)
     sin = sin.unsqueeze(unsqueeze_dim)
-    return _rotate_half_mul(q, cos, sin), _rotate_half_mul(k, cos, sin)
+    return _rotate_part(q, cos, sin, "q"), _rotate_part(k, cos, sin, "k")
+
+
+def apply_rotary_pos_emb_(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    position_ids: torch.Tensor | None = None,
+    unsqueeze_dim: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`apply_rotary_pos_emb` in place: the first ``cos.shape[-1]``
+    dimensions of ``q`` and ``k`` are overwritten by their rotation (bitwise
+    the out-of-place values), the rest are left as they are; returns ``(q, k)``.
+    Not differentiable: use :func:`apply_rotary_pos_emb` for tensors that need
+    a gradient."""
+    _no_grad_in_place(q, "q", "apply_rotary_pos_emb")
+    _no_grad_in_place(k, "k", "apply_rotary_pos_emb")
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    for x, name in ((q, "q"), (k, "k")):
+        rd = _rotary_width(x, cos, name)
+        part = x[..., :rd]
+        part.copy_(_rotate_half_mul(part, cos, sin))
+    return q, k
+
+
+def _rotary_width(x: torch.Tensor, cos: torch.Tensor, name: str) -> int:
+    rd = cos.shape[-1]
+    if rd > x.shape[-1] or rd % 2:
+        raise ValueError(
+            f"cos and sin have {rd} columns: the rotated part of {name} (last dimension "
+            f"{x.shape[-1]}) must be an even number of columns at most its width"
+        )
+    return rd  # type: ignore[no-any-return]
+
+
+def _rotate_part(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, name: str) -> torch.Tensor:
+    rd = _rotary_width(x, cos, name)
+    if rd == x.shape[-1]:
+        return _rotate_half_mul(x, cos, sin)
+    return torch.cat((_rotate_half_mul(x[..., :rd], cos, sin), x[..., rd:]), dim=-1)
 
 
 def _rotate_half_mul(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -1055,40 +1473,157 @@ def _rotate_half_mul(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
     return torch.addcmul(x * cos, rotated, sin)
 
 
-def patch_model(model: torch.nn.Module) -> list[str]:
-    """Swap every transformers rotary module of ``model`` for a :class:`RotaryEmbedding`
-    built from its config, in place; returns the names of the modules replaced.
+class PatchReport(list):  # type: ignore[type-arg]
+    """What :func:`patch_model` did: the list of the module names it replaced,
+    and ``skipped``, a dict from each rotary module it left as it was to the
+    reason."""
 
-    A rotary module is one whose class name ends in ``RotaryEmbedding`` and that
-    has a ``config``; it is kept (and not listed) when its rule is one
-    :class:`RotaryEmbedding` refuses (``dynamic``, ``longrope``) or when its
-    frequencies differ from the config's (a model that sets its own)."""
-    replaced = []
+    skipped: dict[str, str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped = {}
+
+
+def patch_model(model: torch.nn.Module, *, warn: bool = True) -> PatchReport:
+    """Swap every transformers rotary module of ``model`` for a :class:`RotaryEmbedding`
+    built from its config, in place; returns a :class:`PatchReport`, the list of the
+    names replaced, whose ``skipped`` says which rotary modules were left alone
+    and why (also told in one warning, unless ``warn=False``).
+
+    A rotary module is one whose class name ends in ``RotaryEmbedding``.  It is
+    replaced when it has a ``config`` whose rule fastpe computes (every
+    ``rope_type`` of :func:`fastpe.rope_frequencies`; M-RoPE's ``mrope_section``
+    through the multi-axis path) and that rule gives the frequencies and
+    attention factor the module's own rule gives.  Works on models on the meta
+    device (``from_pretrained``'s, ``init_empty_weights``'): the new module is
+    made there too and materialises with the model.  A materialised module's
+    state is carried over: ``inv_freq`` and ``original_inv_freq`` (so the new
+    module rotates by the same frequencies, in the same dtype), and what
+    ``dynamic`` and ``longrope`` have seen of the sequence length."""
+    report = PatchReport()
+    made: dict[int, torch.nn.Module] = {}
     for name, module in list(model.named_modules()):
         if isinstance(module, RotaryEmbedding) or not type(module).__name__.endswith(
             "RotaryEmbedding"
         ):
             continue
-        config = getattr(module, "config", None)
-        theirs = getattr(module, "inv_freq", None)
-        if config is None or not isinstance(theirs, torch.Tensor):
-            continue
         try:
-            ours = RotaryEmbedding(config)
-        except (ValueError, TypeError, AttributeError):
+            made[id(module)] = _replacement(module)
+        except (ValueError, TypeError, AttributeError, KeyError, RuntimeError) as e:
+            report.skipped[name or type(module).__name__] = str(e)
             continue
-        scaling = getattr(module, "attention_scaling", 1.0)
-        if (
-            ours.inv_freq.shape != theirs.shape
-            or not torch.allclose(ours.inv_freq, theirs.detach().float().cpu(), rtol=1e-6, atol=0)
-            or not np.isclose(ours.attention_scaling, float(scaling), rtol=1e-6)
-        ):
-            continue
-        parent_name, _, child = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, ours)
-        replaced.append(name)
-    return replaced
+        report.append(name)
+    if made:
+        # every place a module is found (one rotary module may serve several parents)
+        for _, module in list(model.named_modules(remove_duplicate=False)):
+            for child_name, child in list(module.named_children()):
+                if id(child) in made:
+                    setattr(module, child_name, made[id(child)])
+    if report.skipped and warn:
+        told = "; ".join(f"{name}: {why}" for name, why in report.skipped.items())
+        warnings.warn(
+            f"fastpe.torch.patch_model left {len(report.skipped)} rotary module(s) as they "
+            f"were ({told})",
+            stacklevel=2,
+        )
+    return report
+
+
+def _replacement(module: torch.nn.Module) -> RotaryEmbedding:
+    """A :class:`RotaryEmbedding` in place of transformers' ``module``, or a
+    ValueError (TypeError, ...) saying why there is none."""
+    config = getattr(module, "config", None)
+    if config is None:
+        raise ValueError("no config to build the module from (no rule fastpe knows)")
+    theirs = getattr(module, "inv_freq", None)
+    if not isinstance(theirs, torch.Tensor):
+        raise ValueError("no inv_freq buffer")
+    if theirs.device.type not in ("cpu", "meta"):
+        raise ValueError(f"on device {theirs.device}: fastpe computes on the CPU")
+    rope_type = getattr(module, "rope_type", None)
+    if rope_type is not None and not isinstance(rope_type, str):
+        raise ValueError(f"one rope_type per layer type ({rope_type!r})")
+    sections = getattr(module, "mrope_section", None)
+    layout: Literal["contiguous", "interleaved"] = "contiguous"
+    if sections is not None:
+        layout = _section_layout(module, list(sections))
+    with torch.device(theirs.device):
+        ours = RotaryEmbedding(config, sections=sections, section_layout=layout)
+    if rope_type is not None and rope_type != ours.rope_type:
+        raise ValueError(f"rope_type {rope_type!r}; its config's is {ours.rope_type!r}")
+    if tuple(theirs.shape) != tuple(ours.inv_freq.shape):
+        raise ValueError(
+            f"{theirs.numel()} frequencies; the config's rule gives {ours.inv_freq.numel()}"
+        )
+    _same_rule(module, config, ours)
+    if ours.rope_type == "default":
+        ours._family_rule = getattr(type(module), "compute_default_rope_parameters", None)
+    if theirs.device.type != "meta":
+        # the module's state: what it rotates by, and what it has seen so far
+        with torch.no_grad():
+            ours.inv_freq = theirs.detach().clone()
+            original = getattr(module, "original_inv_freq", None)
+            if isinstance(original, torch.Tensor) and original.shape == theirs.shape:
+                ours.original_inv_freq = original.detach().to(theirs.device).clone()
+        for attr in ("max_seq_len_cached", "attention_scaling", "long_inv_freq"):
+            if getattr(module, attr, None) is not None:
+                setattr(ours, attr, getattr(module, attr))
+    ours.train(module.training)
+    return ours
+
+
+def _same_rule(module: torch.nn.Module, config: Any, ours: RotaryEmbedding) -> None:
+    """ValueError unless the module's own rule (as transformers' init_weights
+    reads it) gives the frequencies and attention factor of fastpe's."""
+    rule = None
+    if ours.rope_type == "default":
+        rule = getattr(type(module), "compute_default_rope_parameters", None)
+    else:
+        try:
+            utils = importlib.import_module("transformers.modeling_rope_utils")
+            rule = utils.ROPE_INIT_FUNCTIONS.get(ours.rope_type)
+        except ImportError:
+            rule = None
+    theirs = getattr(module, "inv_freq", None)
+    if rule is not None:
+        with torch.device("cpu"):
+            reference, factor = rule(config)
+    elif isinstance(theirs, torch.Tensor) and theirs.device.type != "meta":
+        reference, factor = theirs, getattr(module, "attention_scaling", 1.0)
+    else:
+        raise ValueError("no rule to compare fastpe's with")
+    w = np.asarray(ours._rule_frequencies()[0], dtype=np.float64)
+    if reference.device.type == "meta":
+        raise ValueError("its rule gave frequencies on the meta device")
+    reference = reference.detach().to("cpu", torch.float64).numpy()
+    if reference.shape != w.shape or not np.allclose(w, reference, rtol=1e-6, atol=0):
+        raise ValueError("its frequencies differ from those of its config's rule in fastpe")
+    if not np.isclose(ours.attention_scaling, float(factor), rtol=1e-6):
+        raise ValueError(
+            f"attention factor {float(factor)}; fastpe's rule gives {ours.attention_scaling}"
+        )
+
+
+def _section_layout(
+    module: torch.nn.Module, sections: list[int]
+) -> Literal["contiguous", "interleaved"]:
+    """Which of fastpe's section layouts an M-RoPE module uses, read from its
+    ``recomposition_frequencies`` applied to frequencies that name their axis."""
+    recompose = getattr(module, "recomposition_frequencies", None)
+    n, nf = len(sections), sum(sections)
+    if recompose is None or n == 0:
+        raise ValueError("an M-RoPE module without recomposition_frequencies")
+    probe = torch.arange(n, dtype=torch.float32, device="cpu").view(n, 1, 1, 1)
+    with torch.device("cpu"):
+        axes = recompose(probe.expand(n, 1, 1, nf).clone())[0, 0, :nf].tolist()
+    contiguous = [a for a, s in enumerate(sections) for _ in range(s)]
+    interleaved = [r if (r := i % n) >= 1 and i < n * sections[r] else 0 for i in range(nf)]
+    if axes == contiguous:
+        return "contiguous"
+    if axes == interleaved:
+        return "interleaved"
+    raise ValueError(f"an M-RoPE layout fastpe does not have (frequency axes {axes})")
 
 
 class SinusoidalPositionalEmbedding(torch.nn.Module):
