@@ -12,44 +12,42 @@
 #define MAX_SCALE 1e280
 
 int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
+    fastpe_knobs t;
     if (name == NULL || k == NULL)
         return FASTPE_ENULL;
-    memset(k, 0, sizeof(*k));
-    k->size = sizeof(*k);
-    k->base = 10000.0;
-    k->denominator = FASTPE_DENOM_D2;
-    k->position_scale = 1.0;
-    k->columns = FASTPE_COLUMNS_INTERLEAVED;
-    k->odd = FASTPE_ODD_SIN;
-    if (strcmp(name, "vaswani") == 0)
-        return FASTPE_OK;
-    if (strcmp(name, "tensor2tensor") == 0) { /* max/min timescale 1e4 / 1 */
-        k->denominator = FASTPE_DENOM_MAX_H_MINUS_1_1;
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ZERO;
-        return FASTPE_OK;
+    /* built in a local and copied out on success only: an unknown name leaves
+       the caller's struct as it was */
+    memset(&t, 0, sizeof(t));
+    t.size = sizeof(t);
+    t.base = 10000.0;
+    t.denominator = FASTPE_DENOM_D2;
+    t.position_scale = 1.0;
+    t.columns = FASTPE_COLUMNS_INTERLEAVED;
+    t.odd = FASTPE_ODD_SIN;
+    if (strcmp(name, "vaswani") == 0) {
+    } else if (strcmp(name, "tensor2tensor") == 0) { /* max/min timescale 1e4 / 1 */
+        t.denominator = FASTPE_DENOM_MAX_H_MINUS_1_1;
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ZERO;
+    } else if (strcmp(name, "fairseq") == 0) {
+        t.denominator = FASTPE_DENOM_H_MINUS_1;
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ZERO;
+        t.has_padding_idx = 1;
+        t.padding_idx = 1;
+    } else if (strcmp(name, "diffusers") == 0) { /* downscale_freq_shift 1, scale 1, no flip */
+        t.denominator = FASTPE_DENOM_H_MINUS_SHIFT;
+        t.shift = 1.0;
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ZERO;
+    } else if (strcmp(name, "gptj") == 0) {
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ERROR;
+    } else {
+        return FASTPE_EINVAL;
     }
-    if (strcmp(name, "fairseq") == 0) {
-        k->denominator = FASTPE_DENOM_H_MINUS_1;
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ZERO;
-        k->has_padding_idx = 1;
-        k->padding_idx = 1;
-        return FASTPE_OK;
-    }
-    if (strcmp(name, "diffusers") == 0) { /* downscale_freq_shift 1, scale 1, no flip */
-        k->denominator = FASTPE_DENOM_H_MINUS_SHIFT;
-        k->shift = 1.0;
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ZERO;
-        return FASTPE_OK;
-    }
-    if (strcmp(name, "gptj") == 0) {
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ERROR;
-        return FASTPE_OK;
-    }
-    return FASTPE_EINVAL;
+    *k = t;
+    return FASTPE_OK;
 }
 
 /* Convention.spec(d_model), field by field. */

@@ -8,6 +8,7 @@
 #endif
 #include "pe_lib.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #if defined(__linux__)
@@ -139,6 +140,7 @@ static int read_ticks(const cpu_set_t *set, long long *busy, long long *total) {
 int pe_idle_team(int nt) {
     cpu_set_t set;
     long long busy, total;
+    int saved_errno = errno; /* the caller's errno survives the /proc reads */
     if (!idle_teams_on || nt <= 1)
         return nt;
     long long t = now_ns(CLOCK_MONOTONIC);
@@ -167,6 +169,7 @@ int pe_idle_team(int nt) {
         }
         pthread_mutex_unlock(&idle_lock);
     }
+    errno = saved_errno;
     int k = __atomic_load_n(&idle_cap, __ATOMIC_RELAXED);
     return k < nt ? k : nt;
 }
@@ -320,6 +323,9 @@ static int init_error = 0;
 
 static void init_once(void) {
     double f64, f32;
+    /* the start-up probes (cache sizes, cgroup files) fail with ENOENT on many
+       systems; errors are returned as codes, so the caller's errno is kept */
+    int saved_errno = errno;
     const char *avx512 = getenv("FASTPE_AVX512");
     pe_v512_init();
     /* FASTPE_AVX512=0: the portable writers only (the same bits; for tests) */
@@ -330,6 +336,7 @@ static void init_once(void) {
     pe_set_cpu_quota(pe_cgroup_cpu_quota());
     idle_sample(); /* the first window starts here */
     init_error = install_fork_guard();
+    errno = saved_errno;
 }
 
 #if defined(_WIN32)
