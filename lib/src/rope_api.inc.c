@@ -49,6 +49,11 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
         return FASTPE_ESTRIDE;
     if (n > (INT64_MAX / 16) / W)
         return FASTPE_ESIZE;
+    /* (a one-row cache never uses its stride, whatever it is) */
+    if (n > 1 && row_stride > (INT64_MAX / 16) / (n - 1))
+        return FASTPE_ESTRIDE;
+    if (n == 1)
+        row_stride = 0;
     if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
                   W * (int64_t)sizeof(ROPE_T)))
         return FASTPE_EOVERLAP;
@@ -81,8 +86,9 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
 static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_t seq,
                                int64_t heads, int64_t stride_batch, int64_t stride_seq,
                                int64_t stride_head, int layout, int64_t nf, double attention) {
-    int64_t W = 2 * nf, span;
+    int64_t W = 2 * nf;
     int64_t n3[3], st[3];
+    int err;
     R->m = 0;
     if (batch < 0 || seq < 0 || heads < 0)
         return FASTPE_ESIZE;
@@ -95,29 +101,17 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     if (batch > (INT64_MAX / 16) / seq || batch * seq > (INT64_MAX / 16) / heads ||
         batch * seq > (INT64_MAX / 16) / W)
         return FASTPE_ESIZE;
-    /* rotated in place: no two rows' rotated entries may share memory (each axis,
-       by |stride|, steps over everything the axes inside it span) */
+    /* rotated in place: no two rows' rotated entries may share an element */
     n3[0] = batch, n3[1] = seq, n3[2] = heads;
     st[0] = stride_batch, st[1] = stride_seq, st[2] = stride_head;
-    for (int i = 0; i < 3; i++)
-        st[i] = st[i] >= 0 ? st[i] : -st[i];
-    for (int i = 0; i < 3; i++) { /* sort by |stride| (three entries) */
-        for (int j = 0; j < 2 - i; j++) {
-            if (st[j] > st[j + 1]) {
-                int64_t ts = st[j], tn = n3[j];
-                st[j] = st[j + 1], n3[j] = n3[j + 1];
-                st[j + 1] = ts, n3[j + 1] = tn;
-            }
-        }
-    }
-    span = W;
-    for (int i = 0; i < 3; i++) {
-        if (n3[i] > 1) {
-            if (st[i] < span)
-                return FASTPE_ESTRIDE;
-            span = st[i] * (n3[i] - 1) + span;
-        }
-    }
+    err = rope_rows_disjoint(n3, st, 3, W);
+    if (err != FASTPE_OK)
+        return err;
+    /* the stride of an axis of one row is never used: 0, so that nothing below
+       scales an arbitrary value (it may be INT64_MIN) */
+    stride_batch = batch > 1 ? stride_batch : 0;
+    stride_seq = seq > 1 ? stride_seq : 0;
+    stride_head = heads > 1 ? stride_head : 0;
     {
         /* rows in the order of their memory: (batch, heads, seq) when heads are the
            outer axis, else (batch, seq, heads) */
@@ -188,6 +182,11 @@ int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
         return FASTPE_ESTRIDE;
     if (n > (INT64_MAX / 16) / W / PE_ROPE_MAX_AXES)
         return FASTPE_ESIZE;
+    /* (a one-row cache never uses its stride, whatever it is) */
+    if (n > 1 && row_stride > (INT64_MAX / 16) / (n - 1))
+        return FASTPE_ESTRIDE;
+    if (n == 1)
+        row_stride = 0;
     if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
                   W * (int64_t)sizeof(ROPE_T)))
         return FASTPE_EOVERLAP;

@@ -218,7 +218,8 @@ static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, in
         return FASTPE_OK;
     if (out == NULL)
         return FASTPE_ENULL;
-    if (row_stride < h->sp.d && nseq * S > 1)
+    /* (nseq, S >= 1 here: more than one row iff either exceeds 1, no product) */
+    if (row_stride < h->sp.d && (nseq > 1 || S > 1))
         return FASTPE_ESTRIDE;
     if (nseq > INT64_MAX / S)
         return FASTPE_ESIZE;

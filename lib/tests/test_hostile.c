@@ -97,7 +97,7 @@ static void test_limits(void) {
     fastpe_rope *h = fastpe_rope_from_frequencies(w, 2, 1.0);
     int32_t axis[2] = {0, 1};
     fastpe_rope *ha = fastpe_rope_from_axes(w, 2, axis, 2, 1.0);
-    int64_t pos2[2] = {3, 5};
+    int64_t pos2[8] = {3, 5, 4, 6, 5, 7, 6, 8}; /* (token, axis) pairs */
     CHECK(s != NULL && h != NULL && ha != NULL, "handles");
     if (s == NULL || h == NULL || ha == NULL)
         return;
