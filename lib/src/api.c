@@ -111,6 +111,24 @@ static void cplan_release(int slot) {
     }
 }
 
+void pe_plan_cache_lock(int take) {
+    if (take)
+        pe_mutex_lock(&cplan_lock);
+    else
+        pe_mutex_unlock(&cplan_lock);
+}
+
+void pe_plan_cache_release(void) {
+    pe_mutex_lock(&cplan_lock);
+    for (int i = 0; i < CPLANS; i++) {
+        if (cplans[i].mem != NULL && cplans[i].refs == 0) { /* (a running fill keeps its plan) */
+            free(cplans[i].mem);
+            cplans[i].mem = NULL;
+        }
+    }
+    pe_mutex_unlock(&cplan_lock);
+}
+
 int pe_plan_cache_snapshot(double *out, int n) {
     int k = 0;
     pe_mutex_lock(&cplan_lock);

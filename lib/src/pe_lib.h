@@ -92,6 +92,23 @@ struct fastpe_rope {
 PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
                                                  double max_position);
 
+/* Handle shells (lifecycle.c): the structs behind handles, kept by the library
+ * once freed so that a stale pointer never reaches freed memory. */
+#define PE_SHELL_SPEC   0
+#define PE_SHELL_ROPE   1
+#define PE_SHELL_KINDS  2
+PE_HIDDEN void *pe_shell_alloc(int kind, size_t size); /* zeroed, or NULL */
+PE_HIDDEN void pe_shell_free(int kind, void *p);
+/* The fork handlers (pthread_atfork, installed by pe_init): every lock of the
+ * library taken before fork() and released on both sides. */
+PE_HIDDEN void pe_fork_prepare(void);
+PE_HIDDEN void pe_fork_parent(void);
+PE_HIDDEN void pe_fork_child(void);
+/* The plan cache's lock taken (1) or released (0), for the fork handlers; the
+ * idle plans freed (at unload). */
+PE_HIDDEN void pe_plan_cache_lock(int take);
+PE_HIDDEN void pe_plan_cache_release(void);
+
 /* Called on the calling thread between the chunks of a long fill; nonzero
  * stops the fill (the rows done so far stay written). */
 typedef int (*pe_poll_fn)(void *ctx);

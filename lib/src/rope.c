@@ -829,12 +829,12 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
         if (!(inv_freq[i] >= 0.0 && inv_freq[i] <= MAX_FREQUENCY))
             return NULL;
     }
-    h = (struct fastpe_rope *)calloc(1, sizeof(*h));
+    h = (struct fastpe_rope *)pe_shell_alloc(PE_SHELL_ROPE, sizeof(*h));
     if (h == NULL)
         return NULL;
     h->w = (double *)malloc((size_t)nf * sizeof(double));
     if (h->w == NULL) {
-        free(h);
+        pe_shell_free(PE_SHELL_ROPE, h);
         return NULL;
     }
     memcpy(h->w, inv_freq, (size_t)nf * sizeof(double));
@@ -860,7 +860,7 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
             pe_prepare(h->plan, &h->sp, 0, B, pe_threads(0, B, nf, -1)) != FASTPE_OK) {
             free(h->plan);
             free(h->w);
-            free(h);
+            pe_shell_free(PE_SHELL_ROPE, h);
             return NULL;
         }
     }
@@ -881,7 +881,7 @@ void fastpe_rope_free(fastpe_rope *h) {
         h->magic = 0;
         free(h->w);
         free(h->plan);
-        free(h);
+        pe_shell_free(PE_SHELL_ROPE, h);
     }
 }
 

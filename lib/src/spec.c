@@ -127,7 +127,7 @@ struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t 
     struct fastpe_spec *h;
     if (sp->wlist != NULL)
         return NULL;
-    h = (struct fastpe_spec *)malloc(sizeof(*h));
+    h = (struct fastpe_spec *)pe_shell_alloc(PE_SHELL_SPEC, sizeof(*h));
     if (h == NULL)
         return NULL;
     h->magic = PE_SPEC_MAGIC;
@@ -196,7 +196,7 @@ fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base, const char *de
 void fastpe_spec_free(fastpe_spec *h) {
     if (h != NULL && h->magic == PE_SPEC_MAGIC) {
         h->magic = 0;
-        free(h);
+        pe_shell_free(PE_SHELL_SPEC, h);
     }
 }
 

@@ -184,15 +184,38 @@ static void idle_sample(void) {}
  * only the forking thread, but the pool's bookkeeping still lists the parent's
  * workers, so a 2+-thread team in the child waits for them forever.  A
  * pthread_atfork child handler marks the child; fills there use a 1-thread team,
- * which libgomp serves from the calling thread.  The mark is inherited. */
+ * which libgomp serves from the calling thread.  The mark is inherited.  The
+ * handlers also hold every lock of the library across the fork (lifecycle.c),
+ * so that no lock reaches the child held by a thread the child does not have. */
 #if defined(_WIN32)
 int pe_forked_child(void) { return 0; }
 static int install_fork_guard(void) { return 0; }
 #else
 static volatile int forked_child_flag = 0;
-static void on_fork_child(void) { forked_child_flag = 1; }
+#if defined(__linux__) && defined(CPU_COUNT) /* (the idle sampler's lock, above) */
+#define IDLE_LOCK()   pthread_mutex_lock(&idle_lock)
+#define IDLE_UNLOCK() pthread_mutex_unlock(&idle_lock)
+#else
+#define IDLE_LOCK()   ((void)0)
+#define IDLE_UNLOCK() ((void)0)
+#endif
+static void on_fork_prepare(void) {
+    IDLE_LOCK();
+    pe_fork_prepare();
+}
+static void on_fork_parent(void) {
+    pe_fork_parent();
+    IDLE_UNLOCK();
+}
+static void on_fork_child(void) {
+    forked_child_flag = 1;
+    pe_fork_child();
+    IDLE_UNLOCK();
+}
 int pe_forked_child(void) { return forked_child_flag; }
-static int install_fork_guard(void) { return pthread_atfork(NULL, NULL, on_fork_child); }
+static int install_fork_guard(void) {
+    return pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+}
 #endif
 
 #if defined(__linux__)

@@ -2,10 +2,10 @@
  * The library under hostile use from C: outputs untouched on error, errno left
  * as the caller set it, arguments at the ends of int64 (run under UBSan by
  * tools/test_clib.sh, where any undefined behaviour aborts), RoPE layouts whose
- * rows interleave without overlapping, and fork() while another thread is
- * inside the library.  Each part runs in its own process (ctest), so "errno"
- * sees the library's very first call.
- *     fastpe_test_hostile preset|errno|limits|layouts|forks
+ * rows interleave without overlapping, calls through freed handles, and fork()
+ * while another thread is inside the library.  Each part runs in its own
+ * process (ctest), so "errno" sees the library's very first call.
+ *     fastpe_test_hostile preset|errno|limits|layouts|handles|forks
  */
 #if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -215,6 +215,51 @@ static void test_layouts(void) {
     fastpe_rope_free(ha);
 }
 
+/* A freed handle: calls through the stale pointer return FASTPE_EHANDLE (under
+ * ASan: without reading freed memory), a second free does nothing.  Once a new
+ * handle has been given the same memory the stale pointer designates it, as
+ * with free(): that case is the caller's error and is not tested. */
+static void test_handles(void) {
+    static const double w[2] = {1.0, 0.01};
+    float x[64], pristine[64];
+    int64_t pos[2] = {1, 2};
+    int32_t axis[2] = {0, 1};
+    for (int i = 0; i < 64; i++)
+        x[i] = pristine[i] = (float)i;
+    fastpe_rope *h = fastpe_rope_from_frequencies(w, 2, 1.0);
+    fastpe_rope *ha = fastpe_rope_from_axes(w, 2, axis, 2, 1.0);
+    fastpe_spec *s = fastpe_spec_from_name("vaswani", 8);
+    CHECK(h != NULL && ha != NULL && s != NULL, "handles");
+    if (h == NULL || ha == NULL || s == NULL)
+        return;
+    fastpe_rope_free(h);
+    fastpe_rope_free(ha);
+    fastpe_spec_free(s);
+    CODE(fastpe_rope_apply_f32(h, x, 1, 2, 1, 0, 8, 0, NULL, 0, SP, 1), FASTPE_EHANDLE,
+         "apply through a freed handle");
+    CODE(fastpe_rope_cache_f32(h, x, x + 8, 1, 16, NULL, 0, SP, 1), FASTPE_EHANDLE,
+         "cache through a freed handle");
+    CODE(fastpe_rope_apply_axes_f32(ha, x, 1, 1, 1, 0, 0, 0, pos, SP, 1), FASTPE_EHANDLE,
+         "apply_axes through a freed handle");
+    CODE(fastpe_spec_fill_f32(s, x, 2, 8, 0, 1), FASTPE_EHANDLE, "spec fill through a freed handle");
+    CODE(fastpe_spec_add_f32(s, x, 1, 2, 8, 0, 1.0, 1), FASTPE_EHANDLE,
+         "spec add through a freed handle");
+    CHECK(fastpe_rope_rotary_dim(h) == -1 && fastpe_rope_n_axes(ha) == -1 &&
+              fastpe_spec_d_model(s) == -1,
+          "the queries of freed handles");
+    CHECK(memcmp(x, pristine, sizeof(x)) == 0, "a call through a freed handle wrote");
+    fastpe_rope_free(h); /* a second free: nothing */
+    fastpe_rope_free(ha);
+    fastpe_spec_free(s);
+    /* new handles work (they may reuse the freed memory) */
+    h = fastpe_rope_from_frequencies(w, 2, 1.0);
+    s = fastpe_spec_from_name("vaswani", 8);
+    CHECK(h != NULL && fastpe_rope_rotary_dim(h) == 4, "a new rope handle");
+    CHECK(s != NULL && fastpe_spec_d_model(s) == 8, "a new spec handle");
+    fastpe_rope_free(h);
+    fastpe_spec_free(s);
+}
+
 #if !defined(_WIN32)
 /* fork() while another thread is inside the library (holding the plan cache's
  * lock at random moments): every child's fill must finish. */
@@ -266,7 +311,7 @@ static void test_forks(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: fastpe_test_hostile preset|errno|limits|layouts|forks\n");
+        fprintf(stderr, "usage: fastpe_test_hostile preset|errno|limits|layouts|handles|forks\n");
         return 2;
     }
     if (strcmp(argv[1], "preset") == 0)
@@ -277,6 +322,8 @@ int main(int argc, char **argv) {
         test_limits();
     else if (strcmp(argv[1], "layouts") == 0)
         test_layouts();
+    else if (strcmp(argv[1], "handles") == 0)
+        test_handles();
 #if !defined(_WIN32)
     else if (strcmp(argv[1], "forks") == 0)
         test_forks();
