@@ -13,7 +13,8 @@
  *   - errno as the caller set it;
  *   - (ASan, UBSan) no access outside the arena, no undefined behaviour.
  * A call whose rows would fall outside the arena is made only when its sizes
- * or strides are beyond any real buffer (the library must refuse it then).
+ * or strides span more than INT64_MAX / 16 entries (the library's limit for
+ * any layout: it must refuse the call then).
  */
 #include <fastpe/fastpe.h>
 
@@ -92,6 +93,9 @@ typedef struct {
 } rows;
 
 static int mark(const rows *R, int64_t base, int sz, unsigned char *allow) {
+    /* the library's documented limit: a layout spanning more than INT64_MAX / 16
+       entries is refused; in doubles, with a margin either side of it */
+    const double lim = (double)(INT64_MAX / 16);
     double ext = (double)R->w, count = 1;
     for (int k = 0; k < R->m; k++) {
         if (R->n[k] < 0)
@@ -102,8 +106,10 @@ static int mark(const rows *R, int64_t base, int sz, unsigned char *allow) {
     }
     if (count == 0)
         return 1;
-    if (count > MAX_ROWS || ext * sz > 1e15 || R->w < 0)
-        return (count > 1e12 || ext * sz > 1e15) ? -1 : 0;
+    if (count > 2 * lim || ext > 2 * lim)
+        return -1;
+    if (count > MAX_ROWS || ext * sz > ARENA_BYTES || R->w < 0)
+        return 0;
     for (int64_t i = 0; i < (R->m > 0 ? R->n[0] : 1); i++) {
         for (int64_t j = 0; j < (R->m > 1 ? R->n[1] : 1); j++) {
             for (int64_t k = 0; k < (R->m > 2 ? R->n[2] : 1); k++) {
@@ -335,9 +341,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(arena[1], start, ARENA_BYTES);
     errno = 1234;
     int e1 = run(&C, arena[0], 1);
-    if (errno != 1234)
+    if (errno != 1234) {
+        fprintf(stderr, "fuzz_api: errno %d (%s)\n", errno, strerror(errno));
         fail("errno changed", &C, e1, e1);
+    }
     int e3 = run(&C, arena[1], 3);
+    if (errno != 1234) { /* (a team's first start, too) */
+        fprintf(stderr, "fuzz_api: errno %d (%s)\n", errno, strerror(errno));
+        fail("errno changed by a 3-thread call", &C, e1, e3);
+    }
     if (e1 != e3)
         fail("different codes for 1 and 3 threads", &C, e1, e3);
     if (memcmp(arena[0], arena[1], ARENA_BYTES) != 0)

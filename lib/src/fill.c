@@ -12,6 +12,7 @@
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 /* A row evaluated accurately (fractional or scattered positions) counts as
@@ -76,6 +77,9 @@ int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
         work = N * D;
     if (work < pe_relaxed_load(&serial_below) || N <= 1 || pe_forked_child())
         return 1;
+    /* a runtime that initialises itself lazily (LLVM's libomp, at its first
+       query) may leave errno set by its probes: the caller's is kept */
+    int saved_errno = errno;
     if (nt <= 0)
         nt = pe_omp_max_threads();
     if (nt > pe_omp_thread_limit())
@@ -89,6 +93,7 @@ int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
     }
     if (nt > N)
         nt = (int)N;
+    errno = saved_errno;
     return nt >= 1 ? nt : 1;
 }
 

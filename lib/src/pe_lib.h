@@ -14,6 +14,8 @@
 #include "csrc/pe_core.h"
 #include "pe_sys.h"
 
+#include <errno.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -253,6 +255,26 @@ PE_HIDDEN int pe_idle_estimate(int n, double others, double own, int last);
 PE_HIDDEN int pe_openmp_version(void);
 
 PE_HIDDEN const char *pe_strerror(int code);
+
+/* Whether n rows of d entries at row_stride (>= d when n > 1) span at most
+ * INT64_MAX / 16 entries: any real buffer does, and then every byte offset of
+ * a row (entries of at most 8 bytes) is an int64 with room to spare.  A wider
+ * layout is FASTPE_ESTRIDE, before any offset is formed. */
+PE_INLINE int pe_span_ok(int64_t n, int64_t row_stride, int64_t d) {
+    const int64_t lim = INT64_MAX / 16;
+    if (d > lim)
+        return 0;
+    return n <= 1 || row_stride <= (lim - d) / (n - 1);
+}
+
+/* ret, with errno restored to saved.  errno is the caller's: the library
+ * reports errors as codes, but libm (a pow that overflows), an OpenMP runtime's
+ * start-up and file probes set errno on their way, so every entry point puts
+ * it back. */
+PE_INLINE int pe_keep_errno(int saved, int ret) {
+    errno = saved;
+    return ret;
+}
 
 /* a // b, rounded towards -infinity (Python's) */
 PE_INLINE int64_t pe_floordiv(int64_t a, int64_t b) {

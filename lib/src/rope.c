@@ -816,7 +816,7 @@ int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
 /* as fastpe.kernel.PLAN_MAX_BYTES: larger plans are prepared per call */
 #define PLAN_MAX_BYTES ((double)(4 << 20))
 
-fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
+static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
                                           double attention_factor) {
     struct fastpe_rope *h;
     int64_t B;
@@ -866,6 +866,14 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
     }
     h->magic = PE_ROPE_MAGIC;
     return h;
+}
+
+fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
+                                          double attention_factor) {
+    int saved_errno = errno;
+    fastpe_rope * r = rope_from_frequencies_body(inv_freq, nf, attention_factor);
+    errno = saved_errno;
+    return r;
 }
 
 void fastpe_rope_free(fastpe_rope *h) {
@@ -923,7 +931,7 @@ static int rope_spec(pe_spec *sp, double *w, int64_t nf, double **plan) {
     return FASTPE_OK;
 }
 
-fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, const int32_t *axis,
                                    int n_axes, double attention_factor) {
     struct fastpe_rope *h;
     int a;
@@ -979,6 +987,14 @@ fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int
         return NULL;
     }
     return h;
+}
+
+fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                   int n_axes, double attention_factor) {
+    int saved_errno = errno;
+    fastpe_rope * r = rope_from_axes_body(inv_freq, nf, axis, n_axes, attention_factor);
+    errno = saved_errno;
+    return r;
 }
 
 int fastpe_rope_n_axes(const fastpe_rope *h) {

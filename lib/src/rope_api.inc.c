@@ -24,7 +24,7 @@ static void ROPE_FN(rope_cache_rows)(ROPE_T *cos, ROPE_T *sin, int64_t n, int64_
     }
 }
 
-int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
                                int64_t row_stride, const int64_t *positions, int64_t offset,
                                int layout, int num_threads) {
     pe_rows rq;
@@ -79,6 +79,13 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
     free(rt);
     free(dt);
     return err;
+}
+
+int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                               int64_t row_stride, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, ROPE_FN(rope_cache_body)(h, cos, sin, n, row_stride, positions, offset, layout, num_threads));
 }
 
 /* R for the rows (b, s, h) of x, after the checks of fastpe_rope_apply_* up to
@@ -137,7 +144,7 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     return FASTPE_OK;
 }
 
-int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+static int ROPE_FN(rope_apply_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
                                int64_t heads, int64_t stride_batch, int64_t stride_seq,
                                int64_t stride_head, const int64_t *positions, int64_t offset,
                                int layout, int num_threads) {
@@ -158,7 +165,15 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
     return pe_rope_run(&Rs, 1, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
 }
 
-int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                               int64_t stride_head, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, ROPE_FN(rope_apply_body)(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head, positions, offset, layout, num_threads));
+}
+
+static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
                                     int64_t row_stride, const int64_t *positions, int layout,
                                     int num_threads) {
     pe_rope_axis ax[PE_ROPE_MAX_AXES];
@@ -214,7 +229,14 @@ int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
     return err;
 }
 
-int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                                    int64_t row_stride, const int64_t *positions, int layout,
+                                    int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, ROPE_FN(rope_cache_axes_body)(h, cos, sin, n, row_stride, positions, layout, num_threads));
+}
+
+static int ROPE_FN(rope_apply_axes_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
                                     int64_t heads, int64_t stride_batch, int64_t stride_seq,
                                     int64_t stride_head, const int64_t *positions, int layout,
                                     int num_threads) {
@@ -235,6 +257,14 @@ int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t bat
         return err;
     R.per_batch = batch > 1;
     return pe_rope_run_axes(&Rs, 1, h->sp.nf, batch * seq, ax, nax, num_threads, NULL, NULL);
+}
+
+int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                    int64_t stride_head, const int64_t *positions, int layout,
+                                    int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, ROPE_FN(rope_apply_axes_body)(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head, positions, layout, num_threads));
 }
 
 #undef ROPE_FN

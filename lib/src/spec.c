@@ -138,7 +138,7 @@ struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t 
     return h;
 }
 
-int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
+static int spec_create_body(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
     pe_spec sp;
     int err;
     pe_init();
@@ -153,6 +153,11 @@ int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec *
     *spec = pe_spec_handle_new(&sp, knobs->has_padding_idx != 0, knobs->padding_idx,
                                pe_max_position(&sp));
     return *spec != NULL ? FASTPE_OK : FASTPE_ENOMEM;
+}
+
+int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, spec_create_body(knobs, d_model, spec));
 }
 
 fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model) {
@@ -205,7 +210,7 @@ int64_t fastpe_spec_d_model(const fastpe_spec *h) {
 }
 
 /* Rows of positions offset .. offset+S-1 (nseq sequences when adding). */
-static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
+static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
                      int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
     pe_rows rq;
     if (h == NULL)
@@ -223,6 +228,8 @@ static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, in
         return FASTPE_ESTRIDE;
     if (nseq > INT64_MAX / S)
         return FASTPE_ESIZE;
+    if (!pe_span_ok(nseq * S, row_stride, h->sp.d))
+        return FASTPE_ESTRIDE;
     if (add && !isfinite(scale))
         return FASTPE_ESCALE;
     if (!(pe_extent(offset, S) <= h->max_position))
@@ -234,7 +241,13 @@ static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, in
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
 }
 
-static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
+static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
+                     int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, spec_fill_body(h, out, kind, nseq, S, row_stride, offset, add, scale, num_threads));
+}
+
+static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
                    const double *positions, int num_threads) {
     pe_rows rq;
     size_t item = kind == PE_KIND_F32 ? 4 : 8;
@@ -250,6 +263,8 @@ static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t
         return FASTPE_ENULL;
     if (row_stride < h->sp.d && n > 1)
         return FASTPE_ESTRIDE;
+    if (!pe_span_ok(n, row_stride, h->sp.d))
+        return FASTPE_ESTRIDE;
     /* positions must not lie inside the rows to be written; each must be finite
        and within the exact angle reduction */
     const char *lo = (const char *)out;
@@ -264,6 +279,12 @@ static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t
     rq.pos_f = positions;
     rq.pss = 1;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
+}
+
+static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
+                   const double *positions, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, spec_at_body(h, out, kind, n, row_stride, positions, num_threads));
 }
 
 int fastpe_spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,

@@ -350,6 +350,11 @@ static void init_once(void) {
        systems; errors are returned as codes, so the caller's errno is kept */
     int saved_errno = errno;
     const char *avx512 = getenv("FASTPE_AVX512");
+    /* LLVM's libomp initialises itself at its first query: here, where errno is
+       restored, rather than in some later call */
+    (void)pe_omp_max_threads();
+    (void)pe_omp_thread_limit();
+    (void)pe_omp_num_procs();
     pe_v512_init();
     /* FASTPE_AVX512=0: the portable writers only (the same bits; for tests) */
     if (avx512 != NULL && strcmp(avx512, "0") == 0)

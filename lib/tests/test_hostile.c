@@ -279,7 +279,7 @@ static void *busy(void *arg) {
 }
 
 static void test_forks(void) {
-    enum { FORKS = 300 };
+    enum { FORKS = 600 };
     static float ref[16 * 40], got[16 * 40];
     pthread_t th;
     int hung = 0, bad = 0;
@@ -289,7 +289,7 @@ static void test_forks(void) {
     for (int i = 0; i < FORKS; i++) {
         pid_t pid = fork();
         if (pid == 0) {
-            alarm(10); /* a hung child is a failure (SIGALRM), not a stuck test */
+            alarm(5); /* a hung child is a failure (SIGALRM), not a stuck test */
             int err = fastpe_fill_f32(got, 16, 40, 40, 1e4, 5, IL, 0);
             _exit(err == FASTPE_OK && memcmp(got, ref, sizeof(ref)) == 0 ? 0 : 3);
         }

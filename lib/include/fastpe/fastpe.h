@@ -56,7 +56,9 @@ extern "C" {
 #define FASTPE_OK       0
 #define FASTPE_ENULL    1  /* a required pointer is NULL */
 #define FASTPE_ESIZE    2  /* a count < 0, d_model < 1 or > 2^40, rows beyond int64 */
-#define FASTPE_ESTRIDE  3  /* row_stride < d_model while rows > 1 (rows would overlap) */
+/* row_stride < d_model while rows > 1 (rows would overlap), or rows spanning
+   more than INT64_MAX / 16 entries (no buffer is that large) */
+#define FASTPE_ESTRIDE  3
 #define FASTPE_EBASE    4  /* base not finite and > 0, or its frequencies overflow */
 #define FASTPE_ELAYOUT  5  /* layout is not one of FASTPE_LAYOUT_* */
 #define FASTPE_ERANGE   6  /* positions NaN, infinite or too large for an exact reduction */
