@@ -161,8 +161,8 @@ static int run(const call *C, unsigned char *mem, int nt) {
             return fastpe_add_f64((double *)x, C->c, C->a, C->b, C->sa, C->base, C->off, C->scale,
                                   C->layout, nt);
         case 2:
-            return fastpe_add_f16((uint16_t *)x, C->c, C->a, C->b, C->sa, C->base, C->off,
-                                  C->scale, C->layout, nt);
+            return fastpe_add_f16((uint16_t *)x, C->c, C->a, C->b, C->sa, C->base, C->off, C->scale,
+                                  C->layout, nt);
         default:
             return fastpe_add_bf16((uint16_t *)x, C->c, C->a, C->b, C->sa, C->base, C->off,
                                    C->scale, C->layout, nt);
@@ -179,13 +179,12 @@ static int run(const call *C, unsigned char *mem, int nt) {
             return fastpe_spec_add_f32(C->spec, (float *)x, C->c, C->a, C->sa, C->off, C->scale,
                                        nt);
         case 1:
-            return fastpe_spec_fill_positions_f64(C->spec, (double *)x, C->a, C->sa, positions,
-                                                  nt);
+            return fastpe_spec_fill_positions_f64(C->spec, (double *)x, C->a, C->sa, positions, nt);
         case 2:
             return fastpe_spec_fill_f16(C->spec, (uint16_t *)x, C->a, C->sa, C->off, nt);
         default:
-            return fastpe_spec_add_bf16(C->spec, (uint16_t *)x, C->c, C->a, C->sa, C->off,
-                                        C->scale, nt);
+            return fastpe_spec_add_bf16(C->spec, (uint16_t *)x, C->c, C->a, C->sa, C->off, C->scale,
+                                        nt);
         }
     case 4:
         switch (C->dtype) {
@@ -312,8 +311,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (C.op <= 3) {
         int64_t n = C.a;
         if (C.op == 1 || (C.op == 3 && C.dtype % 3 == 0)) {
-            /* nseq sequences of seq_len rows (the count checked in doubles first) */
-            if (C.c < 0 || C.a < 0 || (double)C.c * (double)C.a > 1e12)
+            /* nseq sequences of seq_len rows; a count beyond 4e18 (far past the
+               library's limit) stands for "must be refused" without forming it */
+            if (C.c < 0 || C.a < 0 || (double)C.c * (double)C.a > 4e18)
                 n = -1;
             else
                 n = C.c * C.a;

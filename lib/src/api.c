@@ -213,9 +213,9 @@ static int positions_error(const void *out, size_t itemsize, int64_t n, int64_t 
     return FASTPE_OK;
 }
 
-static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                      double base, int64_t offset, int layout, int num_threads, pe_poll_fn poll,
-                      void *ctx) {
+static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model,
+                           int64_t row_stride, double base, int64_t offset, int layout,
+                           int num_threads, pe_poll_fn poll, void *ctx) {
     pe_init();
     int err = check_args(out, seq_len, d_model, row_stride, base, offset, layout);
     if (err != FASTPE_OK || seq_len == 0)
@@ -233,12 +233,13 @@ static int fill_table(void *out, int kind, int64_t seq_len, int64_t d_model, int
                       double base, int64_t offset, int layout, int num_threads, pe_poll_fn poll,
                       void *ctx) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, fill_table_body(out, kind, seq_len, d_model, row_stride, base, offset, layout, num_threads, poll, ctx));
+    return pe_keep_errno(saved_errno, fill_table_body(out, kind, seq_len, d_model, row_stride, base,
+                                                      offset, layout, num_threads, poll, ctx));
 }
 
 static int add_table_body(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d_model,
-                     int64_t row_stride, double base, int64_t offset, double scale, int layout,
-                     int num_threads) {
+                          int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                          int num_threads) {
     pe_init();
     if (nseq < 0)
         return FASTPE_ESIZE;
@@ -267,12 +268,13 @@ static int add_table(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d
                      int64_t row_stride, double base, int64_t offset, double scale, int layout,
                      int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, add_table_body(x, kind, nseq, seq_len, d_model, row_stride, base, offset, scale, layout, num_threads));
+    return pe_keep_errno(saved_errno, add_table_body(x, kind, nseq, seq_len, d_model, row_stride,
+                                                     base, offset, scale, layout, num_threads));
 }
 
 static int at_positions_body(void *out, int kind, int64_t n, int64_t d_model, int64_t row_stride,
-                        const double *positions, double base, int layout, int add, double scale,
-                        int num_threads) {
+                             const double *positions, double base, int layout, int add,
+                             double scale, int num_threads) {
     pe_init();
     int err = pe_check_common(out, n, d_model, row_stride, base, layout);
     if (err == FASTPE_OK && positions == NULL && n > 0)
@@ -301,7 +303,9 @@ static int at_positions(void *out, int kind, int64_t n, int64_t d_model, int64_t
                         const double *positions, double base, int layout, int add, double scale,
                         int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, at_positions_body(out, kind, n, d_model, row_stride, positions, base, layout, add, scale, num_threads));
+    return pe_keep_errno(saved_errno,
+                         at_positions_body(out, kind, n, d_model, row_stride, positions, base,
+                                           layout, add, scale, num_threads));
 }
 
 /* ---- the exported functions ----------------------------------------------- */

@@ -96,9 +96,9 @@ PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero
 
 /* Handle shells (lifecycle.c): the structs behind handles, kept by the library
  * once freed so that a stale pointer never reaches freed memory. */
-#define PE_SHELL_SPEC   0
-#define PE_SHELL_ROPE   1
-#define PE_SHELL_KINDS  2
+#define PE_SHELL_SPEC  0
+#define PE_SHELL_ROPE  1
+#define PE_SHELL_KINDS 2
 PE_HIDDEN void *pe_shell_alloc(int kind, size_t size); /* zeroed, or NULL */
 PE_HIDDEN void pe_shell_free(int kind, void *p);
 /* The fork handlers (pthread_atfork, installed by pe_init): every lock of the

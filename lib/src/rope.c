@@ -817,7 +817,7 @@ int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
 #define PLAN_MAX_BYTES ((double)(4 << 20))
 
 static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
-                                          double attention_factor) {
+                                               double attention_factor) {
     struct fastpe_rope *h;
     int64_t B;
     pe_init();
@@ -871,7 +871,7 @@ static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t n
 fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
                                           double attention_factor) {
     int saved_errno = errno;
-    fastpe_rope * r = rope_from_frequencies_body(inv_freq, nf, attention_factor);
+    fastpe_rope *r = rope_from_frequencies_body(inv_freq, nf, attention_factor);
     errno = saved_errno;
     return r;
 }
@@ -932,7 +932,7 @@ static int rope_spec(pe_spec *sp, double *w, int64_t nf, double **plan) {
 }
 
 static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, const int32_t *axis,
-                                   int n_axes, double attention_factor) {
+                                        int n_axes, double attention_factor) {
     struct fastpe_rope *h;
     int a;
     pe_init();
@@ -992,7 +992,7 @@ static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, cons
 fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
                                    int n_axes, double attention_factor) {
     int saved_errno = errno;
-    fastpe_rope * r = rope_from_axes_body(inv_freq, nf, axis, n_axes, attention_factor);
+    fastpe_rope *r = rope_from_axes_body(inv_freq, nf, axis, n_axes, attention_factor);
     errno = saved_errno;
     return r;
 }
@@ -1194,7 +1194,7 @@ static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, 
     /* d and -d meet alike: da >= 0 (and db >= 0 when da == 0) covers every pair */
     for (int64_t da = 0; da < na; da++) {
         for (int64_t db = da == 0 ? 0 : -(nb - 1); db < nb; db++) {
-            int64_t e = da * sa + db * sb; /* |e| <= span: no overflow */
+            int64_t e = da * sa + db * sb;            /* |e| <= span: no overflow */
             int64_t t0 = pe_floordiv(-w - e, sc) + 1; /* the least dc with e + dc sc > -w */
             for (int64_t dc = t0; dc < t0 + 2; dc++) {
                 if (dc <= -nc || dc >= nc || (da == 0 && db == 0 && dc == 0))

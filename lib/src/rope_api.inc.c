@@ -25,8 +25,8 @@ static void ROPE_FN(rope_cache_rows)(ROPE_T *cos, ROPE_T *sin, int64_t n, int64_
 }
 
 static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
-                               int64_t row_stride, const int64_t *positions, int64_t offset,
-                               int layout, int num_threads) {
+                                    int64_t row_stride, const int64_t *positions, int64_t offset,
+                                    int layout, int num_threads) {
     pe_rows rq;
     ROPE_T *rt = NULL;
     double *dt = NULL;
@@ -85,7 +85,9 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
                                int64_t row_stride, const int64_t *positions, int64_t offset,
                                int layout, int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, ROPE_FN(rope_cache_body)(h, cos, sin, n, row_stride, positions, offset, layout, num_threads));
+    return pe_keep_errno(saved_errno,
+                         ROPE_FN(rope_cache_body)(h, cos, sin, n, row_stride, positions, offset,
+                                                  layout, num_threads));
 }
 
 /* R for the rows (b, s, h) of x, after the checks of fastpe_rope_apply_* up to
@@ -145,9 +147,9 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
 }
 
 static int ROPE_FN(rope_apply_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
-                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                               int64_t stride_head, const int64_t *positions, int64_t offset,
-                               int layout, int num_threads) {
+                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                    int64_t stride_head, const int64_t *positions, int64_t offset,
+                                    int layout, int num_threads) {
     pe_rows rq;
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
@@ -170,12 +172,14 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
                                int64_t stride_head, const int64_t *positions, int64_t offset,
                                int layout, int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, ROPE_FN(rope_apply_body)(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head, positions, offset, layout, num_threads));
+    return pe_keep_errno(
+        saved_errno, ROPE_FN(rope_apply_body)(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                              stride_head, positions, offset, layout, num_threads));
 }
 
 static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
-                                    int64_t row_stride, const int64_t *positions, int layout,
-                                    int num_threads) {
+                                         int64_t row_stride, const int64_t *positions, int layout,
+                                         int num_threads) {
     pe_rope_axis ax[PE_ROPE_MAX_AXES];
     ROPE_T *rt = NULL;
     double *dt = NULL;
@@ -233,13 +237,15 @@ int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
                                     int64_t row_stride, const int64_t *positions, int layout,
                                     int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, ROPE_FN(rope_cache_axes_body)(h, cos, sin, n, row_stride, positions, layout, num_threads));
+    return pe_keep_errno(
+        saved_errno,
+        ROPE_FN(rope_cache_axes_body)(h, cos, sin, n, row_stride, positions, layout, num_threads));
 }
 
-static int ROPE_FN(rope_apply_axes_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
-                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                                    int64_t stride_head, const int64_t *positions, int layout,
-                                    int num_threads) {
+static int ROPE_FN(rope_apply_axes_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch,
+                                         int64_t seq, int64_t heads, int64_t stride_batch,
+                                         int64_t stride_seq, int64_t stride_head,
+                                         const int64_t *positions, int layout, int num_threads) {
     pe_rope_axis ax[PE_ROPE_MAX_AXES];
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
@@ -264,7 +270,9 @@ int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t bat
                                     int64_t stride_head, const int64_t *positions, int layout,
                                     int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, ROPE_FN(rope_apply_axes_body)(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head, positions, layout, num_threads));
+    return pe_keep_errno(saved_errno, ROPE_FN(rope_apply_axes_body)(
+                                          h, x, batch, seq, heads, stride_batch, stride_seq,
+                                          stride_head, positions, layout, num_threads));
 }
 
 #undef ROPE_FN

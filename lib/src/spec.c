@@ -211,7 +211,8 @@ int64_t fastpe_spec_d_model(const fastpe_spec *h) {
 
 /* Rows of positions offset .. offset+S-1 (nseq sequences when adding). */
 static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
-                     int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
+                          int64_t row_stride, int64_t offset, int add, double scale,
+                          int num_threads) {
     pe_rows rq;
     if (h == NULL)
         return FASTPE_ENULL;
@@ -244,11 +245,12 @@ static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nse
 static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
                      int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, spec_fill_body(h, out, kind, nseq, S, row_stride, offset, add, scale, num_threads));
+    return pe_keep_errno(saved_errno, spec_fill_body(h, out, kind, nseq, S, row_stride, offset, add,
+                                                     scale, num_threads));
 }
 
 static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
-                   const double *positions, int num_threads) {
+                        const double *positions, int num_threads) {
     pe_rows rq;
     size_t item = kind == PE_KIND_F32 ? 4 : 8;
     if (h == NULL)
@@ -284,7 +286,8 @@ static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, in
 static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
                    const double *positions, int num_threads) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, spec_at_body(h, out, kind, n, row_stride, positions, num_threads));
+    return pe_keep_errno(saved_errno,
+                         spec_at_body(h, out, kind, n, row_stride, positions, num_threads));
 }
 
 int fastpe_spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,

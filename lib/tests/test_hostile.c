@@ -106,11 +106,20 @@ static void test_limits(void) {
 #define UNTOUCHED(what) CHECK(memcmp(x, pristine, sizeof(x)) == 0, "%s: x was modified", what)
 
     /* nseq * seq_len beyond int64 */
-    CODE(fastpe_spec_add_f32(s, x, INT64_MAX, 49, 8, 0, 1.0, 1), FASTPE_ESIZE, "spec add, nseq max");
+    CODE(fastpe_spec_add_f32(s, x, INT64_MAX, 49, 8, 0, 1.0, 1), FASTPE_ESIZE,
+         "spec add, nseq max");
     CODE(fastpe_spec_add_f32(s, x, INT64_MAX, 49, 0, 0, 1.0, 1), FASTPE_ESTRIDE,
          "spec add, nseq max, stride 0");
-    CODE(fastpe_add_f32(x, INT64_MAX, 49, 8, 8, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE,
-         "add, nseq max");
+    CODE(fastpe_add_f32(x, INT64_MAX, 49, 8, 8, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE, "add, nseq max");
+    /* rows whose offsets would leave int64 (row * row_stride): no buffer is that large */
+    CODE(fastpe_fill_f32(x, 3, 8, INT64_MAX / 2, 1e4, 0, IL, 1), FASTPE_ESTRIDE,
+         "fill, a row stride beyond memory");
+    CODE(fastpe_add_f32(x, 2, 2, 8, INT64_MAX / 3, 1e4, 0, 1.0, IL, 1), FASTPE_ESTRIDE,
+         "add, a row stride beyond memory");
+    CODE(fastpe_spec_fill_f32(s, x, 3, INT64_MAX / 2, 0, 1), FASTPE_ESTRIDE,
+         "spec fill, a row stride beyond memory");
+    CODE(fastpe_fill_positions_f32(x, 2, 8, INT64_MAX, (const double[]){1.0, 2.0}, 1e4, IL, 1),
+         FASTPE_ESTRIDE, "positions, a row stride beyond memory");
     UNTOUCHED("sizes beyond int64");
 
     /* one row: its stride is never used, whatever it is */
@@ -146,9 +155,9 @@ static void test_limits(void) {
     CODE(fastpe_rope_cache_f32(h, x, x + 8, 2, INT64_MIN / 2, NULL, 0, SP, 1), FASTPE_ESTRIDE,
          "cache, a negative row stride");
     /* huge dimensions with no buffer: the sizes are checked first, without overflow */
-    CODE(fastpe_rope_apply_axes_f32(ha, NULL, INT64_MAX, INT64_MAX, INT64_MAX, 1, 1, 1, NULL, SP,
-                                    1),
-         FASTPE_ENULL, "apply_axes, huge sizes, x NULL");
+    CODE(
+        fastpe_rope_apply_axes_f32(ha, NULL, INT64_MAX, INT64_MAX, INT64_MAX, 1, 1, 1, NULL, SP, 1),
+        FASTPE_ENULL, "apply_axes, huge sizes, x NULL");
     CODE(fastpe_rope_apply_axes_f32(ha, x, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
                                     INT64_MAX, pos2, SP, 1),
          FASTPE_ESIZE, "apply_axes, huge sizes");
@@ -180,24 +189,43 @@ static void test_layouts(void) {
     /* the reference: each row alone */
     for (int s = 0; s < 3; s++) {
         for (int hd = 0; hd < 2; hd++)
-            CODE(fastpe_rope_apply_f32(h, ref + 8 * s + 12 * hd, 1, 1, 1, 0, 0, 0, NULL, 7 + s,
-                                       SP, 1),
+            CODE(fastpe_rope_apply_f32(h, ref + 8 * s + 12 * hd, 1, 1, 1, 0, 0, 0, NULL, 7 + s, SP,
+                                       1),
                  FASTPE_OK, "one row");
     }
     for (int nt = 1; nt <= 3; nt += 2) {
         memcpy(x, pristine, sizeof(x));
         CODE(fastpe_rope_apply_f32(h, x, 1, 3, 2, 0, 8, 12, NULL, 7, SP, nt), FASTPE_OK,
              "disjoint interleaved rows");
-        CHECK(memcmp(x, ref, sizeof(x)) == 0, "disjoint rows (%d threads): not each row's bits", nt);
+        CHECK(memcmp(x, ref, sizeof(x)) == 0, "disjoint rows (%d threads): not each row's bits",
+              nt);
         memcpy(x, pristine, sizeof(x));
         CODE(fastpe_rope_apply_axes_f32(ha, x, 1, 3, 2, 0, 8, 12, pos, SP, nt), FASTPE_OK,
              "disjoint interleaved rows, axes");
-        CHECK(memcmp(x, ref, sizeof(x)) == 0, "disjoint rows, axes (%d threads): not each row's bits",
-              nt);
+        CHECK(memcmp(x, ref, sizeof(x)) == 0,
+              "disjoint rows, axes (%d threads): not each row's bits", nt);
         /* the same rows, strides negated (rows reached backwards from the last one) */
         memcpy(x, pristine, sizeof(x));
         CODE(fastpe_rope_apply_f32(h, x + 28, 1, 3, 2, 0, -8, -12, NULL, 7, SP, nt), FASTPE_OK,
              "disjoint rows, negative strides");
+    }
+    /* three axes, none nested: a second sequence 40 elements on */
+    {
+        float x3[80], ref3[80];
+        for (int i = 0; i < 80; i++)
+            x3[i] = ref3[i] = (float)(i + 3) / 11.0f;
+        for (int b = 0; b < 2; b++)
+            for (int sq = 0; sq < 3; sq++)
+                for (int hd = 0; hd < 2; hd++)
+                    CODE(fastpe_rope_apply_f32(h, ref3 + 40 * b + 8 * sq + 12 * hd, 1, 1, 1, 0, 0,
+                                               0, NULL, 7 + sq, SP, 1),
+                         FASTPE_OK, "one row");
+        CODE(fastpe_rope_apply_f32(h, x3, 2, 3, 2, 40, 8, 12, NULL, 7, SP, 3), FASTPE_OK,
+             "three interleaved axes");
+        CHECK(memcmp(x3, ref3, sizeof(x3)) == 0, "three interleaved axes: not each row's bits");
+        /* batch 12 and heads 13 apart: rows 12..15 and 13..16 meet */
+        CODE(fastpe_rope_apply_f32(h, x3, 2, 3, 2, 12, 8, 13, NULL, 7, SP, 1), FASTPE_ESTRIDE,
+             "two axes whose rows meet");
     }
     memcpy(x, pristine, sizeof(x));
     /* rows at 0, 8, 16 and 10, 18, 26: rows 8..11 and 10..13 share two elements */
@@ -241,7 +269,8 @@ static void test_handles(void) {
          "cache through a freed handle");
     CODE(fastpe_rope_apply_axes_f32(ha, x, 1, 1, 1, 0, 0, 0, pos, SP, 1), FASTPE_EHANDLE,
          "apply_axes through a freed handle");
-    CODE(fastpe_spec_fill_f32(s, x, 2, 8, 0, 1), FASTPE_EHANDLE, "spec fill through a freed handle");
+    CODE(fastpe_spec_fill_f32(s, x, 2, 8, 0, 1), FASTPE_EHANDLE,
+         "spec fill through a freed handle");
     CODE(fastpe_spec_add_f32(s, x, 1, 2, 8, 0, 1.0, 1), FASTPE_EHANDLE,
          "spec add through a freed handle");
     CHECK(fastpe_rope_rotary_dim(h) == -1 && fastpe_rope_n_axes(ha) == -1 &&
