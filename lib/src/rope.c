@@ -1124,8 +1124,8 @@ static int rows_meet(const char *a, const char *b, int64_t n, int64_t stride, in
     return 0;
 }
 
-/* Whether the rows of a rotation (m axes of n[i] rows at st[i] elements, each
- * row w elements wide) share no element: FASTPE_OK, else FASTPE_ESTRIDE.  Axes
+/* Whether the rows of a rotation (m <= 3 axes of n[i] rows at st[i] elements,
+ * each row w elements wide) share no element: FASTPE_OK, else FASTPE_ESTRIDE.  Axes
  * of one row are dropped first (their stride is never used, and may be anything,
  * INT64_MIN included); every product and sum below is bounded before it is
  * formed, so no argument can overflow the check.  Decided on elements: nested
