@@ -150,6 +150,42 @@ SCENARIOS = {
             check(results, forked=results[0][3])
             assert len({fc for _, _, _, fc, _ in results}) == 1
     """,
+    # fork() while another thread is inside the library: it fills single rows
+    # (the encodings' anchor caches) and tables of changing widths (the plan
+    # caches), so the locks are held at random moments.  No child may hang.
+    "os_fork_beside_a_busy_thread": """
+        import signal
+        import threading
+
+        def main():
+            stop = threading.Event()
+
+            def busy():
+                k = 0
+                while not stop.is_set():
+                    fastpe.sinusoidal(1, 64, offset=k % 5000)
+                    fastpe.sinusoidal(8, 16 + 2 * (k % 41), offset=k)
+                    k += 1
+
+            want = fastpe.sinusoidal(1, 64, offset=1234)
+            th = threading.Thread(target=busy)
+            th.start()
+            bad = []
+            try:
+                for i in range(200):
+                    pid = os.fork()
+                    if pid == 0:
+                        signal.alarm(10)  # a hung child dies of SIGALRM
+                        got = fastpe.sinusoidal(1, 64, offset=1234)
+                        os._exit(0 if np.array_equal(got, want) else 3)
+                    _, status = os.waitpid(pid, 0)
+                    if status != 0:
+                        bad.append((i, status))
+            finally:
+                stop.set()
+                th.join()
+            assert not bad, bad
+    """,
 }
 
 

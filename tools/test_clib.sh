@@ -4,7 +4,8 @@
 # to a prefix that is then MOVED, C and C++ consumers through find_package and
 # pkg-config, the shared library's symbols and dependencies, ThreadSanitizer on
 # threads sharing the plan cache (serial build), and the extension module's
-# exports when a Python is given.
+# exports when a Python is given; ASan + UBSan over the C tests, and the
+# libFuzzer target for a bounded time (tools/fuzz_clib.sh).
 #   bash tools/test_clib.sh [python]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +102,23 @@ cmake --build "$WORK/build-tsan" -j "$JOBS" --target fastpe_test_api > "$WORK/ts
     || { cat "$WORK/tsan-build.log"; fail "tsan: build failed"; }
 TSAN_OPTIONS="halt_on_error=1" setarch "$(uname -m)" -R "$WORK/build-tsan/lib/tests/fastpe_test_api" threads \
     || fail "ThreadSanitizer found a race (or a fill differed)"
+
+# ASan + UBSan over the C tests (the hostile cases at the ends of int64 among
+# them): any report aborts the test that made it.
+echo "== ASan + UBSan: the C tests (OpenMP build)"
+CC=gcc cmake -S "$SRC" -B "$WORK/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -g" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" > "$WORK/asan.log" 2>&1 \
+    || { cat "$WORK/asan.log"; fail "asan: cmake failed"; }
+cmake --build "$WORK/build-asan" -j "$JOBS" > "$WORK/asan-build.log" 2>&1 \
+    || { cat "$WORK/asan-build.log"; fail "asan: build failed"; }
+(cd "$WORK/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --output-on-failure) \
+    || fail "a C test failed under ASan + UBSan"
+
+# libFuzzer over the public API, bounded (FASTPE_FUZZ_SECONDS, default 45)
+echo "== libFuzzer: lib/fuzz/fuzz_api.c"
+bash "$SRC/tools/fuzz_clib.sh" "${FASTPE_FUZZ_SECONDS:-45}" || fail "the fuzz target failed"
 
 if [ -n "$PY" ]; then
     echo "== the extension module"

@@ -111,6 +111,24 @@ static void cplan_release(int slot) {
     }
 }
 
+void pe_plan_cache_lock(int take) {
+    if (take)
+        pe_mutex_lock(&cplan_lock);
+    else
+        pe_mutex_unlock(&cplan_lock);
+}
+
+void pe_plan_cache_release(void) {
+    pe_mutex_lock(&cplan_lock);
+    for (int i = 0; i < CPLANS; i++) {
+        if (cplans[i].mem != NULL && cplans[i].refs == 0) { /* (a running fill keeps its plan) */
+            free(cplans[i].mem);
+            cplans[i].mem = NULL;
+        }
+    }
+    pe_mutex_unlock(&cplan_lock);
+}
+
 int pe_plan_cache_snapshot(double *out, int n) {
     int k = 0;
     pe_mutex_lock(&cplan_lock);
@@ -154,6 +172,8 @@ int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_strid
         return FASTPE_ENULL;
     if (row_stride < d_model && n > 1)
         return FASTPE_ESTRIDE;
+    if (!pe_span_ok(n, row_stride, d_model))
+        return FASTPE_ESTRIDE;
     /* any finite base > 0 (a base so small that the frequencies overflow: see callers) */
     if (!(isfinite(base) && base > 0.0))
         return FASTPE_EBASE;
@@ -193,9 +213,9 @@ static int positions_error(const void *out, size_t itemsize, int64_t n, int64_t 
     return FASTPE_OK;
 }
 
-static int fill_table(void *out, int kind, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                      double base, int64_t offset, int layout, int num_threads, pe_poll_fn poll,
-                      void *ctx) {
+static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model,
+                           int64_t row_stride, double base, int64_t offset, int layout,
+                           int num_threads, pe_poll_fn poll, void *ctx) {
     pe_init();
     int err = check_args(out, seq_len, d_model, row_stride, base, offset, layout);
     if (err != FASTPE_OK || seq_len == 0)
@@ -209,9 +229,17 @@ static int fill_table(void *out, int kind, int64_t seq_len, int64_t d_model, int
     return pe_fill_cached(out, kind, row_stride, &sp, &rq, num_threads);
 }
 
-static int add_table(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d_model,
-                     int64_t row_stride, double base, int64_t offset, double scale, int layout,
-                     int num_threads) {
+static int fill_table(void *out, int kind, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                      double base, int64_t offset, int layout, int num_threads, pe_poll_fn poll,
+                      void *ctx) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, fill_table_body(out, kind, seq_len, d_model, row_stride, base,
+                                                      offset, layout, num_threads, poll, ctx));
+}
+
+static int add_table_body(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d_model,
+                          int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                          int num_threads) {
     pe_init();
     if (nseq < 0)
         return FASTPE_ESIZE;
@@ -225,6 +253,8 @@ static int add_table(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d
         return err;
     if (nseq > INT64_MAX / seq_len)
         return FASTPE_ESIZE;
+    if (!pe_span_ok(nseq * seq_len, row_stride, d_model))
+        return FASTPE_ESTRIDE;
     pe_spec sp = pe_spec_vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, nseq, seq_len, 0, 0);
@@ -234,9 +264,17 @@ static int add_table(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d
     return pe_fill_cached(x, kind, row_stride, &sp, &rq, num_threads);
 }
 
-static int at_positions(void *out, int kind, int64_t n, int64_t d_model, int64_t row_stride,
-                        const double *positions, double base, int layout, int add, double scale,
-                        int num_threads) {
+static int add_table(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d_model,
+                     int64_t row_stride, double base, int64_t offset, double scale, int layout,
+                     int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, add_table_body(x, kind, nseq, seq_len, d_model, row_stride,
+                                                     base, offset, scale, layout, num_threads));
+}
+
+static int at_positions_body(void *out, int kind, int64_t n, int64_t d_model, int64_t row_stride,
+                             const double *positions, double base, int layout, int add,
+                             double scale, int num_threads) {
     pe_init();
     int err = pe_check_common(out, n, d_model, row_stride, base, layout);
     if (err == FASTPE_OK && positions == NULL && n > 0)
@@ -259,6 +297,15 @@ static int at_positions(void *out, int kind, int64_t n, int64_t d_model, int64_t
     rq.add = add;
     rq.scale = scale;
     return pe_fill_cached(out, kind, row_stride, &sp, &rq, num_threads);
+}
+
+static int at_positions(void *out, int kind, int64_t n, int64_t d_model, int64_t row_stride,
+                        const double *positions, double base, int layout, int add, double scale,
+                        int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno,
+                         at_positions_body(out, kind, n, d_model, row_stride, positions, base,
+                                           layout, add, scale, num_threads));
 }
 
 /* ---- the exported functions ----------------------------------------------- */

@@ -12,6 +12,7 @@
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 /* A row evaluated accurately (fractional or scattered positions) counts as
@@ -76,6 +77,9 @@ int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
         work = N * D;
     if (work < pe_relaxed_load(&serial_below) || N <= 1 || pe_forked_child())
         return 1;
+    /* a runtime that initialises itself lazily (LLVM's libomp, at its first
+       query) may leave errno set by its probes: the caller's is kept */
+    int saved_errno = errno;
     if (nt <= 0)
         nt = pe_omp_max_threads();
     if (nt > pe_omp_thread_limit())
@@ -89,6 +93,7 @@ int pe_threads(int num_threads, int64_t N, int64_t D, int64_t work) {
     }
     if (nt > N)
         nt = (int)N;
+    errno = saved_errno;
     return nt >= 1 ? nt : 1;
 }
 
@@ -307,8 +312,11 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     c.Ts = c.Tm + (c.B / 2 + 1) * sp->nf;
     K = pe_int_position(rq, 0, 0);
     centre = pe_centre(K, c.B);
-    if (ac != NULL && K != 0) {
-        pe_mutex_lock(&ac->lock);
+    /* The anchor cache only saves work (the bits are the same without it), so
+       it is taken with trylock and skipped when busy: a caller never waits for
+       it, and a forked child whose parent forked while another thread held it
+       never hangs on it. */
+    if (ac != NULL && K != 0 && pe_mutex_trylock(&ac->lock)) {
         if (ac->centre == centre && ac->data != NULL) {
             pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0);
             pe_mutex_unlock(&ac->lock);
@@ -318,8 +326,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     }
     cached = INT64_MIN;
     pe_drv_write_at_f64(row, &c, K, ev, &cached, NULL, 0, 0.0);
-    if (ac != NULL && cached != INT64_MIN) {
-        pe_mutex_lock(&ac->lock);
+    if (ac != NULL && cached != INT64_MIN && pe_mutex_trylock(&ac->lock)) {
         if (ac->data == NULL)
             ac->data = (double *)malloc((size_t)(2 * sp->nf) * sizeof(double));
         if (ac->data != NULL) {
@@ -578,8 +585,8 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
     if (err != FASTPE_OK)
         return err;
     /* fractional positions are evaluated directly: no anchors to share */
-    if (ac != NULL && rq->pos_f == NULL) {
-        pe_mutex_lock(&ac->lock);
+    /* (the anchor cache with trylock, as in pe_fill_one_f64: the same bits) */
+    if (ac != NULL && rq->pos_f == NULL && pe_mutex_trylock(&ac->lock)) {
         if (ac->centre != INT64_MIN) {
             memcpy(f.scratch, ac->data, anchor_bytes);
             f.seed = seeded = ac->centre;
@@ -603,8 +610,8 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
             break;
         }
     }
-    if (err == FASTPE_OK && ac != NULL && f.last != INT64_MIN && f.last != seeded) {
-        pe_mutex_lock(&ac->lock);
+    if (err == FASTPE_OK && ac != NULL && f.last != INT64_MIN && f.last != seeded &&
+        pe_mutex_trylock(&ac->lock)) {
         if (ac->data == NULL)
             ac->data = (double *)malloc(anchor_bytes);
         if (ac->data != NULL) {

@@ -176,9 +176,11 @@ static void DRV_FN(add_blocked)(DRV_T *out, int64_t row_stride, pe_fill *f, int6
         for (int64_t i = i0; i < i1; i++) {
             int64_t st = pe_add_start(f, i), b = pe_add_seq(f, i);
             int64_t r0 = st > c0 ? st : c0, r1 = st + S < c1 ? st + S : c1;
-            DRV_T *dest = out + (b * S + (r0 - st)) * row_stride;
-            for (int64_t r = r0; r < r1; r++, dest += row_stride)
-                DRV_W(pe_add_row)(dest, blk + (r - c0) * D, D, rq->scale);
+            /* each row's address from its index: a pointer stepped past the last
+               row would leave the buffer (one row may have any stride) */
+            for (int64_t r = r0; r < r1; r++)
+                DRV_W(pe_add_row)(out + (b * S + (r - st)) * row_stride, blk + (r - c0) * D, D,
+                                  rq->scale);
         }
         u = end;
     }

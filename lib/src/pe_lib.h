@@ -14,6 +14,8 @@
 #include "csrc/pe_core.h"
 #include "pe_sys.h"
 
+#include <errno.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -91,6 +93,23 @@ struct fastpe_rope {
 /* A spec handle holding sp (which must not list its frequencies), or NULL. */
 PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
                                                  double max_position);
+
+/* Handle shells (lifecycle.c): the structs behind handles, kept by the library
+ * once freed so that a stale pointer never reaches freed memory. */
+#define PE_SHELL_SPEC  0
+#define PE_SHELL_ROPE  1
+#define PE_SHELL_KINDS 2
+PE_HIDDEN void *pe_shell_alloc(int kind, size_t size); /* zeroed, or NULL */
+PE_HIDDEN void pe_shell_free(int kind, void *p);
+/* The fork handlers (pthread_atfork, installed by pe_init): every lock of the
+ * library taken before fork() and released on both sides. */
+PE_HIDDEN void pe_fork_prepare(void);
+PE_HIDDEN void pe_fork_parent(void);
+PE_HIDDEN void pe_fork_child(void);
+/* The plan cache's lock taken (1) or released (0), for the fork handlers; the
+ * idle plans freed (at unload). */
+PE_HIDDEN void pe_plan_cache_lock(int take);
+PE_HIDDEN void pe_plan_cache_release(void);
 
 /* Called on the calling thread between the chunks of a long fill; nonzero
  * stops the fill (the rows done so far stay written). */
@@ -236,6 +255,26 @@ PE_HIDDEN int pe_idle_estimate(int n, double others, double own, int last);
 PE_HIDDEN int pe_openmp_version(void);
 
 PE_HIDDEN const char *pe_strerror(int code);
+
+/* Whether n rows of d entries at row_stride (>= d when n > 1) span at most
+ * INT64_MAX / 16 entries: any real buffer does, and then every byte offset of
+ * a row (entries of at most 8 bytes) is an int64 with room to spare.  A wider
+ * layout is FASTPE_ESTRIDE, before any offset is formed. */
+PE_INLINE int pe_span_ok(int64_t n, int64_t row_stride, int64_t d) {
+    const int64_t lim = INT64_MAX / 16;
+    if (d > lim)
+        return 0;
+    return n <= 1 || row_stride <= (lim - d) / (n - 1);
+}
+
+/* ret, with errno restored to saved.  errno is the caller's: the library
+ * reports errors as codes, but libm (a pow that overflows), an OpenMP runtime's
+ * start-up and file probes set errno on their way, so every entry point puts
+ * it back. */
+PE_INLINE int pe_keep_errno(int saved, int ret) {
+    errno = saved;
+    return ret;
+}
 
 /* a // b, rounded towards -infinity (Python's) */
 PE_INLINE int64_t pe_floordiv(int64_t a, int64_t b) {

@@ -43,6 +43,7 @@ PE_INLINE void pe_mutex_init(pe_mutex *m) { InitializeSRWLock(m); }
 PE_INLINE void pe_mutex_destroy(pe_mutex *m) { (void)m; }
 PE_INLINE void pe_mutex_lock(pe_mutex *m) { AcquireSRWLockExclusive(m); }
 PE_INLINE void pe_mutex_unlock(pe_mutex *m) { ReleaseSRWLockExclusive(m); }
+PE_INLINE int pe_mutex_trylock(pe_mutex *m) { return TryAcquireSRWLockExclusive(m) != 0; }
 #else
 #include <pthread.h>
 typedef pthread_mutex_t pe_mutex;
@@ -51,6 +52,7 @@ PE_INLINE void pe_mutex_init(pe_mutex *m) { pthread_mutex_init(m, NULL); }
 PE_INLINE void pe_mutex_destroy(pe_mutex *m) { pthread_mutex_destroy(m); }
 PE_INLINE void pe_mutex_lock(pe_mutex *m) { pthread_mutex_lock(m); }
 PE_INLINE void pe_mutex_unlock(pe_mutex *m) { pthread_mutex_unlock(m); }
+PE_INLINE int pe_mutex_trylock(pe_mutex *m) { return pthread_mutex_trylock(m) == 0; }
 #endif
 
 /* The tunables (the fill's thresholds, the cgroup quota) are written by the

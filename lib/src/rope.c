@@ -816,8 +816,8 @@ int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
 /* as fastpe.kernel.PLAN_MAX_BYTES: larger plans are prepared per call */
 #define PLAN_MAX_BYTES ((double)(4 << 20))
 
-fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
-                                          double attention_factor) {
+static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
+                                               double attention_factor) {
     struct fastpe_rope *h;
     int64_t B;
     pe_init();
@@ -829,12 +829,12 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
         if (!(inv_freq[i] >= 0.0 && inv_freq[i] <= MAX_FREQUENCY))
             return NULL;
     }
-    h = (struct fastpe_rope *)calloc(1, sizeof(*h));
+    h = (struct fastpe_rope *)pe_shell_alloc(PE_SHELL_ROPE, sizeof(*h));
     if (h == NULL)
         return NULL;
     h->w = (double *)malloc((size_t)nf * sizeof(double));
     if (h->w == NULL) {
-        free(h);
+        pe_shell_free(PE_SHELL_ROPE, h);
         return NULL;
     }
     memcpy(h->w, inv_freq, (size_t)nf * sizeof(double));
@@ -860,12 +860,20 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
             pe_prepare(h->plan, &h->sp, 0, B, pe_threads(0, B, nf, -1)) != FASTPE_OK) {
             free(h->plan);
             free(h->w);
-            free(h);
+            pe_shell_free(PE_SHELL_ROPE, h);
             return NULL;
         }
     }
     h->magic = PE_ROPE_MAGIC;
     return h;
+}
+
+fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
+                                          double attention_factor) {
+    int saved_errno = errno;
+    fastpe_rope *r = rope_from_frequencies_body(inv_freq, nf, attention_factor);
+    errno = saved_errno;
+    return r;
 }
 
 void fastpe_rope_free(fastpe_rope *h) {
@@ -881,7 +889,7 @@ void fastpe_rope_free(fastpe_rope *h) {
         h->magic = 0;
         free(h->w);
         free(h->plan);
-        free(h);
+        pe_shell_free(PE_SHELL_ROPE, h);
     }
 }
 
@@ -923,8 +931,8 @@ static int rope_spec(pe_spec *sp, double *w, int64_t nf, double **plan) {
     return FASTPE_OK;
 }
 
-fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
-                                   int n_axes, double attention_factor) {
+static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                        int n_axes, double attention_factor) {
     struct fastpe_rope *h;
     int a;
     pe_init();
@@ -979,6 +987,14 @@ fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int
         return NULL;
     }
     return h;
+}
+
+fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
+                                   int n_axes, double attention_factor) {
+    int saved_errno = errno;
+    fastpe_rope *r = rope_from_axes_body(inv_freq, nf, axis, n_axes, attention_factor);
+    errno = saved_errno;
+    return r;
 }
 
 int fastpe_rope_n_axes(const fastpe_rope *h) {
@@ -1106,6 +1122,90 @@ static int rows_meet(const char *a, const char *b, int64_t n, int64_t stride, in
         }
     }
     return 0;
+}
+
+/* Whether the rows of a rotation (m <= 3 axes of n[i] rows at st[i] elements,
+ * each row w elements wide) share no element: FASTPE_OK, else FASTPE_ESTRIDE.  Axes
+ * of one row are dropped first (their stride is never used, and may be anything,
+ * INT64_MIN included); every product and sum below is bounded before it is
+ * formed, so no argument can overflow the check.  Decided on elements: nested
+ * strides (each axis stepping over everything the axes inside it span) are
+ * accepted at once; otherwise rows i and j meet iff some difference vector
+ * d != 0 (|d_k| < n_k) has |sum d_k st_k| < w, searched exactly over the two
+ * axes with the fewest differences, the third solved for (at most two
+ * candidates, as in rows_meet).  A search beyond ROPE_OVERLAP_WORK steps is not
+ * run and the layout refused: real layouts are nested, or small. */
+#define ROPE_OVERLAP_WORK ((int64_t)1 << 22)
+static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, int64_t w) {
+    /* whole layouts must fit in INT64_MAX / 16 elements: byte offsets (entries of
+       at most 8 bytes) then fit in int64 with room to spare */
+    const int64_t lim = INT64_MAX / 16;
+    int64_t n[3], st[3], span = w;
+    int k = 0;
+    for (int i = 0; i < m; i++) {
+        if (n_in[i] <= 1)
+            continue;
+        int64_t q = lim / (n_in[i] - 1);
+        if (st_in[i] > q || st_in[i] < -q)
+            return FASTPE_ESTRIDE;
+        n[k] = n_in[i];
+        st[k] = st_in[i] >= 0 ? st_in[i] : -st_in[i];
+        if (st[k] < w) /* one step along this axis lands inside the row */
+            return FASTPE_ESTRIDE;
+        span += st[k] * (n[k] - 1);
+        if (span > lim)
+            return FASTPE_ESTRIDE;
+        k++;
+    }
+    for (int i = 0; i < k; i++) { /* sort by stride (at most three entries) */
+        for (int j = 0; j + 1 < k - i; j++) {
+            if (st[j] > st[j + 1]) {
+                int64_t ts = st[j], tn = n[j];
+                st[j] = st[j + 1], n[j] = n[j + 1];
+                st[j + 1] = ts, n[j + 1] = tn;
+            }
+        }
+    }
+    int nested = 1;
+    span = w;
+    for (int i = 0; i < k; i++) {
+        nested = nested && st[i] >= span;
+        span += st[i] * (n[i] - 1);
+    }
+    if (nested)
+        return FASTPE_OK;
+    if (k < 2)
+        return FASTPE_ESTRIDE; /* (one axis: nested iff its stride >= w, seen above) */
+    /* solve for the axis with the most rows; walk the other one or two */
+    int big = 0;
+    for (int i = 1; i < k; i++)
+        big = n[i] > n[big] ? i : big;
+    int64_t na = 1, sa = 0, nb = 1, sb = 0, sc = st[big], nc = n[big];
+    for (int i = 0, seen = 0; i < k; i++) {
+        if (i == big)
+            continue;
+        if (seen++ == 0)
+            na = n[i], sa = st[i];
+        else
+            nb = n[i], sb = st[i];
+    }
+    if ((2 * na - 1) > ROPE_OVERLAP_WORK / (2 * nb - 1))
+        return FASTPE_ESTRIDE;
+    /* d and -d meet alike: da >= 0 (and db >= 0 when da == 0) covers every pair */
+    for (int64_t da = 0; da < na; da++) {
+        for (int64_t db = da == 0 ? 0 : -(nb - 1); db < nb; db++) {
+            int64_t e = da * sa + db * sb;            /* |e| <= span: no overflow */
+            int64_t t0 = pe_floordiv(-w - e, sc) + 1; /* the least dc with e + dc sc > -w */
+            for (int64_t dc = t0; dc < t0 + 2; dc++) {
+                if (dc <= -nc || dc >= nc || (da == 0 && db == 0 && dc == 0))
+                    continue;
+                int64_t f = e + dc * sc;
+                if (-w < f && f < w)
+                    return FASTPE_ESTRIDE;
+            }
+        }
+    }
+    return FASTPE_OK;
 }
 
 static int rope_check(const struct fastpe_rope *h) {

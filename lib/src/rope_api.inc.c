@@ -24,9 +24,9 @@ static void ROPE_FN(rope_cache_rows)(ROPE_T *cos, ROPE_T *sin, int64_t n, int64_
     }
 }
 
-int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
-                               int64_t row_stride, const int64_t *positions, int64_t offset,
-                               int layout, int num_threads) {
+static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                                    int64_t row_stride, const int64_t *positions, int64_t offset,
+                                    int layout, int num_threads) {
     pe_rows rq;
     ROPE_T *rt = NULL;
     double *dt = NULL;
@@ -49,6 +49,11 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
         return FASTPE_ESTRIDE;
     if (n > (INT64_MAX / 16) / W)
         return FASTPE_ESIZE;
+    /* (a one-row cache never uses its stride, whatever it is) */
+    if (n > 1 && row_stride > (INT64_MAX / 16) / (n - 1))
+        return FASTPE_ESTRIDE;
+    if (n == 1)
+        row_stride = 0;
     if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
                   W * (int64_t)sizeof(ROPE_T)))
         return FASTPE_EOVERLAP;
@@ -76,13 +81,23 @@ int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, i
     return err;
 }
 
+int ROPE_FN(fastpe_rope_cache)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                               int64_t row_stride, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno,
+                         ROPE_FN(rope_cache_body)(h, cos, sin, n, row_stride, positions, offset,
+                                                  layout, num_threads));
+}
+
 /* R for the rows (b, s, h) of x, after the checks of fastpe_rope_apply_* up to
  * the positions' (in their order); FASTPE_OK with R->m = 0: nothing to rotate. */
 static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_t seq,
                                int64_t heads, int64_t stride_batch, int64_t stride_seq,
                                int64_t stride_head, int layout, int64_t nf, double attention) {
-    int64_t W = 2 * nf, span;
+    int64_t W = 2 * nf;
     int64_t n3[3], st[3];
+    int err;
     R->m = 0;
     if (batch < 0 || seq < 0 || heads < 0)
         return FASTPE_ESIZE;
@@ -95,29 +110,17 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     if (batch > (INT64_MAX / 16) / seq || batch * seq > (INT64_MAX / 16) / heads ||
         batch * seq > (INT64_MAX / 16) / W)
         return FASTPE_ESIZE;
-    /* rotated in place: no two rows' rotated entries may share memory (each axis,
-       by |stride|, steps over everything the axes inside it span) */
+    /* rotated in place: no two rows' rotated entries may share an element */
     n3[0] = batch, n3[1] = seq, n3[2] = heads;
     st[0] = stride_batch, st[1] = stride_seq, st[2] = stride_head;
-    for (int i = 0; i < 3; i++)
-        st[i] = st[i] >= 0 ? st[i] : -st[i];
-    for (int i = 0; i < 3; i++) { /* sort by |stride| (three entries) */
-        for (int j = 0; j < 2 - i; j++) {
-            if (st[j] > st[j + 1]) {
-                int64_t ts = st[j], tn = n3[j];
-                st[j] = st[j + 1], n3[j] = n3[j + 1];
-                st[j + 1] = ts, n3[j + 1] = tn;
-            }
-        }
-    }
-    span = W;
-    for (int i = 0; i < 3; i++) {
-        if (n3[i] > 1) {
-            if (st[i] < span)
-                return FASTPE_ESTRIDE;
-            span = st[i] * (n3[i] - 1) + span;
-        }
-    }
+    err = rope_rows_disjoint(n3, st, 3, W);
+    if (err != FASTPE_OK)
+        return err;
+    /* the stride of an axis of one row is never used: 0, so that nothing below
+       scales an arbitrary value (it may be INT64_MIN) */
+    stride_batch = batch > 1 ? stride_batch : 0;
+    stride_seq = seq > 1 ? stride_seq : 0;
+    stride_head = heads > 1 ? stride_head : 0;
     {
         /* rows in the order of their memory: (batch, heads, seq) when heads are the
            outer axis, else (batch, seq, heads) */
@@ -143,10 +146,10 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     return FASTPE_OK;
 }
 
-int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
-                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                               int64_t stride_head, const int64_t *positions, int64_t offset,
-                               int layout, int num_threads) {
+static int ROPE_FN(rope_apply_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                    int64_t stride_head, const int64_t *positions, int64_t offset,
+                                    int layout, int num_threads) {
     pe_rows rq;
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
@@ -164,9 +167,19 @@ int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, i
     return pe_rope_run(&Rs, 1, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
 }
 
-int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
-                                    int64_t row_stride, const int64_t *positions, int layout,
-                                    int num_threads) {
+int ROPE_FN(fastpe_rope_apply)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                               int64_t stride_head, const int64_t *positions, int64_t offset,
+                               int layout, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(
+        saved_errno, ROPE_FN(rope_apply_body)(h, x, batch, seq, heads, stride_batch, stride_seq,
+                                              stride_head, positions, offset, layout, num_threads));
+}
+
+static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                                         int64_t row_stride, const int64_t *positions, int layout,
+                                         int num_threads) {
     pe_rope_axis ax[PE_ROPE_MAX_AXES];
     ROPE_T *rt = NULL;
     double *dt = NULL;
@@ -188,6 +201,11 @@ int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
         return FASTPE_ESTRIDE;
     if (n > (INT64_MAX / 16) / W / PE_ROPE_MAX_AXES)
         return FASTPE_ESIZE;
+    /* (a one-row cache never uses its stride, whatever it is) */
+    if (n > 1 && row_stride > (INT64_MAX / 16) / (n - 1))
+        return FASTPE_ESTRIDE;
+    if (n == 1)
+        row_stride = 0;
     if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
                   W * (int64_t)sizeof(ROPE_T)))
         return FASTPE_EOVERLAP;
@@ -215,10 +233,19 @@ int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
     return err;
 }
 
-int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
-                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                                    int64_t stride_head, const int64_t *positions, int layout,
+int ROPE_FN(fastpe_rope_cache_axes)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *sin, int64_t n,
+                                    int64_t row_stride, const int64_t *positions, int layout,
                                     int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(
+        saved_errno,
+        ROPE_FN(rope_cache_axes_body)(h, cos, sin, n, row_stride, positions, layout, num_threads));
+}
+
+static int ROPE_FN(rope_apply_axes_body)(const fastpe_rope *h, ROPE_T *x, int64_t batch,
+                                         int64_t seq, int64_t heads, int64_t stride_batch,
+                                         int64_t stride_seq, int64_t stride_head,
+                                         const int64_t *positions, int layout, int num_threads) {
     pe_rope_axis ax[PE_ROPE_MAX_AXES];
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
@@ -236,6 +263,16 @@ int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t bat
         return err;
     R.per_batch = batch > 1;
     return pe_rope_run_axes(&Rs, 1, h->sp.nf, batch * seq, ax, nax, num_threads, NULL, NULL);
+}
+
+int ROPE_FN(fastpe_rope_apply_axes)(const fastpe_rope *h, ROPE_T *x, int64_t batch, int64_t seq,
+                                    int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                                    int64_t stride_head, const int64_t *positions, int layout,
+                                    int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, ROPE_FN(rope_apply_axes_body)(
+                                          h, x, batch, seq, heads, stride_batch, stride_seq,
+                                          stride_head, positions, layout, num_threads));
 }
 
 #undef ROPE_FN

@@ -12,44 +12,42 @@
 #define MAX_SCALE 1e280
 
 int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
+    fastpe_knobs t;
     if (name == NULL || k == NULL)
         return FASTPE_ENULL;
-    memset(k, 0, sizeof(*k));
-    k->size = sizeof(*k);
-    k->base = 10000.0;
-    k->denominator = FASTPE_DENOM_D2;
-    k->position_scale = 1.0;
-    k->columns = FASTPE_COLUMNS_INTERLEAVED;
-    k->odd = FASTPE_ODD_SIN;
-    if (strcmp(name, "vaswani") == 0)
-        return FASTPE_OK;
-    if (strcmp(name, "tensor2tensor") == 0) { /* max/min timescale 1e4 / 1 */
-        k->denominator = FASTPE_DENOM_MAX_H_MINUS_1_1;
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ZERO;
-        return FASTPE_OK;
+    /* built in a local and copied out on success only: an unknown name leaves
+       the caller's struct as it was */
+    memset(&t, 0, sizeof(t));
+    t.size = sizeof(t);
+    t.base = 10000.0;
+    t.denominator = FASTPE_DENOM_D2;
+    t.position_scale = 1.0;
+    t.columns = FASTPE_COLUMNS_INTERLEAVED;
+    t.odd = FASTPE_ODD_SIN;
+    if (strcmp(name, "vaswani") == 0) {
+    } else if (strcmp(name, "tensor2tensor") == 0) { /* max/min timescale 1e4 / 1 */
+        t.denominator = FASTPE_DENOM_MAX_H_MINUS_1_1;
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ZERO;
+    } else if (strcmp(name, "fairseq") == 0) {
+        t.denominator = FASTPE_DENOM_H_MINUS_1;
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ZERO;
+        t.has_padding_idx = 1;
+        t.padding_idx = 1;
+    } else if (strcmp(name, "diffusers") == 0) { /* downscale_freq_shift 1, scale 1, no flip */
+        t.denominator = FASTPE_DENOM_H_MINUS_SHIFT;
+        t.shift = 1.0;
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ZERO;
+    } else if (strcmp(name, "gptj") == 0) {
+        t.columns = FASTPE_COLUMNS_SPLIT;
+        t.odd = FASTPE_ODD_ERROR;
+    } else {
+        return FASTPE_EINVAL;
     }
-    if (strcmp(name, "fairseq") == 0) {
-        k->denominator = FASTPE_DENOM_H_MINUS_1;
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ZERO;
-        k->has_padding_idx = 1;
-        k->padding_idx = 1;
-        return FASTPE_OK;
-    }
-    if (strcmp(name, "diffusers") == 0) { /* downscale_freq_shift 1, scale 1, no flip */
-        k->denominator = FASTPE_DENOM_H_MINUS_SHIFT;
-        k->shift = 1.0;
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ZERO;
-        return FASTPE_OK;
-    }
-    if (strcmp(name, "gptj") == 0) {
-        k->columns = FASTPE_COLUMNS_SPLIT;
-        k->odd = FASTPE_ODD_ERROR;
-        return FASTPE_OK;
-    }
-    return FASTPE_EINVAL;
+    *k = t;
+    return FASTPE_OK;
 }
 
 /* Convention.spec(d_model), field by field. */
@@ -129,7 +127,7 @@ struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t 
     struct fastpe_spec *h;
     if (sp->wlist != NULL)
         return NULL;
-    h = (struct fastpe_spec *)malloc(sizeof(*h));
+    h = (struct fastpe_spec *)pe_shell_alloc(PE_SHELL_SPEC, sizeof(*h));
     if (h == NULL)
         return NULL;
     h->magic = PE_SPEC_MAGIC;
@@ -140,7 +138,7 @@ struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t 
     return h;
 }
 
-int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
+static int spec_create_body(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
     pe_spec sp;
     int err;
     pe_init();
@@ -155,6 +153,11 @@ int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec *
     *spec = pe_spec_handle_new(&sp, knobs->has_padding_idx != 0, knobs->padding_idx,
                                pe_max_position(&sp));
     return *spec != NULL ? FASTPE_OK : FASTPE_ENOMEM;
+}
+
+int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, spec_create_body(knobs, d_model, spec));
 }
 
 fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model) {
@@ -198,7 +201,7 @@ fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base, const char *de
 void fastpe_spec_free(fastpe_spec *h) {
     if (h != NULL && h->magic == PE_SPEC_MAGIC) {
         h->magic = 0;
-        free(h);
+        pe_shell_free(PE_SHELL_SPEC, h);
     }
 }
 
@@ -207,8 +210,9 @@ int64_t fastpe_spec_d_model(const fastpe_spec *h) {
 }
 
 /* Rows of positions offset .. offset+S-1 (nseq sequences when adding). */
-static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
-                     int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
+static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
+                          int64_t row_stride, int64_t offset, int add, double scale,
+                          int num_threads) {
     pe_rows rq;
     if (h == NULL)
         return FASTPE_ENULL;
@@ -220,10 +224,13 @@ static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, in
         return FASTPE_OK;
     if (out == NULL)
         return FASTPE_ENULL;
-    if (row_stride < h->sp.d && nseq * S > 1)
+    /* (nseq, S >= 1 here: more than one row iff either exceeds 1, no product) */
+    if (row_stride < h->sp.d && (nseq > 1 || S > 1))
         return FASTPE_ESTRIDE;
     if (nseq > INT64_MAX / S)
         return FASTPE_ESIZE;
+    if (!pe_span_ok(nseq * S, row_stride, h->sp.d))
+        return FASTPE_ESTRIDE;
     if (add && !isfinite(scale))
         return FASTPE_ESCALE;
     if (!(pe_extent(offset, S) <= h->max_position))
@@ -235,8 +242,15 @@ static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, in
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
 }
 
-static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
-                   const double *positions, int num_threads) {
+static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
+                     int64_t row_stride, int64_t offset, int add, double scale, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, spec_fill_body(h, out, kind, nseq, S, row_stride, offset, add,
+                                                     scale, num_threads));
+}
+
+static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
+                        const double *positions, int num_threads) {
     pe_rows rq;
     size_t item = kind == PE_KIND_F32 ? 4 : 8;
     if (h == NULL)
@@ -250,6 +264,8 @@ static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t
     if (out == NULL || positions == NULL)
         return FASTPE_ENULL;
     if (row_stride < h->sp.d && n > 1)
+        return FASTPE_ESTRIDE;
+    if (!pe_span_ok(n, row_stride, h->sp.d))
         return FASTPE_ESTRIDE;
     /* positions must not lie inside the rows to be written; each must be finite
        and within the exact angle reduction */
@@ -265,6 +281,13 @@ static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t
     rq.pos_f = positions;
     rq.pss = 1;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
+}
+
+static int spec_at(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
+                   const double *positions, int num_threads) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno,
+                         spec_at_body(h, out, kind, n, row_stride, positions, num_threads));
 }
 
 int fastpe_spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,

@@ -8,6 +8,7 @@
 #endif
 #include "pe_lib.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #if defined(__linux__)
@@ -139,6 +140,7 @@ static int read_ticks(const cpu_set_t *set, long long *busy, long long *total) {
 int pe_idle_team(int nt) {
     cpu_set_t set;
     long long busy, total;
+    int saved_errno = errno; /* the caller's errno survives the /proc reads */
     if (!idle_teams_on || nt <= 1)
         return nt;
     long long t = now_ns(CLOCK_MONOTONIC);
@@ -167,6 +169,7 @@ int pe_idle_team(int nt) {
         }
         pthread_mutex_unlock(&idle_lock);
     }
+    errno = saved_errno;
     int k = __atomic_load_n(&idle_cap, __ATOMIC_RELAXED);
     return k < nt ? k : nt;
 }
@@ -181,15 +184,38 @@ static void idle_sample(void) {}
  * only the forking thread, but the pool's bookkeeping still lists the parent's
  * workers, so a 2+-thread team in the child waits for them forever.  A
  * pthread_atfork child handler marks the child; fills there use a 1-thread team,
- * which libgomp serves from the calling thread.  The mark is inherited. */
+ * which libgomp serves from the calling thread.  The mark is inherited.  The
+ * handlers also hold every lock of the library across the fork (lifecycle.c),
+ * so that no lock reaches the child held by a thread the child does not have. */
 #if defined(_WIN32)
 int pe_forked_child(void) { return 0; }
 static int install_fork_guard(void) { return 0; }
 #else
 static volatile int forked_child_flag = 0;
-static void on_fork_child(void) { forked_child_flag = 1; }
+#if defined(__linux__) && defined(CPU_COUNT) /* (the idle sampler's lock, above) */
+#define IDLE_LOCK()   pthread_mutex_lock(&idle_lock)
+#define IDLE_UNLOCK() pthread_mutex_unlock(&idle_lock)
+#else
+#define IDLE_LOCK()   ((void)0)
+#define IDLE_UNLOCK() ((void)0)
+#endif
+static void on_fork_prepare(void) {
+    IDLE_LOCK();
+    pe_fork_prepare();
+}
+static void on_fork_parent(void) {
+    pe_fork_parent();
+    IDLE_UNLOCK();
+}
+static void on_fork_child(void) {
+    forked_child_flag = 1;
+    pe_fork_child();
+    IDLE_UNLOCK();
+}
 int pe_forked_child(void) { return forked_child_flag; }
-static int install_fork_guard(void) { return pthread_atfork(NULL, NULL, on_fork_child); }
+static int install_fork_guard(void) {
+    return pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child);
+}
 #endif
 
 #if defined(__linux__)
@@ -320,7 +346,15 @@ static int init_error = 0;
 
 static void init_once(void) {
     double f64, f32;
+    /* the start-up probes (cache sizes, cgroup files) fail with ENOENT on many
+       systems; errors are returned as codes, so the caller's errno is kept */
+    int saved_errno = errno;
     const char *avx512 = getenv("FASTPE_AVX512");
+    /* LLVM's libomp initialises itself at its first query: here, where errno is
+       restored, rather than in some later call */
+    (void)pe_omp_max_threads();
+    (void)pe_omp_thread_limit();
+    (void)pe_omp_num_procs();
     pe_v512_init();
     /* FASTPE_AVX512=0: the portable writers only (the same bits; for tests) */
     if (avx512 != NULL && strcmp(avx512, "0") == 0)
@@ -330,6 +364,7 @@ static void init_once(void) {
     pe_set_cpu_quota(pe_cgroup_cpu_quota());
     idle_sample(); /* the first window starts here */
     init_error = install_fork_guard();
+    errno = saved_errno;
 }
 
 #if defined(_WIN32)

@@ -16,7 +16,13 @@
  * inside your own OpenMP loops (pass num_threads = 1 there).  Arguments are
  * validated before anything is written, so on an error nothing the caller
  * passed is modified.  Errors are returned as codes (never errno, never a
- * message printed, never an abort); fastpe_strerror names them.
+ * message printed, never an abort); fastpe_strerror names them.  errno is left
+ * as the caller set it.  fork() is safe while other threads are inside the
+ * library; the shared library stays loaded after dlclose (-z nodelete: an
+ * OpenMP pool must not outlive its runtime).  Handles follow free()'s rule:
+ * after fastpe_*_free a handle must not be used; a call through it returns
+ * FASTPE_EHANDLE (its memory stays the library's) until a later handle is
+ * given that memory.
  */
 #ifndef FASTPE_FASTPE_H
 #define FASTPE_FASTPE_H
@@ -56,7 +62,7 @@ extern "C" {
 #define FASTPE_OK       0
 #define FASTPE_ENULL    1  /* a required pointer is NULL */
 #define FASTPE_ESIZE    2  /* a count < 0, d_model < 1 or > 2^40, rows beyond int64 */
-#define FASTPE_ESTRIDE  3  /* row_stride < d_model while rows > 1 (rows would overlap) */
+#define FASTPE_ESTRIDE  3  /* rows > 1 and row_stride < d_model, or rows beyond INT64_MAX/16 */
 #define FASTPE_EBASE    4  /* base not finite and > 0, or its frequencies overflow */
 #define FASTPE_ELAYOUT  5  /* layout is not one of FASTPE_LAYOUT_* */
 #define FASTPE_ERANGE   6  /* positions NaN, infinite or too large for an exact reduction */
@@ -215,8 +221,9 @@ FASTPE_API int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x, int64_
  * fastpe.rope_cache's; cos and sin must not share an element (FASTPE_EOVERLAP).
  * fastpe_rope_apply_*: rotates in place the first rotary_dim entries of the row
  * (b, s, h) at x + b*stride_batch + s*stride_seq + h*stride_head (elements, any
- * sign; rows must not overlap: FASTPE_ESTRIDE) by the angles of positions[b*seq
- * + s] (NULL: offset + s), bitwise fastpe.apply_rope's.  layout:
+ * sign; no two rows may share an element, decided exactly: FASTPE_ESTRIDE) by
+ * the angles of positions[b*seq + s] (NULL: offset + s), bitwise
+ * fastpe.apply_rope's.  layout:
  * FASTPE_LAYOUT_SPLIT for the half-split (rotate_half) pairs,
  * FASTPE_LAYOUT_INTERLEAVED for GPT-J's.  A handle that is not a live one:
  * FASTPE_EHANDLE.  16-bit types are uint16_t bit patterns, rounded once. */
