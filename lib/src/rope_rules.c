@@ -24,6 +24,7 @@
 #include "fastpe/fastpe.h"
 #include "pe_crmath.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -567,10 +568,12 @@ int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq
 
 int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq,
                             int64_t capacity, int64_t *nf, double *attention_factor) {
-    return pe_rope_rule(p, head_dim, inv_freq, capacity, nf, attention_factor, NULL, NULL, NULL);
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, pe_rope_rule(p, head_dim, inv_freq, capacity, nf,
+                                                   attention_factor, NULL, NULL, NULL));
 }
 
-int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
+static int rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
     rule R;
     double *w;
     int err;
@@ -597,4 +600,9 @@ int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
     }
     free(w);
     return err;
+}
+
+int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
+    int saved_errno = errno;
+    return pe_keep_errno(saved_errno, rope_from_params(p, head_dim, rope));
 }
