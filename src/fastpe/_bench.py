@@ -259,9 +259,7 @@ def _table_checks(S: int, D: int, dtype: np.dtype, max_error: float | None) -> l
     _api.sinusoidal(S, D, out=out)
     one = _api.sinusoidal(S, D, dtype=dtype, num_threads=1)
     same = np.array_equal(new, out) and np.array_equal(new, one)
-    checks.append(
-        _check(f"{tag}: out= and 1-thread tables equal the new array", same, "bitwise")
-    )
+    checks.append(_check(f"{tag}: out= and 1-thread tables equal the new array", same, "bitwise"))
     return checks
 
 
