@@ -20,8 +20,7 @@ fi
 "$VENV/bin/python" -m pip install -q -r requirements-docs.txt
 
 echo "== docs: build and install fastpe into the venv"
-rm -rf build src/fastpe/kernel.c
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
+bash tools/install_tree.sh "$VENV/bin/python"
 "$VENV/bin/python" -c "import fastpe, sphinx; print('fastpe', fastpe.__version__, '| Sphinx', sphinx.__version__)"
 
 echo "== docs: sphinx-build -W (warnings are errors) -> $OUT"

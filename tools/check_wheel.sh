@@ -313,7 +313,9 @@ cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
 found = [c for c in (cc, "cc", "gcc", "clang") if shutil.which(c)]
 assert not found, f"C compiler(s) reachable from python: {found}"
 PY
-(cd "$RUN" && "${TEST_ENV[@]}" python -m pytest "$REPO/tests" -q -p no:cacheprovider) ||
+# FASTPE_TEST_MARK=core: only the tests marked so (tests/conftest.py).
+(cd "$RUN" && "${TEST_ENV[@]}" python -m pytest ${FASTPE_TEST_MARK:+-m "$FASTPE_TEST_MARK"} \
+    "$REPO/tests" -q -p no:cacheprovider) ||
     fail "the test suite failed against the installed wheel"
 
 # ---------------------------------------------------- 5. cibuildwheel identifiers

@@ -4,6 +4,7 @@
 # suite under each build.  Any sanitizer report fails the script.
 #   bash tools/sanitize.sh
 #   FASTPE_SAN_VENV=/tmp/vsan HYPOTHESIS_PROFILE=ci bash tools/sanitize.sh
+#   FASTPE_SAN_SERIAL_MARK=core bash tools/sanitize.sh   # the serial build: -m core only
 # The venv is its own (a sanitized fastpe must not end up in the dev venv).
 # Hypothesis runs with the short "dev" profile by default: under ASan every
 # call is several times slower, and the full profile runs in the normal job.
@@ -32,9 +33,7 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 LOG=$(mktemp)
 
 build() {
-    rm -rf build src/fastpe/kernel.c
-    FASTPE_SANITIZE=1 "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps \
-        --force-reinstall . >/dev/null
+    FASTPE_SANITIZE=1 bash tools/install_tree.sh "$VENV/bin/python"
     # (located without importing it: that needs the preload; no `ldd | grep -q`,
     # which under pipefail fails whenever grep closes the pipe early)
     local deps
@@ -45,10 +44,11 @@ build() {
     esac
 }
 
-run() {  # $1: expected openmp (0/1)
+run() {  # $1: expected openmp (0/1); $2: a pytest -m expression, or nothing
     # PYTHONMALLOC=malloc: Python objects come from malloc, so ASan sees them too.
     LD_PRELOAD="$ASAN_LIB" PYTHONMALLOC=malloc FASTPE_EXPECT_OPENMP="$1" \
-        "$VENV/bin/python" -m pytest tests -q -p no:cacheprovider 2>&1 | tee -a "$LOG"
+        "$VENV/bin/python" -m pytest ${2:+-m "$2"} tests -q -p no:cacheprovider 2>&1 \
+        | tee -a "$LOG"
     local rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || { echo "sanitize.sh: test run failed (rc=$rc)" >&2; exit 1; }
 }
@@ -58,7 +58,7 @@ build
 run 1
 echo "== ASan+UBSan, serial build (FASTPE_DISABLE_OPENMP=1)"
 FASTPE_DISABLE_OPENMP=1 build
-run 0
+run 0 "${FASTPE_SAN_SERIAL_MARK:-}"
 
 # Belt and braces: a report in a subprocess whose failure a test tolerated.
 if grep -Eq "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" "$LOG"; then

@@ -16,8 +16,7 @@ VENV=$(mktemp -d)/venv
 # timm requires torchvision, whose PyPI wheels are built for the CUDA torch and break
 # `import transformers` beside the CPU one; the tests load timm's module without it.
 "$VENV/bin/python" -m pip uninstall -q -y torchvision
-rm -rf build src/fastpe/kernel.c
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
+bash tools/install_tree.sh "$VENV/bin/python"
 "$VENV/bin/python" -c "from importlib.metadata import version as v; print(' | '.join( \
 f'{p} {v(p)}' for p in ('numpy', 'torch', 'transformers', 'diffusers', 'timm', 'rotary-embedding-torch',
     'matplotlib')))"

@@ -32,6 +32,7 @@
 #   FASTPE_FT_CACHE        cache directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/fastpe/free-threaded)
 #   FASTPE_FT_JOBS         make -j for CPython (default 2)
 #   FASTPE_FT_CACHED_ONLY  1: skip (exit 0, with a message) instead of building CPython
+#   FASTPE_TEST_MARK       core: only the tests marked so (tests/conftest.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -147,10 +148,10 @@ trap 'rm -rf "$(dirname "$VENV")"' EXIT
 # tests skip).
 "$VENV/bin/python" -m pip install -q --only-binary :all: "numpy>=2.1" "setuptools>=77" wheel \
     "Cython>=3.1" "pytest>=7" "hypothesis>=6" "mpmath>=1.3" "threadpoolctl>=3" "pytest-benchmark>=4"
-rm -rf build src/fastpe/kernel.c
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
+bash tools/install_tree.sh "$VENV/bin/python"
 "$VENV/bin/python" -c "import sys, numpy, fastpe
 print('NumPy', numpy.__version__, '| fastpe', fastpe.__version__, '| GIL enabled:', sys._is_gil_enabled())"
 SETUP_DONE=$SECONDS
-FASTPE_EXPECT_OPENMP=1 FASTPE_EXPECT_FREE_THREADED=1 "$VENV/bin/python" -m pytest tests -q -p no:cacheprovider
+FASTPE_EXPECT_OPENMP=1 FASTPE_EXPECT_FREE_THREADED=1 "$VENV/bin/python" -m pytest \
+    ${FASTPE_TEST_MARK:+-m "$FASTPE_TEST_MARK"} tests -q -p no:cacheprovider
 echo "== free-threaded suite passed (setup $SETUP_DONE s, tests $((SECONDS - SETUP_DONE)) s)"

@@ -6,6 +6,7 @@
 #   bash tools/test_newest_numpy.sh
 #   FASTPE_WHEEL=dist/fastpe-...whl bash tools/test_newest_numpy.sh   # reuse a built wheel
 # FASTPE_WHEEL must match PYTHON's version; without it fastpe is built from this tree.
+# FASTPE_TEST_MARK=core: only the tests marked so (tests/conftest.py), not the whole suite.
 # The kernel does not use NumPy's C API, so one wheel serves every NumPy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +26,10 @@ if [ -n "${FASTPE_WHEEL:-}" ]; then
     "$VENV/bin/python" -m pip install -q --no-deps "$FASTPE_WHEEL"
 else
     "$VENV/bin/python" -m pip install -q "setuptools>=77" wheel "Cython>=3.1"
-    rm -rf build src/fastpe/kernel.c
-    "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
+    bash tools/install_tree.sh "$VENV/bin/python"
 fi
 "$VENV/bin/python" -c "import sys, numpy, fastpe; print('Python', sys.version.split()[0], '| NumPy', numpy.__version__, '| fastpe', fastpe.__version__)"
 # (pyproject's --import-mode=importlib and the src/ layout: the installed fastpe is
 # the one imported, never the sources)
-"$VENV/bin/python" -m pytest tests -q -p no:cacheprovider
+"$VENV/bin/python" -m pytest ${FASTPE_TEST_MARK:+-m "$FASTPE_TEST_MARK"} tests -q \
+    -p no:cacheprovider

@@ -5,6 +5,7 @@
 # floors are newer.
 #   bash tools/test_oldest_numpy.sh
 #   FASTPE_OLDEST_PYTHON=/path/to/python3.10 bash tools/test_oldest_numpy.sh
+# FASTPE_TEST_MARK=core: only the tests marked so (tests/conftest.py), not the whole suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
@@ -34,8 +35,8 @@ VENV=$(mktemp -d)/venv
 "$VENV/bin/python" -m pip install -q --only-binary=numpy "numpy==$NUMPY" "setuptools>=77" wheel \
     "Cython>=3.1" "pytest>=7" "pytest-timeout>=2.1" "hypothesis>=6" "mpmath>=1.3" \
     "threadpoolctl>=3" "pytest-benchmark>=4"
-rm -rf build src/fastpe/kernel.c
-"$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . >/dev/null
+bash tools/install_tree.sh "$VENV/bin/python"
 "$VENV/bin/python" -c "import sys, numpy, fastpe; print('Python', sys.version.split()[0], '| NumPy', numpy.__version__, '| fastpe', fastpe.__version__)"
-"$VENV/bin/python" -m pytest tests -q -p no:cacheprovider
+"$VENV/bin/python" -m pytest ${FASTPE_TEST_MARK:+-m "$FASTPE_TEST_MARK"} tests -q \
+    -p no:cacheprovider
 rm -rf "$(dirname "$VENV")"

@@ -27,6 +27,7 @@
 #
 # linux-python: a Python with Cython and setuptools (default .venv/bin/python, else python3).
 # FASTPE_WINE_PYTEST: pytest's arguments in place of the whole suite ("tests").
+# FASTPE_TEST_MARK=core: only the tests marked so (tests/conftest.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LINUX_PY=${1:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
@@ -152,7 +153,8 @@ set +e
     ulimit -v "$VMEM_KB"
     FASTPE_TEST_CROSS_BUILD=$(winpath "$RUN/queue") FASTPE_EXPECT_OPENMP=1 \
         wine "$PYDIR/python.exe" -m pytest -q -p no:cacheprovider \
-        --basetemp="$(winpath "$RUN/tmp")" ${FASTPE_WINE_PYTEST:-tests} </dev/null 2>&1 | cat
+        --basetemp="$(winpath "$RUN/tmp")" ${FASTPE_TEST_MARK:+-m "$FASTPE_TEST_MARK"} \
+        ${FASTPE_WINE_PYTEST:-tests} </dev/null 2>&1 | cat
     exit "${PIPESTATUS[0]}"
 )
 rc=$?

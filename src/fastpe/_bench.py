@@ -213,7 +213,10 @@ def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: boo
                 "max_abs_error": err,
             }
         prog.step(f"{S}x{D} {dt}")
-        rows_out.append({"seq_len": S, "d_model": D, "dtype": dt, "methods": entries})
+        checks = _table_checks(S, D, dtype, entries[FASTPE]["max_abs_error"])
+        rows_out.append(
+            {"seq_len": S, "d_model": D, "dtype": dt, "methods": entries, "checks": checks}
+        )
     prog.close()
     return {
         "machine": {
@@ -226,6 +229,46 @@ def measure(sizes, *, quick: bool = False, progress: bool = False, accuracy: boo
         "quick": quick,
         "results": rows_out,
     }
+
+
+# The error bounds the test suite asserts (tests/test_accuracy.py): a wrong table, not a
+# slow one, is what makes `fastpe bench` fail.
+ERROR_BOUND = {"float64": 1e-15, "float32": 2.0**-24}
+
+
+def _check(what: str, ok: bool, detail: str) -> dict:
+    return {"what": what, "ok": bool(ok), "detail": detail}
+
+
+def _table_checks(S: int, D: int, dtype: np.dtype, max_error: float | None) -> list[dict]:
+    """Correctness of the timed fastpe tables: the error against mpmath within the
+    suite's bound, and the out= and one-thread tables bitwise the new array's."""
+    tag = f"{S}x{D} {dtype.name}"
+    checks = []
+    if max_error is not None:
+        bound = ERROR_BOUND[dtype.name]
+        checks.append(
+            _check(
+                f"{tag}: fastpe max |err| against mpmath",
+                max_error <= bound,
+                f"{max_error:.1e} (bound {bound:.1e})",
+            )
+        )
+    new = _api.sinusoidal(S, D, dtype=dtype)
+    out = np.full((S, D), np.nan, dtype=dtype)
+    _api.sinusoidal(S, D, out=out)
+    one = _api.sinusoidal(S, D, dtype=dtype, num_threads=1)
+    same = np.array_equal(new, out) and np.array_equal(new, one)
+    checks.append(_check(f"{tag}: out= and 1-thread tables equal the new array", same, "bitwise"))
+    return checks
+
+
+def all_checks(result: dict) -> list[dict]:
+    """Every correctness check of a run (empty lists for the sections not run)."""
+    out = [c for r in result["results"] for c in r.get("checks", [])]
+    if result.get("rope"):
+        out += result["rope"].get("checks", [])
+    return out
 
 
 ADD_LIMIT = "np.add(x, table, out=x) [limit]"
@@ -385,7 +428,27 @@ def measure_rope(*, quick: bool = False) -> dict:
         11 if quick else 41,
     )
     med.update(step)
-    return {"shape": list(shape), "dtype": "float32", "median_s": med}
+    return {
+        "shape": list(shape),
+        "dtype": "float32",
+        "median_s": med,
+        "checks": [_rope_check(q, k, cos, sin)],
+    }
+
+
+def _rope_check(q: np.ndarray, k: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> dict:
+    """apply_rope against the NumPy formula it was timed against, on copies of q and k."""
+    got_q, got_k = _rope.apply_rope(q.copy(), k.copy())
+    want_q, want_k = numpy_rotate_half(q, cos, sin), numpy_rotate_half(k, cos, sin)
+    err = max(float(np.max(np.abs(got_q - want_q))), float(np.max(np.abs(got_k - want_k))))
+    # float32 inputs of size ~4: the two roundings differ by a few float32 ulps at most
+    scale = max(float(np.max(np.abs(want_q))), float(np.max(np.abs(want_k))), 1.0)
+    bound = 8 * float(np.finfo(np.float32).eps) * scale
+    return _check(
+        "apply_rope q, k against the NumPy rotate_half formula",
+        err <= bound,
+        f"max |diff| {err:.1e} (bound {bound:.1e})",
+    )
 
 
 ROPE_LAYOUTS = [
@@ -932,19 +995,50 @@ def format_table(result: dict) -> str:
             lines.append(f"  {name:<52} {unit[0]:>9.2f} {unit[1]}")
     if result.get("busy"):
         lines.extend(format_busy(result["busy"]))
-    lines.append("")
-    lines.append("Targets, from this run:")
-    checks = all_targets(result)
-    width = max([52] + [len(c[0]) for c in checks])
-    for what, v, bound, kind, ok in checks:
-        verdict = "info" if kind.startswith("info") else ("PASS" if ok else "FAIL")
-        lines.append(
-            f"  {verdict:<4}  {what:<{width}} {v:8.2f}  (target "
-            f"{'<=' if kind.endswith('max') else '>='} {bound:g})"
-        )
-    if not checks:
-        lines.append("  (none: the targets are stated for the standard sizes only)")
+    lines.extend(format_summary(result))
     return "\n".join(lines)
+
+
+def format_summary(result: dict) -> list[str]:
+    """The short result: speed ratios as measured here, errors, correctness checks."""
+    lines = ["", "Summary of this run on this machine (speed depends on the machine and its load;"]
+    lines.append("a quiet reference machine's figures: docs/performance.md):")
+    hdr = (
+        f"  {'size':<11} {'dtype':<7} {'x NumPy (new)':>13} {'x NumPy (out=)':>14} "
+        f"{'fastpe |err|':>12} {'NumPy |err|':>11}"
+    )
+    lines.append(hdr)
+    for r in result["results"]:
+        m = r["methods"]
+        peer = m.get("NumPy seed formula f64") or m.get("NumPy formula f32")
+        if peer is None:
+            continue
+
+        def err(e: dict) -> str:
+            return "" if e["max_abs_error"] is None else f"{e['max_abs_error']:.1e}"
+
+        lines.append(
+            f"  {r['seq_len']}x{r['d_model']:<{10 - len(str(r['seq_len']))}} {r['dtype']:<7} "
+            f"{peer['median_s'] / m[FASTPE]['median_s']:>12.1f}x "
+            f"{peer['median_s'] / m[FASTPE_OUT]['median_s']:>13.1f}x "
+            f"{err(m[FASTPE]):>12} {err(peer):>11}"
+        )
+    # (the big tables' speed-ups against NumPy are the columns above)
+    ratios = [c for c in all_targets(result) if "speed-up vs" not in c[0]]
+    if ratios:
+        lines.append("")
+        lines.append("Other ratios and times from this run:")
+        width = max(len(c[0]) for c in ratios)
+        for what, v, *_ in ratios:
+            lines.append(f"  {what:<{width}} {v:9.2f}")
+    checks = all_checks(result)
+    lines.append("")
+    lines.append("Correctness (a wrong result makes `fastpe bench` exit 1):")
+    for c in checks:
+        lines.append(f"  {'ok' if c['ok'] else 'WRONG':<5}  {c['what']}: {c['detail']}")
+    if not checks:
+        lines.append("  (nothing checked in this run)")
+    return lines
 
 
 CHART_MISSING = "fastpe bench: --chart needs matplotlib: pip install 'fastpe[plot]'"
@@ -1056,20 +1150,20 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_busy:
         result["busy"] = measure_busy(quick=args.quick)
     if args.json:
-        checks = all_targets(result)
-        result["targets"] = [
-            dict(what=w, value=v, bound=b, kind=k, ok=ok) for w, v, b, k, ok in checks
-        ]
+        result["ratios"] = [dict(what=w, value=v) for w, v, *_ in all_targets(result)]
         print(json.dumps(result, indent=2))
     else:
         print(format_table(result))
+    wrong = [c for c in all_checks(result) if not c["ok"]]
+    for c in wrong:
+        print(f"fastpe bench: wrong result: {c['what']}: {c['detail']}", file=sys.stderr)
     if args.chart:
         try:
             chart(result, args.chart)
         except ImportError:
             print(CHART_MISSING, file=sys.stderr)
             return 1
-    return 0
+    return 1 if wrong else 0
 
 
 def main(argv: list[str] | None = None) -> int:
