@@ -39,6 +39,9 @@ CORE_TESTS = frozenset(
         "test_conventions.py",  # the frameworks' conventions, without the frameworks
         "test_half.py",  # float16 and bfloat16 outputs
         "test_rope.py",  # RoPE frequencies, caches, apply_rope
+        "test_rope_truth.py",  # the rules' float64 frequencies against mpmath, bitwise
+        "test_clib.py",  # the C library's digests, the same bits on every platform
+        "test_clib_rules.py",
         "test_rope_heads.py",
         "test_rope_presets.py",
         "test_capi_rope.py",

@@ -48,8 +48,27 @@ suite() {  # name expect-openmp [FASTPE_DISABLE_OPENMP value]: build, then the s
         echo "FAILED, pytest exit $rc"))")
 }
 
+# The values that must be the same on every machine (the RoPE rules, the C library's
+# digests), once more with NumPy's SIMD loops off: a value that came from them would
+# change here, on any host.
+no_simd() {
+    local rc=0 feats counts
+    feats=$("$VENV/bin/python" -c "import numpy as np; m = getattr(np, '_core', None) or np.core
+print(' '.join(m._multiarray_umath.__cpu_dispatch__))")
+    echo "== NumPy's SIMD dispatch off (NPY_DISABLE_CPU_FEATURES=\"$feats\")"
+    NPY_DISABLE_CPU_FEATURES=$feats "$VENV/bin/python" -m pytest tests/test_rope_truth.py \
+        tests/test_clib.py tests/test_clib_rules.py tests/test_rope.py -q -p no:cacheprovider \
+        2>&1 | tee "$LOG/no_simd.txt" || rc=$?
+    counts=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error|skipped)' "$LOG/no_simd.txt" |
+        tail -n 1 | sed -E 's/^=+ //; s/ in [0-9.]+s.*$//; s/ =+$//' || true)
+    [ "$rc" -eq 0 ] || FAILED=1
+    SUMMARY+=("without NumPy's SIMD: ${counts:-no summary from pytest} ($([ "$rc" -eq 0 ] &&
+        echo passed || echo "FAILED, pytest exit $rc"))")
+}
+
 suite OpenMP 1
 suite serial 0 1
+no_simd
 
 if [ -n "$editable" ]; then
     echo "== leave the OpenMP build installed, editable as it was"
