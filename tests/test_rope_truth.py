@@ -159,3 +159,10 @@ def test_float32_power_is_rounded_once_not_through_double():
             for e in (0.5, 1.5, 2.5, 0.25):
                 got = kernel._power(b, e, float32=True)
                 assert got == _to_f32(mp(b) ** mp(e))
+
+
+@pytest.mark.parametrize("x", [2.0, 10.0, 224.0, 0.3, 1e-300, 1e300, 1.0 + 2.0**-40, 5e-324])
+def test_log_is_correctly_rounded(x):
+    assert kernel._log(x) == cr_log(x)
+    assert kernel._log(1.0) == 0.0 and kernel._log(0.0) == -math.inf
+    assert math.isnan(kernel._log(-1.0))

@@ -295,6 +295,7 @@ cdef extern from "pe_crmath.h" nogil:
                      pe_rule_detail *why, pe_pow32_fn pow32, void *pow_ctx)
     double pe_pow_cr(double x, double y)
     float pe_powf_cr(float x, float y)
+    double pe_log_cr(double x)
     unsigned long long pe_cr_undecided()
 
 
@@ -330,6 +331,12 @@ def _power(base, exponent, bint float32=False):
             for k in range(n):
                 od[k] = pe_pow_cr(bd[k], ed[k])
     return out
+
+
+def _log(double x):
+    """The correctly rounded natural logarithm of x (C's log's special values):
+    fastpe's own, the same bits on every machine."""
+    return pe_log_cr(x)
 
 
 def _undecided_roundings():

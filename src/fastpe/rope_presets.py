@@ -702,7 +702,9 @@ def _timm_bands(
             if linear_bands:
                 bands = _linspace32(1.0, max_res / 2, num_bands)
             else:
-                bands = f32.pow(2.0, _linspace32(0.0, math.log(max_res, 2) - 1, num_bands))
+                # Python's math.log(max_res, 2), log(x) / log(2), with fastpe's own log
+                log2 = _kernel._log(max_res) / _kernel._log(2.0)
+                bands = f32.pow(2.0, _linspace32(0.0, log2 - 1, num_bands))
             out = (bands * np.float32(math.pi)).astype(np.float64)
     else:  # each rational part rounded once, then the product with pi
         x = [Fraction(i, max(num_bands - 1, 1)) for i in range(num_bands)]
