@@ -3,9 +3,10 @@
 The rules of Hugging Face transformers' ``ROPE_INIT_FUNCTIONS`` (``default``,
 ``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``) with their parameters
 and defaults, as a function of the model's ``rope_parameters`` (``rope_scaling``)
-dictionary.  Each rule is written twice from the same steps: once in float32,
-operation by operation as the framework evaluates it (the frequencies a checkpoint
-was trained with), once in float64 (the formula itself).
+dictionary.  The rules themselves are the C library's (lib/src/rope_rules.c): in
+float32, operation by operation as the framework evaluates it (the frequencies a
+checkpoint was trained with), or in float64, the exact formula rounded once.  This
+module checks the Python arguments, names them in errors, and builds the caches.
 """
 
 from __future__ import annotations
