@@ -87,29 +87,81 @@ def frequencies(rope_type, params, head_dim, mpe, seq_len, precision="float64"):
 
 
 def test_float64_frequencies_are_correctly_rounded():
-    """Every frequency whose rounding the library's test decided is the correctly
-    rounded value; an undecided one (an exact value within ~2^-100 of a rounding
-    boundary, e.g. 10000 ** (1/4) / 3.2 = 1/32 - 2^-59 + 2^-113) is counted, at
-    most one ulp off, and rare."""
-    n = undecided = 0
+    """Every frequency is the correctly rounded value, those whose fast
+    evaluation lies too close to a rounding boundary included (they take the
+    exact path); nothing is left undecided."""
+    n = 0
+    undecided = kernel._undecided_roundings()
     with mpmath.workprec(200):
         for rope_type, params, head_dim, mpe, seq_len in generated_configs(n_per_type=25):
-            before = kernel._undecided_roundings()
             try:
                 w, _ = frequencies(rope_type, params, head_dim, mpe, seq_len)
             except ValueError:
                 continue  # refused configurations: tests/test_rope.py
-            counted = kernel._undecided_roundings() - before
             want = exact(rope_type, params, head_dim, mpe, seq_len)
-            case = f"{rope_type} {params} {head_dim}"
-            if counted == 0:
-                np.testing.assert_array_equal(w, want, err_msg=case)
-            else:
-                assert np.sum(w != want) <= counted, case
-                np.testing.assert_array_max_ulp(w, want, maxulp=1)
-            undecided += counted
+            np.testing.assert_array_equal(w, want, err_msg=f"{rope_type} {params} {head_dim}")
             n += w.size
-    assert n > 5000 and undecided <= n // 1000
+    assert n > 5000
+    assert kernel._undecided_roundings() == undecided
+
+
+# Exact values within 2^-100 of a float64 rounding boundary: the fast path
+# cannot round them.  10000^(-1/4) / 3.2 = 0.1 / 3.2 (3.2 as a double, a little
+# above 3.2) = 1/32 - 2^-59 + 2^-113: just above the midpoint below 1/32.
+HARD = [("linear", {"rope_theta": 10000.0, "factor": 3.2}, 48, 6)]
+
+
+@pytest.mark.parametrize(("rope_type", "params", "head_dim", "i"), HARD)
+def test_values_on_a_rounding_boundary_take_the_exact_path(rope_type, params, head_dim, i):
+    runs = kernel._exact_path_runs()
+    w, _ = frequencies(rope_type, params, head_dim, None, None)
+    assert kernel._exact_path_runs() > runs
+    with mpmath.workprec(300):
+        want = exact(rope_type, params, head_dim, None, None)
+    assert w[i] == want[i] == 2.0**-5
+
+
+@pytest.fixture
+def exact_path_only():
+    was = kernel._force_exact_path(True)
+    try:
+        yield
+    finally:
+        kernel._force_exact_path(was)
+
+
+def test_exact_path_gives_the_same_bits(exact_path_only):
+    """Every value through the exact path alone equals the fast path's and the
+    mpmath truth: the exact path is right wherever it runs."""
+    rng = np.random.default_rng(11)
+    base = np.concatenate([rng.uniform(1.0, 1e7, 150), 10.0 ** rng.uniform(-300, 300, 50)])
+    expo = rng.uniform(-1.5, 1.5, 200)
+    runs = kernel._exact_path_runs()
+    got = kernel._power(base, expo)
+    got32 = kernel._power(base[:150], expo[:150], float32=True)
+    logs = [kernel._log(float(x)) for x in base[100:]]
+    assert kernel._exact_path_runs() - runs >= 400
+    configs = list(generated_configs(n_per_type=4))
+    ours = []
+    for rope_type, params, head_dim, mpe, seq_len in configs:
+        try:
+            ours.append(frequencies(rope_type, params, head_dim, mpe, seq_len)[0])
+        except ValueError:
+            ours.append(None)
+    kernel._force_exact_path(False)
+    np.testing.assert_array_equal(got, kernel._power(base, expo))
+    np.testing.assert_array_equal(got32, kernel._power(base[:150], expo[:150], float32=True))
+    assert logs == [kernel._log(float(x)) for x in base[100:]]
+    with mpmath.workprec(200):
+        assert logs == [cr_log(float(x)) for x in base[100:]]
+        want = [float(mp(b) ** mp(e)) for b, e in zip(base, expo, strict=True)]
+        np.testing.assert_array_equal(got, want)
+        b32, e32 = base[:150].astype(np.float32), expo[:150].astype(np.float32)
+        want32 = [_to_f32(mp(float(b)) ** mp(float(e))) for b, e in zip(b32, e32, strict=True)]
+        np.testing.assert_array_equal(got32, np.array(want32, np.float32))
+        for (rope_type, params, head_dim, mpe, seq_len), w in zip(configs, ours, strict=True):
+            if w is not None:
+                np.testing.assert_array_equal(w, exact(rope_type, params, head_dim, mpe, seq_len))
 
 
 @pytest.mark.parametrize("theta", [10000.0, 500000.0, 1e6, 5e6, 1.5, 1e280])

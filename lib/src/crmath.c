@@ -4,14 +4,29 @@
 
 #include <float.h>
 
-static PE_RELAXED(uint64_t) undecided;
+static PE_RELAXED(uint64_t) undecided, exact_runs;
+static PE_RELAXED(int) forced;
 
 uint64_t pe_cr_undecided(void) { return (uint64_t)pe_relaxed_load(&undecided); }
+uint64_t pe_cr_exact_runs(void) { return (uint64_t)pe_relaxed_load(&exact_runs); }
 
-static void count_undecided(void) {
-    /* a relaxed load and store: an increment lost to a race only undercounts a
-     * statistic, and the pair is portable where fetch-add is not */
-    pe_relaxed_store(&undecided, pe_relaxed_load(&undecided) + 1);
+int pe_cr_force_exact(int on) {
+    int was = pe_relaxed_load(&forced);
+    pe_relaxed_store(&forced, on != 0);
+    return was;
+}
+
+/* a relaxed load and store: an increment lost to a race only undercounts a
+ * statistic, and the pair is portable where fetch-add is not */
+#define COUNT(c) pe_relaxed_store(&(c), pe_relaxed_load(&(c)) + 1)
+
+double pe_round_exact(pe_mp v, int prec, int emin, double eps) {
+    int decided;
+    double r = pe_mp_round(v, prec, emin, eps, &decided);
+    COUNT(exact_runs);
+    if (!decided)
+        COUNT(undecided);
+    return r;
 }
 
 pe_dd pe_dd_div(pe_dd a, pe_dd b) {
@@ -37,14 +52,14 @@ pe_dd pe_pow_dd(double x, double y, double *t) {
     return pe_dd_exp(l);
 }
 
-/* The double a dd rounds to and whether every value within eps of it does. */
-static double round_double(pe_dd v, double eps, int *decided) {
+double pe_round_double(pe_dd v, double eps, int *decided) {
     pe_dd n = pe_two_sum(v.hi, v.lo);
     /* the probes' own rounding (2^-53 of d) is covered by the margin */
     double d = eps * (1.0 + 9.094947017729282e-13 /* 2^-40 */) * fabs(n.hi);
     double a = n.hi + (n.lo - d), b = n.hi + (n.lo + d);
     /* below 2^-1000 the double-double's low part may have lost bits */
-    *decided = a == b && (fabs(n.hi) >= 9.332636185032189e-302 /* 2^-1000 */ || n.hi == 0.0);
+    *decided = a == b && (fabs(n.hi) >= 9.332636185032189e-302 /* 2^-1000 */ || n.hi == 0.0) &&
+               !pe_relaxed_load(&forced);
     return n.hi;
 }
 
@@ -64,29 +79,14 @@ static float dd_to_float(pe_dd n) {
     return f;
 }
 
-static float round_float(pe_dd v, double eps, int *decided) {
+float pe_round_float(pe_dd v, double eps, int *decided) {
     pe_dd n = pe_two_sum(v.hi, v.lo);
     double d = eps * (1.0 + 9.094947017729282e-13 /* 2^-40 */) * fabs(n.hi);
     float a = dd_to_float(pe_two_sum(n.hi, n.lo - d));
     float b = dd_to_float(pe_two_sum(n.hi, n.lo + d));
-    *decided = a == b && (fabs(n.hi) >= 9.332636185032189e-302 /* 2^-1000 */ || n.hi == 0.0);
+    *decided = a == b && (fabs(n.hi) >= 9.332636185032189e-302 /* 2^-1000 */ || n.hi == 0.0) &&
+               !pe_relaxed_load(&forced);
     return dd_to_float(n);
-}
-
-double pe_round_double(pe_dd v, double eps) {
-    int decided;
-    double r = round_double(v, eps, &decided);
-    if (!decided && isfinite(r))
-        count_undecided();
-    return r;
-}
-
-float pe_round_float(pe_dd v, double eps) {
-    int decided;
-    float r = round_float(v, eps, &decided);
-    if (!decided && isfinite(r))
-        count_undecided();
-    return r;
 }
 
 double pe_log_cr(double x) {
@@ -96,7 +96,18 @@ double pe_log_cr(double x) {
         return -INFINITY;
     if (isinf(x) || x == 1.0)
         return x == 1.0 ? 0.0 : x;
-    return pe_round_double(pe_dd_log(x), 3.1554436208840472e-30 /* 2^-98 */);
+    {
+        int decided, k;
+        double r = pe_round_double(pe_dd_log(x), 3.1554436208840472e-30 /* 2^-98 */, &decided);
+        pe_mp l;
+        if (decided)
+            return r;
+        /* absolute error 2^-228 + |k| 2^-255 (pe_mp.h), |ln x| >= 2^-54 */
+        l = pe_mp_log(pe_mp_from(x));
+        frexp(x, &k);
+        return pe_round_exact(l, 53, -1074,
+                              ldexp(1.0 + ldexp(fabs((double)k), -27), -228) / fabs(r));
+    }
 }
 
 /* C's pow for the special operands (x >= 0): 1 if y == 0 or x == 1, else 0 or
@@ -121,14 +132,30 @@ static int pow_special(double x, double y, double *r) {
     return 0;
 }
 
+/* x^y on the exact path, x > 0 finite: exp(y ln x), t = y ln x with an
+ * absolute error below |y| (2^-228 + 2^-245) + |t| 2^-255, exp's own below
+ * 2^-230 (where |t| < 746; beyond +-1000 the power is inf or 0 in every
+ * format). */
+static double pow_exact(double x, double y, int prec, int emin) {
+    pe_mp t = pe_mp_mul(pe_mp_from(y), pe_mp_log(pe_mp_from(x)));
+    double th = pe_mp_to_double(t);
+    if (th > 1000.0)
+        return INFINITY;
+    if (th < -1000.0)
+        return 0.0;
+    return pe_round_exact(pe_mp_exp(t), prec, emin, ldexp(1.0 + fabs(y), -221));
+}
+
 double pe_pow_cr(double x, double y) {
     double r, t;
+    int decided;
     if (x < 0.0)
         return NAN; /* not needed by the rules */
     if (pow_special(x, y, &r))
         return r;
     pe_dd v = pe_pow_dd(x, y, &t);
-    return pe_round_double(v, PE_POW_EPS(t));
+    r = pe_round_double(v, PE_POW_EPS(t), &decided);
+    return decided ? r : pow_exact(x, y, 53, -1074);
 }
 
 float pe_powf_cr_ln(float x, pe_dd ln_x, float y) {
@@ -143,7 +170,11 @@ float pe_powf_cr_ln(float x, pe_dd ln_x, float y) {
         return INFINITY;
     if (l.hi < -745.2)
         return 0.0f;
-    return pe_round_float(pe_dd_exp(l), PE_POW_EPS(l.hi));
+    {
+        int decided;
+        float f = pe_round_float(pe_dd_exp(l), PE_POW_EPS(l.hi), &decided);
+        return decided ? f : (float)pow_exact((double)x, (double)y, 24, -149);
+    }
 }
 
 float pe_powf_cr(float x, float y) {
@@ -153,5 +184,9 @@ float pe_powf_cr(float x, float y) {
     if (pow_special((double)x, (double)y, &r))
         return (float)r;
     pe_dd v = pe_pow_dd((double)x, (double)y, &t);
-    return pe_round_float(v, PE_POW_EPS(t));
+    {
+        int decided;
+        float f = pe_round_float(v, PE_POW_EPS(t), &decided);
+        return decided ? f : (float)pow_exact((double)x, (double)y, 24, -149);
+    }
 }

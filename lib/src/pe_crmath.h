@@ -9,9 +9,11 @@
  * the same float, that float is the correctly rounded result.  Otherwise the
  * value is too close to a rounding boundary to decide: about one call in 2^36
  * for random operands at eps = 2^-90, but far more often for rational values
- * such as 10000^(-1/4) / 3.2 (one of ~6,000 generated rule frequencies).  The
- * nearest float of the double-double is returned then, and pe_cr_undecided()
- * counts it; there is no exact fallback yet.
+ * such as 10000^(-1/4) / 3.2 = 1/32 - 2^-59 + 2^-113 (one of ~6,000 generated
+ * rule frequencies).  Those are evaluated again on the exact path (pe_mp.h,
+ * an error near 2^-220) and rounded from its bits; pe_cr_exact_runs() counts
+ * them, and pe_cr_undecided() what even that path could not decide (an exact
+ * value within 2^-200 of a boundary: none known).
  */
 #ifndef FASTPE_PE_CRMATH_H
 #define FASTPE_PE_CRMATH_H
@@ -19,6 +21,7 @@
 #include <stdint.h>
 
 #include "csrc/pe_dd.h"
+#include "pe_mp.h"
 
 /* The relative error bound of pe_pow_dd's value, exp(t) with t = y ln x. */
 #define PE_POW_EPS(t) (1.2621774483536189e-29 /* 2^-96 */ * (1.0 + fabs(t)))
@@ -30,9 +33,14 @@ PE_HIDDEN pe_dd pe_pow_dd(double x, double y, double *t);
 PE_HIDDEN pe_dd pe_log_dd(pe_dd x);
 /* a / b in double-double. */
 PE_HIDDEN pe_dd pe_dd_div(pe_dd a, pe_dd b);
-/* v rounded once to double / float, given its relative error bound eps. */
-PE_HIDDEN double pe_round_double(pe_dd v, double eps);
-PE_HIDDEN float pe_round_float(pe_dd v, double eps);
+/* v rounded once to double / float, given its relative error bound eps;
+ * *decided is 0 where a real number within eps of v rounds otherwise (or
+ * where the exact path is forced, pe_cr_force_exact). */
+PE_HIDDEN double pe_round_double(pe_dd v, double eps, int *decided);
+PE_HIDDEN float pe_round_float(pe_dd v, double eps, int *decided);
+/* The exact path's v (relative error bound eps) rounded with prec bits and
+ * least subnormal exponent emin (pe_mp_round), counted. */
+PE_HIDDEN double pe_round_exact(pe_mp v, int prec, int emin, double eps);
 /* Correctly rounded ln(x) (NaN below 0, -inf at 0, as C's log). */
 PE_HIDDEN double pe_log_cr(double x);
 /* Correctly rounded x^y for x >= 0 (the special values of C's pow). */
@@ -40,9 +48,13 @@ PE_HIDDEN double pe_pow_cr(double x, double y);
 PE_HIDDEN float pe_powf_cr(float x, float y);
 /* pe_powf_cr with ln_x = pe_dd_log(x) given (x > 0 finite; a rule's base, once). */
 PE_HIDDEN float pe_powf_cr_ln(float x, pe_dd ln_x, float y);
-/* How many roundings could not be decided (see above) since the library was
- * loaded. */
+/* Since the library was loaded: how many values took the exact path, and how
+ * many roundings even that path could not decide (see above). */
+PE_HIDDEN uint64_t pe_cr_exact_runs(void);
 PE_HIDDEN uint64_t pe_cr_undecided(void);
+/* Nonzero: every rounding takes the exact path (the tests check that both
+ * paths give the same bits); returns the previous setting. */
+PE_HIDDEN int pe_cr_force_exact(int on);
 
 /* Why a RoPE rule refused its parameters (the binding's messages name the
  * parameters behind each reason). */

@@ -55,15 +55,16 @@ void fastpe_rope_params_init(fastpe_rope_params *p) {
 /* The values a rule computes with, every check passed. */
 typedef struct {
     int type;
-    int f32;           /* the float32 steps */
-    int64_t dim;       /* rotary_dim */
-    double theta;      /* the base of the power (dynamic: the scaled base) */
-    double factor;     /* linear, llama3, yarn: the divisor of the frequencies */
-    double low, high;  /* llama3: the freq factors; yarn: the ramp's ends */
-    double old_len;    /* llama3: original_max_position_embeddings */
-    const double *fac; /* longrope: the chosen per-pair factors */
+    int f32;                 /* the float32 steps */
+    int64_t dim;             /* rotary_dim */
+    double theta;            /* the base of the power (dynamic: the scaled base) */
+    double theta0, len, mpe; /* dynamic: rope_theta, the length and mpe it scales by */
+    double factor;           /* linear, llama3, yarn: the divisor of the frequencies */
+    double low, high;        /* llama3: the freq factors; yarn: the ramp's ends */
+    double old_len;          /* llama3: original_max_position_embeddings */
+    const double *fac;       /* longrope: the chosen per-pair factors */
     double attention;
-    pe_dd ln_theta; /* float64: ln of the base (dynamic: of the real scaled base) */
+    pe_dd ln_theta; /* float64: dd_ln_base, ln of the base (dynamic: the real scaled one) */
     pe_rule_detail *why;
     pe_pow32_fn pow32; /* NULL: pe_powf_cr */
     void *pow_ctx;
@@ -258,7 +259,6 @@ static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
 
 static int dynamic(const fastpe_rope_params *p, rule *R) {
     double factor = p->factor, scale, base, L, mpe, d = (double)R->dim;
-    pe_dd real_scale;
     if (!positive(factor))
         return FASTPE_EINVAL;
     if (ABSENT_I(p->max_position_embeddings))
@@ -272,12 +272,11 @@ static int dynamic(const fastpe_rope_params *p, rule *R) {
     base = scale > 0 ? R->theta * pe_pow_cr(scale, d / (d - 2)) : NAN;
     if (!(isfinite(base) && base > 0))
         return refuse(R, FASTPE_EBASE, PE_RULE_BASE, -1, base);
-    /* float64: ln(theta * s^(d/(d-2))) of the real s = factor L / mpe - (factor - 1) */
-    real_scale =
-        pe_dd_add(pe_dd_div_d(pe_two_prod(factor, L), mpe), pe_dd_neg(pe_two_sum(factor, -1.0)));
-    R->ln_theta =
-        pe_dd_add(pe_dd_log(R->theta),
-                  pe_dd_mul(pe_dd_div(pe_dd_from(d), pe_dd_from(d - 2)), pe_log_dd(real_scale)));
+    /* float64: the real scaled base, from these (dd_ln_base) */
+    R->theta0 = R->theta;
+    R->factor = factor;
+    R->len = L;
+    R->mpe = mpe;
     R->theta = base;
     return FASTPE_OK;
 }
@@ -310,7 +309,6 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
     R->theta = ABSENT(p->rope_theta) ? 10000.0 : p->rope_theta;
     if (!positive(R->theta))
         return FASTPE_EINVAL;
-    R->ln_theta = pe_dd_log(R->theta);
     if (!ABSENT(p->partial_rotary_factor) &&
         !(positive(p->partial_rotary_factor) && p->partial_rotary_factor <= 1.0))
         return FASTPE_EINVAL;
@@ -424,73 +422,85 @@ static int frequency32(const rule *R, int64_t i, double *out) {
     return usable(inv) ? W_USABLE : W_UNUSABLE;
 }
 
+/* The float64 formulas, in double-double and on the exact path. */
+#define NUM      pe_dd
+#define FN(name) dd_##name
+#define N_FROM   pe_dd_from
+#define N_ADD    pe_dd_add
+#define N_NEG    pe_dd_neg
+#define N_MUL    pe_dd_mul
+#define N_DIV    pe_dd_div
+#define N_LT     dd_lt
+#define N_HI(a)  ((a).hi)
+#define N_EXP    pe_dd_exp
+#define N_LOG    pe_log_dd
+#define N_TWO_PI pe_dd_add(pe_dd_from(4.0 * PE_PIO2_HI), pe_dd_from(4.0 * PE_PIO2_LO))
+#define N_EPS(t) (PE_POW_EPS(t) * 2.0)
+#include "rope_formula.inc.c"
+#undef NUM
+#undef FN
+#undef N_FROM
+#undef N_ADD
+#undef N_NEG
+#undef N_MUL
+#undef N_DIV
+#undef N_LT
+#undef N_HI
+#undef N_EXP
+#undef N_LOG
+#undef N_TWO_PI
+#undef N_EPS
+
+static int mp_lt(pe_mp a, pe_mp b) { return pe_mp_cmp(a, b) < 0; }
+
+/* |t| error: |2i/d| (2^-228 + 2^-245) from the log (three logs for dynamic's
+ * base), exp's 2^-230 */
+#define NUM      pe_mp
+#define FN(name) mp_##name
+#define N_FROM   pe_mp_from
+#define N_ADD    pe_mp_add
+#define N_NEG    pe_mp_neg
+#define N_MUL    pe_mp_mul
+#define N_DIV    pe_mp_div
+#define N_LT     mp_lt
+#define N_HI     pe_mp_to_double
+#define N_EXP    pe_mp_exp
+#define N_LOG    pe_mp_log
+#define N_TWO_PI pe_mp_ldexp(pe_mp_pi(), 1)
+#define N_EPS(t) ldexp(1.0, -220)
+#include "rope_formula.inc.c"
+#undef NUM
+#undef FN
+#undef N_FROM
+#undef N_ADD
+#undef N_NEG
+#undef N_MUL
+#undef N_DIV
+#undef N_LT
+#undef N_HI
+#undef N_EXP
+#undef N_LOG
+#undef N_TWO_PI
+#undef N_EPS
+
 /* Frequency i in float64: the rule's real formula in double-double, rounded
- * once (the error bounds: pe_crmath.h, docs/rope.md), or -1 / -2 (as
- * frequency32). */
+ * once, or, where that rounding is undecided, on the exact path (the error
+ * bounds: pe_crmath.h, docs/rope.md); -1 / -2 as frequency32. */
 static int frequency64(const rule *R, int64_t i, double *out) {
-    /* w = theta^(-2i/d) = exp(t) */
-    pe_dd t =
-        pe_dd_mul(pe_dd_neg(pe_dd_div_d(pe_dd_from((double)(2 * i)), (double)R->dim)), R->ln_theta);
-    pe_dd w = t.hi > 709.8 ? pe_dd_from(INFINITY) : t.hi < -745.2 ? pe_dd_from(0.0) : pe_dd_exp(t);
-    double eps = PE_POW_EPS(t.hi) * 2.0, inv;
-    *out = w.hi;
-    if (!isfinite(w.hi))
-        return W_UNUSABLE;
-    switch (R->type) {
-    case FASTPE_ROPE_LINEAR:
-        w = pe_dd_div_d(w, R->factor);
-        break;
-    case FASTPE_ROPE_LONGROPE:
-        w = pe_dd_div_d(w, R->fac[i]);
-        break;
-    case FASTPE_ROPE_YARN: {
-        /* w (1 - ramp) + (w / factor) ramp, ramp = clip((i - low) / (high - low)) */
-        pe_dd ramp = pe_dd_div(pe_two_sum((double)i, -R->low), pe_two_sum(R->high, -R->low));
-        *out = ramp.hi;
-        if (isnan(ramp.hi))
-            return W_UNUSABLE;
-        if (dd_lt(ramp, pe_dd_from(0.0)))
-            ramp = pe_dd_from(0.0);
-        else if (dd_lt(pe_dd_from(1.0), ramp))
-            ramp = pe_dd_from(1.0);
-        w = pe_dd_add(pe_dd_mul(w, pe_dd_add(pe_dd_from(1.0), pe_dd_neg(ramp))),
-                      pe_dd_mul(pe_dd_div_d(w, R->factor), ramp));
-        /* the weights' sum 1 - ramp (1 - 1/factor) is at least 1/factor */
-        eps *= 2.0 + R->factor;
-        break;
+    pe_dd w;
+    double eps;
+    int decided, f = dd_frequency(R, R->ln_theta, i, &w, &eps, out);
+    if (f != W_USABLE)
+        return f;
+    *out = pe_round_double(w, eps, &decided);
+    if (!decided) {
+        pe_mp wm;
+        f = mp_frequency(R, mp_ln_base(R), i, &wm, &eps, out);
+        if (f != W_USABLE)
+            return f;
+        *out = pe_round_exact(wm, 53, -1074, eps);
     }
-    case FASTPE_ROPE_LLAMA3: {
-        const pe_dd two_pi = {4.0 * PE_PIO2_HI, 4.0 * PE_PIO2_LO};
-        pe_dd L = pe_dd_from(R->old_len), wavelen = pe_dd_div(two_pi, w);
-        pe_dd low_wavelen = pe_dd_div_d(L, R->low), high_wavelen = pe_dd_div_d(L, R->high);
-        if (dd_lt(wavelen, high_wavelen))
-            break;
-        if (dd_lt(low_wavelen, wavelen)) {
-            w = pe_dd_div_d(w, R->factor);
-            break;
-        }
-        if (R->high == R->low)
-            return W_EDGE;
-        {
-            /* smooth = (L / wavelen - low) / (high - low); w / factor + smooth w (1 - 1/factor) */
-            pe_dd smooth = pe_dd_div(pe_dd_add(pe_dd_div(L, wavelen), pe_dd_from(-R->low)),
-                                     pe_two_sum(R->high, -R->low));
-            pe_dd kept = pe_dd_mul(smooth, w);
-            pe_dd divided =
-                pe_dd_div_d(pe_dd_mul(pe_dd_add(pe_dd_from(1.0), pe_dd_neg(smooth)), w), R->factor);
-            w = pe_dd_add(divided, kept);
-            /* smooth's absolute error, about eps L / wavelen / (high - low), counts
-             * up to factor times in the sum, which is at least w / factor */
-            eps *= 4.0 + 4.0 * R->factor * R->high / (R->high - R->low);
-        }
-        break;
-    }
-    default:
-        break;
-    }
-    inv = pe_round_double(w, eps);
-    *out = inv;
-    return usable(inv) ? W_USABLE : W_UNUSABLE;
+    return usable(*out) ? W_USABLE : W_UNUSABLE;
 }
 
 static int frequency(const rule *R, int64_t i, double *out) {
@@ -522,6 +532,8 @@ static int frequencies(rule *R, double *out) {
     if (R->f32) {
         float t = (float)R->theta;
         R->ln_theta32 = t > 0.0f && isfinite(t) ? pe_dd_log((double)t) : pe_dd_from(NAN);
+    } else {
+        R->ln_theta = dd_ln_base(R);
     }
     w = (double *)malloc((size_t)n * sizeof(double));
     if (w == NULL)

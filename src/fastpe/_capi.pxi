@@ -297,6 +297,8 @@ cdef extern from "pe_crmath.h" nogil:
     float pe_powf_cr(float x, float y)
     double pe_log_cr(double x)
     unsigned long long pe_cr_undecided()
+    unsigned long long pe_cr_exact_runs()
+    int pe_cr_force_exact(int on)
 
 
 def _power(base, exponent, bint float32=False):
@@ -340,9 +342,23 @@ def _log(double x):
 
 
 def _undecided_roundings():
-    """How many of fastpe's roundings could not be decided by the rounding test
-    since the library was loaded (pe_crmath.h)."""
+    """How many of fastpe's roundings not even the exact path could decide since
+    the library was loaded (pe_crmath.h; none is known)."""
     return pe_cr_undecided()
+
+
+def _exact_path_runs():
+    """How many values took the exact path since the library was loaded: those
+    whose fast evaluation was too close to a rounding boundary (pe_crmath.h)."""
+    return pe_cr_exact_runs()
+
+
+def _force_exact_path(bint on):
+    """Send every correctly rounded value through the exact path (on) or only the
+    undecided ones (off, the default); returns the previous setting.  For tests:
+    both paths must give the same bits.  Process-wide, not thread-safe to toggle
+    while other threads compute."""
+    return bool(pe_cr_force_exact(on))
 
 
 _PARAM_DOUBLES = ("rope_theta", "partial_rotary_factor", "factor", "attention_factor",
