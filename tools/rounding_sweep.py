@@ -1,0 +1,179 @@
+"""How many of fastpe's table and RoPE-cache entries are correctly rounded, per
+output dtype, against mpmath at 300 bits rounded once to the target format
+(exponent range and subnormals included), beside NumPy's float64 formula.
+
+    python tools/rounding_sweep.py              # the documented sweep (minutes)
+    python tools/rounding_sweep.py --entries 2000 --seed 3
+
+Rows: random positions up to 2^30 (integers and fractions), and the hard rows
+where sin is tiny: numerators of continued-fraction convergents of pi (355,
+103993, ... 5419351: sin(p) ~ 1e-5 .. 1e-7 at frequency 1).  Columns: random
+over widths 2 .. 65536.  Prints, per function and dtype, the entries checked,
+the share correctly rounded, and the largest error in ulps of the exact value.
+tests/test_rounding.py runs a bounded sweep of the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+import mpmath
+import numpy as np
+
+import fastpe
+
+# (precision, least subnormal exponent) of each format
+FORMATS = {
+    "float64": (53, -1074),
+    "float32": (24, -149),
+    "float16": (11, -24),
+    "bfloat16": (8, -133),
+}
+# the exponent of each format's largest finite values
+EMAX = {"float64": 1023, "float32": 127, "float16": 15, "bfloat16": 127}
+CONVERGENTS = (355, 103993, 104348, 208341, 312689, 833719, 1146408, 4272943, 5419351)
+
+
+def round_to(v: mpmath.mpf, fmt: str) -> float:
+    """The exact value v rounded once to nearest (ties to even) in fmt."""
+    prec, emin = FORMATS[fmt]
+    if v == 0:
+        return 0.0
+    sign = -1.0 if v < 0 else 1.0
+    v = abs(v)
+    lead = int(mpmath.floor(mpmath.log(v, 2)))
+    # log2 may land one off at a power of two: fix it from the value itself
+    while mpmath.ldexp(1, lead) > v:
+        lead -= 1
+    while mpmath.ldexp(1, lead + 1) <= v:
+        lead += 1
+    q = max(lead - (prec - 1), emin)
+    n = mpmath.ldexp(v, -q)
+    i = int(mpmath.floor(n))
+    f = n - i
+    if f > 0.5 or (f == 0.5 and i % 2):
+        i += 1
+    if i.bit_length() + q > EMAX[fmt] + 1:  # rounded beyond the largest finite value
+        return sign * math.inf
+    return sign * math.ldexp(i, q)
+
+
+def ulps(got: float, exact: mpmath.mpf, fmt: str) -> float:
+    """|got - exact| in units of the format's spacing at the exact value."""
+    prec, emin = FORMATS[fmt]
+    if exact == 0:
+        return 0.0 if got == 0 else math.inf
+    lead = int(mpmath.floor(mpmath.log(abs(exact), 2)))
+    unit = mpmath.ldexp(1, max(lead - (prec - 1), emin))
+    return float(abs(mpmath.mpf(got) - exact) / unit)
+
+
+def as_float64(a: np.ndarray, fmt: str) -> np.ndarray:
+    """Entries of a fastpe output of dtype fmt as float64 (exactly)."""
+    if fmt == "bfloat16":
+        bits = np.asarray(a).view(np.uint16).astype(np.uint32) << 16
+        return bits.view(np.float32).astype(np.float64)
+    return np.asarray(a, dtype=np.float64)
+
+
+def sample(rng: np.random.Generator, n: int) -> list[tuple[float, int, int]]:
+    """(position, column, width) triples: random rows and columns, hard rows."""
+    out = []
+    for _ in range(n):
+        wide = rng.random() < 0.5
+        d = int(2 * rng.integers(1, 32769 if wide else 257))
+        j = int(rng.integers(d))
+        r = rng.random()
+        if r < 0.3:
+            k = float(CONVERGENTS[int(rng.integers(len(CONVERGENTS)))])
+            j = int(rng.integers(2))  # frequency 1: sin(k) is tiny
+        elif r < 0.5:
+            k = float(rng.integers(0, 2**30)) + float(rng.integers(0, 1024)) / 1024.0
+        else:
+            k = float(rng.integers(0, 2**20))
+        out.append((k, j, d))
+    return out
+
+
+def exact_table(k: float, j: int, d: int) -> mpmath.mpf:
+    """Vaswani's interleaved entry: sin/cos(k 10000^(-2i/d)), exact."""
+    w = mpmath.mpf(10000) ** (-mpmath.mpf(j - j % 2) / d)
+    return mpmath.sin(k * w) if j % 2 == 0 else mpmath.cos(k * w)
+
+
+def fastpe_table(k: float, j: int, d: int, fmt: str) -> float:
+    row = fastpe.sinusoidal_at(np.array([k]), d, dtype=fmt)
+    return float(as_float64(row, fmt)[0, j])
+
+
+def numpy_table(k: float, j: int, d: int, fmt: str) -> float:
+    """The seeds' NumPy formula in float64 (then cast, for the narrow formats)."""
+    i = j // 2
+    w = 1.0 / np.power(10000.0, 2 * i / d)
+    v = np.sin(k * w) if j % 2 == 0 else np.cos(k * w)
+    return float(np.float64(v).astype(np.float32)) if fmt == "float32" else float(v)
+
+
+def exact_rope(k: float, j: int, d: int, inv_freq: np.ndarray) -> mpmath.mpf:
+    """rope_cache's cos (j < d/2) or sin entry of pair j % (d/2) at position k."""
+    w = mpmath.mpf(float(inv_freq[j % (d // 2)]))
+    return mpmath.cos(k * w) if j < d // 2 else mpmath.sin(k * w)
+
+
+def fastpe_rope(k: float, j: int, d: int, fmt: str, inv_freq: np.ndarray) -> float:
+    cos, sin = fastpe.rope_cache(d, positions=np.array([k]), inv_freq=inv_freq, dtype=fmt)
+    half = d // 2
+    src = cos if j < half else sin
+    return float(as_float64(src, fmt).reshape(-1)[j % half])
+
+
+def sweep(
+    entries: int, seed: int, fmts: tuple[str, ...] = tuple(FORMATS)
+) -> dict[tuple[str, str], tuple[int, int, float]]:
+    """{(function, dtype): (checked, correctly rounded, max ulps)}."""
+    rng = np.random.default_rng(seed)
+    triples = sample(rng, entries)
+    results: dict[tuple[str, str], list] = {}
+
+    def record(name: str, fmt: str, got: float, exact: mpmath.mpf) -> None:
+        r = results.setdefault((name, fmt), [0, 0, 0.0])
+        r[0] += 1
+        r[1] += got == round_to(exact, fmt)
+        r[2] = max(r[2], ulps(got, exact, fmt))
+
+    freqs: dict[int, np.ndarray] = {}
+    with mpmath.workprec(300):
+        for k, j, d in triples:
+            ex = exact_table(k, j, d)
+            for fmt in fmts:
+                record("sinusoidal_at", fmt, fastpe_table(k, j, d, fmt), ex)
+            record("numpy float64 formula", "float64", numpy_table(k, j, d, "float64"), ex)
+            if d <= 4096:
+                if d not in freqs:
+                    freqs[d] = fastpe.rope_frequencies(d, precision="float64")[0]
+                ex = exact_rope(k, j, d, freqs[d])
+                for fmt in fmts:
+                    record("rope_cache", fmt, fastpe_rope(k, j, d, fmt, freqs[d]), ex)
+    return {key: (v[0], v[1], v[2]) for key, v in results.items()}
+
+
+def report(
+    results: dict[tuple[str, str], tuple[int, int, float]], print_: Callable = print
+) -> None:
+    print_(f"{'function':<24}{'dtype':<10}{'entries':>8}{'correctly rounded':>19}{'max ulps':>10}")
+    for (name, fmt), (n, ok, worst) in sorted(results.items()):
+        print_(f"{name:<24}{fmt:<10}{n:>8}{100.0 * ok / n:>18.2f}%{worst:>10.3g}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--entries", type=int, default=20000, help="(position, column) samples")
+    ap.add_argument("--seed", type=int, default=2026)
+    args = ap.parse_args()
+    report(sweep(args.entries, args.seed))
+
+
+if __name__ == "__main__":
+    main()
