@@ -1,4 +1,4 @@
-"""The accuracy figures of the documentation's front page (docs/index.md).
+"""The accuracy figures of docs/accuracy.md (and the README's accuracy line).
 
 Max |error| against mpmath (40 digits) over a random sample of entries of the
 (100000, 512) table, n = 10000, for fastpe and for the formulas people copy:
