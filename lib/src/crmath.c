@@ -178,15 +178,6 @@ float pe_powf_cr_ln(float x, pe_dd ln_x, float y) {
 }
 
 float pe_powf_cr(float x, float y) {
-    double r, t;
-    if (x < 0.0f)
-        return NAN;
-    if (pow_special((double)x, (double)y, &r))
-        return (float)r;
-    pe_dd v = pe_pow_dd((double)x, (double)y, &t);
-    {
-        int decided;
-        float f = pe_round_float(v, PE_POW_EPS(t), &decided);
-        return decided ? f : (float)pow_exact((double)x, (double)y, 24, -149);
-    }
+    /* (the log is read only for x > 0 finite: the other bases are special) */
+    return pe_powf_cr_ln(x, x > 0.0f && isfinite(x) ? pe_dd_log((double)x) : pe_dd_from(NAN), y);
 }
