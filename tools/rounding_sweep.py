@@ -4,6 +4,13 @@ output dtype, against mpmath at 300 bits rounded once to the target format
 
     python tools/rounding_sweep.py              # the documented sweep (minutes)
     python tools/rounding_sweep.py --entries 2000 --seed 3
+    python tools/rounding_sweep.py --search 300000 --widths 200 1000
+
+--search N looks for hard entries instead: rows 0..N of tables of the given widths
+whose float64 value lies within a few times its error (4.6e-16) of a float32
+rounding midpoint (a fast filter over whole tables), then checks each against
+mpmath and prints those whose float32 entry is not the correctly rounded one
+(tests/test_rounding.py keeps the ones found as a table).
 
 Rows: random positions up to 2^30 (integers and fractions), and the hard rows
 where sin is tiny: numerators of continued-fraction convergents of pi (355,
@@ -159,6 +166,26 @@ def sweep(
     return {key: (v[0], v[1], v[2]) for key, v in results.items()}
 
 
+def search(rows: int, widths: list[int], chunk: int = 10000) -> list[tuple[int, int, int, bool]]:
+    """(position, column, width, correctly rounded) of the float32 entries whose
+    float64 value lies within 4 x 4.6e-16 of a float32 midpoint."""
+    found = []
+    for d in widths:
+        for start in range(0, rows, chunk):
+            v = fastpe.sinusoidal(min(chunk, rows - start), d, offset=start, dtype=np.float64)
+            f = v.astype(np.float32)
+            away = np.where(v > f, np.float32(np.inf), np.float32(-np.inf))
+            mid = (f.astype(np.float64) + np.nextafter(f, away).astype(np.float64)) / 2
+            for r, j in np.argwhere((np.abs(v - mid) < 4 * 4.6e-16) & (v != 0)):
+                found.append((start + int(r), int(j), d))
+    out = []
+    with mpmath.workprec(300):
+        for k, j, d in found:
+            want = round_to(exact_table(float(k), j, d), "float32")
+            out.append((k, j, d, fastpe_table(float(k), j, d, "float32") == want))
+    return out
+
+
 def report(
     results: dict[tuple[str, str], tuple[int, int, float]], print_: Callable = print
 ) -> None:
@@ -171,8 +198,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--entries", type=int, default=20000, help="(position, column) samples")
     ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--search", type=int, default=0, metavar="N", help="rows of the hard search")
+    ap.add_argument("--widths", type=int, nargs="+", default=[200, 1000])
     args = ap.parse_args()
-    report(sweep(args.entries, args.seed))
+    if args.search:
+        hard = search(args.search, args.widths)
+        for k, j, d, ok in hard:
+            if not ok:
+                print(f"not correctly rounded: position {k}, column {j}, width {d}")
+        print(f"{len(hard)} entries near a float32 midpoint, {sum(not h[3] for h in hard)} wrong")
+    else:
+        report(sweep(args.entries, args.seed))
 
 
 if __name__ == "__main__":
