@@ -1,7 +1,7 @@
 /*
  * The fill driver: a fill's plan (frequencies and rotation table), its split
  * between threads and the row writers' dispatch, and the entry points that
- * run it.  It includes the row writers (csrc/pe_core.h) so that the hot loop
+ * run it.  It includes the row writers (kernels/pe_core.h) so that the hot loop
  * inlines them: keep the driver in this compilation unit.
  */
 #if defined(__FAST_MATH__)

@@ -18,7 +18,7 @@
 
 #include <stdint.h>
 
-#include "csrc/pe_dd.h"
+#include "kernels/pe_dd.h"
 
 /* The relative error bound of pe_pow_dd's value, exp(t) with t = y ln x. */
 #define PE_POW_EPS(t) (1.2621774483536189e-29 /* 2^-96 */ * (1.0 + fabs(t)))

@@ -3,7 +3,7 @@
  * (fastpe.kernel links the same sources statically; none of this is
  * exported).  The public API is include/fastpe/fastpe.h.
  *
- * A fill is described by a spec (what a row looks like, csrc/pe_spec.h) and a
+ * A fill is described by a spec (what a row looks like, kernels/pe_spec.h) and a
  * pe_rows (which positions its rows encode), and is run by ONE call,
  * pe_fill_run: plan, anchor seed, every chunk, store and free happen inside
  * the compilation unit of the row writers, so the hot loop inlines them.
@@ -11,7 +11,7 @@
 #ifndef FASTPE_PE_LIB_H
 #define FASTPE_PE_LIB_H
 
-#include "csrc/pe_core.h"
+#include "kernels/pe_core.h"
 #include "pe_sys.h"
 
 #include <errno.h>

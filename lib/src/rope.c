@@ -5,7 +5,7 @@
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
-#include "csrc/pe_v512.h"
+#include "kernels/pe_v512.h"
 
 #define ROT_T        float
 #define ROT_SFX      f32
