@@ -238,8 +238,11 @@ PE_HIDDEN int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t
 PE_HIDDEN int64_t pe_set_serial_below(int64_t work);
 PE_HIDDEN int64_t pe_set_chunk_entries(int64_t n);
 PE_HIDDEN int64_t pe_chunk_entries(void);
+/* The streaming-store thresholds live with the cache-size probe that sets them
+ * (system.c); fills read them through pe_stream_bytes (bytes, by item size). */
 PE_HIDDEN void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32);
 PE_HIDDEN void pe_default_stream_bytes(double *f64, double *f32);
+PE_HIDDEN double pe_stream_bytes(int itemsize);
 
 /* The cores this process may use, the fork guard, the CPU quota. */
 PE_HIDDEN int pe_usable_cpus(void);
