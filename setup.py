@@ -195,7 +195,7 @@ class BuildPy(build_py):
         if os.path.exists(target):
             os.remove(target)  # a hard link to the source must not be written through
         with open(target, "w", encoding="ascii") as f:
-            f.write(f'"""fastpe\'s release number (written by setup.py from VERSION)."""\n\n')
+            f.write('"""fastpe\'s release number (written by setup.py from VERSION)."""\n\n')
             f.write(f"__version__ = {_release()!r}\n")
 
 

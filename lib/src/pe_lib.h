@@ -182,11 +182,25 @@ typedef struct {
     int64_t strides[PE_ROPE_MAX_AXES];
 } pe_rope_rows;
 
+/* How many rows R holds: the product of its leading axes. */
+static inline int64_t pe_rope_nrows(const pe_rope_rows *R) {
+    int64_t n = 1;
+    for (int j = 0; j < R->m; j++)
+        n *= R->shape[j];
+    return n;
+}
+
 /* Every row of R[0] .. R[nR-1] (nR 1 or 2: q and k, sharing the table, S and
  * per_batch) on nt threads, polling between chunks when poll is not NULL
  * (PE_EINTR). */
 PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_poll_fn poll,
                              void *poll_ctx);
+/* Every row of R[0] .. R[nR-1] (nrows in all) by the angle table `table` of W
+ * entries a row, on the team a fill of that size gets; the R[i].table fields
+ * are set for the call and cleared after (shared by the one-axis and the
+ * multi-axis rotations). */
+PE_HIDDEN int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *table, int64_t nrows,
+                                int64_t W, int num_threads, pe_poll_fn poll, void *poll_ctx);
 /* A whole rotation, as fastpe.apply_rope runs it: the angle table of rq's
  * positions (sp's [sin | cos] rows; plan, ac as pe_fill_run), then every row
  * of R[0] .. R[nR-1] by it (nR 1 or 2; their table fields are set here), poll
