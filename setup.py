@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -177,7 +178,10 @@ def _library_sources() -> list[str]:
 def _release() -> str:
     """The release number, from VERSION (pyproject.toml and CMakeLists.txt read it too)."""
     with open(os.path.join(HERE, "VERSION"), encoding="ascii") as f:
-        return f.read().strip()
+        version = f.read().strip()
+    if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version):
+        raise ValueError(f"VERSION must hold one MAJOR.MINOR.PATCH line, not {version!r}")
+    return version
 
 
 class BuildPy(build_py):
@@ -196,7 +200,7 @@ class BuildPy(build_py):
             os.remove(target)  # a hard link to the source must not be written through
         with open(target, "w", encoding="ascii") as f:
             f.write('"""fastpe\'s release number (written by setup.py from VERSION)."""\n\n')
-            f.write(f"__version__ = {_release()!r}\n")
+            f.write(f'__version__ = "{_release()}"\n')
 
 
 EXTENSIONS = [
