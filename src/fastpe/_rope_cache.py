@@ -152,42 +152,15 @@ def rope_cache(
         and type(rope_parameters) is not dict
         and _per_axis_rules(rope_parameters)
     ):
-        done = _kernel.rope_cache_axes_fast(
-            head_dim,
-            rope_parameters,
-            seq_len,
-            offset,
-            positions,
-            sections,
-            section_layout,
-            layout,
-            dtype,
-            max_position_embeddings,
-            precision,
-            inv_freq,
-            attention_factor,
-            out,
+        given = (
+            head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
+            layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
             num_threads,
-        )
+        )  # fmt: skip
+        done = _kernel.rope_cache_axes_fast(*given)
         if done is not None:  # sections and frequencies already planned: filled
             return done
-        return _rope_cache_axes(
-            head_dim,
-            rope_parameters,
-            seq_len,
-            offset,
-            positions,
-            sections,
-            section_layout,
-            layout,
-            dtype,
-            max_position_embeddings,
-            precision,
-            inv_freq,
-            attention_factor,
-            out,
-            num_threads,
-        )
+        return _rope_cache_axes(*given)
     done = _kernel.rope_cache_fast(
         head_dim,
         rope_parameters,
