@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,9 @@ import warnings
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 # What each compiler family needs for OpenMP: (compile flags, link flags).
 # Apple clang has no -fopenmp driver flag; libomp must be supplied (cibuildwheel
@@ -32,7 +36,7 @@ OPENMP_FLAGS = {
     "gcc-like": (["-fopenmp"], ["-fopenmp"]),
 }
 
-# No -ffast-math, ever: the double-double arithmetic in csrc/pe_dd.h relies on IEEE
+# No -ffast-math, ever: the double-double arithmetic in lib/src/kernels/pe_dd.h relies on IEEE
 # rounding of every operation.  -ffp-contract=off keeps FMA contraction from
 # changing results between machines (bitwise reproducibility, exact error terms).
 BASE_CFLAGS = {
@@ -166,10 +170,37 @@ CYTHON_DIRECTIVES = {
 
 def _library_sources() -> list[str]:
     """The C library's sources (lib/sources.txt, which CMakeLists.txt reads too)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    with open(os.path.join(here, "lib", "sources.txt")) as f:
+    with open(os.path.join(HERE, "lib", "sources.txt")) as f:
         lines = (line.split("#", 1)[0].strip() for line in f)
         return [line for line in lines if line]
+
+
+def _release() -> str:
+    """The release number, from VERSION (pyproject.toml and CMakeLists.txt read it too)."""
+    with open(os.path.join(HERE, "VERSION"), encoding="ascii") as f:
+        version = f.read().strip()
+    if not re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version):
+        raise ValueError(f"VERSION must hold one MAJOR.MINOR.PATCH line, not {version!r}")
+    return version
+
+
+class BuildPy(build_py):
+    """Writes the release number into the built copy of fastpe/_version.py.
+
+    The source copy reads VERSION from the repository; an installed package has no
+    repository, so its copy carries the number itself.
+    """
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install imports the source copy, beside VERSION
+        target = os.path.join(self.build_lib, "fastpe", "_version.py")
+        if os.path.exists(target):
+            os.remove(target)  # a hard link to the source must not be written through
+        with open(target, "w", encoding="ascii") as f:
+            f.write('"""fastpe\'s release number (written by setup.py from VERSION)."""\n\n')
+            f.write(f'__version__ = "{_release()}"\n')
 
 
 EXTENSIONS = [
@@ -182,8 +213,8 @@ EXTENSIONS = [
         include_dirs=["src/fastpe", "lib/include", "lib/src"],
         extra_compile_args=[] if sys.platform == "win32" else ["-fvisibility=hidden"],
         depends=[
-            *sorted(glob.glob("src/fastpe/csrc/*.h")),
-            *sorted(glob.glob("src/fastpe/csrc/*.inc.c")),
+            *sorted(glob.glob("lib/src/kernels/*.h")),
+            *sorted(glob.glob("lib/src/kernels/*.inc.c")),
             *sorted(glob.glob("src/fastpe/*.pxi")),
             *sorted(glob.glob("lib/src/*.h")),
             *sorted(glob.glob("lib/src/*.inc.c")),
@@ -196,4 +227,4 @@ EXTENSIONS = [
 ]
 
 
-setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildExt})
+setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

@@ -305,7 +305,7 @@ def test_multi_axis_digests_are_of_the_numpy_reference_values():
     assert checked >= 40
 
 
-# The rotation of apply_rope is the library's too (lib/src/rope.c): one call,
+# The rotation of apply_rope is the library's too (lib/src/rope_rotate.c): one call,
 # which polls the binding's callback between chunks of rows.  A SIGINT that
 # arrives mid-rotation raises KeyboardInterrupt with the last rows unrotated.
 ROTATION_INTERRUPT = """

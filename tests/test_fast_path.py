@@ -604,10 +604,10 @@ def test_apply_rope_is_compiled_with_the_general_paths_signature():
     parameters of the Python function it wraps, with the same defaults."""
     import inspect
 
-    from fastpe import _rope
+    from fastpe import _rope_apply
 
     front, general = fastpe.apply_rope, fastpe.apply_rope.__wrapped__
-    assert front is _rope.apply_rope and front is not general
+    assert front is _rope_apply.apply_rope and front is not general
     assert inspect.isfunction(general) and not inspect.isfunction(front)
     assert front.__name__ == "apply_rope" and front.__doc__ == general.__doc__
     assert inspect.signature(front) == inspect.signature(general)

@@ -712,7 +712,7 @@ def with_torch_power(monkeypatch):
     loops may differ in the last bit)."""
     import torch
 
-    from fastpe import _rope, kernel
+    from fastpe import kernel
 
     def torch_pow(base, e):
         return (base ** torch.from_numpy(e.copy())).numpy()
@@ -723,7 +723,7 @@ def with_torch_power(monkeypatch):
         return real(*args, **kw, pow32=torch_pow)
 
     rule.__wrapped__ = real  # type: ignore[attr-defined]
-    monkeypatch.setattr(_rope._kernel, "_rope_rule", rule)
+    monkeypatch.setattr(kernel, "_rope_rule", rule)
 
 
 def test_float32_steps_are_torchs_operation_order(transformers_cases, monkeypatch):

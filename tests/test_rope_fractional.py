@@ -76,7 +76,7 @@ def test_float64_multi_axis_angles_against_mpmath(section_layout):
         precision="float64",
         dtype=np.float64,
     )
-    from fastpe._rope import _axis_columns  # the documented column order of each axis
+    from fastpe._rope_axes import _axis_columns  # the documented column order of each axis
 
     cols = _axis_columns(tuple(sections), section_layout)
     for a, rule in enumerate(rules):

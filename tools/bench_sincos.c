@@ -1,25 +1,27 @@
 /*
- * Microbenchmark and bit-identity check of pe_sincos_row (src/fastpe/csrc/pe_sincos.h),
+ * Microbenchmark and bit-identity check of pe_sincos_row (lib/src/kernels/pe_sincos.h),
  * optionally against another version of the header (a "base").
  *
  * Run (from the repository root; the flags are setup.py's):
  *   F="-O3 -ffp-contract=off -fno-math-errno -fno-trapping-math"
- *   gcc $F -Isrc/fastpe tools/bench_sincos.c -lm -o /tmp/bs && /tmp/bs bench
+ *   gcc $F -Ilib/src tools/bench_sincos.c -lm -o /tmp/bs && /tmp/bs bench
  * That times the target_clones build (the clone this CPU dispatches to); for one
  * ISA add -DFASTPE_NO_CLONES -march=x86-64 (or x86-64-v3, x86-64-v4).
  *
  * Against a base, timed interleaved with it ("bench") or compared bit for bit
  * ("check [scale [seed]]": every output of ~12M*scale (K, i) pairs; exit status
  * 1 on any difference):
- *   mkdir -p /tmp/base && git archive REV src/fastpe/csrc | tar -x -C /tmp/base
+ *   mkdir -p /tmp/base && git archive REV lib/src/kernels | tar -x -C /tmp/base
  * --strip-components=2
+ * (a REV from before the kernels moved to lib/: src/fastpe/csrc, and the base's
+ * include line reads "csrc/": rename the folder to kernels after extracting)
  *   gcc -O2 -march=x86-64 -ffp-contract=off -DFASTPE_NO_CLONES -I/tmp/base \
  *       -DPE_BENCH_ROW_ONLY -c tools/bench_sincos.c -o /tmp/base.o
- *   gcc $F -Isrc/fastpe -DPE_BENCH_BASE tools/bench_sincos.c /tmp/base.o -lm -o /tmp/bs
+ *   gcc $F -Ilib/src -DPE_BENCH_BASE tools/bench_sincos.c /tmp/base.o -lm -o /tmp/bs
  *   /tmp/bs bench; /tmp/bs check
  */
 #define _POSIX_C_SOURCE 199309L
-#include "csrc/pe_sincos.h"
+#include "kernels/pe_sincos.h"
 
 typedef void (*pe_row_fn)(double, pe_freq, int64_t, double *, double *, double *);
 

@@ -107,13 +107,10 @@ WHEEL=${WHEELS[0]}
 echo "sdist: $(basename "$SDIST")"
 echo "wheel: $(basename "$WHEEL")"
 
-# The version is single-sourced in src/fastpe/_version.py: sdist, wheel and
-# (step 4) the installed fastpe.__version__ must all carry it.
-VERSION=$("$TPY" -c 'import ast, sys
-tree = ast.parse(open(sys.argv[1]).read())
-print(next(n.value.value for n in tree.body if isinstance(n, ast.Assign)
-           and any(getattr(t, "id", "") == "__version__" for t in n.targets)))' "$REPO/src/fastpe/_version.py")
-echo "version in src/fastpe/_version.py: $VERSION"
+# The version is written once, in VERSION: sdist, wheel and (step 4) the installed
+# fastpe.__version__ must all carry it.
+VERSION=$(tr -d '[:space:]' < "$REPO/VERSION")
+echo "version in VERSION: $VERSION"
 [ "$(basename "$SDIST")" = "fastpe-$VERSION.tar.gz" ] || fail "sdist name does not carry version $VERSION"
 case "$(basename "$WHEEL")" in
     "fastpe-$VERSION-"*) ;;
@@ -144,13 +141,14 @@ PY
 import pathlib, sys
 src, prefix, listing = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 in_sdist = set(open(listing).read().split())
-want = ["pyproject.toml", "setup.py", "README.md", "LICENSE"]
+want = ["pyproject.toml", "setup.py", "README.md", "LICENSE", "VERSION", "CMakeLists.txt"]
 want += [p.relative_to(src).as_posix() for p in sorted(src.glob("LICENSES/*")) if p.is_file()]
 pkg = src / "src" / "fastpe"
-# (hand-written C lives in csrc/; src/fastpe/kernel.c is Cython's output, not shipped)
+# (src/fastpe/kernel.c is Cython's output, not shipped; the hand-written C is lib/'s)
 want += [p.relative_to(src).as_posix() for p in sorted(pkg.rglob("*")) if p.is_file()
-         and (p.suffix in {".py", ".pyx", ".pxd", ".pxi", ".pyi", ".h"} or p.name == "py.typed"
-              or (p.suffix == ".c" and p.parent.name == "csrc"))]
+         and (p.suffix in {".py", ".pyx", ".pxd", ".pxi", ".pyi", ".h"} or p.name == "py.typed")]
+want += [p.relative_to(src).as_posix() for p in sorted((src / "lib").rglob("*")) if p.is_file()
+         and (p.suffix in {".c", ".h", ".in", ".map"} or p.name in {"sources.txt", "CMakeLists.txt"})]
 missing = [w for w in want if f"{prefix}/{w}" not in in_sdist]
 for m in missing:
     print("MISSING from the sdist:", m)

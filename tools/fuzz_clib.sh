@@ -30,7 +30,7 @@ echo "== building the fuzz target ($CC, ASan + UBSan${OMP:+, OpenMP})"
 # shellcheck disable=SC2086
 "$CC" -O1 -g -std=c11 -D_GNU_SOURCE $OMP -ffp-contract=off -fno-fast-math -fno-math-errno \
     -fno-trapping-math -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Isrc/fastpe -Ilib/include -Ilib/src "${SOURCES[@]}" lib/fuzz/fuzz_api.c \
+    -Ilib/include -Ilib/src "${SOURCES[@]}" lib/fuzz/fuzz_api.c \
     -o "$WORK/fuzz_api" -lm -lpthread 2> "$WORK/build.log" \
     || { cat "$WORK/build.log"; skip "$CC could not build a libFuzzer target"; }
 mkdir -p "$WORK/new"

@@ -13,7 +13,7 @@ VENV=${FASTPE_LINT_VENV:-$(mktemp -d)/venv}
 }
 export PATH="$VENV/bin:$PATH"
 PYFILES=(src tests bench tools docs setup.py)
-CFILES=(src/fastpe/csrc/*.h src/fastpe/csrc/*.c src/fastpe/include/fastpe.h tools/*.c bench/*.c
+CFILES=(lib/src/kernels/*.h lib/src/kernels/*.c src/fastpe/include/fastpe.h tools/*.c bench/*.c
         lib/src/*.c lib/src/*.h lib/include/fastpe/*.h lib/tests/*.c lib/tests/consumer/*.c* lib/fuzz/*.c
         tests/ext/*.c tools/wine/*.c tools/wine/*.h)
 echo "== ruff check";   ruff check "${PYFILES[@]}"

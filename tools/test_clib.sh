@@ -65,6 +65,13 @@ build() {  # name cc cmake-args... -> configure, build, ctest, install, move, co
         || fail "$name: the pkg-config C++ consumer does not build"
     LD_LIBRARY_PATH="$p/lib:$p/lib64" "$b/pc_c"
     LD_LIBRARY_PATH="$p/lib:$p/lib64" "$b/pc_cxx"
+    # the release number of the pc file and of the CMake package is VERSION's
+    local want pcv cmv
+    want=$(tr -d '[:space:]' < "$SRC/VERSION")
+    pcv=$(PKG_CONFIG_PATH="$pcdir" pkg-config --modversion fastpe)
+    cmv=$(sed -n 's/^set(PACKAGE_VERSION "\(.*\)")$/\1/p' "$(find "$p" -name fastpeConfigVersion.cmake)")
+    [ "$pcv" = "$want" ] && [ "$cmv" = "$want" ] \
+        || fail "$name: versions differ: VERSION $want, fastpe.pc $pcv, CMake package $cmv"
     LAST_PREFIX=$p
 }
 

@@ -135,6 +135,8 @@ cp -r src/fastpe "$RUN/pkg/"
 find "$RUN/pkg/fastpe" \( -name '*.so' -o -name '*.pyd' -o -name __pycache__ \) -prune \
     -exec rm -rf {} +
 rm -f "$RUN"/pkg/fastpe/*.c
+# the release number itself, as setup.py writes it into a wheel (no VERSION beside the copy)
+printf '__version__ = "%s"\n' "$(tr -d '[:space:]' < VERSION)" > "$RUN/pkg/fastpe/_version.py"
 "$LINUX_PY" tools/wine/build_win.py fastpe --root . --pyinclude "$INC" --pydll "$PYDIR" \
     --out "$RUN/pkg/fastpe" --build-dir "$RUN/cython"
 # The interpreter's search path: python312._pth replaces sys.path and PYTHONPATH.

@@ -1,7 +1,7 @@
 /*
  * The fill driver: a fill's plan (frequencies and rotation table), its split
  * between threads and the row writers' dispatch, and the entry points that
- * run it.  It includes the row writers (csrc/pe_core.h) so that the hot loop
+ * run it.  It includes the row writers (kernels/pe_core.h) so that the hot loop
  * inlines them: keep the driver in this compilation unit.
  */
 #if defined(__FAST_MATH__)
@@ -39,10 +39,6 @@ static PE_RELAXED(int64_t) serial_below = 131072;
 /* Entries per chunk of an interruptible fill: a few ms of work for the plain
  * table, tens of ms at worst (one accurate evaluation per row, one thread). */
 static PE_RELAXED(int64_t) chunk_entries = (int64_t)1 << 23;
-/* Fills of at least this many bytes into memory the caller already has use
- * streaming stores (set from the cache size at initialisation). */
-static PE_RELAXED(double) stream_bytes_f64 = (double)(32 << 20);
-static PE_RELAXED(double) stream_bytes_f32 = (double)(64 << 20);
 
 int64_t pe_set_serial_below(int64_t work) {
     int64_t old = pe_relaxed_load(&serial_below);
@@ -57,15 +53,6 @@ int64_t pe_set_chunk_entries(int64_t n) {
 }
 
 int64_t pe_chunk_entries(void) { return pe_relaxed_load(&chunk_entries); }
-
-void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32) {
-    if (old_f64 != NULL)
-        *old_f64 = pe_relaxed_load(&stream_bytes_f64);
-    if (old_f32 != NULL)
-        *old_f32 = pe_relaxed_load(&stream_bytes_f32);
-    pe_relaxed_store(&stream_bytes_f64, f64);
-    pe_relaxed_store(&stream_bytes_f32, f32);
-}
 
 /* The team size of a fill of N rows of D entries (work: its cost in entries
  * when not N*D, see serial_below): the request (or the OpenMP default), capped
@@ -528,7 +515,7 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
         f->nt = (int)f->units;
     if (f->nt < 1)
         f->nt = 1;
-    double stream_from = pe_relaxed_load(itemsize == 8 ? &stream_bytes_f64 : &stream_bytes_f32);
+    double stream_from = pe_stream_bytes(itemsize);
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
     f->per_thread = 3 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "csrc/pe_dd.h"
+#include "kernels/pe_dd.h"
 #include "pe_mp.h"
 
 /* The relative error bound of pe_pow_dd's value, exp(t) with t = y ln x. */

@@ -3,7 +3,7 @@
  * (fastpe.kernel links the same sources statically; none of this is
  * exported).  The public API is include/fastpe/fastpe.h.
  *
- * A fill is described by a spec (what a row looks like, csrc/pe_spec.h) and a
+ * A fill is described by a spec (what a row looks like, kernels/pe_spec.h) and a
  * pe_rows (which positions its rows encode), and is run by ONE call,
  * pe_fill_run: plan, anchor seed, every chunk, store and free happen inside
  * the compilation unit of the row writers, so the hot loop inlines them.
@@ -11,7 +11,7 @@
 #ifndef FASTPE_PE_LIB_H
 #define FASTPE_PE_LIB_H
 
-#include "csrc/pe_core.h"
+#include "kernels/pe_core.h"
 #include "pe_sys.h"
 
 #include <errno.h>
@@ -182,11 +182,25 @@ typedef struct {
     int64_t strides[PE_ROPE_MAX_AXES];
 } pe_rope_rows;
 
+/* How many rows R holds: the product of its leading axes. */
+static inline int64_t pe_rope_nrows(const pe_rope_rows *R) {
+    int64_t n = 1;
+    for (int j = 0; j < R->m; j++)
+        n *= R->shape[j];
+    return n;
+}
+
 /* Every row of R[0] .. R[nR-1] (nR 1 or 2: q and k, sharing the table, S and
  * per_batch) on nt threads, polling between chunks when poll is not NULL
  * (PE_EINTR). */
 PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_poll_fn poll,
                              void *poll_ctx);
+/* Every row of R[0] .. R[nR-1] (nrows in all) by the angle table `table` of W
+ * entries a row, on the team a fill of that size gets; the R[i].table fields
+ * are set for the call and cleared after (shared by the one-axis and the
+ * multi-axis rotations). */
+PE_HIDDEN int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *table, int64_t nrows,
+                                int64_t W, int num_threads, pe_poll_fn poll, void *poll_ctx);
 /* A whole rotation, as fastpe.apply_rope runs it: the angle table of rq's
  * positions (sp's [sin | cos] rows; plan, ac as pe_fill_run), then every row
  * of R[0] .. R[nR-1] by it (nR 1 or 2; their table fields are set here), poll
@@ -238,8 +252,11 @@ PE_HIDDEN int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t
 PE_HIDDEN int64_t pe_set_serial_below(int64_t work);
 PE_HIDDEN int64_t pe_set_chunk_entries(int64_t n);
 PE_HIDDEN int64_t pe_chunk_entries(void);
+/* The streaming-store thresholds live with the cache-size probe that sets them
+ * (system.c); fills read them through pe_stream_bytes (bytes, by item size). */
 PE_HIDDEN void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32);
 PE_HIDDEN void pe_default_stream_bytes(double *f64, double *f32);
+PE_HIDDEN double pe_stream_bytes(int itemsize);
 
 /* The cores this process may use, the fork guard, the CPU quota. */
 PE_HIDDEN int pe_usable_cpus(void);

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "csrc/pe_dd.h"
+#include "kernels/pe_dd.h"
 
 #define PE_MP_LIMBS 8
 #define PE_MP_BITS  (32 * PE_MP_LIMBS)

@@ -7,7 +7,7 @@
 #ifndef FASTPE_PE_SYS_H
 #define FASTPE_PE_SYS_H
 
-#include "csrc/pe_platform.h"
+#include "kernels/pe_platform.h"
 
 #ifdef _OPENMP
 #include <omp.h>

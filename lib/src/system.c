@@ -342,6 +342,25 @@ void pe_default_stream_bytes(double *f64, double *f32) {
     *f32 = (double)((llc / 8) > (8LL << 20) ? llc / 8 : 8LL << 20);
 }
 
+/* Fills of at least this many bytes into memory the caller already has use
+ * streaming stores: set from the cache size at initialisation, and by the
+ * test setter (relaxed atomics: a fill running meanwhile sees either value). */
+static PE_RELAXED(double) stream_bytes_f64 = (double)(32 << 20);
+static PE_RELAXED(double) stream_bytes_f32 = (double)(64 << 20);
+
+void pe_set_stream_bytes(double f64, double f32, double *old_f64, double *old_f32) {
+    if (old_f64 != NULL)
+        *old_f64 = pe_relaxed_load(&stream_bytes_f64);
+    if (old_f32 != NULL)
+        *old_f32 = pe_relaxed_load(&stream_bytes_f32);
+    pe_relaxed_store(&stream_bytes_f64, f64);
+    pe_relaxed_store(&stream_bytes_f32, f32);
+}
+
+double pe_stream_bytes(int itemsize) {
+    return pe_relaxed_load(itemsize == 8 ? &stream_bytes_f64 : &stream_bytes_f32);
+}
+
 static int init_error = 0;
 
 static void init_once(void) {

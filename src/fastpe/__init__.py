@@ -38,7 +38,9 @@ from . import rope_presets  # (NumPy only, unlike the optional fastpe.torch and 
 from ._conventions import CONVENTIONS, Convention
 from ._include import get_include
 from ._reference import reference
-from ._rope import ROPE_TYPES, apply_rope, rope_cache, rope_frequencies
+from ._rope_apply import apply_rope
+from ._rope_cache import rope_cache
+from ._rope_rules import ROPE_TYPES, rope_frequencies
 
 __all__ = [
     "CONVENTIONS",

@@ -3,7 +3,7 @@
 
 from libc.stdint cimport int64_t, uint16_t
 
-cdef extern from "csrc/pe_core.h" nogil:
+cdef extern from "kernels/pe_core.h" nogil:
     ctypedef struct pe_freq:
         pass
     ctypedef struct pe_spec:

@@ -1,7 +1,7 @@
 """RoPE by angle tables built here: per-head frequencies, mixed axes, xPos.
 
 Each token's [sin | cos] row is computed in float64 from exact angles (the
-encodings of ``_rope``), combined or scaled in float64 (angle addition for mixed
+encodings of ``_rope_rules``), combined or scaled in float64 (angle addition for mixed
 axes, xPos's ``zeta ** power``), and the rows of q and k are rotated by these
 tables with one rounding per entry.
 """
@@ -13,10 +13,22 @@ from typing import Any
 
 import numpy as np
 
-from . import _rope
 from . import kernel as _kernel
+from ._rope_args import _as_position_ids, _rope_views, _token_positions, _unaliased, _write_caches
+from ._rope_rules import (
+    ROPE_LAYOUTS,
+    SECTION_LAYOUTS,
+    _angles,
+    _as_frequencies,
+    _per_axis_rules,
+    _Rule,
+)
 from ._validate import (
+    _is_torch_bfloat16,
+    as_base,
     as_choice,
+    as_float_dtype,
+    as_int,
     as_num_threads,
     check_table_size,
     kernel_view,
@@ -42,7 +54,7 @@ def _frequency_rows(inv_freq: Any, mixed: bool) -> np.ndarray:
             'section_layout="mixed" needs inv_freq of shape (n_axes, rotary_dim/2) or '
             "(n_axes, heads, rotary_dim/2)"
         )
-    if _rope._is_torch_bfloat16(inv_freq):
+    if _is_torch_bfloat16(inv_freq):
         inv_freq = inv_freq.detach().float()
     if hasattr(inv_freq, "detach"):
         inv_freq = inv_freq.detach()
@@ -70,7 +82,7 @@ def _frequency_rows(inv_freq: Any, mixed: bool) -> np.ndarray:
             try:
                 # (a learned frequency may be negative: the angle's sign, applied to
                 # the sine of the exact angle of its magnitude)
-                out[a, h] = _rope._as_frequencies(abs(np.asarray(w[a, h], np.float64)))
+                out[a, h] = _as_frequencies(abs(np.asarray(w[a, h], np.float64)))
             except (TypeError, ValueError) as exc:
                 where = f"inv_freq[{a}, {h}]" if mixed else f"inv_freq[{h}]"
                 raise type(exc)(str(exc).replace("inv_freq", where, 1)) from None
@@ -143,7 +155,7 @@ class _Tables:
         hi: list[int],
     ) -> None:
         if w is None:  # one 1-D rule for every head (xPos alone)
-            w1, self.attention, enc = _rope._angles(head_dim, rule, lo[0], hi[0])
+            w1, self.attention, enc = _angles(head_dim, rule, lo[0], hi[0])
             self.nf = int(w1.size)
             self.encs = [[enc]]
         else:
@@ -157,14 +169,14 @@ class _Tables:
                 for h in range(w.shape[1]):
                     one = rule._replace(inv_freq=np.abs(w[a, h]), attention_factor=None)
                     try:
-                        row.append(_rope._angles(head_dim, one, lo[a], hi[a])[2])
+                        row.append(_angles(head_dim, one, lo[a], hi[a])[2])
                     except ValueError as exc:
                         if "positions must stay" in str(exc) and w.shape[0] > 1:
                             raise ValueError(f"positions[..., {a}]: {exc}") from None
                         raise
                 self.encs.append(row)
             if rule.attention_factor is not None:
-                self.attention = _rope.as_base(rule.attention_factor, "attention_factor")
+                self.attention = as_base(rule.attention_factor, "attention_factor")
         self.axes_pos = axes_pos
         self.heads = len(self.encs[0])
         self.negative = None if w is None or not np.signbit(w).any() else np.signbit(w)
@@ -216,19 +228,19 @@ def rotate(
     xpos_center: Any,
 ) -> Any:
     """apply_rope with per-head or mixed frequencies, or xPos (see its docstring)."""
-    layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     mixed = type(section_layout) is str and section_layout == "mixed"
     if not mixed:
-        as_choice(section_layout, "section_layout", (*_rope.SECTION_LAYOUTS, "mixed"))
+        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
     if sections is not None:
         raise ValueError(
             "sections does not apply here: per-head and mixed frequencies and xPos take "
             'every frequency along every axis (section_layout="mixed" sums the axes)'
         )
-    if _rope._per_axis_rules(rope_parameters):
+    if _per_axis_rules(rope_parameters):
         raise TypeError("rope_parameters must be one rule (a mapping) here, not a list")
-    views, head_dim, sa, seq, batch = _rope._rope_views(q, k, head_dim, seq_axis)
+    views, head_dim, sa, seq, batch = _rope_views(q, k, head_dim, seq_axis)
     if xpos_scale_base is not None and k is None:
         raise ValueError("xpos_scale_base needs k: xPos scales q and k by inverse factors")
     if xpos_scale_base is None and xpos_center is not None:
@@ -262,7 +274,7 @@ def rotate(
                 f'section_layout="mixed" needs positions of shape ({seq}, {n}) or '
                 f"({batch}, {seq}, {n})"
             )
-        pos = _rope._unaliased(_rope._as_position_ids(positions), views)
+        pos = _unaliased(_as_position_ids(positions), views)
         if pos.ndim == 2:
             pos = pos[None]
         if (
@@ -285,9 +297,7 @@ def rotate(
         ]
         tok = pos.astype(np.float64)  # (xPos needs one position; refused below)
     else:
-        off_scalar, offsets, p2, lo1, hi1 = _rope._token_positions(
-            views, seq, batch, offset, positions
-        )
+        off_scalar, offsets, p2, lo1, hi1 = _token_positions(views, seq, batch, offset, positions)
         nb = batch if offsets is not None or (p2 is not None and p2.shape[0] > 1) else 1
         lo, hi = [lo1], [hi1]
         axes_pos = [
@@ -303,7 +313,7 @@ def rotate(
         tok = base + (np.arange(seq, dtype=np.float64)[None] if p2 is None else p2)
     if mixed and xpos_scale_base is not None:
         raise ValueError('xpos_scale_base applies to 1-axis positions, not section_layout="mixed"')
-    rule = _rope._Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)
+    rule = _Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)
     tables = _Tables(head_dim, rule, w, axes_pos, lo, hi)
     xpos = None
     if xpos_scale_base is not None:
@@ -360,18 +370,18 @@ def cache(
     xpos_center: Any,
 ) -> tuple[np.ndarray, ...]:
     """rope_cache with per-head or mixed frequencies, or xPos (see its docstring)."""
-    layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
-    explicit = None if dtype is None else _rope.as_float_dtype(dtype, bits_ok=out is not None)
+    explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
     mixed = type(section_layout) is str and section_layout == "mixed"
     if not mixed:
-        as_choice(section_layout, "section_layout", (*_rope.SECTION_LAYOUTS, "mixed"))
+        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
     if sections is not None:
         raise ValueError(
             "sections does not apply here: per-head and mixed frequencies and xPos take "
             'every frequency along every axis (section_layout="mixed" sums the axes)'
         )
-    if _rope._per_axis_rules(rope_parameters):
+    if _per_axis_rules(rope_parameters):
         raise TypeError("rope_parameters must be one rule (a mapping) here, not a list")
     if xpos_scale_base is None and xpos_center is not None:
         raise ValueError("xpos_center applies with xpos_scale_base only")
@@ -392,7 +402,7 @@ def cache(
             raise ValueError(
                 'xpos_scale_base applies to 1-axis positions, not section_layout="mixed"'
             )
-        pos = _rope._as_position_ids(positions)
+        pos = _as_position_ids(positions)
         if pos.ndim < 1 or pos.shape[-1] != n:
             raise ValueError(
                 f"positions must have shape (..., {n}) for inv_freq of {n} axes, got {pos.shape}"
@@ -412,8 +422,8 @@ def cache(
         tok = None
     else:
         if positions is None:
-            seq_len = _rope.as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
-            offset = _rope.as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
+            seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
+            offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
             shape = (seq_len,)
             lo, hi = [offset], [offset + seq_len - 1]
             axes_pos = [{"nseq": 1, "seq_len": seq_len, "offset": offset}]
@@ -421,12 +431,12 @@ def cache(
         else:
             if offset != 0:
                 raise ValueError("offset applies to seq_len; add it to positions instead")
-            p = _rope._as_position_ids(positions)
+            p = _as_position_ids(positions)
             shape = p.shape
             lo, hi = [int(p.min()) if p.size else 0], [int(p.max()) if p.size else -1]
             axes_pos = [{"nseq": 1, "seq_len": p.size, "positions": p.reshape(1, -1)}]
             tok = p.reshape(-1).astype(np.float64)
-    rule = _rope._Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)
+    rule = _Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)
     tables = _Tables(head_dim, rule, w, axes_pos, lo, hi)
     heads = tables.heads
     ntok = math.prod(shape)
@@ -444,7 +454,7 @@ def cache(
             else:
                 part[...] = t
 
-    result = _rope._write_caches(full, tables.nf, tables.attention, fill, layout, explicit, out)
+    result = _write_caches(full, tables.nf, tables.attention, fill, layout, explicit, out)
     if xpos is None:
         return result
     assert tok is not None

@@ -5,15 +5,19 @@ The Python layer (``fastpe._api``) validates and allocates; this module only
 fills a buffer it is handed, through the C library (lib/: the fill driver,
 its plans and threads, linked statically), one library call per fill.  In
 parts by job:
-  _pe_core.pxi   the C library's declarations (lib/src/pe_lib.h, csrc/)
+  _pe_core.pxi   the C library's declarations (lib/src/pe_lib.h, lib/src/kernels/)
   _tuning.pxi    the library's tuning knobs and system probes, from Python
   _buffers.pxi   from Python buffers to a fill, interruptible by Ctrl-C
   kernel.pyx     (this file) the Python entry points: Plan, Encoder, fill_rows
   _fast.pxi      the encoding cache and the fast paths table/table_at/add
-  _rope.pxi      RoPE: the rotation of q/k rows in place, and apply_rope's fast path
+  _rope_rotate.pxi  RoPE: the rotation of q/k rows in place, one pass
+  _rope_axes.pxi    multi-axis RoPE: the RopeAxes handle, its tables and rotation
+  _rope_plans.pxi   the remembered plans of apply_rope / rope_cache, by argument values
+  _rope_fast.pxi    the fast paths of apply_rope and rope_cache over those plans
+  _rope_native.pxi  the C library's multi-axis entry points, for the tests
   _rope_tables.pxi  RoPE rotations by the caller's angle tables (per head, mixed, xPos)
   _capi.pxi      the C API (include/fastpe.h, kernel.pxd) and its capsule
-Results do not depend on the thread count (see csrc/pe_core.h).
+Results do not depend on the thread count (see lib/src/kernels/pe_core.h).
 """
 
 from libc.stdint cimport int64_t, uint16_t
@@ -261,7 +265,7 @@ cdef class Encoder:
 
 def round_to_half(const double[::1] src, uint16_t[::1] dst, bint bfloat16=False):
     """dst[i] = the bits of src[i] rounded once to float16 (or bfloat16): the
-    conversion of the table writers (csrc/pe_half.h), for whole arrays."""
+    conversion of the table writers (lib/src/kernels/pe_half.h), for whole arrays."""
     cdef Py_ssize_t i, n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError("src and dst must have the same length")
@@ -283,6 +287,10 @@ def max_position(double base, int64_t d_model):
 
 
 include "_fast.pxi"
-include "_rope.pxi"
+include "_rope_rotate.pxi"
+include "_rope_axes.pxi"
+include "_rope_plans.pxi"
+include "_rope_fast.pxi"
+include "_rope_native.pxi"
 include "_rope_tables.pxi"
 include "_capi.pxi"

@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from . import kernel as _kernel
-from ._rope import rope_frequencies
+from ._rope_rules import rope_frequencies
 from ._validate import as_base, as_bool, as_choice, as_int
 
 __all__ = [

@@ -1,0 +1,249 @@
+"""The array arguments of the RoPE functions: positions, q and k, and the caches.
+
+Positions as int64 ids or float64 coordinates, q and k as views the kernel rotates
+in place, the refusal of outputs that overlap, and the writing of a [sin | cos]
+table into cos and sin caches.  Shared by rope_cache, apply_rope, the multi-axis
+and the per-head paths; it knows nothing of the frequency rules.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import kernel as _kernel
+from ._api import _as_positions
+from ._validate import (
+    SUPPORTED,
+    as_int,
+    as_out_array,
+    check_out,
+    check_table_size,
+    dtype_name,
+    is_bfloat16,
+    is_output_dtype,
+    kernel_view,
+)
+
+
+def _write_caches(
+    shape: tuple[int, ...],
+    nf: int,
+    attention: float,
+    fill: Any,
+    layout: str,
+    explicit: np.dtype | None,
+    out: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """rope_cache's caches of ``shape`` tokens: ``fill(view, bfloat16)`` writes their
+    [sin | cos] rows of nf frequencies into a C-contiguous table, which is then
+    scaled by the attention factor and laid out into new arrays or ``out``."""
+    full = (*shape, 2 * nf)
+    if out is None:
+        dt = explicit if explicit is not None else np.dtype(np.float32)
+        check_table_size(math.prod(shape), 2 * nf, 8, working_copies=3)  # + the [sin | cos] table
+        cos, sin = np.empty(full, dt), np.empty(full, dt)
+    else:
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError("out must be a (cos, sin) pair of arrays")
+        cos, sin = (check_out(o, full, explicit) for o in out)
+        if cos.dtype != sin.dtype:
+            raise TypeError(
+                f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
+            )
+        _disjoint(cos, sin, "out's cos and sin")
+        check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
+    # [sin | cos] of the nf frequencies, each entry rounded once into the table's
+    # dtype (float64 when the attention factor is still to be applied)
+    dt = cos.dtype if attention == 1.0 else np.dtype(np.float64)
+    table = np.empty((math.prod(shape), 2 * nf), dt)
+    if table.shape[0]:
+        fill(*kernel_view(table))
+    if attention != 1.0:
+        table *= attention
+        if cos.dtype.itemsize == 2:  # rounded once (NumPy's bfloat16 cast goes through float32)
+            half = np.empty(table.shape, cos.dtype)
+            bits = half.view(np.uint16).reshape(-1)
+            _kernel.round_to_half(table.reshape(-1), bits, is_bfloat16(cos.dtype))
+            table = half
+    s, c = table[:, :nf].reshape((*shape, nf)), table[:, nf:].reshape((*shape, nf))
+    # (an attention factor beyond the dtype's range gives inf, the rounding of the value)
+    with np.errstate(over="ignore"):
+        for dst, src in ((cos, c), (sin, s)):
+            if layout == "half":
+                dst[..., :nf] = src
+                dst[..., nf:] = src
+            else:
+                dst[..., 0::2] = src
+                dst[..., 1::2] = src
+    return (cos, sin) if out is None else out
+
+
+def _as_rope_positions(positions: Any) -> np.ndarray:
+    """RoPE positions: integer ids as int64 (see _as_position_ids), or a non-empty
+    float array as C-contiguous float64 (fractional grids), finite."""
+    if positions is not None and not isinstance(positions, np.ma.MaskedArray):
+        try:
+            arr = np.asarray(positions)
+        except Exception:  # ragged nested lists: explained by _as_position_ids
+            arr = None
+        if arr is not None and arr.dtype.kind == "f" and arr.size:
+            real = _as_positions(arr, "positions")
+            # (np.ascontiguousarray would make a 0-d position 1-d)
+            return real if real.flags.c_contiguous else np.ascontiguousarray(real)
+    return _as_position_ids(positions)
+
+
+def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
+    """Integer position ids (or offsets: ``name``) as a C-contiguous int64 array
+    (RoPE positions are token indices)."""
+    if positions is None:
+        raise TypeError(f"{name} must be an int or an array of integers, got None")
+    if isinstance(positions, np.ma.MaskedArray):
+        raise TypeError(f"{name} must not be a masked array (its mask would be ignored)")
+    try:
+        arr = np.asarray(positions)
+    except Exception as exc:  # ragged nested lists
+        raise TypeError(f"{name} must be an array of integers ({exc})") from None
+    if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and arr.size == 0):
+        raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**62:
+        raise ValueError(f"{name} must stay below 2**62, got {int(arr.max())}")
+    return arr.astype(np.int64, order="C", copy=False)  # (0-d stays 0-d)
+
+
+#: np.shares_memory's work bound: enough for any q/k or cos/sin pair of a real
+#: model (a fused QKV buffer's views take a few steps); past it the pair is refused.
+_OVERLAP_WORK = 1 << 16
+
+
+_TOO_HARD: type[Exception] = getattr(np, "exceptions", np).TooHardError  # (NumPy < 1.25: np.)
+
+
+def _disjoint(a: np.ndarray, b: np.ndarray, what: str) -> None:
+    """Refuse two outputs that share an element (decided exactly: disjoint views of
+    one buffer, such as q and k of a fused QKV projection, are fine)."""
+    try:
+        # (NumPy's stubs list only -1 and 0, but a positive bound is documented)
+        shared = np.shares_memory(a, b, max_work=_OVERLAP_WORK)  # type: ignore[arg-type]
+    except _TOO_HARD:
+        raise ValueError(
+            f"{what} may share memory (their strides are too irregular to decide it "
+            "quickly); pass copies"
+        ) from None
+    if shared:
+        raise ValueError(f"{what} must not share memory")
+
+
+def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
+    """``arr`` (an input read while the outputs are written), copied when it may
+    share memory with any of them: q is rotated before k's angles are computed."""
+    if any(np.may_share_memory(arr, o) for o in outputs):
+        return arr.copy()
+    return arr
+
+
+def _rope_views(q: Any, k: Any, head_dim: Any, seq_axis: Any) -> tuple:
+    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch)."""
+    views = [_rope_target(q, "q")]
+    if k is not None:
+        views.append(_rope_target(k, "k"))
+        _disjoint(views[0], views[1], "q and k")
+    qv = views[0]
+    if head_dim is None:
+        head_dim = qv.shape[-1]
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    seq_axis = as_int(seq_axis, "seq_axis")
+    for v, name in zip(views, ("q", "k"), strict=False):
+        if v.shape[-1] < head_dim:
+            raise ValueError(
+                f"{name}'s last axis ({v.shape[-1]}) is shorter than head_dim={head_dim}"
+            )
+        if not -v.ndim <= seq_axis < v.ndim or seq_axis % v.ndim == v.ndim - 1:
+            raise ValueError(f"seq_axis={seq_axis} is not an axis of {name} before its last")
+    if qv.ndim < 2 or (k is not None and views[1].ndim != qv.ndim):
+        raise ValueError(
+            "q (and k) must have shape (..., seq, ..., head_dim), the same number of axes"
+        )
+    sa = seq_axis % qv.ndim
+    seq = qv.shape[sa]
+    if k is not None and (views[1].shape[sa] != seq or views[1].shape[0] != qv.shape[0]):
+        raise ValueError(
+            f"q and k must agree on the batch and sequence axes, got {qv.shape} and "
+            f"{views[1].shape}"
+        )
+    batch = qv.shape[0] if sa != 0 else 1
+    return views, head_dim, sa, seq, batch
+
+
+def _token_positions(
+    views: list[np.ndarray], seq: int, batch: int, offset: Any, positions: Any
+) -> tuple[int, np.ndarray | None, np.ndarray | None, int, int]:
+    """Each token's position, ``off_scalar`` or ``offsets[b]``, plus ``pos[b or 0, s]``
+    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none."""
+    off_scalar, offsets, pos = 0, None, None
+    if positions is not None:
+        if not (np.ndim(offset) == 0 and offset == 0):
+            raise ValueError("offset applies without positions; add it to positions instead")
+        pos = _unaliased(_as_rope_positions(positions), views)
+        if pos.ndim == 1:
+            pos = pos[None]
+        if pos.ndim != 2 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
+            raise ValueError(
+                f"positions must have shape ({seq},) or ({batch}, {seq}), got "
+                f"{np.shape(positions)}"
+            )
+        lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
+    else:
+        off = _unaliased(_as_position_ids(offset, "offset"), views)
+        if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
+            raise ValueError(
+                f"offset must be an int or one per batch entry ({batch}), got shape {off.shape}"
+            )
+        if off.size and int(np.max(np.abs(off))) > 2**62:
+            raise ValueError("offset must stay within +-2**62")
+        if off.size == 1:
+            off_scalar = int(off.reshape(-1)[0])
+        elif off.size:
+            offsets = off
+        lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
+    return off_scalar, offsets, pos, lo, hi
+
+
+def _rope_target(x: Any, name: str) -> np.ndarray:
+    """A writable ndarray view of q or k whose rows do not overlap."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"{name} must not be a masked array")
+    try:
+        v = as_out_array(x)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(str(exc).replace("out", name, 1)) from None
+    if not is_output_dtype(v.dtype):
+        raise TypeError(
+            f"{name} must have dtype {SUPPORTED} (native byte order), got {dtype_name(v.dtype)}"
+        )
+    if not v.flags.writeable:
+        raise ValueError(f"{name} must be writable (it is rotated in place)")
+    if not v.flags.aligned:
+        raise ValueError(f"{name} must be aligned to its dtype")
+    if v.ndim < 2:
+        raise ValueError(f"{name} must have shape (..., seq, ..., head_dim), got {v.shape}")
+    if v.size and v.shape[-1] > 1 and v.strides[-1] != v.itemsize:
+        raise ValueError(f"{name}'s last axis must be contiguous, got strides {v.strides}")
+    # rotated in place, so no two rows may share memory: sorted by stride, each axis
+    # must step over everything the axes inside it span (no broadcast axes, no overlap)
+    span = v.itemsize * v.shape[-1]
+    if v.size == 0:
+        return v
+    axes = sorted(
+        ((abs(st), n) for n, st in zip(v.shape[:-1], v.strides[:-1], strict=True) if n > 1)
+    )
+    for st, n in axes:
+        if st < span:
+            raise ValueError(
+                f"{name}'s rows overlap (strides {v.strides}): it cannot be rotated in place"
+            )
+        span = st * (n - 1) + span
+    return v

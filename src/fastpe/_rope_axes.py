@@ -1,0 +1,352 @@
+"""Multi-axis positions (Qwen2-VL's mrope, 2-D and 3-D RoPE): each frequency
+follows one coordinate of its token.
+
+``sections`` split the frequencies among the coordinates (contiguous or
+interleaved columns), each axis with its own rule or one rule for all; the
+kernel's RopeAxes plans are kept in a small cache keyed by the frequencies and
+columns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import kernel as _kernel
+from ._rope_args import _as_rope_positions, _unaliased, _write_caches
+from ._rope_rules import (
+    MAX_AXES,
+    ROPE_LAYOUTS,
+    SECTION_LAYOUTS,
+    _as_frequencies,
+    _encoder,
+    _length,
+    _per_axis_rules,
+    _rope_type,
+    _Rule,
+    rope_frequencies,
+)
+from ._validate import (
+    as_base,
+    as_choice,
+    as_float_dtype,
+    as_int,
+    as_num_threads,
+    check_table_size,
+    kernel_view,
+)
+
+
+def _as_sections(sections: Any) -> tuple[int, ...]:
+    """``sections``: 1 to MAX_AXES integers >= 0 (frequencies per axis)."""
+    if isinstance(sections, np.ndarray):
+        sections = sections.tolist()
+    if not isinstance(sections, Sequence) or isinstance(sections, (str, bytes)):
+        raise TypeError(
+            f"sections must be a sequence of ints (frequencies per axis), got "
+            f"{type(sections).__name__}"
+        )
+    if not 1 <= len(sections) <= MAX_AXES:
+        raise ValueError(f"sections must list 1 to {MAX_AXES} axes, got {len(sections)}")
+    return tuple(as_int(v, f"sections[{i}]", minimum=0) for i, v in enumerate(sections))
+
+
+def _axis_columns(sections: tuple[int, ...], section_layout: str) -> list[np.ndarray]:
+    """The frequencies (columns) of each axis, in increasing order."""
+    n, nf = len(sections), sum(sections)
+    if section_layout == "contiguous":
+        ends = np.cumsum((0, *sections))
+        return [np.arange(ends[a], ends[a + 1], dtype=np.int64) for a in range(n)]
+    # transformers' apply_interleaved_mrope: column i (r = i % n >= 1,
+    # i < n * sections[r]) takes axis r, every other column axis 0
+    i = np.arange(nf, dtype=np.int64)
+    axis = np.zeros(nf, dtype=np.int64)
+    for r in range(1, n):
+        axis[(i % n == r) & (i < n * sections[r])] = r
+    cols = [np.flatnonzero(axis == a).astype(np.int64) for a in range(n)]
+    counts = tuple(len(c) for c in cols)
+    if counts != sections:
+        raise ValueError(
+            f"sections={list(sections)} cannot be interleaved over {nf} frequencies: "
+            f"the axes would get {list(counts)} (axis r >= 1 needs "
+            f"r + n_axes * (sections[r] - 1) < {nf})"
+        )
+    return cols
+
+
+def _axes_angles(
+    head_dim: Any,
+    rule: _Rule,
+    sections: tuple[int, ...],
+    section_layout: str,
+    pos: np.ndarray,
+) -> tuple[np.ndarray, float, _kernel.RopeAxes]:
+    """(frequencies in column order, attention factor, compiled axes) of a multi-axis
+    RoPE for the positions ``pos`` (shape (..., n_axes)), every argument checked."""
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    n = len(sections)
+    flat = pos.reshape(-1, n)
+    if flat.shape[0]:
+        lo, hi = flat.min(axis=0).tolist(), flat.max(axis=0).tolist()
+    else:
+        lo, hi = [0] * n, [-1] * n
+    nf = sum(sections)
+    cols = None
+    if _per_axis_rules(rule.rope_parameters):
+        rules = list(rule.rope_parameters)
+        if rule.inv_freq is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        if len(rules) != n:
+            raise ValueError(
+                f"rope_parameters must hold one rule per axis ({n} for sections="
+                f"{list(sections)}), got {len(rules)}"
+            )
+        cols = _axis_columns(sections, section_layout)
+        w = np.empty(nf, np.float64)
+        factors = []
+        for a, params in enumerate(rules):
+            if not isinstance(params, (Mapping, type(None))):
+                raise TypeError(
+                    f"rope_parameters[{a}] must be a mapping (the rule of axis {a}), got "
+                    f"{type(params).__name__}"
+                )
+            if sections[a] == 0:
+                continue
+            try:
+                wa, fa = rope_frequencies(
+                    2 * sections[a],
+                    params,
+                    max_position_embeddings=rule.max_position_embeddings,
+                    seq_len=_length(hi[a]) if hi[a] >= lo[a] else None,
+                    precision=rule.precision,
+                )
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"rope_parameters[{a}] (axis {a}): {exc}") from None
+            if wa.size != sections[a]:
+                raise ValueError(
+                    f"rope_parameters[{a}] gives {wa.size} frequencies for sections[{a}]="
+                    f"{sections[a]} (a partial_rotary_factor below 1 does not apply per axis)"
+                )
+            w[cols[a]] = wa
+            factors.append(fa)
+        attention = factors[0] if factors else 1.0
+        if rule.attention_factor is None and len(set(factors)) > 1:
+            raise ValueError(
+                f"the rules of rope_parameters have different attention factors {factors}; "
+                "give attention_factor (one for all frequencies)"
+            )
+    elif rule.inv_freq is not None:
+        if rule.rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        w = _as_frequencies(rule.inv_freq)
+        attention = 1.0
+    else:
+        top = max(hi)
+        w, attention = rope_frequencies(
+            head_dim,
+            rule.rope_parameters,
+            max_position_embeddings=rule.max_position_embeddings,
+            seq_len=_length(top) if flat.shape[0] else None,
+            precision=rule.precision,
+        )
+    if 2 * w.size > head_dim:
+        raise ValueError(
+            f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
+        )
+    if w.size != nf:
+        raise ValueError(
+            f"sections must sum to the number of frequencies, rotary_dim / 2 = {w.size}, "
+            f"got sections={list(sections)} (sum {nf})"
+        )
+    if cols is None:
+        cols = _axis_columns(sections, section_layout)
+    if rule.attention_factor is not None:
+        attention = as_base(rule.attention_factor, "attention_factor")
+    return w, attention, _rope_axes(w, cols, lo, hi)
+
+
+def _rope_axes(
+    w: np.ndarray, cols: list[np.ndarray], lo: list[float], hi: list[float]
+) -> _kernel.RopeAxes:
+    """The compiled axes (each axis's frequencies an encoding, cached by value), the
+    positions of each axis checked against its exact reduction."""
+    encs = []
+    for a, c in enumerate(cols):
+        enc = _encoder(w[c]) if c.size else None
+        largest = max(abs(lo[a]), abs(hi[a])) if hi[a] >= lo[a] else 0
+        if enc is not None and largest > enc.max_position:
+            raise ValueError(
+                f"positions[..., {a}] must stay within +-{int(enc.max_position)} for the "
+                f"frequencies of axis {a} (exact angle reduction); got up to {largest}"
+            )
+        encs.append(enc)
+    key = (w.tobytes(), tuple(c.tobytes() for c in cols))
+    axes = _AXES.get(key)
+    if axes is None:
+        axes = _kernel.RopeAxes(tuple(encs), tuple(cols), w.size)
+        with _AXES_LOCK:
+            _AXES[key] = axes
+            while len(_AXES) > _kernel.ENCODERS_MAX:
+                del _AXES[next(iter(_AXES))]
+    return axes
+
+
+#: (frequencies, columns of each axis) -> RopeAxes, the most recent ENCODERS_MAX
+#: (each holds its axes' encodings, which the encoding cache may drop meanwhile)
+_AXES: dict[Any, _kernel.RopeAxes] = {}
+
+
+_AXES_LOCK = threading.Lock()
+
+
+def _axes_positions(positions: Any, sections: Any, section_layout: Any) -> tuple:
+    """(sections, section_layout, positions as int64 or float64 of shape (..., n_axes))
+    checked."""
+    sections = _as_sections(sections)
+    section_layout = as_choice(section_layout, "section_layout", SECTION_LAYOUTS)
+    if positions is None:
+        raise ValueError("sections needs positions of shape (..., n_axes)")
+    pos = _as_rope_positions(positions)
+    if pos.ndim < 1 or pos.shape[-1] != len(sections):
+        raise ValueError(
+            f"positions must have shape (..., {len(sections)}) for sections={list(sections)} "
+            f"(one coordinate per axis), got {pos.shape}"
+        )
+    return sections, section_layout, pos
+
+
+def _rope_cache_axes(
+    head_dim: Any,
+    rope_parameters: Any,
+    seq_len: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    layout: Any,
+    dtype: Any,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    out: Any,
+    num_threads: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """rope_cache with multi-axis positions (``sections`` given)."""
+    if sections is None:
+        raise TypeError(
+            "rope_parameters as a list of rules (one per axis) needs sections= "
+            "(multi-axis positions)"
+        )
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
+    nthreads = as_num_threads(num_threads)
+    explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
+    if seq_len is not None or not (np.ndim(offset) == 0 and offset == 0):
+        raise ValueError(
+            "seq_len and offset do not apply with sections (multi-axis positions); give "
+            "every token's coordinates in positions"
+        )
+    sections_given = sections
+    sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
+    flat = pos.reshape(-1, len(sections))
+
+    def fill(view: np.ndarray, bf16: bool) -> None:
+        _kernel.rope_table_axes(axes, view, flat, nthreads, bf16)
+
+    result = _write_caches(pos.shape[:-1], w.size, attention, fill, layout, explicit, out)
+    _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
+    return result
+
+
+def _rotate_axes(
+    views: list[np.ndarray],
+    sa: int,
+    seq: int,
+    batch: int,
+    head_dim: int,
+    rope_parameters: Any,
+    offset: Any,
+    positions: Any,
+    sections: Any,
+    section_layout: Any,
+    layout: str,
+    max_position_embeddings: Any,
+    precision: Any,
+    inv_freq: Any,
+    attention_factor: Any,
+    nthreads: int,
+) -> None:
+    """apply_rope's rotation with multi-axis positions (q, k checked by the caller)."""
+    if sections is None:
+        raise TypeError(
+            "rope_parameters as a list of rules (one per axis) needs sections= "
+            "(multi-axis positions)"
+        )
+    if not (np.ndim(offset) == 0 and offset == 0):
+        raise ValueError(
+            "offset does not apply with sections (multi-axis positions); add it to positions"
+        )
+    sections_given = sections
+    sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
+    n = len(sections)
+    pos = _unaliased(pos, views)
+    if pos.ndim == 2:
+        pos = pos[None]
+    if pos.ndim != 3 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
+        raise ValueError(
+            f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, {n}), got "
+            f"{np.shape(positions)}"
+        )
+    rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
+    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
+    if pos.size:
+        check_table_size(pos.shape[0] * seq, 2 * w.size, 8, working_copies=2)
+        parts = [kernel_view(v) for v in views if v.size]
+        if parts:
+            _kernel.rope_rotate_axes(
+                parts[0][0],
+                axes,
+                sa,
+                np.ascontiguousarray(pos),
+                layout == "half",
+                attention,
+                nthreads,
+                parts[0][1],
+                parts[1][0] if len(parts) > 1 else None,
+                len(parts) > 1 and parts[1][1],
+            )
+    _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
+
+
+def _remember_axes_plan(
+    rule: _Rule,
+    head_dim: Any,
+    sections_given: Any,
+    section_layout: str,
+    axes: _kernel.RopeAxes,
+    attention: float,
+) -> None:
+    """Keep the checked multi-axis arguments for the small-call paths of apply_rope and
+    rope_cache (a call that failed plans nothing; nor one whose frequencies depend on
+    the length)."""
+    if (
+        rule.attention_factor is None
+        and not _per_axis_rules(rule.rope_parameters)
+        and _rope_type(rule.rope_parameters or {}) not in ("dynamic", "longrope")
+    ):
+        key = _kernel.rope_axes_plan_key(
+            rule.rope_parameters,
+            head_dim,
+            rule.max_position_embeddings,
+            rule.precision,
+            rule.inv_freq,
+            sections_given,
+            section_layout,
+        )
+        if key is not None:
+            _kernel.remember_rope_axes_plan(key, axes, attention)

@@ -1,0 +1,481 @@
+# Included by kernel.pyx: the fast paths of fastpe.apply_rope and rope_cache, for
+# arguments whose plan is remembered (_rope_plans.pxi): one C call, no Python
+# validation; anything else falls through to the general path (fastpe._rope_apply).
+
+cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, RopeAxes axes) except -1:
+    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
+    or (1 or rows, cols, n_axes), whose column a stays within the exact reduction of
+    axis a's frequencies."""
+    cdef Py_buffer v
+    cdef const int64_t *p
+    cdef Py_ssize_t i, n = axes.n_axes
+    cdef bint ok
+    if type(arr) is not _NDARRAY:
+        return False
+    try:
+        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError, TypeError):
+        return False
+    try:
+        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
+            (v.ndim == 2 and v.shape[0] == cols and v.shape[1] == n)
+            or (v.ndim == 3 and v.shape[1] == cols and v.shape[2] == n
+                and (v.shape[0] == 1 or v.shape[0] == rows)))
+        if ok:
+            p = <const int64_t *>v.buf
+            for i in range(v.len // 8):
+                if fabs(<double>p[i]) > axes.maxpos[i % n]:
+                    return False
+        return ok
+    finally:
+        PyBuffer_Release(&v)
+
+
+def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections,
+                    section_layout, seq_axis, layout, max_position_embeddings, precision,
+                    inv_freq, attention_factor, num_threads):
+    """fastpe.apply_rope with multi-axis positions for the common case --
+    C-contiguous ndarrays, C-contiguous int64 positions, frequencies and sections
+    already planned -- or None to decline (the general path then validates and
+    explains)."""
+    cdef Py_buffer qv, kv
+    cdef bint have_k = False
+    cdef char qkind, kkind = 0
+    cdef int64_t sa, hd, nd, batch, S
+    cdef int nt
+    cdef RopeAxes axes
+    if attention_factor is not None or not _as_i64(seq_axis, &sa) \
+            or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY) \
+            or not (type(offset) is int and offset == 0):
+        return None
+    if type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    shape = (<object>q).shape
+    nd = len(shape)
+    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+        return None
+    if sa < 0:
+        sa += nd
+    if sa == nd - 1:
+        return None
+    if head_dim is None:
+        head_dim = shape[nd - 1]
+    elif not _as_i64(head_dim, &hd):
+        return None
+    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                         inv_freq, sections, section_layout)
+    plan = rope_axes_plans.get(key) if key is not None else None
+    if plan is None:
+        return None
+    axes = plan[0]
+    hd = head_dim
+    if 2 * axes.nf > hd:    # (never planned so)
+        return None
+    qkind = _rope_fast_view(q, &qv, hd)
+    if qkind == 0:
+        return None
+    try:
+        if k is not None:
+            kkind = _rope_fast_view(k, &kv, hd)
+            have_k = kkind != 0
+            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
+                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+                return None
+        batch = qv.shape[0] if sa != 0 else 1
+        S = qv.shape[sa]
+        # positions kept in q's or k's memory would change while q is rotated
+        if _aliases(positions, &qv, &kv, have_k) \
+                or not _fast_axes_ids(positions, batch, S, axes):
+            return None
+        if (<object>positions).ndim == 2:
+            positions = (<object>positions).reshape(1, S, axes.n_axes)
+        _rope_run_axes(&qv, qkind, &kv if have_k else NULL, kkind, axes, sa, positions,
+                       layout == "half", plan[1], nt)
+    finally:
+        PyBuffer_Release(&qv)
+        if have_k:
+            PyBuffer_Release(&kv)
+    return q if k is None else (q, k)
+
+
+cdef void _axes_caches(const void *tab, bint tab64, real *cos, real *sin, int64_t n,
+                       int64_t nf, double attention, bint half) noexcept nogil:
+    """rope_cache's layout of the [sin | cos] rows ``tab`` (n rows of 2 nf; real's
+    type, or float64 times ``attention`` rounded once into real with ``tab64``), as
+    fastpe._rope_args._write_caches writes them."""
+    cdef int64_t r, j, o, W = 2 * nf
+    cdef real c, s
+    for r in range(n):
+        o = r * W
+        for j in range(nf):
+            if tab64:
+                c = <real>((<const double *>tab)[o + nf + j] * attention)
+                s = <real>((<const double *>tab)[o + j] * attention)
+            else:
+                c = (<const real *>tab)[o + nf + j]
+                s = (<const real *>tab)[o + j]
+            if half:
+                cos[o + j] = c
+                cos[o + nf + j] = c
+                sin[o + j] = s
+                sin[o + nf + j] = s
+            else:
+                cos[o + 2 * j] = c
+                cos[o + 2 * j + 1] = c
+                sin[o + 2 * j] = s
+                sin[o + 2 * j + 1] = s
+
+
+def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, sections,
+                         section_layout, layout, dtype, max_position_embeddings, precision,
+                         inv_freq, attention_factor, out, num_threads):
+    """fastpe.rope_cache with sections for the common case -- frequencies and
+    sections already planned, a C-contiguous (n, n_axes) int64 ndarray of
+    positions, float32/float64 into new arrays -- or None to decline (the general
+    path then validates and explains)."""
+    cdef RopeAxes axes
+    cdef Py_buffer pv
+    cdef pe_rope_axis ax[64]
+    cdef int64_t n, nf
+    cdef int nt, err
+    cdef char want, kind
+    cdef double attention
+    cdef bint tab64
+    if attention_factor is not None or out is not None or seq_len is not None \
+            or not (type(offset) is int and offset == 0) or type(positions) is not _NDARRAY \
+            or type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    want = _fast_dtype(dtype)
+    if nt < 0 or want == c'x':
+        return None
+    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
+                         inv_freq, sections, section_layout)
+    plan = rope_axes_plans.get(key) if key is not None else None
+    if plan is None:
+        return None
+    axes = plan[0]
+    attention = plan[1]
+    nf = axes.nf
+    shape = (<object>positions).shape
+    if len(shape) != 2 or shape[0] < 1:
+        return None
+    n = shape[0]
+    # (the general path checks the memory of large requests; and every position
+    # against its axis's exact reduction, as _fast_axes_ids does here)
+    if (8 + 2 * 8) * <double>n * 2 * nf >= _small_request \
+            or not _fast_axes_ids(positions, 0, n, axes):
+        return None
+    dt = _F64 if want == c'd' else _F32
+    tab64 = attention != 1.0 or want == c'd'
+    kind = c'd' if tab64 else c'f'
+    table = _np_empty((n, 2 * nf), _F64 if tab64 else _F32)
+    cos, sin = _np_empty((n, 2 * nf), dt), _np_empty((n, 2 * nf), dt)
+    cdef void *tp = _data(table)
+    cdef void *cp = _data(cos)
+    cdef void *sp = _data(sin)
+    cdef bint half = layout == "half", scaled = attention != 1.0
+    PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    try:
+        axes._positions(ax, pv.buf, False, 1, n)  # (int64: _fast_axes_ids)
+        with nogil:
+            err = pe_rope_table_axes(tp, kind, nf, n, ax, axes.nax, nt, _poll_signals, NULL)
+    finally:
+        PyBuffer_Release(&pv)
+    if err != FASTPE_OK:    # (an interrupt, or memory: the general path raises it)
+        return None
+    if want == c'd':
+        _axes_caches[double](tp, scaled, <double *>cp, <double *>sp, n, nf, attention, half)
+    else:
+        _axes_caches[float](tp, scaled, <float *>cp, <float *>sp, n, nf, attention, half)
+    return cos, sin
+
+
+cdef inline char _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
+    """_rope_view for a plain C-contiguous ndarray (no two rows can overlap) of
+    float16/32/64 entries; 0 for anything else."""
+    cdef int j
+    cdef Py_ssize_t step
+    cdef char kind
+    if type(x) is not _NDARRAY:
+        return 0
+    try:
+        kind = _rope_view(x, view, width, False)
+    except (BufferError, ValueError, TypeError):   # dtypes without a buffer format
+        return 0
+    if kind == 0:
+        return 0
+    step = view.itemsize
+    for j in range(view.ndim - 1, -1, -1):
+        if view.shape[j] == 0 or (view.shape[j] > 1 and view.strides[j] != step):
+            PyBuffer_Release(view)
+            return 0
+        step *= view.shape[j]
+    return kind
+
+
+cdef bint _fast_ids(arr, int64_t rows, int64_t cols, int64_t step, double limit) except -1:
+    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols,), or
+    (1, cols) or (rows, cols) when rows > 0, whose every value v keeps v .. v + step
+    within +-limit."""
+    cdef Py_buffer v
+    cdef const int64_t *p
+    cdef Py_ssize_t i
+    cdef bint ok
+    if type(arr) is not _NDARRAY:
+        return False
+    try:
+        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, ValueError, TypeError):
+        return False
+    try:
+        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
+            (v.ndim == 1 and v.shape[0] == cols)
+            or (v.ndim == 2 and rows > 0 and v.shape[1] == cols
+                and (v.shape[0] == 1 or v.shape[0] == rows)))
+        if ok:
+            p = <const int64_t *>v.buf
+            for i in range(v.len // 8):
+                if _extent(p[i], step + 1) > limit:
+                    return False
+        return ok
+    finally:
+        PyBuffer_Release(&v)
+
+
+cdef bint _aliases(arr, const Py_buffer *qv, const Py_buffer *kv, bint have_k) except -1:
+    """Whether the ndarray ``arr`` may share memory with q's (or k's) buffer."""
+    cdef Py_buffer v
+    cdef bint shared
+    if type(arr) is not _NDARRAY:
+        return False    # (declined later: only ndarrays take this path)
+    PyObject_GetBuffer(arr, &v, PyBUF_STRIDES)
+    shared = _overlap(&v, qv) or (have_k and _overlap(&v, kv))
+    PyBuffer_Release(&v)
+    return shared
+
+
+def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, layout,
+               max_position_embeddings, precision, inv_freq, attention_factor, num_threads):
+    """fastpe.apply_rope for the common case -- C-contiguous ndarrays, an int
+    offset (or an int64 ndarray of one per batch entry, or int64 position ids),
+    frequencies already planned -- or None to decline (the general path then
+    validates and explains)."""
+    return _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
+                            layout, max_position_embeddings, precision, inv_freq,
+                            attention_factor, num_threads)
+
+
+#: the public apply_rope's general path (a Python function), given by rope_front
+cdef object _rope_general = None
+
+
+def rope_front(general):
+    """The public ``apply_rope``: a compiled function with ``general``'s parameters
+    that rotates the common case itself (see rope_apply) and hands every other
+    call to ``general`` unchanged.  A decoding step then runs no Python frame:
+    filling eleven keyword-only defaults costs a tenth of a step.  It takes the
+    same parameters (tests/test_fast_path.py compares them).  Its name,
+    docstring, signature (``__wrapped__``) and annotations are ``general``'s."""
+    global _rope_general
+    _rope_general = general
+    functools.update_wrapper(apply_rope, general)
+    return apply_rope
+
+
+def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, positions=None,
+               sections=None, section_layout="contiguous", seq_axis=-2, layout="half",
+               max_position_embeddings=None, precision="float32", inv_freq=None,
+               attention_factor=None, num_threads=None, xpos_scale_base=None,
+               xpos_center=None):
+    # (the general path's parameters, one for one: tests/test_fast_path.py checks
+    # them; no **kwargs, whose dict costs a tenth of the call's overhead)
+    if sections is None and xpos_scale_base is None and xpos_center is None \
+            and (rope_parameters is None or type(rope_parameters) is dict) \
+            and type(section_layout) is str \
+            and (section_layout == "contiguous" or section_layout == "interleaved"):
+        done = _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
+                                layout, max_position_embeddings, precision, inv_freq,
+                                attention_factor, num_threads)
+        if done is not None:
+            return done
+    return _rope_general(q, k, rope_parameters=rope_parameters, head_dim=head_dim,
+                         offset=offset, positions=positions, sections=sections,
+                         section_layout=section_layout, seq_axis=seq_axis, layout=layout,
+                         max_position_embeddings=max_position_embeddings, precision=precision,
+                         inv_freq=inv_freq, attention_factor=attention_factor,
+                         num_threads=num_threads, xpos_scale_base=xpos_scale_base,
+                         xpos_center=xpos_center)
+
+
+cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
+                             layout, max_position_embeddings, precision, inv_freq,
+                             attention_factor, num_threads):
+    cdef Py_buffer qv, kv
+    cdef bint have_k = False
+    cdef char qkind, kkind = 0
+    cdef int64_t off = 0, sa, hd, nd, batch, S
+    cdef int nt
+    cdef Encoder enc
+    if attention_factor is not None or not _as_i64(seq_axis, &sa) \
+            or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
+        return None
+    if positions is not None and not (type(offset) is int and offset == 0):
+        return None
+    offsets = None if positions is not None or _as_i64(offset, &off) else offset
+    if offsets is None and positions is None and type(offset) is not int:
+        return None     # (offset=None: the general path refuses it)
+    if type(layout) is not str or (layout != "half" and layout != "interleaved"):
+        return None
+    nt = _fast_threads(num_threads)
+    if nt < 0 or (head_dim is not None and not _as_i64(head_dim, &hd)):
+        return None
+    # q's buffer first: its shape without a Python attribute, a tuple and an int each
+    qkind = _rope_fast_view(q, &qv, 0)
+    if qkind == 0:
+        return None
+    try:
+        nd = qv.ndim
+        if not -nd <= sa < nd:
+            return None
+        if sa < 0:
+            sa += nd
+        if sa == nd - 1:
+            return None
+        if head_dim is None:
+            hd = qv.shape[nd - 1]
+            head_dim = hd
+        key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+        plan = (<dict?>rope_plans).get(key)
+        if plan is None:
+            return None
+        enc = plan[0]
+        # (2 nf > hd: never planned so; the rows below rely on it)
+        if 2 * enc.sp.nf > hd or qv.shape[nd - 1] < hd:
+            return None
+        if k is not None:
+            kkind = _rope_fast_view(k, &kv, hd)
+            have_k = kkind != 0
+            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
+                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+                return None
+        batch = qv.shape[0] if sa != 0 else 1
+        S = qv.shape[sa]
+        # positions or offsets kept in q's or k's memory would change while q is
+        # rotated: the general path copies them first
+        if (positions is not None and _aliases(positions, &qv, &kv, have_k)) \
+                or (offsets is not None and _aliases(offsets, &qv, &kv, have_k)):
+            return None
+        # every position checked against the exact reduction here, as the general path does
+        if positions is not None:
+            if not _fast_ids(positions, batch, S, 0, enc.max_position):
+                return None
+            if (<object>positions).ndim == 1:
+                positions = (<object>positions).reshape(1, S)
+        elif offsets is not None:
+            if not _fast_ids(offsets, 0, batch, S - 1, enc.max_position):
+                return None
+        elif _extent(off, S) > enc.max_position:
+            return None
+        _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, enc, sa, off, offsets, positions,
+                  layout == "half", plan[1], nt)
+    finally:
+        PyBuffer_Release(&qv)
+        if have_k:
+            PyBuffer_Release(&kv)
+    return q if k is None else (q, k)
+
+
+def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layout, dtype,
+                    max_position_embeddings, precision, inv_freq, attention_factor, out,
+                    num_threads):
+    """fastpe.rope_cache for the common case -- a planned rule, an int seq_len and
+    offset or a 1-D int64 ndarray of positions, float32/float64 into new arrays or
+    a pair of plain ndarrays of the result's shape -- through the C API's cache
+    function, or None to decline (the general path then validates and explains)."""
+    cdef pe_rope_handle h
+    cdef Py_buffer cv, sv, pv
+    cdef bint have_out = False, have_pos = False
+    cdef int64_t n, W, off = 0, crow = 0, srow = 0, cstride = 0, sstride = 0
+    cdef const int64_t *pp = NULL
+    cdef int nt, lay, err
+    cdef char want
+    cdef Encoder enc
+    if attention_factor is not None or type(layout) is not str \
+            or (layout != "half" and layout != "interleaved"):
+        return None
+    lay = FASTPE_LAYOUT_SPLIT if layout == "half" else FASTPE_LAYOUT_INTERLEAVED
+    nt = _fast_threads(num_threads)
+    want = _fast_dtype(dtype)
+    if nt < 0 or want == c'x' or (out is not None and want != 0):
+        return None
+    plan = rope_plans.get(_plan_key(rope_parameters, head_dim, max_position_embeddings,
+                                    precision, inv_freq))
+    if plan is None:
+        return None
+    enc = plan[0]
+    W = 2 * enc.sp.nf
+    if positions is None:
+        if type(seq_len) is not int or type(offset) is not int or not 1 <= seq_len <= 2**40 \
+                or not -2**62 <= offset <= 2**62:
+            return None
+        n, off = seq_len, offset
+    else:
+        if seq_len is not None or type(offset) is not int or offset != 0 \
+                or type(positions) is not _NDARRAY:
+            return None
+        try:
+            PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        except (BufferError, ValueError, TypeError):
+            return None
+        have_pos = True
+    try:
+        if have_pos:
+            if pv.ndim != 1 or pv.shape[0] < 1 or pv.itemsize != 8 \
+                    or _native_code(pv.format) not in (c'l', c'q'):
+                return None
+            n = pv.shape[0]
+            pp = <const int64_t *>pv.buf
+        if (8 + 2 * 8) * <double>n * W >= _small_request:   # the general path checks memory
+            return None
+        h.magic = PE_ROPE_MAGIC
+        h.sp = enc.sp
+        h.w = NULL
+        h.plan = <double *>enc.pmem
+        h.attention = plan[1]
+        h.max_position = enc.max_position
+        if out is None:
+            dt = _F64 if want == c'd' else _F32
+            result = (_np_empty((n, W), dt), _np_empty((n, W), dt))
+        else:
+            if type(out) is not tuple or len(<tuple>out) != 2:
+                return None
+            result = out
+        if not _fast_out(result[0], &cv, 0, &crow, W, &cstride):
+            return None
+        have_out = True
+        if not _fast_out(result[1], &sv, c'f' if cv.itemsize == 4 else c'd', &srow, W,
+                         &sstride):
+            PyBuffer_Release(&cv)
+            return None
+        try:
+            if cv.ndim != 2 or sv.ndim != 2 or cv.shape[0] != n or sv.shape[0] != n \
+                    or cstride != sstride:
+                return None
+            with nogil:
+                if cv.itemsize == 4:
+                    err = fastpe_rope_cache_f32(<fastpe_rope *>&h, <float *>cv.buf,
+                                                <float *>sv.buf, n, cstride, pp, off, lay, nt)
+                else:
+                    err = fastpe_rope_cache_f64(<fastpe_rope *>&h, <double *>cv.buf,
+                                                <double *>sv.buf, n, cstride, pp, off, lay, nt)
+        finally:
+            PyBuffer_Release(&sv)
+        # an error is found before anything is written: the general path raises it
+        return result if err == FASTPE_OK else None
+    finally:
+        if have_out:
+            PyBuffer_Release(&cv)
+        if have_pos:
+            PyBuffer_Release(&pv)

@@ -1,0 +1,518 @@
+"""Rotary position embedding (RoPE) frequencies: the published families.
+
+The rules of Hugging Face transformers' ``ROPE_INIT_FUNCTIONS`` (``default``,
+``linear``, ``dynamic``, ``yarn``, ``longrope``, ``llama3``) with their parameters
+and defaults, as a function of the model's ``rope_parameters`` (``rope_scaling``)
+dictionary.  The rules themselves are the C library's (lib/src/rope_rules.c): in
+float32, operation by operation as the framework evaluates it (the frequencies a
+checkpoint was trained with), or in float64, the exact formula rounded once.  This
+module checks the rule's arguments, names them in errors, and turns a rule into the
+kernel's encoder of its angles (shared by the caches and the rotation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+
+from . import kernel as _kernel
+from ._conventions import kernel_spec
+from ._validate import (
+    MAX_SCALE,
+    _is_torch_bfloat16,
+    as_base,
+    as_bool,
+    as_choice,
+    as_finite,
+    as_int,
+    check_table_size,
+    is_bfloat16,
+)
+
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "longrope", "llama3")
+
+
+ROPE_LAYOUTS: tuple[Literal["half", "interleaved"], ...] = ("half", "interleaved")
+
+
+SECTION_LAYOUTS: tuple[Literal["contiguous", "interleaved"], ...] = ("contiguous", "interleaved")
+
+
+#: The most coordinates a token's position may have (the kernel's bound).
+MAX_AXES = 64
+
+
+# The keys each rule reads (besides rope_type, rope_theta, partial_rotary_factor).
+_KEYS = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": (
+        "factor",
+        "attention_factor",
+        "beta_fast",
+        "beta_slow",
+        "mscale",
+        "mscale_all_dim",
+        "original_max_position_embeddings",
+        "truncate",
+    ),
+    "longrope": (
+        "factor",
+        "attention_factor",
+        "short_factor",
+        "long_factor",
+        "original_max_position_embeddings",
+    ),
+    "llama3": (
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ),
+}
+
+
+_COMMON = ("rope_type", "type", "rope_theta", "partial_rotary_factor")
+
+
+def rope_frequencies(
+    head_dim: int,
+    rope_parameters: Mapping[str, Any] | None = None,
+    *,
+    max_position_embeddings: int | None = None,
+    seq_len: int | None = None,
+    precision: Literal["float32", "float64"] = "float32",
+) -> tuple[np.ndarray, float]:
+    """The inverse frequencies and attention factor of a RoPE family.
+
+    Parameters
+    ----------
+    head_dim : int
+        Width of one attention head. Only the first ``rotary_dim =
+        int(head_dim * partial_rotary_factor)`` dimensions rotate (an even number).
+    rope_parameters : mapping, optional
+        A transformers config's ``rope_parameters`` (formerly ``rope_scaling``)
+        dictionary: ``rope_type`` (or ``type``) one of ``"default"``, ``"linear"``,
+        ``"dynamic"``, ``"yarn"``, ``"longrope"``, ``"llama3"``; ``rope_theta``
+        (10000.0); ``partial_rotary_factor`` (1.0); and the family's own keys:
+        ``factor``; ``low_freq_factor``, ``high_freq_factor`` (llama3);
+        ``beta_fast`` (32), ``beta_slow`` (1), ``mscale``, ``mscale_all_dim``,
+        ``truncate`` (True) (yarn); ``short_factor``, ``long_factor`` (longrope);
+        ``attention_factor`` (yarn, longrope); ``original_max_position_embeddings``
+        (yarn, longrope, llama3; defaults to ``max_position_embeddings``).
+        An unknown key is an error (it could change the frequencies). ``None``:
+        the default rule with theta 10000. The numbers must be finite and > 0
+        (``mscale``, ``mscale_all_dim``: finite; 0 or None, as in transformers,
+        means absent), ``truncate`` a bool, ``original_max_position_embeddings``
+        an int, ``high_freq_factor >= low_freq_factor``.
+    max_position_embeddings : int, optional
+        The config's ``max_position_embeddings``: needed by ``dynamic``, and by
+        yarn/longrope/llama3 when ``original_max_position_embeddings`` or (yarn,
+        longrope) ``factor`` is not given.
+    seq_len : int, optional
+        The current sequence length, for the rules that depend on it: ``dynamic``
+        (a larger base beyond ``max_position_embeddings``) and ``longrope``
+        (``long_factor`` beyond ``original_max_position_embeddings``).
+    precision : {"float32", "float64"}
+        ``"float32"`` (default): the frequencies as transformers computes them, in
+        float32, step by step -- the values a checkpoint was trained with, so a
+        model sees the angles it learned. ``"float64"``: the same formula in
+        float64, for new models or to study the framework's rounding.
+        Either way the result is float64, and fastpe never rounds the angles
+        ``k * inv_freq`` built from it. The float32 steps are torch's, in its
+        order (``scalar / tensor`` is ``reciprocal(tensor) * scalar``), with the
+        correctly rounded power: entries differ from transformers' only where
+        torch's float32 power is one ulp off (docs/rope.md).
+
+    Returns
+    -------
+    inv_freq : ndarray of float64, shape (rotary_dim // 2,)
+        Radians per position of each rotated pair.
+    attention_factor : float
+        What the family multiplies cos and sin by (1.0 where it has none).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A parameter of the wrong type or value, named as written
+        (``rope_parameters['beta_fast']``) with its value; also parameters, each
+        valid, whose frequencies are not finite or exceed 1e280 (a tiny
+        ``rope_theta`` or ``factor`` overflows, in float32 first).
+
+    Examples
+    --------
+    >>> import fastpe
+    >>> w, a = fastpe.rope_frequencies(128, {"rope_type": "llama3", "rope_theta": 500000.0,
+    ...     "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    ...     "original_max_position_embeddings": 8192})
+    >>> w.shape, a
+    ((64,), 1.0)
+    """
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    if not isinstance(rope_parameters, (Mapping, type(None))):
+        raise TypeError(
+            "rope_parameters must be a mapping (a config's rope_parameters), "
+            f"got {type(rope_parameters).__name__}"
+        )
+    params = dict(rope_parameters or {})
+    rope_type = as_choice(_rope_type(params), "rope_type", ROPE_TYPES)
+    unknown = sorted(set(params) - set(_COMMON) - set(_KEYS[rope_type]))
+    if unknown:
+        raise ValueError(
+            f"rope_parameters has keys that rope_type={rope_type!r} does not take: {unknown}"
+        )
+    precision = as_choice(precision, "precision", ("float32", "float64"))
+    p = _Params(params, rope_type, precision)
+    theta = p.positive("rope_theta", 10000.0)
+    prf = p.positive("partial_rotary_factor", 1.0, maximum=1.0)
+    dim = int(head_dim * prf)
+    if dim < 2 or dim % 2:
+        raise ValueError(
+            f"the rotary dimension int(head_dim * partial_rotary_factor) = {dim} "
+            "must be even and at least 2"
+        )
+    # a handful of float64 arrays of dim/2 entries are alive at once
+    check_table_size(1, dim // 2, 8, working_copies=8)
+    mpe = (
+        None
+        if max_position_embeddings is None
+        else as_int(max_position_embeddings, "max_position_embeddings", minimum=1)
+    )
+    if seq_len is not None:
+        seq_len = as_int(seq_len, "seq_len", minimum=0)
+    fields: dict[str, Any] = {
+        "rope_type": ROPE_TYPES.index(rope_type),
+        "precision": 0 if precision == "float32" else 1,  # FASTPE_PRECISION_*
+        "rope_theta": theta,
+    }
+    if "partial_rotary_factor" in params:
+        fields["partial_rotary_factor"] = prf
+    # the lengths, for the rules that read them (the library's are int64)
+    if mpe is not None and rope_type not in ("default", "linear"):
+        fields["max_position_embeddings"] = as_int(
+            mpe, "max_position_embeddings", maximum=_INT64_MAX
+        )
+    if seq_len is not None and rope_type == "dynamic":
+        fields["seq_len"] = as_int(seq_len, "seq_len", maximum=_INT64_MAX)
+    elif seq_len is not None and rope_type == "longrope":
+        fields["seq_len"] = min(seq_len, _INT64_MAX)  # (only compared with a length)
+    if rope_type in ("yarn", "longrope", "llama3"):
+        v = params.get("original_max_position_embeddings", mpe)
+        if v is None:
+            raise ValueError(
+                f"rope_type={rope_type!r} needs original_max_position_embeddings "
+                "(in rope_parameters) or max_position_embeddings"
+            )
+        old_len = as_int(v, p.name("original_max_position_embeddings"), minimum=1)
+        fields["original_max_position_embeddings"] = old_len
+    if rope_type in ("linear", "dynamic", "llama3"):
+        fields["factor"] = p.positive("factor")
+    if rope_type == "llama3":
+        low = fields["low_freq_factor"] = p.positive("low_freq_factor")
+        high = fields["high_freq_factor"] = p.positive("high_freq_factor")
+        if high < low:
+            raise ValueError(
+                f"rope_type='llama3' needs {p.name('high_freq_factor')} >= "
+                f"{p.name('low_freq_factor')}, got {high!r} and {low!r}"
+            )
+    elif rope_type == "dynamic":
+        if mpe is None:
+            raise ValueError("rope_type='dynamic' needs max_position_embeddings")
+        if dim == 2:  # the base's exponent d/(d-2) is undefined
+            raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
+    elif rope_type in ("yarn", "longrope"):
+        factor = p.optional("factor")
+        if factor is None:
+            if mpe is None:
+                raise ValueError(
+                    f"rope_type={rope_type!r} needs {p.name('factor')} or max_position_embeddings"
+                )
+            # (the library takes the same ratio itself)
+            p.used["factor"] = as_base(
+                mpe / old_len, "max_position_embeddings / original_max_position_embeddings"
+            )
+        else:
+            fields["factor"] = factor
+        names: tuple[str, ...] = ("attention_factor",)
+        if rope_type == "yarn":
+            names += ("mscale", "mscale_all_dim", "beta_fast", "beta_slow")
+        for key in names:
+            # transformers reads mscale and mscale_all_dim by truth value: 0 (or
+            # None) means absent
+            v = p.optional(key, positive=key not in ("mscale", "mscale_all_dim"))
+            if v is not None:
+                fields[key] = v
+        if rope_type == "yarn":
+            fields["truncate"] = int(p.flag("truncate", True))
+        else:
+            for key in ("short_factor", "long_factor"):
+                fields[key] = np.array(p.factors(key, dim // 2), dtype=np.float64)
+    return _rule(head_dim, fields, p, dim)
+
+
+def _rule(head_dim: int, fields: dict[str, Any], p: _Params, dim: int) -> tuple[np.ndarray, float]:
+    """The library's rule for checked fields, its refusals as the caller's keys."""
+    err, inv, attention, nf, why = _kernel._rope_rule(head_dim, fields)
+    if err == 0 and inv is not None:
+        return inv[:nf], attention
+    reason, index, value = why or (0, -1, math.nan)
+    rt = p.rope_type
+    if reason == _ATTENTION and rt == "longrope":
+        raise p.refuse(
+            "no attention factor sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) "
+            "for original_max_position_embeddings=1 (give attention_factor)",
+            "factor",
+        )
+    if reason == _ATTENTION:
+        both = bool(p.used.get("mscale") and p.used.get("mscale_all_dim"))
+        names = ("factor", "mscale", "mscale_all_dim") if both else ("factor",)
+        raise p.refuse(f"an attention factor of {value!r} (it must be finite and > 0)", *names)
+    if reason == _RAMP:
+        raise p.refuse(
+            "a ramp d * ln(original_max_position_embeddings / (2 pi beta)) / (2 ln theta) "
+            f"that is not finite (original_max_position_embeddings="
+            f"{fields['original_max_position_embeddings']}, d={dim})",
+            "rope_theta",
+            "beta_fast",
+            "beta_slow",
+        )
+    if reason == _BASE:
+        mpe = fields["max_position_embeddings"]
+        L = max(fields.get("seq_len", mpe), mpe)
+        raise p.refuse(
+            f"a base theta * (factor * L / max_position_embeddings - (factor - 1)) "
+            f"** (d / (d - 2)) that is not a finite number > 0 (L={L}, "
+            f"max_position_embeddings={mpe}, d={dim})",
+            "rope_theta",
+            "factor",
+        )
+    if reason == _EDGE:
+        low = p.used["low_freq_factor"]
+        raise ValueError(
+            f"rope_type='llama3' with {p.name('low_freq_factor')} == "
+            f"{p.name('high_freq_factor')} ({low!r}) puts a wavelength exactly on "
+            f"original_max_position_embeddings / low_freq_factor "
+            f"({fields['original_max_position_embeddings'] / low!r}), where the blend is 0/0"
+        )
+    if reason == _FREQUENCY:
+        if rt == "longrope":
+            keys: tuple[str, ...] = ("rope_theta", _longrope_list(fields))
+        else:
+            keys = _FREQUENCY_KEYS[rt]
+        raise p.refuse(
+            f"frequencies that are not finite numbers in [0, {MAX_FREQUENCY:g}] "
+            f"(index {index}: {value!r} in precision={p.precision!r})",
+            *keys,
+        )
+    # the parameters were checked above: a code here is a contradiction between
+    # the two, reported as it is
+    raise ValueError(f"rope_parameters refused by the library's rule (code {err})")
+
+
+def _longrope_list(fields: dict[str, Any]) -> str:
+    """The list longrope uses: long_factor beyond the original length."""
+    long = fields.get("seq_len", 0) > fields["original_max_position_embeddings"]
+    return "long_factor" if long else "short_factor"
+
+
+# The keys behind each rule's frequencies (named when they are refused).
+_FREQUENCY_KEYS = {
+    "default": ("rope_theta",),
+    "linear": ("rope_theta", "factor"),
+    "dynamic": ("rope_theta", "factor"),
+    "yarn": ("rope_theta", "factor"),
+    "llama3": ("rope_theta", "factor", "low_freq_factor", "high_freq_factor"),
+}
+
+
+_INT64_MAX = 2**63 - 1
+
+
+# Why the library's rule refused (pe_crmath.h, PE_RULE_*).
+_ATTENTION, _RAMP, _BASE, _FREQUENCY, _EDGE = 1, 2, 3, 4, 5
+
+
+# The largest frequency the kernel takes (it splits 2**27 * w and multiplies by
+# positions), the bound of every knob that scales the frequencies.
+MAX_FREQUENCY = MAX_SCALE
+
+
+class _Params:
+    """One rule's rope_parameters, read with every check in one place: a refusal
+    names the key as the caller wrote it (``rope_parameters['beta_fast']``) and
+    the value."""
+
+    def __init__(self, params: dict[str, Any], rope_type: str, precision: str) -> None:
+        self.params = params
+        self.rope_type = rope_type
+        self.precision = precision
+        self.used: dict[str, Any] = {}  # the value each key was read as
+
+    @staticmethod
+    def name(key: str) -> str:
+        return f"rope_parameters[{key!r}]"
+
+    def positive(self, key: str, default: Any = None, *, maximum: float | None = None) -> float:
+        """A finite number > 0; ``default`` where the key is absent (required without)."""
+        v = self.params.get(key, default)
+        if v is None:
+            raise ValueError(f"rope_type={self.rope_type!r} needs {self.name(key)}")
+        self.used[key] = v = as_base(v, self.name(key), maximum=maximum)
+        return v
+
+    def optional(self, key: str, positive: bool = True, default: Any = None) -> Any:
+        """A finite number (> 0 when ``positive``), or ``default`` where the key is
+        absent or None."""
+        v = self.params.get(key)
+        if v is None:
+            self.used[key] = default
+            return default
+        self.used[key] = v = (as_base if positive else as_finite)(v, self.name(key))
+        return v
+
+    def flag(self, key: str, default: bool) -> bool:
+        self.used[key] = v = as_bool(self.params.get(key, default), self.name(key))
+        return v
+
+    def factors(self, key: str, n: int) -> list[float]:
+        """A list of n finite numbers > 0 (longrope's per-pair factors)."""
+        v = self.params.get(key)
+        if not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
+            raise TypeError(
+                f"{self.name(key)} must be a list of {n} numbers, got {type(v).__name__}"
+            )
+        if len(v) != n:
+            raise ValueError(
+                f"{self.name(key)} must have rotary_dim / 2 = {n} entries, got {len(v)}"
+            )
+        self.used[key] = out = [as_base(x, f"{self.name(key)}[{i}]") for i, x in enumerate(v)]
+        return out
+
+    def refuse(self, what: str, *keys: str) -> ValueError:
+        """The refusal of values that are each valid but give ``what`` together."""
+        given = ", ".join(f"{self.name(k)}={self.used.get(k, self.params.get(k))!r}" for k in keys)
+        return ValueError(f"rope_type={self.rope_type!r} with {given} gives {what}")
+
+
+def _rope_type(params: Mapping[str, Any]) -> Any:
+    return params.get("rope_type", params.get("type", "default"))
+
+
+class _Rule(NamedTuple):
+    """The frequency arguments of rope_cache and apply_rope, as given."""
+
+    rope_parameters: Any  # one rule (a mapping or None), or one per axis
+    inv_freq: Any
+    attention_factor: float | None
+    max_position_embeddings: int | None
+    precision: Any
+
+
+def _angles(
+    head_dim: int, rule: _Rule, lo: float, hi: float
+) -> tuple[np.ndarray, float, _kernel.Encoder]:
+    """(frequencies, attention factor, compiled encoding) for positions lo .. hi
+    (none when hi < lo), every argument checked.  The rule sees the longest
+    sequence hi + 1, as transformers' rotary modules do."""
+    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    if rule.inv_freq is not None:
+        if rule.rope_parameters is not None:
+            raise ValueError("give rope_parameters or inv_freq, not both")
+        w = _as_frequencies(rule.inv_freq)
+        attention = 1.0
+        if 2 * w.size > head_dim:
+            raise ValueError(
+                f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
+            )
+    else:
+        w, attention = rope_frequencies(
+            head_dim,
+            rule.rope_parameters,
+            max_position_embeddings=rule.max_position_embeddings,
+            seq_len=max(_length(hi), 0) if hi >= lo else None,
+            precision=rule.precision,
+        )
+    if rule.attention_factor is not None:
+        attention = as_base(rule.attention_factor, "attention_factor")
+    enc = _encoder(w)
+    largest = max(abs(lo), abs(hi)) if hi >= lo else 0
+    if largest > enc.max_position:
+        raise ValueError(
+            f"positions must stay within +-{int(enc.max_position)} for these "
+            f"frequencies (exact angle reduction); got up to {largest}"
+        )
+    return w, attention, enc
+
+
+def _length(hi: float) -> int:
+    """The sequence length a rule sees for the largest position ``hi`` (int or float)."""
+    return math.floor(hi) + 1
+
+
+def _as_frequencies(inv_freq: Any) -> np.ndarray:
+    """Frequencies as float64, converted exactly: any real dtype, bfloat16 included
+    (ml_dtypes' arrays, PyTorch tensors: a model's inv_freq buffer can be bfloat16)."""
+    if _is_torch_bfloat16(inv_freq):
+        inv_freq = inv_freq.detach().float()  # (exact: bfloat16 is float32's top half)
+    elif getattr(inv_freq, "requires_grad", False):
+        inv_freq = inv_freq.detach()  # (a learned parameter: its values)
+    try:
+        w = np.asarray(inv_freq)
+    except Exception as exc:
+        raise TypeError(f"inv_freq must be a 1-D array of frequencies ({exc})") from None
+    if not (w.dtype.kind in "fiu" or is_bfloat16(w.dtype)) or w.ndim != 1 or w.size < 1:
+        raise TypeError(
+            f"inv_freq must be a 1-D array of real frequencies, got dtype "
+            f"{w.dtype} and shape {w.shape}"
+        )
+    w = w.astype(np.float64)
+    bad = ~(np.isfinite(w) & (w >= 0) & (w <= MAX_FREQUENCY))
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(
+            f"inv_freq must be finite, >= 0 and <= {MAX_FREQUENCY:g}, got inv_freq[{i}] = "
+            f"{float(w[i])!r}"
+        )
+    check_table_size(1, w.size, 8, working_copies=8)
+    return w
+
+
+def _encoder(w: np.ndarray) -> _kernel.Encoder:
+    """The compiled encoding of a list of frequencies ([sin | cos] rows), cached
+    by value like every encoding."""
+    key = ("rope", w.tobytes())
+    enc = _kernel.encoders.get(key)
+    if enc is None:
+        nf = int(w.size)
+        spec = kernel_spec(2 * nf, nf, layout=1, ns=nf, c_off=nf, nc=nf, frequencies=w)
+        enc = _kernel.remember(key, _kernel.Encoder(spec))
+    return enc
+
+
+def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
+    """Remember checked frequency arguments for the small-call paths, when their
+    frequencies do not depend on the sequence length (and rotate at most
+    head_dim dims, which apply_rope's path relies on)."""
+    if rule.attention_factor is not None or _rope_type(rule.rope_parameters or {}) in (
+        "dynamic",
+        "longrope",
+    ):
+        return
+    key = _kernel.rope_plan_key(
+        rule.rope_parameters, head_dim, rule.max_position_embeddings, rule.precision, rule.inv_freq
+    )
+    if key is not None and 2 * nf <= head_dim:  # (a key means an int head_dim)
+        _kernel.remember_rope_plan(key, enc, attention)
+
+
+def _per_axis_rules(rope_parameters: Any) -> bool:
+    """Whether rope_parameters is a list of rules (one per axis) rather than one rule."""
+    if rope_parameters is None or type(rope_parameters) is dict:
+        return False  # (the usual spellings, without the slower ABC checks below)
+    return isinstance(rope_parameters, Sequence) and not isinstance(
+        rope_parameters, (str, bytes, Mapping)
+    )
