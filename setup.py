@@ -22,6 +22,7 @@ import warnings
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 # What each compiler family needs for OpenMP: (compile flags, link flags).
 # Apple clang has no -fopenmp driver flag; libomp must be supplied (cibuildwheel
@@ -172,6 +173,38 @@ def _library_sources() -> list[str]:
         return [line for line in lines if line]
 
 
+def standalone_capsule_header() -> str:
+    """fastpe.h with the C library's header copied in place of its #include.
+
+    The capsule's header documents nothing itself: it includes
+    lib/include/fastpe/fastpe.h (the constants, the types, the reference of every
+    function).  The installed copy carries that header inside, so that an
+    extension compiles against fastpe.get_include() alone, or against a copy of
+    fastpe.h taken elsewhere."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "src", "fastpe", "include", "fastpe.h")) as f:
+        capsule = f.read()
+    with open(os.path.join(here, "lib", "include", "fastpe", "fastpe.h")) as f:
+        native = f.read()
+    line = '#include "../../../lib/include/fastpe/fastpe.h"\n'
+    if capsule.count(line) != 1:
+        raise RuntimeError("src/fastpe/include/fastpe.h must include the library's header once")
+    return capsule.replace(
+        line,
+        f"/* ---- <fastpe/fastpe.h> ---- */\n{native}/* ---- end of <fastpe/fastpe.h> ---- */\n",
+    )
+
+
+class BuildPy(build_py):
+    def run(self):
+        super().run()
+        # (an editable install copies nothing: its fastpe.h is the source tree's)
+        target = os.path.join(self.build_lib, "fastpe", "include", "fastpe.h")
+        if os.path.isfile(target):
+            with open(target, "w") as f:
+                f.write(standalone_capsule_header())
+
+
 EXTENSIONS = [
     Extension(
         "fastpe.kernel",
@@ -196,4 +229,4 @@ EXTENSIONS = [
 ]
 
 
-setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildExt})
+setup(ext_modules=EXTENSIONS, cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

@@ -182,8 +182,11 @@ extern "C" {
 
 /* Called on the calling thread between the chunks (a few milliseconds of work
  * each) of a long fill; a nonzero return stops the fill with FASTPE_EINTR (the
- * rows done so far stay written).  For a program that wants to cancel. */
-typedef int (*fastpe_poll_fn)(void *ctx);
+ * rows done so far stay written).  For a program that wants to cancel.  (Spelt
+ * as a function type first: the capsule's fastpe.h carries this header, and
+ * its pointer typedefs named fastpe_*_fn are the table's slots only.) */
+typedef int fastpe_poll_callback(void *ctx);
+typedef fastpe_poll_callback *fastpe_poll_fn;
 
 /* A compiled convention: w_i = position_scale * base^(-i/denominator), its
  * columns and odd-width rule; made from the knobs of fastpe.Convention or a
