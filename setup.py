@@ -184,23 +184,50 @@ def _release() -> str:
     return version
 
 
-class BuildPy(build_py):
-    """Writes the release number into the built copy of fastpe/_version.py.
+def standalone_capsule_header() -> str:
+    """fastpe.h with the C library's header copied in place of its #include.
 
-    The source copy reads VERSION from the repository; an installed package has no
-    repository, so its copy carries the number itself.
-    """
+    The capsule's header documents nothing itself: it includes
+    lib/include/fastpe/fastpe.h (the constants, the types, the reference of every
+    function).  The installed copy carries that header inside, so that an
+    extension compiles against fastpe.get_include() alone, or against a copy of
+    fastpe.h taken elsewhere."""
+    with open(os.path.join(HERE, "src", "fastpe", "include", "fastpe.h"), encoding="utf-8") as f:
+        capsule = f.read()
+    with open(os.path.join(HERE, "lib", "include", "fastpe", "fastpe.h"), encoding="utf-8") as f:
+        native = f.read()
+    line = '#include "../../../lib/include/fastpe/fastpe.h"\n'
+    if capsule.count(line) != 1:
+        raise RuntimeError("src/fastpe/include/fastpe.h must include the library's header once")
+    return capsule.replace(
+        line,
+        f"/* ---- <fastpe/fastpe.h> ---- */\n{native}/* ---- end of <fastpe/fastpe.h> ---- */\n",
+    )
+
+
+class BuildPy(build_py):
+    """Writes what an installed package needs in place of the repository: the release
+    number in fastpe/_version.py (the source copy reads VERSION), and the capsule's
+    header with the library's header copied in (standalone_capsule_header)."""
 
     def run(self):
         super().run()
         if getattr(self, "editable_mode", False):
-            return  # an editable install imports the source copy, beside VERSION
-        target = os.path.join(self.build_lib, "fastpe", "_version.py")
-        if os.path.exists(target):
-            os.remove(target)  # a hard link to the source must not be written through
-        with open(target, "w", encoding="ascii") as f:
-            f.write('"""fastpe\'s release number (written by setup.py from VERSION)."""\n\n')
-            f.write(f'__version__ = "{_release()}"\n')
+            return  # an editable install imports the source copies, beside VERSION and lib/
+        version = os.path.join(self.build_lib, "fastpe", "_version.py")
+        header = os.path.join(self.build_lib, "fastpe", "include", "fastpe.h")
+        for target, text in (
+            (
+                version,
+                '"""fastpe\'s release number (written by setup.py from VERSION)."""\n\n'
+                f'__version__ = "{_release()}"\n',
+            ),
+            (header, standalone_capsule_header()),
+        ):
+            if os.path.exists(target):
+                os.remove(target)  # a hard link to the source must not be written through
+                with open(target, "w", encoding="utf-8") as f:
+                    f.write(text)
 
 
 EXTENSIONS = [

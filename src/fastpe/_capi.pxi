@@ -1,7 +1,9 @@
-# Included by kernel.pyx: the C API -- the Cython API's forwarders to the library
-# (lib/src/api.c, spec.c, rope.c: the entry points, their checks, the plan cache of C
-# callers, the compiled specs, the RoPE handles), the spec and RoPE constructors
-# through Python -- and the capsule that publishes them (include/fastpe.h).
+# Included by kernel.pyx: the C API -- the spec and RoPE constructors through Python
+# (so that a refusal is the Python API's exception), the Cython API (kernel.pxd) over
+# the library's functions (lib/src/api.c, spec.c, rope.c: the entry points, their
+# checks, the plan cache of C callers, the compiled specs, the RoPE handles), and the
+# capsule whose table publishes them (include/fastpe.h).  The marked blocks are
+# written by tools/gen_capi.py from the signatures of lib/include/fastpe/fastpe.h.
 
 def _c_plan_cache():
     """(nf, w0, base, denom, refs) of the C API's cached plans (for tests)."""
@@ -9,84 +11,6 @@ def _c_plan_cache():
     cdef int i, n = pe_plan_cache_snapshot(snap, 16)
     return [(int(snap[5 * i]), snap[5 * i + 1], snap[5 * i + 2], snap[5 * i + 3],
              int(snap[5 * i + 4])) for i in range(n)]
-
-
-# The Cython API (kernel.pxd) of the Vaswani entry points: the library's functions.
-
-cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return fastpe_fill_f32(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
-
-
-cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return fastpe_fill_f64(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
-
-
-cdef int fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                  double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return fastpe_fill_f16(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
-
-
-cdef int fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
-    return fastpe_fill_bf16(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
-
-
-cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                 double base, int64_t offset, double scale, int layout,
-                 int num_threads) noexcept nogil:
-    return fastpe_add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                          num_threads)
-
-
-cdef int add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                 double base, int64_t offset, double scale, int layout,
-                 int num_threads) noexcept nogil:
-    return fastpe_add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                          num_threads)
-
-
-cdef int add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
-                 int64_t row_stride, double base, int64_t offset, double scale, int layout,
-                 int num_threads) noexcept nogil:
-    return fastpe_add_f16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                          num_threads)
-
-
-cdef int add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model,
-                  int64_t row_stride, double base, int64_t offset, double scale, int layout,
-                  int num_threads) noexcept nogil:
-    return fastpe_add_bf16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                           num_threads)
-
-
-cdef int fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
-                            const double *positions, double base, int layout,
-                            int num_threads) noexcept nogil:
-    return fastpe_fill_positions_f32(out, n, d_model, row_stride, positions, base, layout,
-                                     num_threads)
-
-
-cdef int fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
-                            const double *positions, double base, int layout,
-                            int num_threads) noexcept nogil:
-    return fastpe_fill_positions_f64(out, n, d_model, row_stride, positions, base, layout,
-                                     num_threads)
-
-
-cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
-                           const double *positions, double base, double scale, int layout,
-                           int num_threads) noexcept nogil:
-    return fastpe_add_positions_f32(x, n, d_model, row_stride, positions, base, scale, layout,
-                                    num_threads)
-
-
-cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
-                           const double *positions, double base, double scale, int layout,
-                           int num_threads) noexcept nogil:
-    return fastpe_add_positions_f64(x, n, d_model, row_stride, positions, base, scale, layout,
-                                    num_threads)
 
 
 # ---------------------------------------------------------------------------
@@ -99,24 +23,6 @@ cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_st
 cdef extern from "pe_lib.h" nogil:
     fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
                                     double max_position)
-    void fastpe_spec_free(fastpe_spec *h)
-    int64_t fastpe_spec_d_model(const fastpe_spec *h)
-    int fastpe_spec_fill_f32(const fastpe_spec *, float *, int64_t, int64_t, int64_t, int)
-    int fastpe_spec_fill_f64(const fastpe_spec *, double *, int64_t, int64_t, int64_t, int)
-    int fastpe_spec_fill_f16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t, int)
-    int fastpe_spec_fill_bf16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t, int)
-    int fastpe_spec_fill_positions_f32(const fastpe_spec *, float *, int64_t, int64_t,
-                                       const double *, int)
-    int fastpe_spec_fill_positions_f64(const fastpe_spec *, double *, int64_t, int64_t,
-                                       const double *, int)
-    int fastpe_spec_add_f32(const fastpe_spec *, float *, int64_t, int64_t, int64_t, int64_t,
-                            double, int)
-    int fastpe_spec_add_f64(const fastpe_spec *, double *, int64_t, int64_t, int64_t, int64_t,
-                            double, int)
-    int fastpe_spec_add_f16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t,
-                            int64_t, double, int)
-    int fastpe_spec_add_bf16(const fastpe_spec *, uint16_t *, int64_t, int64_t, int64_t,
-                             int64_t, double, int)
 
 
 cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
@@ -145,71 +51,6 @@ cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *deno
     return spec_new(conv, d_model)
 
 
-# The Cython API (kernel.pxd) of the compiled specs: the library's functions.
-
-cdef void spec_free(fastpe_spec *h) noexcept nogil:
-    fastpe_spec_free(h)
-
-
-cdef int64_t spec_d_model(const fastpe_spec *h) noexcept nogil:
-    return fastpe_spec_d_model(h)
-
-
-cdef int spec_fill_f32(const fastpe_spec *h, float *out, int64_t seq_len, int64_t row_stride,
-                       int64_t offset, int num_threads) noexcept nogil:
-    return fastpe_spec_fill_f32(h, out, seq_len, row_stride, offset, num_threads)
-
-
-cdef int spec_fill_f64(const fastpe_spec *h, double *out, int64_t seq_len, int64_t row_stride,
-                       int64_t offset, int num_threads) noexcept nogil:
-    return fastpe_spec_fill_f64(h, out, seq_len, row_stride, offset, num_threads)
-
-
-cdef int spec_fill_positions_f32(const fastpe_spec *h, float *out, int64_t n, int64_t row_stride,
-                                 const double *positions, int num_threads) noexcept nogil:
-    return fastpe_spec_fill_positions_f32(h, out, n, row_stride, positions, num_threads)
-
-
-cdef int spec_fill_positions_f64(const fastpe_spec *h, double *out, int64_t n,
-                                 int64_t row_stride, const double *positions,
-                                 int num_threads) noexcept nogil:
-    return fastpe_spec_fill_positions_f64(h, out, n, row_stride, positions, num_threads)
-
-
-cdef int spec_add_f32(const fastpe_spec *h, float *x, int64_t nseq, int64_t seq_len,
-                      int64_t row_stride, int64_t offset, double scale,
-                      int num_threads) noexcept nogil:
-    return fastpe_spec_add_f32(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
-
-
-cdef int spec_add_f64(const fastpe_spec *h, double *x, int64_t nseq, int64_t seq_len,
-                      int64_t row_stride, int64_t offset, double scale,
-                      int num_threads) noexcept nogil:
-    return fastpe_spec_add_f64(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
-
-
-cdef int spec_fill_f16(const fastpe_spec *h, uint16_t *out, int64_t seq_len, int64_t row_stride,
-                       int64_t offset, int num_threads) noexcept nogil:
-    return fastpe_spec_fill_f16(h, out, seq_len, row_stride, offset, num_threads)
-
-
-cdef int spec_fill_bf16(const fastpe_spec *h, uint16_t *out, int64_t seq_len,
-                        int64_t row_stride, int64_t offset, int num_threads) noexcept nogil:
-    return fastpe_spec_fill_bf16(h, out, seq_len, row_stride, offset, num_threads)
-
-
-cdef int spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
-                      int64_t row_stride, int64_t offset, double scale,
-                      int num_threads) noexcept nogil:
-    return fastpe_spec_add_f16(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
-
-
-cdef int spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
-                       int64_t row_stride, int64_t offset, double scale,
-                       int num_threads) noexcept nogil:
-    return fastpe_spec_add_bf16(h, x, nseq, seq_len, row_stride, offset, scale, num_threads)
-
-
 # ---------------------------------------------------------------------------
 # ABI 1.3: RoPE, the cos/sin cache and the rotation in place
 # ---------------------------------------------------------------------------
@@ -228,29 +69,6 @@ cdef extern from "pe_lib.h" nogil:
         double attention
         double max_position
     unsigned int PE_ROPE_MAGIC
-
-
-cdef extern from "fastpe/fastpe.h" nogil:
-    fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
-                                              double attention_factor)
-    void fastpe_rope_free(fastpe_rope *h)
-    int64_t fastpe_rope_rotary_dim(const fastpe_rope *h)
-    int fastpe_rope_cache_f32(const fastpe_rope *, float *, float *, int64_t, int64_t,
-                              const int64_t *, int64_t, int, int)
-    int fastpe_rope_cache_f64(const fastpe_rope *, double *, double *, int64_t, int64_t,
-                              const int64_t *, int64_t, int, int)
-    int fastpe_rope_cache_f16(const fastpe_rope *, uint16_t *, uint16_t *, int64_t, int64_t,
-                              const int64_t *, int64_t, int, int)
-    int fastpe_rope_cache_bf16(const fastpe_rope *, uint16_t *, uint16_t *, int64_t, int64_t,
-                               const int64_t *, int64_t, int, int)
-    int fastpe_rope_apply_f32(const fastpe_rope *, float *, int64_t, int64_t, int64_t, int64_t,
-                              int64_t, int64_t, const int64_t *, int64_t, int, int)
-    int fastpe_rope_apply_f64(const fastpe_rope *, double *, int64_t, int64_t, int64_t, int64_t,
-                              int64_t, int64_t, const int64_t *, int64_t, int, int)
-    int fastpe_rope_apply_f16(const fastpe_rope *, uint16_t *, int64_t, int64_t, int64_t,
-                              int64_t, int64_t, int64_t, const int64_t *, int64_t, int, int)
-    int fastpe_rope_apply_bf16(const fastpe_rope *, uint16_t *, int64_t, int64_t, int64_t,
-                               int64_t, int64_t, int64_t, const int64_t *, int64_t, int, int)
 
 
 cdef extern from "fastpe/fastpe.h" nogil:
@@ -489,78 +307,6 @@ cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
     return _rope_handle(w, as_base(attention_factor, "attention_factor"))
 
 
-# The Cython API (kernel.pxd) of the RoPE handles: the library's functions.  The
-# 16-bit entries (float16, bfloat16) are uint16_t bit patterns, each rounded once
-# from the float64 result, bitwise the Python functions' dtype=np.float16 / "bfloat16".
-
-cdef void rope_free(fastpe_rope *h) noexcept nogil:
-    fastpe_rope_free(h)
-
-
-cdef int64_t rope_rotary_dim(const fastpe_rope *h) noexcept nogil:
-    return fastpe_rope_rotary_dim(h)
-
-
-cdef int rope_cache_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
-                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                        int num_threads) noexcept nogil:
-    return fastpe_rope_cache_f32(h, cos, sin, n, row_stride, positions, offset, layout,
-                                 num_threads)
-
-
-cdef int rope_cache_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
-                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                        int num_threads) noexcept nogil:
-    return fastpe_rope_cache_f64(h, cos, sin, n, row_stride, positions, offset, layout,
-                                 num_threads)
-
-
-cdef int rope_cache_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                        int num_threads) noexcept nogil:
-    return fastpe_rope_cache_f16(h, cos, sin, n, row_stride, positions, offset, layout,
-                                 num_threads)
-
-
-cdef int rope_cache_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
-                         int64_t row_stride, const int64_t *positions, int64_t offset,
-                         int layout, int num_threads) noexcept nogil:
-    return fastpe_rope_cache_bf16(h, cos, sin, n, row_stride, positions, offset, layout,
-                                  num_threads)
-
-
-cdef int rope_apply_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
-                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                        int64_t stride_head, const int64_t *positions, int64_t offset,
-                        int layout, int num_threads) noexcept nogil:
-    return fastpe_rope_apply_f32(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
-                                 positions, offset, layout, num_threads)
-
-
-cdef int rope_apply_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
-                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                        int64_t stride_head, const int64_t *positions, int64_t offset,
-                        int layout, int num_threads) noexcept nogil:
-    return fastpe_rope_apply_f64(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
-                                 positions, offset, layout, num_threads)
-
-
-cdef int rope_apply_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
-                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                        int64_t stride_head, const int64_t *positions, int64_t offset,
-                        int layout, int num_threads) noexcept nogil:
-    return fastpe_rope_apply_f16(h, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
-                                 positions, offset, layout, num_threads)
-
-
-cdef int rope_apply_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
-                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                         int64_t stride_head, const int64_t *positions, int64_t offset,
-                         int layout, int num_threads) noexcept nogil:
-    return fastpe_rope_apply_bf16(h, x, batch, seq, heads, stride_batch, stride_seq,
-                                  stride_head, positions, offset, layout, num_threads)
-
-
 # ---------------------------------------------------------------------------
 # ABI 1.4: RoPE of multi-axis positions
 # ---------------------------------------------------------------------------
@@ -590,71 +336,284 @@ cdef fastpe_rope *rope_from_axes(const double *inv_freq, int64_t nf, const int32
     return h
 
 
-# The Cython API (kernel.pxd) of the multi-axis entry points: the library's functions.
+# The Cython API (kernel.pxd): the library's functions, but for the constructors above.
+# ---- definitions: generated by tools/gen_capi.py from <fastpe/fastpe.h>, not edited here ----
+cdef int fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride, double base,
+                  int64_t offset, int layout, int num_threads) noexcept nogil:
+    return fastpe_fill_f32(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
 
-cdef int rope_section_axes(const int64_t *sections, int n_axes, int section_layout,
-                           int32_t *axis, int64_t nf) noexcept nogil:
+
+cdef int fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride, double base,
+                  int64_t offset, int layout, int num_threads) noexcept nogil:
+    return fastpe_fill_f64(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+
+
+cdef int add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return fastpe_add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                          num_threads)
+
+
+cdef int add_f64(double *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return fastpe_add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                          num_threads)
+
+
+cdef int fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil:
+    return fastpe_fill_positions_f32(out, n, d_model, row_stride, positions, base, layout,
+                                     num_threads)
+
+
+cdef int fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
+                            const double *positions, double base, int layout,
+                            int num_threads) noexcept nogil:
+    return fastpe_fill_positions_f64(out, n, d_model, row_stride, positions, base, layout,
+                                     num_threads)
+
+
+cdef int add_positions_f32(float *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil:
+    return fastpe_add_positions_f32(x, n, d_model, row_stride, positions, base, scale, layout,
+                                    num_threads)
+
+
+cdef int add_positions_f64(double *x, int64_t n, int64_t d_model, int64_t row_stride,
+                           const double *positions, double base, double scale, int layout,
+                           int num_threads) noexcept nogil:
+    return fastpe_add_positions_f64(x, n, d_model, row_stride, positions, base, scale, layout,
+                                    num_threads)
+
+
+cdef void spec_free(fastpe_spec *spec) noexcept nogil:
+    fastpe_spec_free(spec)
+
+
+cdef int64_t spec_d_model(const fastpe_spec *spec) noexcept nogil:
+    return fastpe_spec_d_model(spec)
+
+
+cdef int spec_fill_f32(const fastpe_spec *spec, float *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return fastpe_spec_fill_f32(spec, out, seq_len, row_stride, offset, num_threads)
+
+
+cdef int spec_fill_f64(const fastpe_spec *spec, double *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return fastpe_spec_fill_f64(spec, out, seq_len, row_stride, offset, num_threads)
+
+
+cdef int spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n,
+                                 int64_t row_stride, const double *positions,
+                                 int num_threads) noexcept nogil:
+    return fastpe_spec_fill_positions_f32(spec, out, n, row_stride, positions, num_threads)
+
+
+cdef int spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n,
+                                 int64_t row_stride, const double *positions,
+                                 int num_threads) noexcept nogil:
+    return fastpe_spec_fill_positions_f64(spec, out, n, row_stride, positions, num_threads)
+
+
+cdef int spec_add_f32(const fastpe_spec *spec, float *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return fastpe_spec_add_f32(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads)
+
+
+cdef int spec_add_f64(const fastpe_spec *spec, double *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return fastpe_spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads)
+
+
+cdef void rope_free(fastpe_rope *rope) noexcept nogil:
+    fastpe_rope_free(rope)
+
+
+cdef int64_t rope_rotary_dim(const fastpe_rope *rope) noexcept nogil:
+    return fastpe_rope_rotary_dim(rope)
+
+
+cdef int rope_cache_f32(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_cache_f32(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                 num_threads)
+
+
+cdef int rope_cache_f64(const fastpe_rope *rope, double *cos, double *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_cache_f64(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                 num_threads)
+
+
+cdef int rope_apply_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_apply_f32(rope, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                                 positions, offset, layout, num_threads)
+
+
+cdef int rope_apply_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_apply_f64(rope, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                                 positions, offset, layout, num_threads)
+
+
+cdef int fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride, double base,
+                  int64_t offset, int layout, int num_threads) noexcept nogil:
+    return fastpe_fill_f16(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+
+
+cdef int fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                   double base, int64_t offset, int layout, int num_threads) noexcept nogil:
+    return fastpe_fill_bf16(out, seq_len, d_model, row_stride, base, offset, layout, num_threads)
+
+
+cdef int add_f16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                 double base, int64_t offset, double scale, int layout,
+                 int num_threads) noexcept nogil:
+    return fastpe_add_f16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                          num_threads)
+
+
+cdef int add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64_t d_model, int64_t row_stride,
+                  double base, int64_t offset, double scale, int layout,
+                  int num_threads) noexcept nogil:
+    return fastpe_add_bf16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                           num_threads)
+
+
+cdef int spec_fill_f16(const fastpe_spec *spec, uint16_t *out, int64_t seq_len, int64_t row_stride,
+                       int64_t offset, int num_threads) noexcept nogil:
+    return fastpe_spec_fill_f16(spec, out, seq_len, row_stride, offset, num_threads)
+
+
+cdef int spec_fill_bf16(const fastpe_spec *spec, uint16_t *out, int64_t seq_len,
+                        int64_t row_stride, int64_t offset, int num_threads) noexcept nogil:
+    return fastpe_spec_fill_bf16(spec, out, seq_len, row_stride, offset, num_threads)
+
+
+cdef int spec_add_f16(const fastpe_spec *spec, uint16_t *x, int64_t nseq, int64_t seq_len,
+                      int64_t row_stride, int64_t offset, double scale,
+                      int num_threads) noexcept nogil:
+    return fastpe_spec_add_f16(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads)
+
+
+cdef int spec_add_bf16(const fastpe_spec *spec, uint16_t *x, int64_t nseq, int64_t seq_len,
+                       int64_t row_stride, int64_t offset, double scale,
+                       int num_threads) noexcept nogil:
+    return fastpe_spec_add_bf16(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads)
+
+
+cdef int rope_cache_f16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
+                        int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_cache_f16(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                 num_threads)
+
+
+cdef int rope_cache_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
+                         int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
+                         int num_threads) noexcept nogil:
+    return fastpe_rope_cache_bf16(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                  num_threads)
+
+
+cdef int rope_apply_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
+                        int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+                        int num_threads) noexcept nogil:
+    return fastpe_rope_apply_f16(rope, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
+                                 positions, offset, layout, num_threads)
+
+
+cdef int rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
+                         int64_t heads, int64_t stride_batch, int64_t stride_seq,
+                         int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+                         int num_threads) noexcept nogil:
+    return fastpe_rope_apply_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                  stride_head, positions, offset, layout, num_threads)
+
+
+cdef int rope_section_axes(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
+                           int64_t nf) noexcept nogil:
     return fastpe_rope_section_axes(sections, n_axes, section_layout, axis, nf)
 
 
-cdef int rope_n_axes(const fastpe_rope *h) noexcept nogil:
-    return fastpe_rope_n_axes(h)
+cdef int rope_n_axes(const fastpe_rope *rope) noexcept nogil:
+    return fastpe_rope_n_axes(rope)
 
 
-cdef int rope_cache_axes_f32(const fastpe_rope *h, float *cos, float *sin, int64_t n,
+cdef int rope_cache_axes_f32(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
                              int64_t row_stride, const int64_t *positions, int layout,
                              int num_threads) noexcept nogil:
-    return fastpe_rope_cache_axes_f32(h, cos, sin, n, row_stride, positions, layout, num_threads)
+    return fastpe_rope_cache_axes_f32(rope, cos, sin, n, row_stride, positions, layout,
+                                      num_threads)
 
 
-cdef int rope_cache_axes_f64(const fastpe_rope *h, double *cos, double *sin, int64_t n,
+cdef int rope_cache_axes_f64(const fastpe_rope *rope, double *cos, double *sin, int64_t n,
                              int64_t row_stride, const int64_t *positions, int layout,
                              int num_threads) noexcept nogil:
-    return fastpe_rope_cache_axes_f64(h, cos, sin, n, row_stride, positions, layout, num_threads)
+    return fastpe_rope_cache_axes_f64(rope, cos, sin, n, row_stride, positions, layout,
+                                      num_threads)
 
 
-cdef int rope_cache_axes_f16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+cdef int rope_cache_axes_f16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
                              int64_t row_stride, const int64_t *positions, int layout,
                              int num_threads) noexcept nogil:
-    return fastpe_rope_cache_axes_f16(h, cos, sin, n, row_stride, positions, layout, num_threads)
+    return fastpe_rope_cache_axes_f16(rope, cos, sin, n, row_stride, positions, layout,
+                                      num_threads)
 
 
-cdef int rope_cache_axes_bf16(const fastpe_rope *h, uint16_t *cos, uint16_t *sin, int64_t n,
+cdef int rope_cache_axes_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
                               int64_t row_stride, const int64_t *positions, int layout,
                               int num_threads) noexcept nogil:
-    return fastpe_rope_cache_axes_bf16(h, cos, sin, n, row_stride, positions, layout, num_threads)
+    return fastpe_rope_cache_axes_bf16(rope, cos, sin, n, row_stride, positions, layout,
+                                       num_threads)
 
 
-cdef int rope_apply_axes_f32(const fastpe_rope *h, float *x, int64_t batch, int64_t seq,
+cdef int rope_apply_axes_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq,
                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
                              int64_t stride_head, const int64_t *positions, int layout,
                              int num_threads) noexcept nogil:
-    return fastpe_rope_apply_axes_f32(h, x, batch, seq, heads, stride_batch, stride_seq,
+    return fastpe_rope_apply_axes_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                       stride_head, positions, layout, num_threads)
 
 
-cdef int rope_apply_axes_f64(const fastpe_rope *h, double *x, int64_t batch, int64_t seq,
+cdef int rope_apply_axes_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq,
                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
                              int64_t stride_head, const int64_t *positions, int layout,
                              int num_threads) noexcept nogil:
-    return fastpe_rope_apply_axes_f64(h, x, batch, seq, heads, stride_batch, stride_seq,
+    return fastpe_rope_apply_axes_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                       stride_head, positions, layout, num_threads)
 
 
-cdef int rope_apply_axes_f16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+cdef int rope_apply_axes_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
                              int64_t heads, int64_t stride_batch, int64_t stride_seq,
                              int64_t stride_head, const int64_t *positions, int layout,
                              int num_threads) noexcept nogil:
-    return fastpe_rope_apply_axes_f16(h, x, batch, seq, heads, stride_batch, stride_seq,
+    return fastpe_rope_apply_axes_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                       stride_head, positions, layout, num_threads)
 
 
-cdef int rope_apply_axes_bf16(const fastpe_rope *h, uint16_t *x, int64_t batch, int64_t seq,
+cdef int rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
                               int64_t stride_head, const int64_t *positions, int layout,
                               int num_threads) noexcept nogil:
-    return fastpe_rope_apply_axes_bf16(h, x, batch, seq, heads, stride_batch, stride_seq,
+    return fastpe_rope_apply_axes_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                        stride_head, positions, layout, num_threads)
+# ---- end of the generated block (definitions) ----
 
 
 # ---------------------------------------------------------------------------
@@ -674,22 +633,22 @@ cdef extern from *:
     """
 
 
+# ---- table: generated by tools/gen_capi.py from <fastpe/fastpe.h>, not edited here ----
 cdef extern from "include/fastpe.h":
-    ctypedef int (*fastpe_fill_f32_fn)(float *, int64_t, int64_t, int64_t, double, int64_t,
-                                       int, int) noexcept nogil
-    ctypedef int (*fastpe_fill_f64_fn)(double *, int64_t, int64_t, int64_t, double, int64_t,
-                                       int, int) noexcept nogil
-    ctypedef int (*fastpe_add_f32_fn)(float *, int64_t, int64_t, int64_t, int64_t, double,
-                                      int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_f32_fn)(float *, int64_t, int64_t, int64_t, double, int64_t, int,
+                                       int) noexcept nogil
+    ctypedef int (*fastpe_fill_f64_fn)(double *, int64_t, int64_t, int64_t, double, int64_t, int,
+                                       int) noexcept nogil
+    ctypedef int (*fastpe_add_f32_fn)(float *, int64_t, int64_t, int64_t, int64_t, double, int64_t,
+                                      double, int, int) noexcept nogil
     ctypedef int (*fastpe_add_f64_fn)(double *, int64_t, int64_t, int64_t, int64_t, double,
                                       int64_t, double, int, int) noexcept nogil
     ctypedef int (*fastpe_fill_positions_f32_fn)(float *, int64_t, int64_t, int64_t,
                                                  const double *, double, int, int) noexcept nogil
     ctypedef int (*fastpe_fill_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
                                                  const double *, double, int, int) noexcept nogil
-    ctypedef int (*fastpe_add_positions_f32_fn)(float *, int64_t, int64_t, int64_t,
-                                                const double *, double, double, int,
-                                                int) noexcept nogil
+    ctypedef int (*fastpe_add_positions_f32_fn)(float *, int64_t, int64_t, int64_t, const double *,
+                                                double, double, int, int) noexcept nogil
     ctypedef int (*fastpe_add_positions_f64_fn)(double *, int64_t, int64_t, int64_t,
                                                 const double *, double, double, int,
                                                 int) noexcept nogil
@@ -707,8 +666,8 @@ cdef extern from "include/fastpe.h":
                                                       int64_t, const double *, int) noexcept nogil
     ctypedef int (*fastpe_spec_fill_positions_f64_fn)(const fastpe_spec *, double *, int64_t,
                                                       int64_t, const double *, int) noexcept nogil
-    ctypedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *, float *, int64_t, int64_t,
-                                           int64_t, int64_t, double, int) noexcept nogil
+    ctypedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *, float *, int64_t, int64_t, int64_t,
+                                           int64_t, double, int) noexcept nogil
     ctypedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *, double *, int64_t, int64_t,
                                            int64_t, int64_t, double, int) noexcept nogil
     ctypedef fastpe_rope *(*fastpe_rope_new_fn)(object, int64_t, int64_t, int64_t,
@@ -724,49 +683,49 @@ cdef extern from "include/fastpe.h":
                                              int64_t, const int64_t *, int64_t, int,
                                              int) noexcept nogil
     ctypedef int (*fastpe_rope_apply_f32_fn)(const fastpe_rope *, float *, int64_t, int64_t,
-                                             int64_t, int64_t, int64_t, int64_t,
-                                             const int64_t *, int64_t, int, int) noexcept nogil
+                                             int64_t, int64_t, int64_t, int64_t, const int64_t *,
+                                             int64_t, int, int) noexcept nogil
     ctypedef int (*fastpe_rope_apply_f64_fn)(const fastpe_rope *, double *, int64_t, int64_t,
-                                             int64_t, int64_t, int64_t, int64_t,
-                                             const int64_t *, int64_t, int, int) noexcept nogil
-    ctypedef int (*fastpe_fill_f16_fn)(uint16_t *, int64_t, int64_t, int64_t, double, int64_t,
-                                       int, int) noexcept nogil
-    ctypedef int (*fastpe_fill_bf16_fn)(uint16_t *, int64_t, int64_t, int64_t, double,
-                                        int64_t, int, int) noexcept nogil
+                                             int64_t, int64_t, int64_t, int64_t, const int64_t *,
+                                             int64_t, int, int) noexcept nogil
+    ctypedef int (*fastpe_fill_f16_fn)(uint16_t *, int64_t, int64_t, int64_t, double, int64_t, int,
+                                       int) noexcept nogil
+    ctypedef int (*fastpe_fill_bf16_fn)(uint16_t *, int64_t, int64_t, int64_t, double, int64_t,
+                                        int, int) noexcept nogil
     ctypedef int (*fastpe_add_f16_fn)(uint16_t *, int64_t, int64_t, int64_t, int64_t, double,
                                       int64_t, double, int, int) noexcept nogil
-    ctypedef int (*fastpe_add_bf16_fn)(uint16_t *, int64_t, int64_t, int64_t, int64_t,
-                                       double, int64_t, double, int, int) noexcept nogil
+    ctypedef int (*fastpe_add_bf16_fn)(uint16_t *, int64_t, int64_t, int64_t, int64_t, double,
+                                       int64_t, double, int, int) noexcept nogil
     ctypedef int (*fastpe_spec_fill_f16_fn)(const fastpe_spec *, uint16_t *, int64_t, int64_t,
                                             int64_t, int) noexcept nogil
-    ctypedef int (*fastpe_spec_fill_bf16_fn)(const fastpe_spec *, uint16_t *, int64_t,
-                                             int64_t, int64_t, int) noexcept nogil
+    ctypedef int (*fastpe_spec_fill_bf16_fn)(const fastpe_spec *, uint16_t *, int64_t, int64_t,
+                                             int64_t, int) noexcept nogil
     ctypedef int (*fastpe_spec_add_f16_fn)(const fastpe_spec *, uint16_t *, int64_t, int64_t,
                                            int64_t, int64_t, double, int) noexcept nogil
-    ctypedef int (*fastpe_spec_add_bf16_fn)(const fastpe_spec *, uint16_t *, int64_t,
-                                            int64_t, int64_t, int64_t, double, int) noexcept nogil
-    ctypedef int (*fastpe_rope_cache_f16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
-                                             int64_t, int64_t, const int64_t *, int64_t, int,
+    ctypedef int (*fastpe_spec_add_bf16_fn)(const fastpe_spec *, uint16_t *, int64_t, int64_t,
+                                            int64_t, int64_t, double, int) noexcept nogil
+    ctypedef int (*fastpe_rope_cache_f16_fn)(const fastpe_rope *, uint16_t *, uint16_t *, int64_t,
+                                             int64_t, const int64_t *, int64_t, int,
                                              int) noexcept nogil
-    ctypedef int (*fastpe_rope_cache_bf16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
-                                              int64_t, int64_t, const int64_t *, int64_t, int,
+    ctypedef int (*fastpe_rope_cache_bf16_fn)(const fastpe_rope *, uint16_t *, uint16_t *, int64_t,
+                                              int64_t, const int64_t *, int64_t, int,
                                               int) noexcept nogil
     ctypedef int (*fastpe_rope_apply_f16_fn)(const fastpe_rope *, uint16_t *, int64_t, int64_t,
-                                             int64_t, int64_t, int64_t, int64_t,
-                                             const int64_t *, int64_t, int, int) noexcept nogil
-    ctypedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t,
-                                              int64_t, int64_t, int64_t, int64_t, int64_t,
-                                              const int64_t *, int64_t, int, int) noexcept nogil
+                                             int64_t, int64_t, int64_t, int64_t, const int64_t *,
+                                             int64_t, int, int) noexcept nogil
+    ctypedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t, int64_t,
+                                              int64_t, int64_t, int64_t, int64_t, const int64_t *,
+                                              int64_t, int, int) noexcept nogil
     ctypedef fastpe_rope *(*fastpe_rope_from_axes_fn)(const double *, int64_t, const int32_t *,
                                                       int, double) except NULL
     ctypedef int (*fastpe_rope_section_axes_fn)(const int64_t *, int, int, int32_t *,
                                                 int64_t) noexcept nogil
     ctypedef int (*fastpe_rope_n_axes_fn)(const fastpe_rope *) noexcept nogil
-    ctypedef int (*fastpe_rope_cache_axes_f32_fn)(const fastpe_rope *, float *, float *,
-                                                  int64_t, int64_t, const int64_t *, int,
+    ctypedef int (*fastpe_rope_cache_axes_f32_fn)(const fastpe_rope *, float *, float *, int64_t,
+                                                  int64_t, const int64_t *, int,
                                                   int) noexcept nogil
-    ctypedef int (*fastpe_rope_cache_axes_f64_fn)(const fastpe_rope *, double *, double *,
-                                                  int64_t, int64_t, const int64_t *, int,
+    ctypedef int (*fastpe_rope_cache_axes_f64_fn)(const fastpe_rope *, double *, double *, int64_t,
+                                                  int64_t, const int64_t *, int,
                                                   int) noexcept nogil
     ctypedef int (*fastpe_rope_cache_axes_f16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
                                                   int64_t, int64_t, const int64_t *, int,
@@ -774,11 +733,11 @@ cdef extern from "include/fastpe.h":
     ctypedef int (*fastpe_rope_cache_axes_bf16_fn)(const fastpe_rope *, uint16_t *, uint16_t *,
                                                    int64_t, int64_t, const int64_t *, int,
                                                    int) noexcept nogil
-    ctypedef int (*fastpe_rope_apply_axes_f32_fn)(const fastpe_rope *, float *, int64_t,
-                                                  int64_t, int64_t, int64_t, int64_t, int64_t,
+    ctypedef int (*fastpe_rope_apply_axes_f32_fn)(const fastpe_rope *, float *, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t, int64_t,
                                                   const int64_t *, int, int) noexcept nogil
-    ctypedef int (*fastpe_rope_apply_axes_f64_fn)(const fastpe_rope *, double *, int64_t,
-                                                  int64_t, int64_t, int64_t, int64_t, int64_t,
+    ctypedef int (*fastpe_rope_apply_axes_f64_fn)(const fastpe_rope *, double *, int64_t, int64_t,
+                                                  int64_t, int64_t, int64_t, int64_t,
                                                   const int64_t *, int, int) noexcept nogil
     ctypedef int (*fastpe_rope_apply_axes_f16_fn)(const fastpe_rope *, uint16_t *, int64_t,
                                                   int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -899,6 +858,7 @@ _c_api_table.rope_apply_axes_f32 = fastpe_rope_apply_axes_f32
 _c_api_table.rope_apply_axes_f64 = fastpe_rope_apply_axes_f64
 _c_api_table.rope_apply_axes_f16 = fastpe_rope_apply_axes_f16
 _c_api_table.rope_apply_axes_bf16 = fastpe_rope_apply_axes_bf16
+# ---- end of the generated block (table) ----
 
 
 _C_API = PyCapsule_New(<void *>&_c_api_table, FASTPE_CAPSULE_NAME, NULL)

@@ -1,5 +1,6 @@
 /*
- * fastpe/fastpe.h -- fastpe as a C library, with no Python anywhere.
+ * fastpe/fastpe.h -- fastpe in C: the library's header and the reference of
+ * every function, however it is reached.
  *
  *     #include <fastpe/fastpe.h>      // cc app.c $(pkg-config --cflags --libs fastpe)
  *
@@ -7,22 +8,89 @@
  *     int err = fastpe_fill_f32(pe, 128, 512, 512, 10000.0, 0, FASTPE_LAYOUT_INTERLEAVED, 0);
  *     if (err != FASTPE_OK) fprintf(stderr, "fastpe: %s\n", fastpe_strerror(err));
  *
- * The functions have the names and signatures of the Python module's C API
- * (src/fastpe/include/fastpe.h, reached through import_fastpe()), so code moves
- * between the two by switching the header: that file documents the table,
- * the arguments and the codes; the values here are bitwise the same.
+ * Two ways in, one set of functions
+ * ---------------------------------
+ * - The C library (libfastpe, no Python anywhere): this header, linked
+ *   against libfastpe.
+ * - A Python extension: #include "fastpe.h" from fastpe.get_include() and call
+ *   import_fastpe() in the module's init function; the functions are then
+ *   reached through a table that the installed fastpe publishes in a capsule,
+ *   with no link-time dependency.  That header includes this one (for the
+ *   constants, types and this documentation) and adds only the table, its
+ *   wrappers and import_fastpe().
+ * The names, signatures and results (bitwise) are the same both ways.  What
+ * differs is said where it applies: the functions marked "library only" are
+ * not in the capsule's table; the handle constructors of the capsule are made
+ * with the GIL held and report a bad argument as a Python exception (with the
+ * messages of the Python API) instead of a bare NULL.
  *
- * Every function is reentrant: call it from any thread, concurrently, and from
- * inside your own OpenMP loops (pass num_threads = 1 there).  Arguments are
- * validated before anything is written, so on an error nothing the caller
- * passed is modified.  Errors are returned as codes (never errno, never a
- * message printed, never an abort); fastpe_strerror names them.  errno is left
- * as the caller set it.  fork() is safe while other threads are inside the
- * library; the shared library stays loaded after dlclose (-z nodelete: an
- * OpenMP pool must not outlive its runtime).  Handles follow free()'s rule:
- * after fastpe_*_free a handle must not be used; a call through it returns
- * FASTPE_EHANDLE (its memory stays the library's) until a later handle is
- * given that memory.
+ * The table
+ * ---------
+ * Row r (0 <= r < seq_len) starts at out + r*row_stride and holds position
+ * k = offset + r.  With w_i = base^(-2i/d_model):
+ *   FASTPE_LAYOUT_INTERLEAVED: row[2i] = sin(k w_i), row[2i+1] = cos(k w_i)
+ *   FASTPE_LAYOUT_SPLIT:       row[i] = sin(k w_i), row[ns+i] = cos(k w_i),
+ *                              ns = ceil(d_model/2)
+ * For odd d_model the extra column is the sine of the next frequency.  Values
+ * are bitwise fastpe.sinusoidal(..., dtype=...)'s and independent of
+ * num_threads.  Other conventions go through a compiled spec (below).
+ *
+ * Arguments shared by the functions
+ * ---------------------------------
+ * row_stride   distance between row starts, in ELEMENTS (not bytes), >= the
+ *              row's width (only checked when more than one row is written).
+ *              Only the width's entries of each row are written, so a column
+ *              window of a wider matrix can be filled in place (out = M + col0,
+ *              row_stride = M's width).  The caller guarantees the memory:
+ *              (rows-1)*row_stride + width elements.
+ * base         finite and > 0 (10000 in the paper).
+ * offset       the first position; may be negative.
+ * layout       FASTPE_LAYOUT_INTERLEAVED or FASTPE_LAYOUT_SPLIT.
+ * scale        the add functions: x = x*scale + PE; finite.
+ * num_threads  OpenMP threads for this call; <= 0 means the OpenMP default
+ *              (OMP_NUM_THREADS...).  Small tables always run on one thread,
+ *              as does a serial build.  From inside your own parallel loop pass
+ *              1, unless nested teams are what you mean.
+ * An output pointer may be NULL when there are no rows (nothing is written).
+ * 16-bit entries (the _f16 and _bf16 functions) are uint16_t bit patterns of
+ * IEEE binary16 and bfloat16 (the upper half of a float32), each the correct
+ * rounding of the float64 result (rounded once, never through float32); the
+ * add functions compute x*scale + PE in float64 and round once.  Their
+ * arguments, checks and codes are those of the float32 functions.
+ *
+ * Errors
+ * ------
+ * Every int function returns FASTPE_OK (0) or a FASTPE_E* code (below);
+ * fastpe_strerror names them.  Arguments are validated before anything is
+ * written, so on an error nothing the caller passed is modified.  Codes are
+ * returned, never errno (left as the caller set it), never a message printed,
+ * never an abort.  Codes and layout values never change meaning.
+ *
+ * Memory
+ * ------
+ * The rows written must not overlap an input of the same call: the positions
+ * of the *_positions_* functions are read while rows are written, so they must
+ * not lie inside [out, out + (n-1)*row_stride + d_model).  That overlap is
+ * detected (bounds only) and refused with FASTPE_EOVERLAP before anything is
+ * written.  (fastpe's Python functions copy an overlapping input first, as
+ * NumPy's ufuncs do.)  Each call allocates its own scratch memory.
+ *
+ * Threads
+ * -------
+ * Every function is reentrant: call it from any thread (including threads that
+ * have never seen Python), concurrently into different buffers, and from
+ * inside your own OpenMP regions.  Through the capsule, every function but the
+ * handle constructors runs without the GIL.  fork() is safe while other
+ * threads are inside the library; the shared library stays loaded after
+ * dlclose (-z nodelete: an OpenMP pool must not outlive its runtime).
+ *
+ * Handles
+ * -------
+ * A spec (fastpe_spec) or a RoPE handle (fastpe_rope) is made once, is
+ * immutable, and is used from any thread.  Handles follow free()'s rule: after
+ * fastpe_*_free a handle must not be used; a call through it returns
+ * FASTPE_EHANDLE (its memory stays the library's) until a later handle is given
+ * that memory.
  */
 #ifndef FASTPE_FASTPE_H
 #define FASTPE_FASTPE_H
@@ -49,7 +117,8 @@ extern "C" {
 #endif
 
 /* The library's ABI: the major is the shared library's SONAME; within a major,
- * functions are only ever added. */
+ * functions are only ever added.  (The capsule's table has a version of its
+ * own, FASTPE_ABI_MAJOR/MINOR in fastpe.h.) */
 #define FASTPE_LIB_ABI_MAJOR 1
 #define FASTPE_LIB_ABI_MINOR 1
 
@@ -60,16 +129,16 @@ extern "C" {
 #define FASTPE_LAYOUT_SPLIT       1
 
 #define FASTPE_OK       0
-#define FASTPE_ENULL    1  /* a required pointer is NULL */
+#define FASTPE_ENULL    1  /* a required pointer is NULL (an output while rows > 0) */
 #define FASTPE_ESIZE    2  /* a count < 0, d_model < 1 or > 2^40, rows beyond int64 */
-#define FASTPE_ESTRIDE  3  /* rows > 1 and row_stride < d_model, or rows beyond INT64_MAX/16 */
+#define FASTPE_ESTRIDE  3  /* rows > 1 and row_stride < the width (rows would overlap) */
 #define FASTPE_EBASE    4  /* base not finite and > 0, or its frequencies overflow */
 #define FASTPE_ELAYOUT  5  /* layout is not one of FASTPE_LAYOUT_* */
 #define FASTPE_ERANGE   6  /* positions NaN, infinite or too large for an exact reduction */
 #define FASTPE_ENOMEM   7  /* scratch allocation failed */
 #define FASTPE_ESCALE   8  /* scale is not finite */
-#define FASTPE_EOVERLAP 9  /* an input overlaps the rows being written */
-#define FASTPE_EINTR    10 /* the poll callback asked the fill to stop */
+#define FASTPE_EOVERLAP 9  /* an input overlaps the rows being written (see "Memory") */
+#define FASTPE_EINTR    10 /* the poll callback asked the fill to stop (library only) */
 #define FASTPE_EINVAL   11 /* an argument outside its documented values (e.g. a dtype) */
 #define FASTPE_EHANDLE  12 /* a handle that is not a live fastpe_spec / fastpe_rope */
 
@@ -92,13 +161,100 @@ extern "C" {
 #define FASTPE_DTYPE_F64  1
 #define FASTPE_DTYPE_F16  2 /* IEEE binary16, as uint16_t bits */
 #define FASTPE_DTYPE_BF16 3 /* bfloat16, as uint16_t bits */
+
+/* The section_layout of fastpe_rope_section_axes. */
+#define FASTPE_SECTIONS_CONTIGUOUS  0
+#define FASTPE_SECTIONS_INTERLEAVED 1
+
+/* The rope_type and precision of fastpe_rope_params. */
+#define FASTPE_ROPE_DEFAULT      0
+#define FASTPE_ROPE_LINEAR       1
+#define FASTPE_ROPE_DYNAMIC      2
+#define FASTPE_ROPE_YARN         3
+#define FASTPE_ROPE_LONGROPE     4
+#define FASTPE_ROPE_LLAMA3       5
+#define FASTPE_PRECISION_FLOAT32 0         /* the framework's float32 steps (the default) */
+#define FASTPE_PRECISION_FLOAT64 1         /* the same formula in float64 */
+#define FASTPE_ROPE_UNSET        INT64_MIN /* an absent int64 field */
 #endif
 
+/* ---- types ------------------------------------------------------------------ */
+
+/* Called on the calling thread between the chunks (a few milliseconds of work
+ * each) of a long fill; a nonzero return stops the fill with FASTPE_EINTR (the
+ * rows done so far stay written).  For a program that wants to cancel.  (Spelt
+ * as a function type first: the capsule's fastpe.h carries this header, and
+ * its pointer typedefs named fastpe_*_fn are the table's slots only.) */
+typedef int fastpe_poll_callback(void *ctx);
+typedef fastpe_poll_callback *fastpe_poll_fn;
+
+/* A compiled convention: w_i = position_scale * base^(-i/denominator), its
+ * columns and odd-width rule; made from the knobs of fastpe.Convention or a
+ * named preset.  The plans (frequencies and rotation table) come from a cache
+ * the library keeps, shared between specs of equal frequencies. */
+typedef struct fastpe_spec fastpe_spec;
+
+typedef struct fastpe_knobs {
+    size_t size; /* sizeof(fastpe_knobs): set by fastpe_knobs_preset */
+    double base;
+    int denominator; /* FASTPE_DENOM_* */
+    double shift;    /* for FASTPE_DENOM_H_MINUS_SHIFT */
+    double position_scale;
+    int columns; /* FASTPE_COLUMNS_* */
+    int odd;     /* FASTPE_ODD_* */
+    int has_padding_idx;
+    int64_t padding_idx; /* the position whose rows are all zeros */
+} fastpe_knobs;
+
+/* A RoPE handle: a model's own frequencies (inv_freq, nf entries: finite, >= 0,
+ * at most 1e280), their axes (multi-axis handles) and attention factor (finite,
+ * > 0), with its own copy of the plan.  rotary_dim = 2*nf. */
+typedef struct fastpe_rope fastpe_rope;
+
+/* The frequencies of a model's rope_parameters (transformers'
+ * ROPE_INIT_FUNCTIONS, fastpe.rope_frequencies): fill the struct with
+ * fastpe_rope_params_init, then set the fields the config gives.  "Absent" (the
+ * key not in the config, or None where transformers reads None as absent) is
+ * NaN for the double fields, NULL for the lists, FASTPE_ROPE_UNSET for the
+ * int64 fields and -1 for truncate: the initialiser's values.  A field that the
+ * rope_type does not read must stay absent (fastpe.rope_frequencies refuses an
+ * unknown key).  NaN is never a value: a NaN field reads as absent.  mscale and
+ * mscale_all_dim of 0 mean no mscale (transformers reads them by truth value),
+ * but a 0 is a key given. */
+typedef struct fastpe_rope_params {
+    size_t size;                   /* sizeof(fastpe_rope_params): set by fastpe_rope_params_init */
+    int rope_type;                 /* FASTPE_ROPE_*: FASTPE_ROPE_DEFAULT */
+    int precision;                 /* FASTPE_PRECISION_*: FASTPE_PRECISION_FLOAT32 */
+    double rope_theta;             /* absent: 10000 */
+    double partial_rotary_factor;  /* absent: 1; rotary_dim = (int64)(head_dim * it) */
+    double factor;                 /* linear, dynamic, llama3 (required); yarn, longrope */
+    double attention_factor;       /* yarn, longrope */
+    double beta_fast, beta_slow;   /* yarn: absent 32 and 1 */
+    double mscale, mscale_all_dim; /* yarn: finite, any sign; absent or 0: none */
+    double low_freq_factor, high_freq_factor; /* llama3 (required) */
+    int truncate;                             /* yarn: -1 absent (true), 0 or 1 */
+    const double *short_factor;               /* longrope (required): rotary_dim/2 entries */
+    int64_t short_factor_len;
+    const double *long_factor; /* longrope (required): rotary_dim/2 entries */
+    int64_t long_factor_len;
+    int64_t original_max_position_embeddings; /* yarn, longrope, llama3 */
+    /* not keys of rope_parameters: the config's length, and the current one */
+    int64_t max_position_embeddings; /* >= 1 */
+    int64_t seq_len;                 /* >= 0: dynamic and longrope depend on it */
+} fastpe_rope_params;
+
+/* ---- functions -----------------------------------------------------------------
+ * FASTPE_NO_PROTOTYPES: for fastpe.h (the capsule's header), whose wrappers of
+ * the same names stand for these declarations. */
+#ifndef FASTPE_NO_PROTOTYPES
+
 /* A short English description of a code ("unknown fastpe error code" for
- * others); a static string, never NULL. */
+ * others); a static string, never NULL.  Library only. */
 FASTPE_API const char *fastpe_strerror(int code);
 
-/* The table: positions offset .. offset+seq_len-1. */
+/* ---- the table ----------------------------------------------------------------
+ * fastpe_fill_*: the table above, seq_len rows of positions offset ..
+ * offset+seq_len-1. */
 FASTPE_API int fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                double base, int64_t offset, int layout, int num_threads);
 FASTPE_API int fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
@@ -124,7 +280,8 @@ FASTPE_API int fastpe_add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len, int64
                                int layout, int num_threads);
 
 /* Row r encodes positions[r] (any finite real; integers give the fill rows
- * bitwise); positions must not lie inside the rows written (FASTPE_EOVERLAP). */
+ * bitwise); positions must not lie inside the rows written (FASTPE_EOVERLAP,
+ * see "Memory"). */
 FASTPE_API int fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
                                          const double *positions, double base, int layout,
                                          int num_threads);
@@ -138,52 +295,43 @@ FASTPE_API int fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, i
                                         const double *positions, double base, double scale,
                                         int layout, int num_threads);
 
-/* Called on the calling thread between the chunks (a few milliseconds of work
- * each) of a long fill; a nonzero return stops the fill with FASTPE_EINTR (the
- * rows done so far stay written).  For a program that wants to cancel. */
-typedef int (*fastpe_poll_fn)(void *ctx);
-
-/* fastpe_fill_* for the entry type dtype (FASTPE_DTYPE_*), polling between chunks. */
+/* fastpe_fill_* for the entry type dtype (FASTPE_DTYPE_*), calling poll between
+ * chunks (FASTPE_EINTR when it asks to stop).  Library only. */
 FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d_model,
                                 int64_t row_stride, double base, int64_t offset, int layout,
                                 int num_threads, fastpe_poll_fn poll, void *ctx);
 
-/* ---- every convention, through a compiled spec -----------------------------
- * A spec is made once (from the knobs of fastpe.Convention, or a named preset)
- * and used from any thread; it is immutable, and freed with fastpe_spec_free.
- * The fills take the capsule's arguments and give its bits (fastpe.sinusoidal(...,
- * convention=...)).  w_i = position_scale * base^(-i/denominator). */
-typedef struct fastpe_spec fastpe_spec;
-
-typedef struct fastpe_knobs {
-    size_t size; /* sizeof(fastpe_knobs): set by fastpe_knobs_preset */
-    double base;
-    int denominator; /* FASTPE_DENOM_* */
-    double shift;    /* for FASTPE_DENOM_H_MINUS_SHIFT */
-    double position_scale;
-    int columns; /* FASTPE_COLUMNS_* */
-    int odd;     /* FASTPE_ODD_* */
-    int has_padding_idx;
-    int64_t padding_idx; /* the position whose rows are all zeros */
-} fastpe_knobs;
+/* ---- every convention, through a compiled spec --------------------------------
+ * A spec is made once and used from any thread; it is freed with
+ * fastpe_spec_free.  The fills take the arguments above (the width is the
+ * spec's d_model, the layout its columns) and give fastpe.sinusoidal(...,
+ * convention=...)'s bits; for "vaswani" they are fastpe_fill_*'s.  A handle
+ * that is not a live one: FASTPE_EHANDLE. */
 
 /* The knobs of a named convention ("vaswani", "tensor2tensor", "fairseq",
- * "diffusers", "gptj"), with their defaults; FASTPE_EINVAL for another name. */
+ * "diffusers", "gptj"), with their defaults; FASTPE_EINVAL for another name.
+ * Library only. */
 FASTPE_API int fastpe_knobs_preset(const char *name, fastpe_knobs *knobs);
 /* A spec from knobs at width d_model: FASTPE_OK and *spec, or a code (EINVAL for
  * a knob outside its values or a width the convention does not define, EBASE,
- * ESIZE, ENOMEM) and *spec = NULL. */
+ * ESIZE, ENOMEM) and *spec = NULL.  Library only. */
 FASTPE_API int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec);
-/* The capsule's two constructors (NULL on any error; fastpe_spec_create says which). */
+/* A named convention with its defaults, and fastpe.Convention(base=,
+ * denominator=, shift=, position_scale=, layout=, odd=, padding_idx=) at width
+ * d_model (the knobs as the Python API spells them; padding_idx applies when
+ * has_padding_idx): NULL on any error (fastpe_spec_create says which; through
+ * the capsule, with the GIL, a Python exception is set). */
 FASTPE_API fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model);
 FASTPE_API fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base,
                                                const char *denominator, double shift,
                                                double position_scale, const char *layout,
                                                const char *odd, int has_padding_idx,
                                                int64_t padding_idx);
+/* Frees a spec (NULL is ignored). */
 FASTPE_API void fastpe_spec_free(fastpe_spec *spec);
-/* d_model, or -1 for NULL. */
+/* The width the spec was made for; -1 for NULL. */
 FASTPE_API int64_t fastpe_spec_d_model(const fastpe_spec *spec);
+/* Rows of positions offset .. offset+seq_len-1, as fastpe_fill_*. */
 FASTPE_API int fastpe_spec_fill_f32(const fastpe_spec *spec, float *out, int64_t seq_len,
                                     int64_t row_stride, int64_t offset, int num_threads);
 FASTPE_API int fastpe_spec_fill_f64(const fastpe_spec *spec, double *out, int64_t seq_len,
@@ -192,12 +340,14 @@ FASTPE_API int fastpe_spec_fill_f16(const fastpe_spec *spec, uint16_t *out, int6
                                     int64_t row_stride, int64_t offset, int num_threads);
 FASTPE_API int fastpe_spec_fill_bf16(const fastpe_spec *spec, uint16_t *out, int64_t seq_len,
                                      int64_t row_stride, int64_t offset, int num_threads);
+/* Row r encodes positions[r], as fastpe_fill_positions_*. */
 FASTPE_API int fastpe_spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n,
                                               int64_t row_stride, const double *positions,
                                               int num_threads);
 FASTPE_API int fastpe_spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n,
                                               int64_t row_stride, const double *positions,
                                               int num_threads);
+/* x = x*scale + PE for nseq sequences of seq_len rows, as fastpe_add_*. */
 FASTPE_API int fastpe_spec_add_f32(const fastpe_spec *spec, float *x, int64_t nseq, int64_t seq_len,
                                    int64_t row_stride, int64_t offset, double scale,
                                    int num_threads);
@@ -211,28 +361,25 @@ FASTPE_API int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x, int64_
                                     int64_t seq_len, int64_t row_stride, int64_t offset,
                                     double scale, int num_threads);
 
-/* ---- RoPE: the cos/sin cache and the rotation in place ----------------------
- * A handle holds a model's own frequencies (inv_freq, nf entries: finite, >= 0,
- * at most 1e280) and attention factor (finite, > 0): NULL for any other
- * argument, nf outside 1 .. 2^31 or no memory.  Immutable once made, used from
- * any thread, freed with fastpe_rope_free.  rotary_dim = 2*nf (-1 for NULL).
- * fastpe_rope_cache_*: n rows of cos and sin (rotary_dim entries each, at
- * row_stride >= rotary_dim) for positions[r] (NULL: offset + r), bitwise
- * fastpe.rope_cache's; cos and sin must not share an element (FASTPE_EOVERLAP).
- * fastpe_rope_apply_*: rotates in place the first rotary_dim entries of the row
- * (b, s, h) at x + b*stride_batch + s*stride_seq + h*stride_head (elements, any
- * sign; no two rows may share an element, decided exactly: FASTPE_ESTRIDE) by
- * the angles of positions[b*seq + s] (NULL: offset + s), bitwise
- * fastpe.apply_rope's.  layout:
- * FASTPE_LAYOUT_SPLIT for the half-split (rotate_half) pairs,
- * FASTPE_LAYOUT_INTERLEAVED for GPT-J's.  A handle that is not a live one:
- * FASTPE_EHANDLE.  16-bit types are uint16_t bit patterns, rounded once. */
-typedef struct fastpe_rope fastpe_rope;
+/* ---- RoPE: the cos/sin cache and the rotation in place ------------------------
+ * A handle that is not a live one: FASTPE_EHANDLE.  Positions beyond the exact
+ * reduction: FASTPE_ERANGE.  layout: FASTPE_LAYOUT_SPLIT for the half-split
+ * (rotate_half) pairs, FASTPE_LAYOUT_INTERLEAVED for GPT-J's. */
 
+/* A handle of a model's own inv_freq (nf entries, copied) and attention factor:
+ * NULL for any argument outside fastpe_rope's rules, nf outside 1 .. 2^31, or no
+ * memory (through the capsule, with the GIL, a Python exception is set). */
 FASTPE_API fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
                                                      double attention_factor);
+/* Frees a handle (NULL is ignored). */
 FASTPE_API void fastpe_rope_free(fastpe_rope *rope);
+/* 2 * the number of frequencies; -1 for NULL. */
 FASTPE_API int64_t fastpe_rope_rotary_dim(const fastpe_rope *rope);
+/* n rows of cos and sin (rotary_dim entries each, at row_stride >= rotary_dim)
+ * for positions[r] (positions NULL: offset + r), bitwise fastpe.rope_cache's.
+ * cos and sin must not share an element (FASTPE_EOVERLAP; decided on elements:
+ * the two halves of one buffer's rows are fine).  Every position is read before
+ * anything is written: positions may lie in the output. */
 FASTPE_API int fastpe_rope_cache_f32(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
                                      int64_t row_stride, const int64_t *positions, int64_t offset,
                                      int layout, int num_threads);
@@ -245,6 +392,11 @@ FASTPE_API int fastpe_rope_cache_f16(const fastpe_rope *rope, uint16_t *cos, uin
 FASTPE_API int fastpe_rope_cache_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin,
                                       int64_t n, int64_t row_stride, const int64_t *positions,
                                       int64_t offset, int layout, int num_threads);
+/* Rotates in place the first rotary_dim entries of the row (b, s, h) at
+ * x + b*stride_batch + s*stride_seq + h*stride_head (strides in ELEMENTS, any
+ * sign; no two rows may share an element, decided exactly: FASTPE_ESTRIDE) by
+ * the angles of positions[b*seq + s] (positions NULL: offset + s), bitwise
+ * fastpe.apply_rope's. */
 FASTPE_API int fastpe_rope_apply_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq,
                                      int64_t heads, int64_t stride_batch, int64_t stride_seq,
                                      int64_t stride_head, const int64_t *positions, int64_t offset,
@@ -264,36 +416,31 @@ FASTPE_API int fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int6
                                       const int64_t *positions, int64_t offset, int layout,
                                       int num_threads);
 
-/* ---- RoPE of multi-axis positions (ABI 1.1) --------------------------------
+/* ---- RoPE of multi-axis positions (library ABI 1.1, capsule ABI 1.4) ----------
  * Vision and multimodal models (M-RoPE, axial 2-D/3-D RoPE) rotate frequency i
  * of a token by positions[t * n_axes + axis[i]] * inv_freq[i]: each frequency
- * follows one coordinate (time, height, width, ...) of its token.
- * fastpe_rope_from_axes: a handle of nf frequencies and their axes (axis[i] in
- * 0 .. n_axes-1, n_axes 1 .. 64), NULL as fastpe_rope_from_frequencies or for an
- * axis out of range.  fastpe_rope_section_axes: axis[0 .. nf-1] of sections
- * (frequencies per axis, summing to nf: FASTPE_ESIZE otherwise), laid out as
- * fastpe.rope_cache's section_layout: FASTPE_SECTIONS_CONTIGUOUS (the first
- * sections[0] frequencies axis 0, ...) or FASTPE_SECTIONS_INTERLEAVED (Qwen3-VL:
- * frequency i takes axis r = i % n_axes when r >= 1 and i < n_axes * sections[r],
- * else axis 0; FASTPE_EINVAL when an axis would not get sections[a] of them).
- * fastpe_rope_n_axes: the handle's n_axes (1 for a plain handle; -1 for NULL or
- * a dead handle).  fastpe_rope_cache_axes_* and fastpe_rope_apply_axes_*: as
- * fastpe_rope_cache_* and fastpe_rope_apply_*, the positions (required: NULL is
- * FASTPE_ENULL) of token r = b * seq + s at positions[r * n_axes .. + n_axes-1];
- * bitwise fastpe.rope_cache / fastpe.apply_rope with sections.  They take plain
- * handles too (n_axes 1); a multi-axis handle given to the 1-axis entry points
- * is FASTPE_EINVAL. */
-#ifndef FASTPE_NO_CONSTANTS
-#define FASTPE_SECTIONS_CONTIGUOUS  0
-#define FASTPE_SECTIONS_INTERLEAVED 1
-#endif
+ * follows one coordinate (time, height, width, ...) of its token. */
 
+/* A handle of nf frequencies and their axes (axis[i] in 0 .. n_axes-1, n_axes
+ * 1 .. 64): NULL as fastpe_rope_from_frequencies, or for an axis out of range. */
 FASTPE_API fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf,
                                               const int32_t *axis, int n_axes,
                                               double attention_factor);
+/* axis[0 .. nf-1] of sections (frequencies per axis, summing to nf:
+ * FASTPE_ESIZE otherwise), laid out as fastpe.rope_cache's section_layout:
+ * FASTPE_SECTIONS_CONTIGUOUS (Qwen2-VL: the first sections[0] frequencies axis 0,
+ * ...) or FASTPE_SECTIONS_INTERLEAVED (Qwen3-VL: frequency i takes axis
+ * r = i % n_axes when r >= 1 and i < n_axes * sections[r], else axis 0;
+ * FASTPE_EINVAL when an axis would not get sections[a] of them). */
 FASTPE_API int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout,
                                         int32_t *axis, int64_t nf);
+/* The handle's n_axes (1 for a plain handle; -1 for NULL or a dead handle). */
 FASTPE_API int fastpe_rope_n_axes(const fastpe_rope *rope);
+/* fastpe_rope_cache_* and fastpe_rope_apply_* for the positions (required:
+ * NULL is FASTPE_ENULL) of token r = b*seq + s at positions[r*n_axes .. +
+ * n_axes-1]; bitwise fastpe.rope_cache / fastpe.apply_rope with sections.  They
+ * take plain handles too (n_axes 1); a multi-axis handle given to the 1-axis
+ * functions above is FASTPE_EINVAL. */
 FASTPE_API int fastpe_rope_cache_axes_f32(const fastpe_rope *rope, float *cos, float *sin,
                                           int64_t n, int64_t row_stride, const int64_t *positions,
                                           int layout, int num_threads);
@@ -323,55 +470,14 @@ FASTPE_API int fastpe_rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x,
                                            int64_t stride_seq, int64_t stride_head,
                                            const int64_t *positions, int layout, int num_threads);
 
-/* ---- RoPE from the published rules ----------------------------------------
- * The frequencies of a model's rope_parameters (transformers' ROPE_INIT_FUNCTIONS,
- * fastpe.rope_frequencies): bitwise the Python function's inv_freq and attention
- * factor, in both precisions.  Fill the struct with fastpe_rope_params_init, then
- * set the fields the config gives.  "Absent" (the key not in the config, or None
- * where transformers reads None as absent) is NaN for the double fields, NULL for
- * the lists, FASTPE_ROPE_UNSET for the int64 fields and -1 for truncate: the
- * initialiser's values.  A field that the rope_type does not read must stay
- * absent (fastpe.rope_frequencies refuses an unknown key).  NaN is never a
- * value: a NaN field reads as absent.  mscale and mscale_all_dim of 0 mean no
- * mscale (transformers reads them by truth value), but a 0 is a key given.
- * Codes: FASTPE_ENULL (a NULL pointer), FASTPE_ESIZE (head_dim outside
- * 2 .. 2^31, capacity < nf), FASTPE_EBASE (frequencies that are not finite
- * numbers in [0, 1e280], or dynamic's base not finite and > 0), FASTPE_EINVAL
- * (any other value or combination the Python rules refuse, and a size this
- * library does not know); nothing is written on error. */
-#ifndef FASTPE_NO_CONSTANTS
-#define FASTPE_ROPE_DEFAULT      0
-#define FASTPE_ROPE_LINEAR       1
-#define FASTPE_ROPE_DYNAMIC      2
-#define FASTPE_ROPE_YARN         3
-#define FASTPE_ROPE_LONGROPE     4
-#define FASTPE_ROPE_LLAMA3       5
-#define FASTPE_PRECISION_FLOAT32 0         /* the framework's float32 steps (the default) */
-#define FASTPE_PRECISION_FLOAT64 1         /* the same formula in float64 */
-#define FASTPE_ROPE_UNSET        INT64_MIN /* an absent int64 field */
-#endif
-
-typedef struct fastpe_rope_params {
-    size_t size;                   /* sizeof(fastpe_rope_params): set by fastpe_rope_params_init */
-    int rope_type;                 /* FASTPE_ROPE_*: FASTPE_ROPE_DEFAULT */
-    int precision;                 /* FASTPE_PRECISION_*: FASTPE_PRECISION_FLOAT32 */
-    double rope_theta;             /* absent: 10000 */
-    double partial_rotary_factor;  /* absent: 1; rotary_dim = (int64)(head_dim * it) */
-    double factor;                 /* linear, dynamic, llama3 (required); yarn, longrope */
-    double attention_factor;       /* yarn, longrope */
-    double beta_fast, beta_slow;   /* yarn: absent 32 and 1 */
-    double mscale, mscale_all_dim; /* yarn: finite, any sign; absent or 0: none */
-    double low_freq_factor, high_freq_factor; /* llama3 (required) */
-    int truncate;                             /* yarn: -1 absent (true), 0 or 1 */
-    const double *short_factor;               /* longrope (required): rotary_dim/2 entries */
-    int64_t short_factor_len;
-    const double *long_factor; /* longrope (required): rotary_dim/2 entries */
-    int64_t long_factor_len;
-    int64_t original_max_position_embeddings; /* yarn, longrope, llama3 */
-    /* not keys of rope_parameters: the config's length, and the current one */
-    int64_t max_position_embeddings; /* >= 1 */
-    int64_t seq_len;                 /* >= 0: dynamic and longrope depend on it */
-} fastpe_rope_params;
+/* ---- RoPE from the published rules (library only) -----------------------------
+ * The frequencies of a model's rope_parameters (fastpe_rope_params, above):
+ * bitwise fastpe.rope_frequencies' inv_freq and attention factor, in both
+ * precisions.  Codes: FASTPE_ENULL (a NULL pointer), FASTPE_ESIZE (head_dim
+ * outside 2 .. 2^31, capacity < nf), FASTPE_EBASE (frequencies that are not
+ * finite numbers in [0, 1e280], or dynamic's base not finite and > 0),
+ * FASTPE_EINVAL (any other value or combination the Python rules refuse, and a
+ * size this library does not know); nothing is written on error. */
 
 /* Every field absent, the default rule, float32; NULL is ignored. */
 FASTPE_API void fastpe_rope_params_init(fastpe_rope_params *p);
@@ -385,6 +491,8 @@ FASTPE_API int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head
  * fastpe_rope_frequencies (or FASTPE_ENOMEM) and *rope = NULL. */
 FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim,
                                        fastpe_rope **rope);
+
+#endif /* FASTPE_NO_PROTOTYPES */
 
 #ifdef __cplusplus
 }

@@ -1,10 +1,13 @@
 /*
  * fastpe.h -- the C API of fastpe, for other compiled extensions.
  *
- * Fill sinusoidal positional-encoding tables from C without the GIL and with
- * no link-time dependency on fastpe: the functions are reached through a
- * table that fastpe.kernel publishes in a capsule (NumPy's import_array()
- * pattern).
+ * Call fastpe from C without the GIL and with no link-time dependency on
+ * fastpe: the functions are reached through a table that fastpe.kernel
+ * publishes in a capsule (NumPy's import_array() pattern).  They are the C
+ * library's functions, by the same names and signatures: <fastpe/fastpe.h>,
+ * which this header includes, documents each of them (arguments, layouts,
+ * memory and thread rules, return codes).  This header adds the table, one
+ * wrapper per function, and import_fastpe().
  *
  *     #include "fastpe.h"          // include dir: fastpe.get_include()
  *
@@ -16,61 +19,30 @@
  *     int err = fastpe_fill_f32(buf, seq_len, d_model, d_model, 10000.0, 0,
  *                               FASTPE_LAYOUT_INTERLEAVED, 0);
  *
- * The table
- * ---------
- * Row r (0 <= r < seq_len) starts at out + r*row_stride and holds position
- * k = offset + r.  With w_i = base^(-2i/d_model):
- *   FASTPE_LAYOUT_INTERLEAVED: row[2i] = sin(k w_i), row[2i+1] = cos(k w_i)
- *   FASTPE_LAYOUT_SPLIT:       row[i] = sin(k w_i), row[ns+i] = cos(k w_i),
- *                              ns = ceil(d_model/2)
- * For odd d_model the extra column is the sine of the next frequency.  Values
- * are bitwise identical to fastpe.sinusoidal(..., dtype=float32/float64) and
- * independent of num_threads.
+ * The GIL
+ * -------
+ * import_fastpe() and the handle constructors (fastpe_spec_new, _from_name and
+ * _from_knobs; fastpe_rope_new, _from_frequencies and _from_axes) call into
+ * Python: call them with the GIL held.  On bad arguments they return NULL with
+ * a Python exception set, with the messages of the Python API.  Every other
+ * function never touches Python: call it without the GIL, from any thread.
  *
- * Arguments
- * ---------
- * row_stride   distance between row starts, in ELEMENTS (not bytes), >= d_model
- *              (only checked when seq_len > 1).  Only the d_model entries of
- *              each row are written, so a column window of a wider matrix can
- *              be filled in place (out = M + col0, row_stride = M's width).
- *              The caller guarantees the memory: (seq_len-1)*row_stride + d_model
- *              elements.
- * base         finite and > 0 (10000 in the paper).
- * offset       first position; may be negative.
- * layout       FASTPE_LAYOUT_INTERLEAVED or FASTPE_LAYOUT_SPLIT.
- * num_threads  OpenMP threads for this call; <= 0 means the OpenMP default
- *              (OMP_NUM_THREADS...).  Small tables always run on one thread;
- *              a serial build of fastpe always runs on one thread.
- * out may be NULL when seq_len == 0 (nothing is written).
- *
- * Return value: FASTPE_OK (0), or a FASTPE_E* code below; arguments are
- * validated before anything is written, so on an error `out` is untouched.
- *
- * Memory
- * ------
- * The rows written must not overlap any input of the same call: the
- * `positions` array of the *_positions_* functions is read while rows are
- * written, so it must not lie inside [out, out + (n-1)*row_stride + d_model).
- * That overlap is detected (bounds only) and refused with FASTPE_EOVERLAP
- * before anything is written.  Python callers need not care: fastpe's Python
- * functions copy an overlapping input first, as NumPy's ufuncs do.
- *
- * Threads and the GIL
- * -------------------
- * import_fastpe() calls into Python: call it with the GIL held (in your
- * module's init function).  After that, fastpe_fill_f32/f64 never touch Python:
- * call them without the GIL, from any thread (including threads that have
- * never seen Python, and from inside your own OpenMP regions), concurrently
- * into different buffers.  Each call allocates its own scratch memory.  When
- * calling from your own parallel loop, pass num_threads = 1 to avoid
- * oversubscription (nested OpenMP teams) unless you mean it.
+ * What only the capsule has, and what it has not
+ * ----------------------------------------------
+ * fastpe_spec_new(convention, d_model): a spec for a convention's name or a
+ * fastpe.Convention.  fastpe_rope_new(rope_parameters, head_dim,
+ * max_position_embeddings, seq_len, precision): fastpe.rope_frequencies' rule
+ * as a RoPE handle (rope_parameters a mapping or None; max_position_embeddings
+ * 0, seq_len -1 and precision NULL: not given).  The functions that
+ * <fastpe/fastpe.h> marks "library only" are not in the table.
  *
  * One pointer per translation unit
  * --------------------------------
  * The table pointer below is `static`: every C file that calls fastpe must
  * call import_fastpe() itself (it is cheap: an import that is already done
- * and a capsule lookup).  Calling a fill function in a file where
- * import_fastpe() has not succeeded returns FASTPE_ENOTIMPORTED.
+ * and a capsule lookup).  Calling a function in a file where import_fastpe()
+ * has not succeeded returns FASTPE_ENOTIMPORTED (-1 for the functions that
+ * return a count; NULL with a RuntimeError for the constructors).
  *
  * ABI policy
  * ----------
@@ -95,12 +67,27 @@
 #define FASTPE_ABI_MINOR    4
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
+/* The library's header: the constants, the types and the documentation.
+   fastpe.kernel (the provider) declares the constants itself (kernel.pxd's
+   enum) and calls the library's functions; everyone else calls this header's
+   wrappers, which take the place of the library's declarations.  In the
+   source tree it is included from lib/; an installed fastpe.h carries it in
+   place of the #include (setup.py), so that the file stands alone. */
+#ifdef FASTPE_KERNEL_MODULE
+#define FASTPE_NO_CONSTANTS 1
+#else
+#define FASTPE_NO_PROTOTYPES 1
+#endif
+#include "../../../lib/include/fastpe/fastpe.h"
+
+// clang-format off
+/* ---- table: generated by tools/gen_capi.py from <fastpe/fastpe.h>, not edited here ---- */
+/* ABI 1.0 */
 typedef int (*fastpe_fill_f32_fn)(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                   double base, int64_t offset, int layout, int num_threads);
 typedef int (*fastpe_fill_f64_fn)(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                   double base, int64_t offset, int layout, int num_threads);
-
-/* ABI 1.1: the fused add into existing rows, and explicit positions. */
+/* ABI 1.1 */
 typedef int (*fastpe_add_f32_fn)(float *x, int64_t nseq, int64_t seq_len, int64_t d_model,
                                  int64_t row_stride, double base, int64_t offset, double scale,
                                  int layout, int num_threads);
@@ -119,16 +106,7 @@ typedef int (*fastpe_add_positions_f32_fn)(float *x, int64_t n, int64_t d_model,
 typedef int (*fastpe_add_positions_f64_fn)(double *x, int64_t n, int64_t d_model,
                                            int64_t row_stride, const double *positions, double base,
                                            double scale, int layout, int num_threads);
-
-/* ABI 1.2: every convention, through a compiled spec.  A spec is made once, with
-   the GIL held (from a convention's name or a fastpe.Convention, or from the raw
-   knobs of one; NULL with a Python exception set on bad arguments, with the
-   messages of the Python API), then used by the fill functions from any thread
-   without the GIL, concurrently, and freed with spec_free (no GIL needed).  It
-   holds the validated spec only: the plans (frequencies and rotation table) come
-   from a cache fastpe keeps for C callers, shared between specs of equal
-   frequencies. */
-typedef struct fastpe_spec fastpe_spec;
+/* ABI 1.2 */
 typedef fastpe_spec *(*fastpe_spec_new_fn)(PyObject *convention, int64_t d_model);
 typedef fastpe_spec *(*fastpe_spec_from_knobs_fn)(int64_t d_model, double base,
                                                   const char *denominator, double shift,
@@ -153,32 +131,12 @@ typedef int (*fastpe_spec_add_f32_fn)(const fastpe_spec *spec, float *x, int64_t
 typedef int (*fastpe_spec_add_f64_fn)(const fastpe_spec *spec, double *x, int64_t nseq,
                                       int64_t seq_len, int64_t row_stride, int64_t offset,
                                       double scale, int num_threads);
-
-/* ABI 1.3: RoPE.  A handle is made once with the GIL held -- from the arguments of
-   fastpe.rope_frequencies (rope_parameters a mapping or None; max_position_embeddings
-   0, seq_len -1 and precision NULL: not given), or from a model's own inv_freq (nf
-   entries) and attention factor -- NULL with a Python exception set on bad
-   arguments.  It holds its own copy of the frequencies and of the plan fastpe's
-   encoding cache prepared for them; used from any thread without the GIL; freed
-   with rope_free (no GIL needed).  rotary_dim = 2*nf.
-   rope_cache_*: n rows of cos and sin (rotary_dim entries each, at row_stride >=
-   rotary_dim) for positions[r] (positions NULL: offset + r), bitwise
-   fastpe.rope_cache's; cos and sin must not share an element (FASTPE_EOVERLAP;
-   decided on elements: the two halves of one buffer's rows are fine).  Both
-   functions read every position before writing: positions may lie in the output.
-   rope_apply_*: rotates in place the first rotary_dim entries of the row (b, s, h)
-   at x + b*stride_batch + s*stride_seq + h*stride_head (strides in ELEMENTS, any
-   sign; rows whose rotated entries would overlap: FASTPE_ESTRIDE) by the angles of
-   positions[b*seq + s] (positions NULL: offset + s), bitwise fastpe.apply_rope's.
-   layout: FASTPE_LAYOUT_SPLIT for the half-split (rotate_half) pairs,
-   FASTPE_LAYOUT_INTERLEAVED for GPT-J's.  Positions beyond the exact reduction:
-   FASTPE_ERANGE. */
-typedef struct fastpe_rope fastpe_rope;
+/* ABI 1.3 */
 typedef fastpe_rope *(*fastpe_rope_new_fn)(PyObject *rope_parameters, int64_t head_dim,
                                            int64_t max_position_embeddings, int64_t seq_len,
                                            const char *precision);
 typedef fastpe_rope *(*fastpe_rope_from_frequencies_fn)(const double *inv_freq, int64_t nf,
-                                                        double attention_factor);
+        double attention_factor);
 typedef void (*fastpe_rope_free_fn)(fastpe_rope *rope);
 typedef int64_t (*fastpe_rope_rotary_dim_fn)(const fastpe_rope *rope);
 typedef int (*fastpe_rope_cache_f32_fn)(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
@@ -197,12 +155,6 @@ typedef int (*fastpe_rope_apply_f64_fn)(const fastpe_rope *rope, double *x, int6
                                         int64_t stride_seq, int64_t stride_head,
                                         const int64_t *positions, int64_t offset, int layout,
                                         int num_threads);
-
-/* ABI 1.3: float16 and bfloat16 outputs, as uint16_t bit patterns (IEEE binary16 and
-   the upper half of a float32): each entry is the correct rounding of the float64
-   result (rounded once, never through float32), bitwise fastpe's dtype=np.float16 /
-   "bfloat16".  Same arguments, checks and codes as the float32 functions above;
-   add_* compute x*scale + PE in float64 and round once. */
 typedef int (*fastpe_fill_f16_fn)(uint16_t *out, int64_t seq_len, int64_t d_model,
                                   int64_t row_stride, double base, int64_t offset, int layout,
                                   int num_threads);
@@ -241,25 +193,7 @@ typedef int (*fastpe_rope_apply_bf16_fn)(const fastpe_rope *rope, uint16_t *x, i
                                          int64_t stride_seq, int64_t stride_head,
                                          const int64_t *positions, int64_t offset, int layout,
                                          int num_threads);
-
-/* ABI 1.4: RoPE of multi-axis positions (M-RoPE, axial 2-D/3-D RoPE): frequency i of
-   a token turns by positions[t * n_axes + axis[i]] * inv_freq[i], each frequency
-   following one coordinate (time, height, width, ...) of its token; the C
-   library's functions of the same names (<fastpe/fastpe.h>).
-   rope_from_axes: a handle of nf frequencies, axis[i] in 0 .. n_axes-1 (n_axes 1 ..
-   64), made with the GIL: NULL with a Python exception set on bad arguments (the
-   messages of the Python API), as rope_from_frequencies.  rope_section_axes:
-   axis[0 .. nf-1] of sections (frequencies per axis, summing to nf: FASTPE_ESIZE
-   otherwise) laid out as fastpe.rope_cache's section_layout,
-   FASTPE_SECTIONS_CONTIGUOUS (Qwen2-VL) or FASTPE_SECTIONS_INTERLEAVED (Qwen3-VL;
-   FASTPE_EINVAL when an axis would not get sections[a] frequencies); nothing is
-   written on an error.  rope_n_axes: the handle's n_axes (1 for a plain handle, -1
-   for NULL or a dead one).  rope_cache_axes_* / rope_apply_axes_*: rope_cache_* /
-   rope_apply_* for the positions (required: NULL is FASTPE_ENULL) of token r = b*seq
-   + s at positions[r*n_axes .. r*n_axes + n_axes-1], bitwise fastpe.rope_cache /
-   fastpe.apply_rope with sections.  They take plain handles too (n_axes 1); a
-   multi-axis handle given to the 1-axis entry points is FASTPE_EINVAL.  All but
-   rope_from_axes run without the GIL. */
+/* ABI 1.4 */
 typedef fastpe_rope *(*fastpe_rope_from_axes_fn)(const double *inv_freq, int64_t nf,
                                                  const int32_t *axis, int n_axes,
                                                  double attention_factor);
@@ -357,6 +291,8 @@ typedef struct fastpe_api {
     fastpe_rope_apply_axes_f16_fn rope_apply_axes_f16;
     fastpe_rope_apply_axes_bf16_fn rope_apply_axes_bf16;
 } fastpe_api_t;
+/* ---- end of the generated block (table) ---- */
+// clang-format on
 
 /*
  * fastpe.kernel itself (the provider) needs only the table type above: its
@@ -364,36 +300,7 @@ typedef struct fastpe_api {
  */
 #ifndef FASTPE_KERNEL_MODULE
 
-/* Layouts (same values as fastpe.kernel's FASTPE_LAYOUT_*). */
-#define FASTPE_LAYOUT_INTERLEAVED 0
-#define FASTPE_LAYOUT_SPLIT       1
-
-/* Return codes (same values as fastpe.kernel's; tests check they agree). */
-#define FASTPE_OK      0
-#define FASTPE_ENULL   1 /* out is NULL while seq_len > 0 */
-#define FASTPE_ESIZE   2 /* seq_len < 0, d_model < 1 or > 2^40, rows beyond int64 */
-#define FASTPE_ESTRIDE 3 /* row_stride < d_model while seq_len > 1 (rows would overlap) */
-#define FASTPE_EBASE   4 /* base not finite and > 0, or its frequencies overflow */
-#define FASTPE_ELAYOUT 5 /* layout is not one of FASTPE_LAYOUT_* */
-#define FASTPE_ERANGE                                                                              \
-    6                   /* positions NaN, infinite or too large for an exact angle reduction       \
-                           (fastpe.kernel.max_position(base, d_model)) */
-#define FASTPE_ENOMEM 7 /* the kernel's scratch allocation failed */
-#define FASTPE_ESCALE 8 /* scale is not finite (ABI 1.1 add functions) */
-#define FASTPE_EOVERLAP                                                                            \
-    9 /* positions overlap the rows being written (the                                             \
-       *_positions_* functions; see "Memory" above) */
-/* A spec or RoPE handle that is not a live one (freed, or never made by this
-   table): the spec_* and rope_* functions.  (The C library's own header,
-   <fastpe/fastpe.h>, lists one more: FASTPE_EINTR 10.) */
-#define FASTPE_EHANDLE 12
-/* A multi-axis handle given to a 1-axis RoPE entry point, or sections that
-   cannot be interleaved (ABI 1.4; the C library's FASTPE_EINVAL). */
-#define FASTPE_EINVAL 11
-/* The section_layout of rope_section_axes (ABI 1.4). */
-#define FASTPE_SECTIONS_CONTIGUOUS  0
-#define FASTPE_SECTIONS_INTERLEAVED 1
-/* Returned by this header's wrappers only (never by the kernel): the
+/* Returned by this header's wrappers only (never by the library): the
    translation unit has not run import_fastpe() successfully. */
 #define FASTPE_ENOTIMPORTED 100
 
@@ -471,35 +378,30 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
     return 0;
 }
 
-/* The fill functions (see the top of this file).  GIL-free, thread-safe.
-   One wrapper per table entry, written out in plain C for the readers of this
-   header rather than made by macros; tests/test_capi_signatures.py checks each
-   against its typedef above. */
+/* One wrapper per table entry, each calling through the table: the functions
+   of <fastpe/fastpe.h>, documented there.  Written out in plain C (not made by
+   macros) for the readers of this header and their debuggers. */
+// clang-format off
+/* ---- wrappers: generated by tools/gen_capi.py from <fastpe/fastpe.h>, not edited here ---- */
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model,
-                                                      int64_t row_stride, double base,
-                                                      int64_t offset, int layout, int num_threads) {
-    if (fastpe_api == NULL) {
+        int64_t row_stride, double base, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
-    }
     return fastpe_api->fill_f32(out, seq_len, d_model, row_stride, base, offset, layout,
                                 num_threads);
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model,
-                                                      int64_t row_stride, double base,
-                                                      int64_t offset, int layout, int num_threads) {
-    if (fastpe_api == NULL) {
+        int64_t row_stride, double base, int64_t offset, int layout, int num_threads) {
+    if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
-    }
     return fastpe_api->fill_f64(out, seq_len, d_model, row_stride, base, offset, layout,
                                 num_threads);
 }
 
-/* ABI 1.1 (see the top of this file).  GIL-free, thread-safe. */
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len,
-                                                     int64_t d_model, int64_t row_stride,
-                                                     double base, int64_t offset, double scale,
-                                                     int layout, int num_threads) {
+        int64_t d_model, int64_t row_stride, double base, int64_t offset, double scale, int layout,
+        int num_threads) {
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->add_f32(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
@@ -507,27 +409,26 @@ FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f32(float *x, int64_t nseq, int
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f64(double *x, int64_t nseq, int64_t seq_len,
-                                                     int64_t d_model, int64_t row_stride,
-                                                     double base, int64_t offset, double scale,
-                                                     int layout, int num_threads) {
+        int64_t d_model, int64_t row_stride, double base, int64_t offset, double scale, int layout,
+        int num_threads) {
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->add_f64(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
                                num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_fill_positions_f32(float *out, int64_t n, int64_t d_model, int64_t row_stride,
-                          const double *positions, double base, int layout, int num_threads) {
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_positions_f32(float *out, int64_t n,
+        int64_t d_model, int64_t row_stride, const double *positions, double base, int layout,
+        int num_threads) {
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->fill_positions_f32(out, n, d_model, row_stride, positions, base, layout,
                                           num_threads);
 }
 
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_stride,
-                          const double *positions, double base, int layout, int num_threads) {
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_positions_f64(double *out, int64_t n,
+        int64_t d_model, int64_t row_stride, const double *positions, double base, int layout,
+        int num_threads) {
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->fill_positions_f64(out, n, d_model, row_stride, positions, base, layout,
@@ -535,10 +436,8 @@ fastpe_fill_positions_f64(double *out, int64_t n, int64_t d_model, int64_t row_s
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_positions_f32(float *x, int64_t n, int64_t d_model,
-                                                               int64_t row_stride,
-                                                               const double *positions, double base,
-                                                               double scale, int layout,
-                                                               int num_threads) {
+        int64_t row_stride, const double *positions, double base, double scale, int layout,
+        int num_threads) {
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->add_positions_f32(x, n, d_model, row_stride, positions, base, scale, layout,
@@ -546,19 +445,14 @@ FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_positions_f32(float *x, int64_t
 }
 
 FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_positions_f64(double *x, int64_t n,
-                                                               int64_t d_model, int64_t row_stride,
-                                                               const double *positions, double base,
-                                                               double scale, int layout,
-                                                               int num_threads) {
+        int64_t d_model, int64_t row_stride, const double *positions, double base, double scale,
+        int layout, int num_threads) {
     if (fastpe_api == NULL)
         return FASTPE_ENOTIMPORTED;
     return fastpe_api->add_positions_f64(x, n, d_model, row_stride, positions, base, scale, layout,
                                          num_threads);
 }
 
-/* ABI 1.2 (see the spec typedefs above).  The constructors need the GIL and
-   return NULL with a Python exception set on error (also when import_fastpe()
-   has not run: RuntimeError); the rest are GIL-free and thread-safe. */
 FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_new(PyObject *convention, int64_t d_model) {
     if (fastpe_api == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "fastpe_spec_new: import_fastpe() has not run");
@@ -566,6 +460,344 @@ FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_new(PyObject *convention, in
     }
     return fastpe_api->spec_new(convention, d_model);
 }
+
+FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base,
+        const char *denominator, double shift, double position_scale, const char *layout,
+        const char *odd, int has_padding_idx, int64_t padding_idx) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_spec_from_knobs: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->spec_from_knobs(d_model, base, denominator, shift, position_scale, layout,
+                                       odd, has_padding_idx, padding_idx);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_spec_free(fastpe_spec *spec) {
+    if (fastpe_api != NULL)
+        fastpe_api->spec_free(spec);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_spec_d_model(const fastpe_spec *spec) {
+    if (fastpe_api == NULL)
+        return -1;
+    return fastpe_api->spec_d_model(spec);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f32(const fastpe_spec *spec, float *out,
+        int64_t seq_len, int64_t row_stride, int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_f32(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f64(const fastpe_spec *spec, double *out,
+        int64_t seq_len, int64_t row_stride, int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_f64(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_positions_f32(const fastpe_spec *spec,
+        float *out, int64_t n, int64_t row_stride, const double *positions, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_positions_f32(spec, out, n, row_stride, positions, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_positions_f64(const fastpe_spec *spec,
+        double *out, int64_t n, int64_t row_stride, const double *positions, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_positions_f64(spec, out, n, row_stride, positions, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f32(const fastpe_spec *spec, float *x,
+        int64_t nseq, int64_t seq_len, int64_t row_stride, int64_t offset, double scale,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f32(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f64(const fastpe_spec *spec, double *x,
+        int64_t nseq, int64_t seq_len, int64_t row_stride, int64_t offset, double scale,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
+}
+
+FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_new(PyObject *rope_parameters, int64_t head_dim,
+        int64_t max_position_embeddings, int64_t seq_len, const char *precision) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_rope_new: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->rope_new(rope_parameters, head_dim, max_position_embeddings, seq_len,
+                                precision);
+}
+
+FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq,
+        int64_t nf, double attention_factor) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "fastpe_rope_from_frequencies: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->rope_from_frequencies(inv_freq, nf, attention_factor);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_rope_free(fastpe_rope *rope) {
+    if (fastpe_api != NULL)
+        fastpe_api->rope_free(rope);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_rope_rotary_dim(const fastpe_rope *rope) {
+    if (fastpe_api == NULL)
+        return -1;
+    return fastpe_api->rope_rotary_dim(rope);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_f32(const fastpe_rope *rope, float *cos,
+        float *sin, int64_t n, int64_t row_stride, const int64_t *positions, int64_t offset,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_f32(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                      num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_f64(const fastpe_rope *rope, double *cos,
+        double *sin, int64_t n, int64_t row_stride, const int64_t *positions, int64_t offset,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_f64(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                      num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_f32(const fastpe_rope *rope, float *x,
+        int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch, int64_t stride_seq,
+        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, offset, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_f64(const fastpe_rope *rope, double *x,
+        int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch, int64_t stride_seq,
+        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, offset, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f16(uint16_t *out, int64_t seq_len,
+        int64_t d_model, int64_t row_stride, double base, int64_t offset, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->fill_f16(out, seq_len, d_model, row_stride, base, offset, layout,
+                                num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_bf16(uint16_t *out, int64_t seq_len,
+        int64_t d_model, int64_t row_stride, double base, int64_t offset, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->fill_bf16(out, seq_len, d_model, row_stride, base, offset, layout,
+                                 num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f16(uint16_t *x, int64_t nseq, int64_t seq_len,
+        int64_t d_model, int64_t row_stride, double base, int64_t offset, double scale, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_f16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                               num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len,
+        int64_t d_model, int64_t row_stride, double base, int64_t offset, double scale, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->add_bf16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
+                                num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f16(const fastpe_spec *spec, uint16_t *out,
+        int64_t seq_len, int64_t row_stride, int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_f16(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_bf16(const fastpe_spec *spec, uint16_t *out,
+        int64_t seq_len, int64_t row_stride, int64_t offset, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_fill_bf16(spec, out, seq_len, row_stride, offset, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f16(const fastpe_spec *spec, uint16_t *x,
+        int64_t nseq, int64_t seq_len, int64_t row_stride, int64_t offset, double scale,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_f16(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x,
+        int64_t nseq, int64_t seq_len, int64_t row_stride, int64_t offset, double scale,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->spec_add_bf16(spec, x, nseq, seq_len, row_stride, offset, scale,
+                                     num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_f16(const fastpe_rope *rope, uint16_t *cos,
+        uint16_t *sin, int64_t n, int64_t row_stride, const int64_t *positions, int64_t offset,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_f16(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                      num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_bf16(const fastpe_rope *rope, uint16_t *cos,
+        uint16_t *sin, int64_t n, int64_t row_stride, const int64_t *positions, int64_t offset,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_bf16(rope, cos, sin, n, row_stride, positions, offset, layout,
+                                       num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_f16(const fastpe_rope *rope, uint16_t *x,
+        int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch, int64_t stride_seq,
+        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                      stride_head, positions, offset, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x,
+        int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch, int64_t stride_seq,
+        int64_t stride_head, const int64_t *positions, int64_t offset, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                       stride_head, positions, offset, layout, num_threads);
+}
+
+FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf,
+        const int32_t *axis, int n_axes, double attention_factor) {
+    if (fastpe_api == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "fastpe_rope_from_axes: import_fastpe() has not run");
+        return NULL;
+    }
+    return fastpe_api->rope_from_axes(inv_freq, nf, axis, n_axes, attention_factor);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_section_axes(const int64_t *sections, int n_axes,
+        int section_layout, int32_t *axis, int64_t nf) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_section_axes(sections, n_axes, section_layout, axis, nf);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_n_axes(const fastpe_rope *rope) {
+    if (fastpe_api == NULL)
+        return -1;
+    return fastpe_api->rope_n_axes(rope);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f32(const fastpe_rope *rope,
+        float *cos, float *sin, int64_t n, int64_t row_stride, const int64_t *positions, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_f32(rope, cos, sin, n, row_stride, positions, layout,
+                                           num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f64(const fastpe_rope *rope,
+        double *cos, double *sin, int64_t n, int64_t row_stride, const int64_t *positions,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_f64(rope, cos, sin, n, row_stride, positions, layout,
+                                           num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f16(const fastpe_rope *rope,
+        uint16_t *cos, uint16_t *sin, int64_t n, int64_t row_stride, const int64_t *positions,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_f16(rope, cos, sin, n, row_stride, positions, layout,
+                                           num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_bf16(const fastpe_rope *rope,
+        uint16_t *cos, uint16_t *sin, int64_t n, int64_t row_stride, const int64_t *positions,
+        int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_cache_axes_bf16(rope, cos, sin, n, row_stride, positions, layout,
+                                            num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_axes_f32(const fastpe_rope *rope, float *x,
+        int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch, int64_t stride_seq,
+        int64_t stride_head, const int64_t *positions, int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                           stride_head, positions, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_axes_f64(const fastpe_rope *rope, double *x,
+        int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch, int64_t stride_seq,
+        int64_t stride_head, const int64_t *positions, int layout, int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                           stride_head, positions, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_axes_f16(const fastpe_rope *rope,
+        uint16_t *x, int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch,
+        int64_t stride_seq, int64_t stride_head, const int64_t *positions, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                           stride_head, positions, layout, num_threads);
+}
+
+FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_apply_axes_bf16(const fastpe_rope *rope,
+        uint16_t *x, int64_t batch, int64_t seq, int64_t heads, int64_t stride_batch,
+        int64_t stride_seq, int64_t stride_head, const int64_t *positions, int layout,
+        int num_threads) {
+    if (fastpe_api == NULL)
+        return FASTPE_ENOTIMPORTED;
+    return fastpe_api->rope_apply_axes_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
+                                            stride_head, positions, layout, num_threads);
+}
+/* ---- end of the generated block (wrappers) ---- */
+// clang-format on
 
 /* A named convention ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
    with its defaults. */
@@ -582,389 +814,6 @@ FASTPE_MAYBE_UNUSED static fastpe_spec *fastpe_spec_from_name(const char *name, 
     spec = fastpe_spec_new(str, d_model);
     Py_DECREF(str);
     return spec;
-}
-
-/* fastpe.Convention(base=, denominator=, shift=, position_scale=, layout=, odd=,
-   padding_idx=) at width d_model; padding_idx applies when has_padding_idx. */
-FASTPE_MAYBE_UNUSED static fastpe_spec *
-fastpe_spec_from_knobs(int64_t d_model, double base, const char *denominator, double shift,
-                       double position_scale, const char *layout, const char *odd,
-                       int has_padding_idx, int64_t padding_idx) {
-    if (fastpe_api == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "fastpe_spec_from_knobs: import_fastpe() has not run");
-        return NULL;
-    }
-    return fastpe_api->spec_from_knobs(d_model, base, denominator, shift, position_scale, layout,
-                                       odd, has_padding_idx, padding_idx);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_spec_free(fastpe_spec *spec) {
-    if (fastpe_api != NULL)
-        fastpe_api->spec_free(spec);
-}
-
-/* The width the spec was made for; -1 for NULL. */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_spec_d_model(const fastpe_spec *spec) {
-    if (fastpe_api == NULL)
-        return -1;
-    return fastpe_api->spec_d_model(spec);
-}
-
-/* Rows of positions offset .. offset+seq_len-1, as fastpe_fill_f32 for Vaswani. */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f32(const fastpe_spec *spec, float *out,
-                                                           int64_t seq_len, int64_t row_stride,
-                                                           int64_t offset, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_fill_f32(spec, out, seq_len, row_stride, offset, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f64(const fastpe_spec *spec, double *out,
-                                                           int64_t seq_len, int64_t row_stride,
-                                                           int64_t offset, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_fill_f64(spec, out, seq_len, row_stride, offset, num_threads);
-}
-
-/* Row r encodes positions[r] (any finite real; must not overlap the rows). */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_fill_positions_f32(const fastpe_spec *spec, float *out, int64_t n, int64_t row_stride,
-                               const double *positions, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_fill_positions_f32(spec, out, n, row_stride, positions, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_spec_fill_positions_f64(const fastpe_spec *spec, double *out, int64_t n, int64_t row_stride,
-                               const double *positions, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_fill_positions_f64(spec, out, n, row_stride, positions, num_threads);
-}
-
-/* x = x*scale + PE for nseq sequences of seq_len rows (positions offset ...). */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f32(const fastpe_spec *spec, float *x,
-                                                          int64_t nseq, int64_t seq_len,
-                                                          int64_t row_stride, int64_t offset,
-                                                          double scale, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_add_f32(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f64(const fastpe_spec *spec, double *x,
-                                                          int64_t nseq, int64_t seq_len,
-                                                          int64_t row_stride, int64_t offset,
-                                                          double scale, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_add_f64(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
-}
-
-/* RoPE (ABI 1.3; see its typedefs above).  The constructors need the GIL. */
-FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_new(PyObject *rope_parameters, int64_t head_dim,
-                                                        int64_t max_position_embeddings,
-                                                        int64_t seq_len, const char *precision) {
-    if (fastpe_api == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "fastpe_rope_new: import_fastpe() has not run");
-        return NULL;
-    }
-    return fastpe_api->rope_new(rope_parameters, head_dim, max_position_embeddings, seq_len,
-                                precision);
-}
-
-FASTPE_MAYBE_UNUSED static fastpe_rope *
-fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf, double attention_factor) {
-    if (fastpe_api == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "fastpe_rope_from_frequencies: import_fastpe() has not run");
-        return NULL;
-    }
-    return fastpe_api->rope_from_frequencies(inv_freq, nf, attention_factor);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED void fastpe_rope_free(fastpe_rope *rope) {
-    if (fastpe_api != NULL)
-        fastpe_api->rope_free(rope);
-}
-
-/* 2 * the number of frequencies; -1 for NULL. */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int64_t fastpe_rope_rotary_dim(const fastpe_rope *rope) {
-    if (fastpe_api == NULL)
-        return -1;
-    return fastpe_api->rope_rotary_dim(rope);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_cache_f32(const fastpe_rope *rope, float *cos, float *sin, int64_t n,
-                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                      int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_f32(rope, cos, sin, n, row_stride, positions, offset, layout,
-                                      num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_cache_f64(const fastpe_rope *rope, double *cos, double *sin, int64_t n,
-                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                      int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_f64(rope, cos, sin, n, row_stride, positions, offset, layout,
-                                      num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq, int64_t heads,
-                      int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
-                      const int64_t *positions, int64_t offset, int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                      stride_head, positions, offset, layout, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq, int64_t heads,
-                      int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
-                      const int64_t *positions, int64_t offset, int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                      stride_head, positions, offset, layout, num_threads);
-}
-
-/* The 16-bit outputs (ABI 1.3; see their typedefs above). */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_f16(uint16_t *out, int64_t seq_len,
-                                                      int64_t d_model, int64_t row_stride,
-                                                      double base, int64_t offset, int layout,
-                                                      int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->fill_f16(out, seq_len, d_model, row_stride, base, offset, layout,
-                                num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_fill_bf16(uint16_t *out, int64_t seq_len,
-                                                       int64_t d_model, int64_t row_stride,
-                                                       double base, int64_t offset, int layout,
-                                                       int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->fill_bf16(out, seq_len, d_model, row_stride, base, offset, layout,
-                                 num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_f16(uint16_t *x, int64_t nseq, int64_t seq_len,
-                                                     int64_t d_model, int64_t row_stride,
-                                                     double base, int64_t offset, double scale,
-                                                     int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->add_f16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                               num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_add_bf16(uint16_t *x, int64_t nseq, int64_t seq_len,
-                                                      int64_t d_model, int64_t row_stride,
-                                                      double base, int64_t offset, double scale,
-                                                      int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->add_bf16(x, nseq, seq_len, d_model, row_stride, base, offset, scale, layout,
-                                num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_f16(const fastpe_spec *spec, uint16_t *out,
-                                                           int64_t seq_len, int64_t row_stride,
-                                                           int64_t offset, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_fill_f16(spec, out, seq_len, row_stride, offset, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_fill_bf16(const fastpe_spec *spec, uint16_t *out,
-                                                            int64_t seq_len, int64_t row_stride,
-                                                            int64_t offset, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_fill_bf16(spec, out, seq_len, row_stride, offset, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_f16(const fastpe_spec *spec, uint16_t *x,
-                                                          int64_t nseq, int64_t seq_len,
-                                                          int64_t row_stride, int64_t offset,
-                                                          double scale, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_add_f16(spec, x, nseq, seq_len, row_stride, offset, scale, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_spec_add_bf16(const fastpe_spec *spec, uint16_t *x,
-                                                           int64_t nseq, int64_t seq_len,
-                                                           int64_t row_stride, int64_t offset,
-                                                           double scale, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->spec_add_bf16(spec, x, nseq, seq_len, row_stride, offset, scale,
-                                     num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_cache_f16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
-                      int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                      int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_f16(rope, cos, sin, n, row_stride, positions, offset, layout,
-                                      num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_cache_bf16(const fastpe_rope *rope, uint16_t *cos, uint16_t *sin, int64_t n,
-                       int64_t row_stride, const int64_t *positions, int64_t offset, int layout,
-                       int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_bf16(rope, cos, sin, n, row_stride, positions, offset, layout,
-                                       num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
-                      int64_t heads, int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
-                      const int64_t *positions, int64_t offset, int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                      stride_head, positions, offset, layout, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
-                       int64_t heads, int64_t stride_batch, int64_t stride_seq, int64_t stride_head,
-                       const int64_t *positions, int64_t offset, int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                       stride_head, positions, offset, layout, num_threads);
-}
-
-/* Multi-axis RoPE (ABI 1.4; see its typedefs above).  rope_from_axes needs the GIL. */
-FASTPE_MAYBE_UNUSED static fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf,
-                                                              const int32_t *axis, int n_axes,
-                                                              double attention_factor) {
-    if (fastpe_api == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "fastpe_rope_from_axes: import_fastpe() has not run");
-        return NULL;
-    }
-    return fastpe_api->rope_from_axes(inv_freq, nf, axis, n_axes, attention_factor);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_section_axes(const int64_t *sections, int n_axes,
-                                                               int section_layout, int32_t *axis,
-                                                               int64_t nf) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_section_axes(sections, n_axes, section_layout, axis, nf);
-}
-
-/* n_axes of a live handle; -1 for NULL or a dead one (or before import_fastpe()). */
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_n_axes(const fastpe_rope *rope) {
-    if (fastpe_api == NULL)
-        return -1;
-    return fastpe_api->rope_n_axes(rope);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f32(const fastpe_rope *rope,
-                                                                 float *cos, float *sin, int64_t n,
-                                                                 int64_t row_stride,
-                                                                 const int64_t *positions,
-                                                                 int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_axes_f32(rope, cos, sin, n, row_stride, positions, layout,
-                                           num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f64(const fastpe_rope *rope,
-                                                                 double *cos, double *sin,
-                                                                 int64_t n, int64_t row_stride,
-                                                                 const int64_t *positions,
-                                                                 int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_axes_f64(rope, cos, sin, n, row_stride, positions, layout,
-                                           num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_f16(const fastpe_rope *rope,
-                                                                 uint16_t *cos, uint16_t *sin,
-                                                                 int64_t n, int64_t row_stride,
-                                                                 const int64_t *positions,
-                                                                 int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_axes_f16(rope, cos, sin, n, row_stride, positions, layout,
-                                           num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int fastpe_rope_cache_axes_bf16(const fastpe_rope *rope,
-                                                                  uint16_t *cos, uint16_t *sin,
-                                                                  int64_t n, int64_t row_stride,
-                                                                  const int64_t *positions,
-                                                                  int layout, int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_cache_axes_bf16(rope, cos, sin, n, row_stride, positions, layout,
-                                            num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_axes_f32(const fastpe_rope *rope, float *x, int64_t batch, int64_t seq,
-                           int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                           int64_t stride_head, const int64_t *positions, int layout,
-                           int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_axes_f32(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                           stride_head, positions, layout, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_axes_f64(const fastpe_rope *rope, double *x, int64_t batch, int64_t seq,
-                           int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                           int64_t stride_head, const int64_t *positions, int layout,
-                           int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_axes_f64(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                           stride_head, positions, layout, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_axes_f16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
-                           int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                           int64_t stride_head, const int64_t *positions, int layout,
-                           int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_axes_f16(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                           stride_head, positions, layout, num_threads);
-}
-
-FASTPE_INLINE FASTPE_MAYBE_UNUSED int
-fastpe_rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batch, int64_t seq,
-                            int64_t heads, int64_t stride_batch, int64_t stride_seq,
-                            int64_t stride_head, const int64_t *positions, int layout,
-                            int num_threads) {
-    if (fastpe_api == NULL)
-        return FASTPE_ENOTIMPORTED;
-    return fastpe_api->rope_apply_axes_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
-                                            stride_head, positions, layout, num_threads);
 }
 
 #endif /* FASTPE_KERNEL_MODULE */
