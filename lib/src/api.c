@@ -267,7 +267,7 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
         } else {
             double k = pe_extent(off, S);
             if (!(k <= limit))
-                return pe_fail(FASTPE_ERANGE, "offset", rq->offs != NULL ? b : -1, k, limit);
+                return pe_fail(FASTPE_ERANGE, "offset", b * S, k, limit); /* (its first row) */
         }
     }
     return FASTPE_OK;
