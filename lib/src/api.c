@@ -241,9 +241,9 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
     const size_t itemsize = kind == PE_KIND_F64 ? 8 : (kind == PE_KIND_F32 ? 4 : 2);
     const char *olo = (const char *)out;
     const char *ohi = olo + (size_t)((rows - 1) * row_stride + sp->d) * itemsize;
-    int err = check_input_overlap(olo, ohi, rq->pos_f != NULL ? (const void *)rq->pos_f
-                                                              : (const void *)rq->pos_i,
-                                  nseq, S, rq->psb, rq->pss, "positions");
+    int err = check_input_overlap(
+        olo, ohi, rq->pos_f != NULL ? (const void *)rq->pos_f : (const void *)rq->pos_i, nseq, S,
+        rq->psb, rq->pss, "positions");
     if (err == FASTPE_OK)
         err = check_input_overlap(olo, ohi, rq->offs, 1, nseq, 0, rq->offs_stride, "offset");
     if (err != FASTPE_OK)

@@ -58,10 +58,10 @@ static int failures_in_order(int salt) {
     const int IL = FASTPE_LAYOUT_INTERLEAVED;
     double pos[4] = {0.0, 1.0, 2.0, 3.0};
     int ok = 1;
-    ok &= detail_is(fastpe_fill_f64(buf, -1 - salt, 16, 16, 1e4, 0, IL, 1), FASTPE_ESIZE,
-                    "seq_len", -1, (double)(-1 - salt), 0.0, "seq_len < 0");
-    ok &= detail_is(fastpe_fill_f64(buf, 4, 0, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model", -1,
-                    0.0, 1.0, "d_model 0");
+    ok &= detail_is(fastpe_fill_f64(buf, -1 - salt, 16, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "seq_len",
+                    -1, (double)(-1 - salt), 0.0, "seq_len < 0");
+    ok &= detail_is(fastpe_fill_f64(buf, 4, 0, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model", -1, 0.0,
+                    1.0, "d_model 0");
     ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 15 - salt, 1e4, 0, IL, 1), FASTPE_ESTRIDE,
                     "row_stride", -1, (double)(15 - salt), 16.0, "row_stride < d_model");
     ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 16, -2.0 - salt, 0, IL, 1), FASTPE_EBASE, "base",
@@ -89,8 +89,8 @@ static int failures_in_order(int salt) {
     pos[2 + salt % 2] = 1e300;
     ok &= detail_is(fastpe_add_positions_f64(buf, 4, 16, 16, pos, 1e4, 1.0, IL, 1), FASTPE_ERANGE,
                     "positions", 2 + salt % 2, 1e300, NAN, "position too large");
-    ok &= detail_is(fastpe_fill_positions_f64(buf, 4, 16, 16, buf + 8, 1e4, IL, 1),
-                    FASTPE_EOVERLAP, "positions", -1, NAN, NAN, "positions overlap out");
+    ok &= detail_is(fastpe_fill_positions_f64(buf, 4, 16, 16, buf + 8, 1e4, IL, 1), FASTPE_EOVERLAP,
+                    "positions", -1, NAN, NAN, "positions overlap out");
     /* a successful call leaves the last failure readable (as errno) */
     CHECK(fastpe_fill_f64(buf, 4, 16, 16, 1e4, 0, IL, 1) == FASTPE_OK, "a valid fill");
     ok &= detail_is(FASTPE_EOVERLAP, FASTPE_EOVERLAP, "positions", -1, NAN, NAN,
