@@ -160,71 +160,147 @@ int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp, c
     return err;
 }
 
-/* ---- argument checks ------------------------------------------------------ */
+/* ---- argument checks ------------------------------------------------------
+ * Written once: the public entry points below and the Python binding (through
+ * pe_fill_checked) run these same checks, and each failure names its argument
+ * in the error detail (status.c). */
 
-/* The checks every entry point shares (n rows at row_stride, d_model wide). */
-int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride, double base,
-                    int layout) {
-    /* widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size */
-    if (n < 0 || d_model < 1 || d_model > PE_MAX_WIDTH)
-        return FASTPE_ESIZE;
-    if (p == NULL && n > 0)
-        return FASTPE_ENULL;
-    if (row_stride < d_model && n > 1)
-        return FASTPE_ESTRIDE;
-    if (!pe_span_ok(n, row_stride, d_model))
-        return FASTPE_ESTRIDE;
-    /* any finite base > 0 (a base so small that the frequencies overflow: see callers) */
-    if (!(isfinite(base) && base > 0.0))
-        return FASTPE_EBASE;
-    if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
-        return FASTPE_ELAYOUT;
+/* [lo, hi) = the bytes of an nseq x S array of 8-byte entries at strides (sb,
+ * ss) entries; 0 when it is empty. */
+static int strided_span(const void *p, int64_t nseq, int64_t S, int64_t sb, int64_t ss,
+                        const char **lo, const char **hi) {
+    double a = 0.0, b = 0.0; /* (in double: strides of a broadcast may be anything) */
+    if (nseq <= 0 || S <= 0)
+        return 0;
+    double eb = (double)(nseq - 1) * (double)sb, es = (double)(S - 1) * (double)ss;
+    a += eb < 0 ? eb : 0.0;
+    b += eb > 0 ? eb : 0.0;
+    a += es < 0 ? es : 0.0;
+    b += es > 0 ? es : 0.0;
+    *lo = (const char *)p + (ptrdiff_t)(a * 8.0);
+    *hi = (const char *)p + (ptrdiff_t)(b * 8.0) + 8;
+    return 1;
+}
+
+/* FASTPE_EOVERLAP (naming `name`) when an input array intersects the rows written. */
+static int check_input_overlap(const char *olo, const char *ohi, const void *p, int64_t nseq,
+                               int64_t S, int64_t sb, int64_t ss, const char *name) {
+    const char *lo, *hi;
+    if (p != NULL && strided_span(p, nseq, S, sb, ss, &lo, &hi) && lo < ohi && olo < hi)
+        return pe_fail(FASTPE_EOVERLAP, name, -1, NAN, NAN);
     return FASTPE_OK;
 }
 
-static int check_args(const void *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
-                      double base, int64_t offset, int layout) {
-    int err = pe_check_common(out, seq_len, d_model, row_stride, base, layout);
+int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                  const pe_rows *rq, const char *n_name) {
+    const int64_t nseq = rq->nseq, S = rq->S;
+    int64_t rows;
+    /* widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size */
+    if (nseq < 0)
+        return pe_fail(FASTPE_ESIZE, "nseq", -1, (double)nseq, 0.0);
+    if (S < 0)
+        return pe_fail(FASTPE_ESIZE, n_name, -1, (double)S, 0.0);
+    if (sp->d < 1)
+        return pe_fail(FASTPE_ESIZE, "d_model", -1, (double)sp->d, 1.0);
+    if (sp->d > PE_MAX_WIDTH)
+        return pe_fail(FASTPE_ESIZE, "d_model", -1, (double)sp->d, (double)PE_MAX_WIDTH);
+    if (S > 0 && nseq > INT64_MAX / S)
+        return pe_fail(FASTPE_ESIZE, "nseq", -1, (double)nseq, (double)(INT64_MAX / S));
+    rows = nseq * S;
+    if (out == NULL && rows > 0)
+        return pe_fail(FASTPE_ENULL, "out", -1, NAN, NAN);
+    /* (rows > 1 of one sequence, or one row of several: either would overlap) */
+    if (rows > 1 && row_stride < sp->d)
+        return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride, (double)sp->d);
+    if (!pe_span_ok(rows, row_stride, sp->d))
+        return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride,
+                       (double)((INT64_MAX / 16 - sp->d) / (rows > 1 ? rows - 1 : 1)));
+    /* any finite base > 0 (a base so small that the frequencies overflow: below) */
+    if (sp->wlist == NULL && !(isfinite(sp->base) && sp->base > 0.0))
+        return pe_fail(FASTPE_EBASE, "base", -1, sp->base, 0.0);
+    if (sp->layout != FASTPE_LAYOUT_INTERLEAVED && sp->layout != FASTPE_LAYOUT_SPLIT)
+        return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)sp->layout, NAN);
+    if (rq->add && !isfinite(rq->scale))
+        return pe_fail(FASTPE_ESCALE, "scale", -1, rq->scale, NAN);
+    if (!pe_frequencies_finite(sp))
+        return pe_fail(FASTPE_EBASE, "base", -1, sp->base, NAN);
+    if (rq->pos_f != NULL && (rq->offs != NULL || rq->offset != 0))
+        return pe_fail(FASTPE_EINVAL, "offset", -1, (double)rq->offset, 0.0);
+    /* |positions| * f_max must stay below 2^45 turns (exact quarter-turn
+       reduction); this also keeps offset + position far from int64 overflow.
+       One offset for all is checked even with no rows (it is an argument all
+       the same); an offset and an integer position count apart. */
+    const double limit = pe_max_position(sp);
+    if (rq->offs == NULL && rq->pos_f == NULL && rq->pos_i == NULL) {
+        double k = pe_extent(rq->offset, S);
+        return k <= limit ? FASTPE_OK : pe_fail(FASTPE_ERANGE, "offset", -1, k, limit);
+    }
+    if (rows == 0)
+        return FASTPE_OK;
+    /* inputs inside the rows to be written would be read after being overwritten */
+    const size_t itemsize = kind == PE_KIND_F64 ? 8 : (kind == PE_KIND_F32 ? 4 : 2);
+    const char *olo = (const char *)out;
+    const char *ohi = olo + (size_t)((rows - 1) * row_stride + sp->d) * itemsize;
+    int err = check_input_overlap(
+        olo, ohi, rq->pos_f != NULL ? (const void *)rq->pos_f : (const void *)rq->pos_i, nseq, S,
+        rq->psb, rq->pss, "positions");
+    if (err == FASTPE_OK)
+        err = check_input_overlap(olo, ohi, rq->offs, 1, nseq, 0, rq->offs_stride, "offset");
     if (err != FASTPE_OK)
         return err;
-    /* |positions| * f_max must stay below 2^45 turns (exact quarter-turn reduction);
-       this also keeps offset + seq_len far from int64 overflow. */
-    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
-    if (!pe_frequencies_finite(&sp))
-        return FASTPE_EBASE;
-    double kmax = pe_extent(offset, seq_len);
-    if (kmax * pe_spec_max_turns(&sp) >= PE_MAX_TURNS || kmax >= PE_MAX_POSITION)
-        return FASTPE_ERANGE;
+    for (int64_t b = 0; b < nseq; b++) {
+        const int64_t off = rq->offs != NULL ? rq->offs[b * rq->offs_stride] : rq->offset;
+        if (rq->pos_f != NULL) {
+            const double *p = rq->pos_f + b * rq->psb;
+            for (int64_t t = 0; t < S; t++) {
+                if (!(fabs(p[t * rq->pss]) <= limit))
+                    return pe_fail(FASTPE_ERANGE, "positions", b * S + t, p[t * rq->pss], limit);
+            }
+        } else if (rq->pos_i != NULL) {
+            const int64_t *p = rq->pos_i + b * rq->psb;
+            for (int64_t t = 0; t < S; t++) {
+                double k = fabs((double)off) + fabs((double)p[t * rq->pss]);
+                if (!(k <= limit))
+                    return pe_fail(FASTPE_ERANGE, "positions", b * S + t,
+                                   (double)off + (double)p[t * rq->pss], limit);
+            }
+        } else {
+            double k = pe_extent(off, S);
+            if (!(k <= limit))
+                return pe_fail(FASTPE_ERANGE, "offset", b * S, k, limit); /* (its first row) */
+        }
+    }
     return FASTPE_OK;
 }
 
-/* FASTPE_EOVERLAP if the n positions lie inside the rows to be written,
- * FASTPE_ERANGE if one is NaN, infinite or beyond limit. */
-static int positions_error(const void *out, size_t itemsize, int64_t n, int64_t row_stride,
-                           int64_t d, const double *positions, double limit) {
-    const char *lo = (const char *)out;
-    const char *hi = lo + (size_t)((n - 1) * row_stride + d) * itemsize;
-    if ((const char *)positions < hi && lo < (const char *)(positions + n))
-        return FASTPE_EOVERLAP;
-    for (int64_t r = 0; r < n; r++) {
-        if (!(fabs(positions[r]) <= limit))
-            return FASTPE_ERANGE;
+int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
+                    int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
+                    void *poll_ctx) {
+    int slot = -1, err = pe_check_fill(out, kind, row_stride, sp, rq, "seq_len");
+    if (err != FASTPE_OK || rq->nseq * rq->S == 0)
+        return pe_settle(err);
+    if (plan == NULL) {
+        plan = cplan_acquire(sp, num_threads, &slot, &err);
+        if (err != FASTPE_OK)
+            return pe_settle(err);
     }
-    return FASTPE_OK;
+    err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
+    cplan_release(slot);
+    return pe_settle(err);
 }
 
 static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model,
                            int64_t row_stride, double base, int64_t offset, int layout,
                            int num_threads, pe_poll_fn poll, void *ctx) {
     pe_init();
-    int err = check_args(out, seq_len, d_model, row_stride, base, offset, layout);
-    if (err != FASTPE_OK || seq_len == 0)
-        return err;
     pe_spec sp = pe_spec_vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, 1, seq_len, 0, 0);
     rq.offset = offset;
-    if (poll != NULL)
+    int err = pe_check_fill(out, kind, row_stride, &sp, &rq, "seq_len");
+    if (err != FASTPE_OK || seq_len == 0)
+        return err;
+    if (poll != NULL) /* (a poll callback runs on its own plan: no cache entry held meanwhile) */
         return pe_fill_run(out, kind, row_stride, &sp, &rq, num_threads, NULL, NULL, poll, ctx);
     return pe_fill_cached(out, kind, row_stride, &sp, &rq, num_threads);
 }
@@ -241,26 +317,15 @@ static int add_table_body(void *x, int kind, int64_t nseq, int64_t seq_len, int6
                           int64_t row_stride, double base, int64_t offset, double scale, int layout,
                           int num_threads) {
     pe_init();
-    if (nseq < 0)
-        return FASTPE_ESIZE;
-    int err = check_args(x, seq_len, d_model, row_stride, base, offset, layout);
-    if (err == FASTPE_OK && (nseq > 1 || seq_len > 1) && nseq > 0 && seq_len > 0 &&
-        row_stride < d_model)
-        err = FASTPE_ESTRIDE; /* rows of different sequences would overlap */
-    if (err == FASTPE_OK && !isfinite(scale))
-        err = FASTPE_ESCALE;
-    if (err != FASTPE_OK || nseq == 0 || seq_len == 0)
-        return err;
-    if (nseq > INT64_MAX / seq_len)
-        return FASTPE_ESIZE;
-    if (!pe_span_ok(nseq * seq_len, row_stride, d_model))
-        return FASTPE_ESTRIDE;
     pe_spec sp = pe_spec_vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, nseq, seq_len, 0, 0);
     rq.offset = offset;
     rq.add = 1;
     rq.scale = scale;
+    int err = pe_check_fill(x, kind, row_stride, &sp, &rq, "seq_len");
+    if (err != FASTPE_OK)
+        return err;
     return pe_fill_cached(x, kind, row_stride, &sp, &rq, num_threads);
 }
 
@@ -276,26 +341,18 @@ static int at_positions_body(void *out, int kind, int64_t n, int64_t d_model, in
                              const double *positions, double base, int layout, int add,
                              double scale, int num_threads) {
     pe_init();
-    int err = pe_check_common(out, n, d_model, row_stride, base, layout);
-    if (err == FASTPE_OK && positions == NULL && n > 0)
-        err = FASTPE_ENULL;
-    if (err == FASTPE_OK && !isfinite(scale))
-        err = FASTPE_ESCALE;
-    if (err != FASTPE_OK || n == 0)
-        return err;
+    if (positions == NULL && n > 0)
+        return pe_fail(FASTPE_ENULL, "positions", -1, NAN, NAN);
     pe_spec sp = pe_spec_vaswani(d_model, base, layout);
-    if (!pe_frequencies_finite(&sp))
-        return FASTPE_EBASE;
-    err = positions_error(out, kind == PE_KIND_F32 ? 4 : 8, n, row_stride, d_model, positions,
-                          pe_max_position(&sp));
-    if (err != FASTPE_OK)
-        return err;
     pe_rows rq;
     pe_init_rows(&rq, 1, n, 0, 0);
     rq.pos_f = positions;
     rq.pss = 1;
     rq.add = add;
     rq.scale = scale;
+    int err = pe_check_fill(out, kind, row_stride, &sp, &rq, "n");
+    if (err != FASTPE_OK)
+        return err;
     return pe_fill_cached(out, kind, row_stride, &sp, &rq, num_threads);
 }
 
@@ -339,7 +396,7 @@ FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d
                                 int num_threads, fastpe_poll_fn poll, void *ctx) {
     static const int kinds[4] = {PE_KIND_F32, PE_KIND_F64, PE_KIND_F16, PE_KIND_BF16};
     if (dtype < 0 || dtype > 3)
-        return FASTPE_EINVAL;
+        return pe_keep_errno(errno, pe_fail(FASTPE_EINVAL, "dtype", -1, (double)dtype, 3.0));
     return fill_table(out, kinds[dtype], seq_len, d_model, row_stride, base, offset, layout,
                       num_threads, poll, ctx);
 }

@@ -243,9 +243,27 @@ PE_HIDDEN int pe_rope_set_blocked(int on);
  * setting. */
 PE_HIDDEN int pe_rope_set_wide(int on);
 
-/* The shared argument checks of the Vaswani entry points. */
-PE_HIDDEN int pe_check_common(const void *p, int64_t n, int64_t d_model, int64_t row_stride,
-                              double base, int layout);
+/* The error detail (status.c): pe_fail records which argument a check refused
+ * (name: a static string; index -1 when not an element) and returns code;
+ * pe_settle(ret), at an entry point's exit, gives a failure no check named
+ * a bare detail (its code) and returns ret. */
+PE_HIDDEN int pe_fail(int code, const char *argument, int64_t index, double value, double limit);
+PE_HIDDEN int pe_settle(int ret);
+
+/* Every check of a table fill, in one place: the fill of sp's rows that rq
+ * describes (rows nseq * S, named n_name in the detail: "seq_len" or "n") into
+ * out, row_stride entries apart, of entries of kind (PE_KIND_*).  Sizes, the
+ * row stride and span, base, scale, positions finite and within the exact
+ * reduction (the index of the first bad one), inputs overlapping out.  The
+ * public entry points and the Python binding both call it. */
+PE_HIDDEN int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                            const pe_rows *rq, const char *n_name);
+/* pe_check_fill, then the fill: with plan NULL through the shared plan cache
+ * (specs without a frequency list), else with that plan; ac, poll as
+ * pe_fill_run. */
+PE_HIDDEN int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                              const pe_rows *rq, int num_threads, const double *plan,
+                              pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
 
 /* Tunables (tests and measurements; not while a fill runs).  Each setter
  * returns the old value. */
@@ -290,7 +308,7 @@ PE_INLINE int pe_span_ok(int64_t n, int64_t row_stride, int64_t d) {
  * it back. */
 PE_INLINE int pe_keep_errno(int saved, int ret) {
     errno = saved;
-    return ret;
+    return pe_settle(ret);
 }
 
 /* a // b, rounded towards -infinity (Python's) */

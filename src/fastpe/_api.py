@@ -19,11 +19,11 @@ from ._validate import (
     as_base,
     as_bool,
     as_choice,
-    as_finite,
     as_float_dtype,
     as_int,
     as_layout,
     as_num_threads,
+    as_real,
     check_out,
     check_table_size,
     kernel_view,
@@ -35,8 +35,9 @@ _DEFAULT_DTYPE = np.float32
 
 
 def _convention(convention: Any, base: Any, layout: Any) -> Convention:
-    """Resolve (convention, base, layout); base/layout are Vaswani's own knobs."""
-    base = as_base(base)
+    """Resolve (convention, base, layout); base/layout are Vaswani's own knobs
+    (a Convention checks its base)."""
+    base = as_real(base, "base")
     layout = LAYOUTS[as_layout(layout)]
     return resolve(
         convention,
@@ -53,12 +54,18 @@ def _encoder(convention: Any, base: Any, layout: Any, d_model: int) -> _kernel.E
     read, or resolved, compiled and kept there.  What it holds -- frequencies and
     rotation table -- is most of the cost of a small call, and depends only on
     these arguments, the way FFT libraries keep their twiddle factors."""
-    key = _kernel.encoder_key(convention, as_base(base), layout, d_model)
+    key = _kernel.encoder_key(convention, as_real(base, "base"), layout, d_model)
     enc = _kernel.encoders.get(key) if key is not None else None
     if enc is None:
         conv = _convention(convention, base, layout)
         enc = _kernel.remember(key, _kernel.Encoder(conv.spec(d_model), conv.padding_idx))
     return enc
+
+
+def _int64_offset(offset: int) -> int:
+    """An offset beyond int64 as the nearest int64: beyond any position the
+    library accepts, so its range check refuses it like any other too large."""
+    return min(max(offset, INT64_MIN), INT64_MAX)
 
 
 def _table_extent(offset: int, seq_len: int) -> int:
@@ -67,7 +74,9 @@ def _table_extent(offset: int, seq_len: int) -> int:
 
 
 def _check_range(enc: _kernel.Encoder, largest: float, name: str) -> None:
-    """Positions must stay where the angle reduction is exact (|k * w_max| < 2^45 turns)."""
+    """Positions must stay where the angle reduction is exact (|k * w_max| < 2^45 turns):
+    for the Dask front end, which checks before its tasks run (the public
+    functions leave this to the library's check in the fill)."""
     limit = enc.max_position
     if largest > limit:
         raise ValueError(
@@ -205,13 +214,14 @@ def sinusoidal(
     )
     if done is not None:  # the common argument types, already cached: filled
         return done
-    seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=INT64_MAX)
-    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
-    offset = as_int(offset, "offset")
+    # Python integers to int64 here; their values are the library's to check
+    seq_len = as_int(seq_len, "seq_len", minimum=INT64_MIN, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)
+    offset = _int64_offset(as_int(offset, "offset"))
+    _kernel.check_sizes(1, seq_len, d_model)
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
-    _check_range(enc, _table_extent(offset, seq_len), "seq_len and offset")
     fresh = out is None
     out, view = _output(
         out, (seq_len, d_model), explicit, enc.scratch_nbytes(seq_len, nthreads, False)
@@ -225,6 +235,7 @@ def sinusoidal(
         num_threads=nthreads,
         fresh=fresh,
         bfloat16=bf16,
+        errctx=_kernel.TABLE_ERRORS,
     )
     return out
 
@@ -262,8 +273,9 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return view
 
 
-def _as_positions(positions: Any, name: str) -> np.ndarray:
-    """Integer positions as int64, real ones as float64 (exact conversions only)."""
+def _as_positions(positions: Any, name: str, *, check_finite: bool = True) -> np.ndarray:
+    """Integer positions as int64, real ones as float64 (exact conversions only);
+    ``check_finite=False`` leaves NaN and inf to the library's check in the fill."""
     if isinstance(positions, np.ma.MaskedArray):
         raise TypeError(
             f"{name} must not be a masked array (its mask would be ignored); "
@@ -296,7 +308,7 @@ def _as_positions(positions: Any, name: str) -> np.ndarray:
                 )
         arr = arr.astype(np.float64, copy=False)
         arr = arr.astype(np.dtype(np.float64).newbyteorder("="), copy=False)
-        if arr.size and not np.all(np.isfinite(arr)):
+        if check_finite and arr.size and not np.all(np.isfinite(arr)):
             raise ValueError(f"{name} must be finite (got NaN or inf)")
         return np.require(arr, requirements="A")
     raise TypeError(f"{name} must be integers or real numbers, got dtype {arr.dtype}")
@@ -372,12 +384,12 @@ def sinusoidal_at(
     done = _kernel.table_at(positions, d_model, base, dtype, layout, out, num_threads, convention)
     if done is not None:  # the common argument types, already cached: filled
         return done
-    d_model = as_int(d_model, "d_model", minimum=1, maximum=INT64_MAX)
+    d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)
+    _kernel.check_sizes(1, 0, d_model)
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
-    pos = _as_positions(positions, "positions")
-    _check_range(enc, _largest(pos), "positions")
+    pos = _as_positions(positions, "positions", check_finite=False)
     shape = (*pos.shape, d_model)
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(pos.size, nthreads, False))
@@ -391,6 +403,7 @@ def sinusoidal_at(
         num_threads=nthreads,
         fresh=fresh,
         bfloat16=bf16,
+        errctx=(None, pos.shape, "positions"),
     )
     return out
 
@@ -454,18 +467,17 @@ def add_to(
     if x.ndim < 2:
         raise ValueError(f"x must have shape (..., seq_len, d_model), got shape {x.shape}")
     seq_len, d_model = x.shape[-2], x.shape[-1]
-    if d_model < 1:
-        raise ValueError("x's last axis (d_model) must not be empty")
+    _kernel.check_sizes(1, seq_len, d_model, _kernel.ADD_ERRORS)
     check_out(x, x.shape, None)
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
-    scale = as_finite(scale, "scale")  # (a Python int beyond float raised OverflowError)
+    scale = as_real(scale, "scale")  # (beyond the float range: inf, which the library refuses)
     batch = x.shape[:-2]
     nseq = int(np.prod(batch, dtype=np.int64))
     rows, bf16 = kernel_view(_rows(x))
     # no early return for an empty x: offset and positions are checked all the same
 
-    where = _offset_positions(offset, positions, x.shape, enc)
+    where = _offset_positions(offset, positions, x.shape, None, _unchecked_positions)
     offsets = None
     if where.offset is not None:
         offsets = np.ascontiguousarray(np.broadcast_to(where.offset, batch)).reshape(-1)
@@ -480,13 +492,14 @@ def add_to(
         rows,
         nseq=nseq,
         seq_len=seq_len,
-        offset=where.off_scalar,
+        offset=_int64_offset(where.off_scalar),
         offsets=offsets,
         positions=pos2,
         add=True,
         scale=scale,
         num_threads=nthreads,
         bfloat16=bf16,
+        errctx=(_kernel.ADD_ERRORS, x.shape[:-1], "x"),
     )
     return x
 
@@ -500,20 +513,27 @@ class _Where(NamedTuple):
     largest: float | None  # the largest |position|; None when only known later
 
 
-def _numpy_positions(values: Any, name: str, kinds: str) -> tuple[np.ndarray, float | None]:
-    arr = _as_positions(values, name)
+def _numpy_positions(
+    values: Any, name: str, kinds: str, *, check_finite: bool = True
+) -> tuple[np.ndarray, float | None]:
+    arr = _as_positions(values, name, check_finite=check_finite)
     if name == "offset" and arr.size == 0:  # offset=[] for an empty batch: NumPy makes it float64
         arr = arr.astype(np.int64)
     if arr.dtype.kind not in kinds:  # (_as_positions refused all but integers and reals)
         raise TypeError(f"{name} must be integers, got dtype {np.asarray(values).dtype}")
-    return arr, _largest(arr)
+    return arr, _largest(arr) if check_finite else None
+
+
+def _unchecked_positions(values: Any, name: str, kinds: str) -> tuple[np.ndarray, float | None]:
+    """add_to's conversion: the values are the library's to check, in the fill."""
+    return _numpy_positions(values, name, kinds, check_finite=False)
 
 
 def _offset_positions(
     offset: Any,
     positions: Any,
     shape: tuple[int, ...],
-    enc: _kernel.Encoder,
+    enc: _kernel.Encoder | None,
     convert: Callable[[Any, str, str], tuple[Any, float | None]] = _numpy_positions,
     array_types: tuple[type, ...] = (np.ndarray,),
 ) -> _Where:
@@ -523,7 +543,9 @@ def _offset_positions(
     (int64 for kinds "i", int64 or float64 for "if") and its largest |value|,
     or None where that is not known yet (the Dask front end's lazy arrays); an
     ``offset`` of one of ``array_types`` goes to ``convert`` even when 0-d.
-    The range is checked here whenever every part of it is known.
+    With ``enc``, the range is checked here whenever every part of it is known
+    (the Dask front end, before its tasks run); add_to passes None: the
+    library checks every position in the fill.
     """
     batch, seq_len = shape[:-2], shape[-2]
     off_scalar, off, pos = 0, None, None
@@ -550,7 +572,7 @@ def _offset_positions(
                 f"positions of shape {pos.shape} do not broadcast to x.shape[:-1] = {shape[:-1]}"
             )
         largest = None if largest is None or top is None else largest + top
-    if largest is not None:
+    if largest is not None and enc is not None:
         _check_range(enc, largest, "offset + positions")
     return _Where(off_scalar, off, pos, largest)
 

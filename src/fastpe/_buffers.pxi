@@ -22,7 +22,7 @@ cdef int _one = 1
 cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t nseq,
                           int64_t seq_len, int64_t offset, offsets, positions, zero_pos,
                           bint add, double scale, int num_threads, bint fresh,
-                          pe_anchor_cache *ac=NULL, bint bfloat16=False):
+                          pe_anchor_cache *ac=NULL, bint bfloat16=False, tuple errctx=None):
     """The general fill behind the public functions (which validate everything
     first): buffers in, kernel run, buffers released.
 
@@ -35,7 +35,9 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
     broadcast zeros welcome; float positions exclude offsets).  Rows at
     ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.
-    ``fresh``: ``out`` was just allocated (its pages are new)."""
+    ``fresh``: ``out`` was just allocated (its pages are new).  The library
+    checks the numbers (sizes, stride, positions, scale); ``errctx``: how its
+    refusals are worded (see _fill_interruptibly)."""
     cdef pe_spec sp = spp[0]
     cdef pe_rows rq
     cdef Py_buffer view, pview, oview
@@ -63,10 +65,11 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
             raise TypeError("out must be a 2-D float16, float32 or float64 buffer")
         if view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
             raise ValueError("out has the wrong shape for this fill")
-        if view.shape[0] > 1 and view.strides[0] < sp.d * view.itemsize:
-            raise ValueError("out's rows overlap")
         if view.shape[1] > 1 and view.strides[1] != view.itemsize:
             raise ValueError("out's rows must be contiguous")
+        if view.shape[0] > 1 and view.strides[0] % view.itemsize != 0:
+            raise ValueError("out's row stride must be a whole number of entries")
+        # (the library checks the stride against the width: rows must not overlap)
         stride = view.strides[0] // view.itemsize if view.shape[0] > 1 else sp.d
         # Inputs that share memory with out (or x) are copied first, as NumPy's
         # ufuncs do: the fill would otherwise read positions it has overwritten.
@@ -86,8 +89,6 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
                 raise TypeError("positions must be a 2-D (nseq, seq_len) int64/float64 array")
             pcode = _native_code(pview.format)
             if pcode == c'd':
-                if offsets is not None or offset != 0:
-                    raise ValueError("float positions cannot be combined with offsets")
                 rq.pos_f = <const double *>pview.buf
             elif pcode in (c'l', c'q'):
                 rq.pos_i = <const int64_t *>pview.buf
@@ -95,8 +96,7 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
                 raise TypeError("positions must be int64 or float64")
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
-        if nseq * seq_len > 0:
-            _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac)
+        _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac, errctx)
     finally:
         PyBuffer_Release(&view)
         if have_p:
@@ -165,17 +165,22 @@ cdef int _raise_pending() except -1:
 
 cdef void _fill_interruptibly(void *out, char kind, int64_t stride, const pe_spec *sp,
                               const pe_rows *rq, int num_threads, const double *plan,
-                              pe_anchor_cache *ac=NULL) except *:
-    """Run a fill without the GIL: ONE call into the library, which works in chunks
-    of about _set_chunk_entries entries and checks for signals between them, so
-    that Ctrl-C interrupts a long fill within a few milliseconds (KeyboardInterrupt;
-    the rows done so far stay written).  ``kind``: the entries' type ('f', 'd',
-    'e' or 'b').  Any chunking gives the same bits.  ``ac``: the encoding's anchor
-    cache, read before and written after a fill (NULL: none)."""
+                              pe_anchor_cache *ac=NULL, tuple errctx=None) except *:
+    """Run a checked fill without the GIL: ONE call into the library, which checks
+    the arguments, then works in chunks of about _set_chunk_entries entries and
+    checks for signals between them, so that Ctrl-C interrupts a long fill within
+    a few milliseconds (KeyboardInterrupt; the rows done so far stay written).
+    ``kind``: the entries' type ('f', 'd', 'e' or 'b').  Any chunking gives the
+    same bits.  ``ac``: the encoding's anchor cache, read before and written
+    after a fill (NULL: none).  ``errctx``: None, or (names, shape, label) for
+    _raise: the caller's names of the library's arguments, and where an
+    element index points."""
     cdef int err
     with nogil:
-        err = pe_fill_run(out, kind, stride, sp, rq, num_threads, plan, ac, _poll_signals, NULL)
-    if err == PE_EINTR:
-        _raise_pending()
+        err = pe_fill_checked(out, kind, stride, sp, rq, num_threads, plan, ac, _poll_signals,
+                              NULL)
     if err != FASTPE_OK:
-        _raise_for(err)
+        if errctx is None:
+            _raise(err)
+        else:
+            _raise(err, errctx[0], errctx[1], errctx[2])

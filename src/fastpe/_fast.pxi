@@ -160,19 +160,32 @@ cdef inline bint _small(const pe_spec *sp, int64_t rows, int nt, bint add, doubl
     return out_bytes + _scratch_bound(sp, rows, nt, add) < _small_request
 
 
-cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows *rq):
+cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows *rq,
+                      tuple errctx):
     """A new array of ``shape`` (n rows; float32 unless want is 'd') filled, or None
-    when it is large enough for the general path's memory checks."""
+    when it is large enough for the general path's memory checks.  The library
+    checks the arguments before the array is made (and again in the fill: the
+    same checks, so a refusal never depends on the path)."""
+    cdef int err
     if want == 0:
         want = c'f'
+    err = pe_check_fill(&_placeholder, want, enc.sp.d, &enc.sp, rq, "seq_len")
+    if err != FASTPE_OK:
+        _raise(err, errctx[0], errctx[1], errctx[2])
     if not _small(&enc.sp, n, nt, False, <double>n * enc.sp.d * (4 if want == c'f' else 8)):
         return None
     out = _np_empty(shape, _F32 if want == c'f' else _F64)
     rq.fresh = 1
-    if n > 0:
-        _fill_interruptibly(_data(out), want, enc.sp.d, &enc.sp, rq, nt, enc.pmem,
-                            &enc.ac)
+    _fill_interruptibly(_data(out), want, enc.sp.d, &enc.sp, rq, nt, enc.pmem, &enc.ac,
+                        errctx)
     return out
+
+
+# How the library's refusals read for each public function (see _raise): the
+# library's names of its arguments as the caller knows them.
+TABLE_ERRORS = ({"offset": "seq_len and offset", "seq_len": "seq_len"}, None, "positions")
+ADD_ERRORS = {"seq_len": "x.shape[-2]", "nseq": "the number of sequences",
+              "d_model": "x's last axis (d_model)"}
 
 
 def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention):
@@ -184,38 +197,32 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
     cdef char want
     cdef Py_buffer view
     cdef pe_rows rq
-    if enc is None or not _as_i64(seq_len, &S) or S < 0 or not _as_i64(offset, &off):
+    if enc is None or not _as_i64(seq_len, &S) or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
-    if _extent(off, S) > enc.max_position:
-        return None
     _init_rows(&rq, 1, S, enc.has_zero, enc.zero)
     rq.offset = off
     if out is None:
-        return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq)
+        return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq, TABLE_ERRORS)
     if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
         return None
     try:
         if view.ndim != 2 or rows != S or not _small(&enc.sp, S, nt, False, 0.0):
             return None
-        if S > 0:
-            _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt,
-                                enc.pmem, &enc.ac)
+        _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
+                            &enc.ac, TABLE_ERRORS)
     finally:
         PyBuffer_Release(&view)
     return out
 
 
-cdef bint _fast_positions(positions, Py_buffer *pv, double limit) except -1:
-    """Acquire a plain C-contiguous int64/float64 ndarray of positions that are all
-    finite and within +-limit.  False (nothing held) otherwise."""
-    cdef Py_ssize_t i, n
+cdef bint _fast_positions(positions, Py_buffer *pv) except -1:
+    """Acquire a plain C-contiguous int64/float64 ndarray of positions (their
+    values are the library's to check).  False (nothing held) otherwise."""
     cdef char code
-    cdef const double *pf
-    cdef const int64_t *pi
     if type(positions) is not _NDARRAY:
         return False
     try:
@@ -223,25 +230,8 @@ cdef bint _fast_positions(positions, Py_buffer *pv, double limit) except -1:
     except (BufferError, ValueError):        # NumPy: ValueError when not contiguous
         return False
     code = _native_code(pv.format)
-    n = pv.len // 8
-    if pv.itemsize != 8 or (<size_t>pv.buf) % 8 != 0:
-        PyBuffer_Release(pv)
-        return False
-    if code == c'd':
-        pf = <const double *>pv.buf
-        for i in range(n):
-            if not (fabs(pf[i]) <= limit):      # (NaN fails too)
-                PyBuffer_Release(pv)
-                return False
-        return True
-    if code == c'l' or code == c'q':
-        pi = <const int64_t *>pv.buf
-        for i in range(n):
-            # (beyond 2^53 an int64 position is not exact in a double)
-            if pi[i] < -9007199254740992 or pi[i] > 9007199254740992 \
-                    or fabs(<double>pi[i]) > limit:
-                PyBuffer_Release(pv)
-                return False
+    if pv.itemsize == 8 and (<size_t>pv.buf) % 8 == 0 \
+            and (code == c'd' or code == c'l' or code == c'q'):
         return True
     PyBuffer_Release(pv)
     return False
@@ -263,7 +253,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
-    if not _fast_positions(positions, &pv, enc.max_position):
+    if not _fast_positions(positions, &pv):
         return None
     try:
         n = pv.len // 8
@@ -273,8 +263,10 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
             rq.pos_f = <const double *>pv.buf
         else:
             rq.pos_i = <const int64_t *>pv.buf
+        errctx = (None, (<object>positions).shape, "positions")
         if out is None:
-            return _fill_new(enc, (<object>positions).shape + (enc.d_model,), n, want, nt, &rq)
+            return _fill_new(enc, (<object>positions).shape + (enc.d_model,), n, want, nt, &rq,
+                             errctx)
         if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
             return None
         have_view = True
@@ -284,9 +276,8 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
         for i in range(pv.ndim):
             if view.shape[i] != pv.shape[i]:
                 return None
-        if n > 0:
-            _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt,
-                                enc.pmem, &enc.ac)
+        _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
+                            &enc.ac, errctx)
         return out
     finally:
         PyBuffer_Release(&pv)
@@ -303,7 +294,7 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention):
     cdef pe_rows rq
     cdef Encoder enc
     if positions is not None or type(x) is not _NDARRAY or type(scale) is not float \
-            or not isfinite(<double>scale) or not _as_i64(offset, &off):
+            or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
     shape = (<object>x).shape
@@ -316,16 +307,14 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention):
         return None
     try:
         S = view.shape[view.ndim - 2]
-        if fabs(<double>off) + <double>S > enc.max_position \
-                or not _small(&enc.sp, rows, nt, True, 0.0):
+        if not _small(&enc.sp, rows, nt, True, 0.0):
             return None
         _init_rows(&rq, rows // S if S > 0 else 0, S, enc.has_zero, enc.zero)
         rq.offset = off
         rq.add = 1
         rq.scale = <double>scale
-        if rows > 0:
-            _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt,
-                                enc.pmem, &enc.ac)
+        _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
+                            &enc.ac, (ADD_ERRORS, None, "x"))
     finally:
         PyBuffer_Release(&view)
     return x

@@ -110,7 +110,7 @@ def as_int(
     return ivalue
 
 
-def _as_real(value: Any, name: str) -> float:
+def as_real(value: Any, name: str) -> float:
     """A real number (not bool) as a float; inf when it is beyond the float range."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
@@ -122,7 +122,7 @@ def _as_real(value: Any, name: str) -> float:
 
 def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> float:
     """A finite, strictly positive real number (at most ``maximum``)."""
-    fvalue = _as_real(value, name)
+    fvalue = as_real(value, name)
     if not math.isfinite(fvalue) or fvalue <= 0.0:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
     if maximum is not None and fvalue > maximum:
@@ -132,7 +132,7 @@ def as_base(value: Any, name: str = "base", *, maximum: float | None = None) -> 
 
 def as_finite(value: Any, name: str) -> float:
     """A finite real number of any sign (not bool)."""
-    fvalue = _as_real(value, name)
+    fvalue = as_real(value, name)
     if not math.isfinite(fvalue):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return fvalue

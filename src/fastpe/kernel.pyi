@@ -260,6 +260,7 @@ class Encoder:
         num_threads: int = ...,
         fresh: bool = ...,
         bfloat16: bool = ...,
+        errctx: tuple[dict[str, str] | None, tuple[int, ...] | None, str] | None = ...,
     ) -> Any: ...
     def scratch_nbytes(self, rows: int, num_threads: int, add: bool) -> int: ...
 
@@ -267,6 +268,13 @@ PLAN_MAX_BYTES: int
 ENCODERS_MAX: int
 ENCODERS_MAX_BYTES: int
 encoders: dict[tuple[Any, ...], Encoder]
+
+def check_sizes(
+    nseq: int, seq_len: int, d_model: int, names: dict[str, str] | None = ...
+) -> None: ...
+
+TABLE_ERRORS: tuple[dict[str, str], None, str]
+ADD_ERRORS: dict[str, str]
 
 def encoder_key(
     convention: Any, base: float, layout: Any, d_model: int

@@ -7,6 +7,7 @@ its plans and threads, linked statically), one library call per fill.  In
 parts by job:
   _pe_core.pxi   the C library's declarations (lib/src/pe_lib.h, lib/src/kernels/)
   _tuning.pxi    the library's tuning knobs and system probes, from Python
+  _checks.pxi    the library's argument checks and error detail -> Python exceptions
   _buffers.pxi   from Python buffers to a fill, interruptible by Ctrl-C
   kernel.pyx     (this file) the Python entry points: Plan, Encoder, fill_rows
   _fast.pxi      the encoding cache and the fast paths table/table_at/add
@@ -52,6 +53,7 @@ cdef double _small_request = _system.SMALL_REQUEST
 
 include "_pe_core.pxi"
 include "_tuning.pxi"
+include "_checks.pxi"
 include "_buffers.pxi"
 
 
@@ -247,11 +249,12 @@ cdef class Encoder:
 
     def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
                   positions=None, bint add=False, double scale=1.0, int num_threads=0,
-                  bint fresh=False, bint bfloat16=False):
-        """Fill ``out`` (arguments validated by the caller; see _fill_buffers)."""
+                  bint fresh=False, bint bfloat16=False, tuple errctx=None):
+        """Fill ``out`` (buffers converted by the caller, numbers checked by the
+        library; see _fill_buffers)."""
         return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
                              positions, self.zero_pos, add, scale, num_threads, fresh,
-                             &self.ac, bfloat16)
+                             &self.ac, bfloat16, errctx)
 
     @property
     def nbytes(self):

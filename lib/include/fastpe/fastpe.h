@@ -498,4 +498,30 @@ FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head
 }
 #endif
 
+/* ---- the error detail -------------------------------------------------------
+ * What the last failing call on the calling thread refused: its code, the
+ * argument by its name in this header ("seq_len", "d_model", "row_stride",
+ * "base", "layout", "offset", "positions", "scale", "out", ...; NULL when the
+ * code says all there is, e.g. FASTPE_ENOMEM), the element of an array
+ * argument (index, else -1), the offending value and the limit it broke (NaN
+ * where there is none).  Each thread has its own; only a failing call writes it,
+ * as with errno: a call that succeeds leaves the last failure readable, so read
+ * it right after the call that returned the code.  argument is a static string.
+ * Returns detail->code (FASTPE_OK before any failure on this thread); a NULL
+ * detail only returns the code. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+typedef struct fastpe_error {
+    int code;             /* FASTPE_E* */
+    const char *argument; /* static; NULL: none named */
+    int64_t index;        /* the element of an array argument, or -1 */
+    double value;         /* the refused value (for sizes and positions, as a double) */
+    double limit;         /* the bound it broke, or NaN */
+} fastpe_error;
+FASTPE_API int fastpe_last_error(fastpe_error *detail);
+#ifdef __cplusplus
+}
+#endif
+
 #endif /* FASTPE_FASTPE_H */

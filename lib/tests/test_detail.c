@@ -1,0 +1,176 @@
+/*
+ * The error detail (fastpe_last_error): each failing table call names its
+ * argument, the element and the bound; a successful call leaves the last
+ * failure readable; two threads failing at once each read their own.
+ *     fastpe_test_detail
+ */
+#if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <fastpe/fastpe.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#if defined(_WIN32)
+#include <process.h>
+#include <windows.h>
+#else
+#include <pthread.h>
+#endif
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static const char *name(const char *s) { return s != NULL ? s : "(null)"; }
+
+/* the detail is (code, argument, index) and value/limit as given (NaN: any) */
+static int detail_is(int got, int code, const char *argument, int64_t index, double value,
+                     double limit, const char *what) {
+    fastpe_error e;
+    int n = failures;
+    int ret = fastpe_last_error(&e);
+    CHECK(got == code, "%s: returned %d, want %d", what, got, code);
+    CHECK(ret == code && e.code == code, "%s: detail code %d, want %d", what, e.code, code);
+    CHECK((argument == NULL && e.argument == NULL) ||
+              (argument != NULL && e.argument != NULL && strcmp(e.argument, argument) == 0),
+          "%s: argument %s, want %s", what, name(e.argument), name(argument));
+    CHECK(e.index == index, "%s: index %lld, want %lld", what, (long long)e.index,
+          (long long)index);
+    CHECK(isnan(value) || e.value == value, "%s: value %g, want %g", what, e.value, value);
+    CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
+    return failures == n;
+}
+
+static double buf[64 * 16];
+
+/* One thread's sequence of failures; `salt` makes each thread's values its own. */
+static int failures_in_order(int salt) {
+    const int IL = FASTPE_LAYOUT_INTERLEAVED;
+    double pos[4] = {0.0, 1.0, 2.0, 3.0};
+    int ok = 1;
+    ok &= detail_is(fastpe_fill_f64(buf, -1 - salt, 16, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "seq_len",
+                    -1, (double)(-1 - salt), 0.0, "seq_len < 0");
+    ok &= detail_is(fastpe_fill_f64(buf, 4, 0, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model", -1, 0.0,
+                    1.0, "d_model 0");
+    ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 15 - salt, 1e4, 0, IL, 1), FASTPE_ESTRIDE,
+                    "row_stride", -1, (double)(15 - salt), 16.0, "row_stride < d_model");
+    ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 16, -2.0 - salt, 0, IL, 1), FASTPE_EBASE, "base",
+                    -1, -2.0 - salt, NAN, "base < 0");
+    ok &= detail_is(fastpe_fill_f64(NULL, 4, 16, 16, 1e4, 0, IL, 1), FASTPE_ENULL, "out", -1, NAN,
+                    NAN, "out NULL");
+    ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 16, 1e4, 0, 7, 1), FASTPE_ELAYOUT, "layout", -1,
+                    7.0, NAN, "layout 7");
+    ok &= detail_is(fastpe_add_f64(buf, 2, 4, 16, 16, 1e4, 0, INFINITY, IL, 1), FASTPE_ESCALE,
+                    "scale", -1, INFINITY, NAN, "scale inf");
+    ok &= detail_is(fastpe_fill_poll(buf, 9, 4, 16, 16, 1e4, 0, IL, 1, NULL, NULL), FASTPE_EINVAL,
+                    "dtype", -1, 9.0, 3.0, "dtype 9");
+    /* the offset: the largest |position| of the rows, and the limit */
+    ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 16, 1e4, (int64_t)1 << 60, IL, 1), FASTPE_ERANGE,
+                    "offset", -1, (double)((int64_t)1 << 60) + 3.0, NAN, "offset too large");
+    fastpe_error e;
+    fastpe_last_error(&e);
+    CHECK(e.limit > 1e9 && e.limit < (double)((int64_t)1 << 60), "offset limit %g", e.limit);
+    /* positions: the index of the first bad one, and its value */
+    pos[2 + salt % 2] = NAN;
+    ok &= detail_is(fastpe_fill_positions_f64(buf, 4, 16, 16, pos, 1e4, IL, 1), FASTPE_ERANGE,
+                    "positions", 2 + salt % 2, NAN, NAN, "position NaN");
+    fastpe_last_error(&e);
+    CHECK(isnan(e.value), "the NaN position's value is NaN, got %g", e.value);
+    pos[2 + salt % 2] = 1e300;
+    ok &= detail_is(fastpe_add_positions_f64(buf, 4, 16, 16, pos, 1e4, 1.0, IL, 1), FASTPE_ERANGE,
+                    "positions", 2 + salt % 2, 1e300, NAN, "position too large");
+    ok &= detail_is(fastpe_fill_positions_f64(buf, 4, 16, 16, buf + 8, 1e4, IL, 1), FASTPE_EOVERLAP,
+                    "positions", -1, NAN, NAN, "positions overlap out");
+    /* a successful call leaves the last failure readable (as errno) */
+    CHECK(fastpe_fill_f64(buf, 4, 16, 16, 1e4, 0, IL, 1) == FASTPE_OK, "a valid fill");
+    ok &= detail_is(FASTPE_EOVERLAP, FASTPE_EOVERLAP, "positions", -1, NAN, NAN,
+                    "after a successful call");
+    return ok;
+}
+
+/* Both threads fail, wait for each other, then read: a detail shared between
+ * threads would hold the other thread's failure. */
+#if defined(_WIN32)
+static SYNCHRONIZATION_BARRIER barrier;
+static void wait_both(void) { EnterSynchronizationBarrier(&barrier, 0); }
+#else
+static pthread_barrier_t barrier;
+static void wait_both(void) { pthread_barrier_wait(&barrier); }
+#endif
+
+static void lockstep(int salt) {
+    const int IL = FASTPE_LAYOUT_INTERLEAVED;
+    double pos[64];
+    int ok = 1;
+    for (int i = 0; i < 64; i++)
+        pos[i] = i;
+    for (int i = 0; i < 500; i++) {
+        int at = (salt * 7 + i) % 64;
+        pos[at] = -1e300 * salt;
+        int err = fastpe_fill_positions_f64(buf, 64, 4, 4, pos, 1e4, IL, 1);
+        pos[at] = at;
+        wait_both();
+        /* (after a failure, keep meeting the other thread, without reporting more) */
+        if (ok)
+            ok = detail_is(err, FASTPE_ERANGE, "positions", at, -1e300 * salt, NAN, "lockstep");
+        wait_both();
+    }
+}
+
+#if defined(_WIN32)
+static unsigned __stdcall worker(void *arg) {
+#else
+static void *worker(void *arg) {
+#endif
+    int salt = (int)(intptr_t)arg, ok = 1;
+    for (int i = 0; i < 50 && ok; i++)
+        ok = failures_in_order(salt);
+    lockstep(salt);
+#if defined(_WIN32)
+    return 0;
+#else
+    return NULL;
+#endif
+}
+
+int main(void) {
+    fastpe_error e;
+    memset(&e, 0x5a, sizeof(e));
+    CHECK(fastpe_last_error(NULL) == FASTPE_OK, "no failure yet on this thread");
+    CHECK(fastpe_last_error(&e) == FASTPE_OK && e.code == FASTPE_OK && e.argument == NULL &&
+              e.index == -1,
+          "the detail before any failure");
+    failures_in_order(0);
+    /* two threads failing at once: each reads its own detail, never the other's */
+#if defined(_WIN32)
+    HANDLE th[2];
+    InitializeSynchronizationBarrier(&barrier, 2, -1);
+    for (int t = 0; t < 2; t++)
+        th[t] = (HANDLE)_beginthreadex(NULL, 0, worker, (void *)(intptr_t)(t + 1), 0, NULL);
+    WaitForMultipleObjects(2, th, TRUE, INFINITE);
+#else
+    pthread_t th[2];
+    pthread_barrier_init(&barrier, NULL, 2);
+    for (int t = 0; t < 2; t++)
+        CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)(t + 1)) == 0, "thread %d", t);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+#endif
+    /* this thread's detail is still its own last failure */
+    detail_is(FASTPE_EOVERLAP, FASTPE_EOVERLAP, "positions", -1, NAN, NAN, "main after threads");
+    if (failures)
+        fprintf(stderr, "%d failures\n", failures);
+    else
+        printf("fastpe_test_detail: ok\n");
+    return failures != 0;
+}

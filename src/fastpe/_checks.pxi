@@ -1,0 +1,106 @@
+# Included by kernel.pyx: the library's argument checks and their error detail
+# (lib/src/api.c, status.c).  The table functions convert Python arguments to C
+# ones and make ONE checked library call; a refusal comes back as a code and a
+# detail (argument, element, value, limit), and _raise turns it into the
+# exception the Python API has always raised, with a message naming the argument.
+
+cdef extern from "fastpe/fastpe.h":
+    ctypedef struct fastpe_error:
+        int code
+        const char *argument
+        int64_t index
+        double value
+        double limit
+    int fastpe_last_error(fastpe_error *detail) nogil
+
+cdef extern from "pe_lib.h" nogil:
+    int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                      const pe_rows *rq, const char *n_name)
+    int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                        const pe_rows *rq, int num_threads, const double *plan,
+                        pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx)
+
+
+def _number(double v):
+    """A detail's value as messages show it: integers without a fraction."""
+    if isfinite(v) and v.is_integer():
+        return int(v)
+    return v
+
+
+cdef str _element(int64_t index, tuple shape, str label):
+    """`label[i, j]` for a flat row index into an array of ``shape`` (C order)."""
+    if index < 0 or shape is None or len(shape) == 0:
+        return ""
+    idx = []
+    for n in reversed(shape):
+        idx.append(index % n if n > 0 else 0)
+        index = index // n if n > 0 else 0
+    return f" at {label}[{', '.join(str(i) for i in reversed(idx))}]"
+
+
+cdef int _raise(int err, dict names=None, tuple shape=None, str label="positions") except -1:
+    """Raise for the library's code ``err`` from this thread's error detail:
+    ValueError naming the argument (``names`` renames the library's argument
+    names to the caller's, ``shape``/``label`` place an element index), or
+    MemoryError; the bare code's text when no check named an argument."""
+    cdef fastpe_error e
+    fastpe_last_error(&e)
+    if err == FASTPE_ENOMEM:
+        raise MemoryError(ERROR_MESSAGES[err])
+    if err == PE_EINTR:
+        return _raise_pending()
+    if e.code != err or e.argument == NULL:
+        raise ValueError(ERROR_MESSAGES.get(err, f"fastpe kernel error {err}"))
+    arg = e.argument.decode()
+    name = names.get(arg, arg) if names is not None else arg
+    value = _number(e.value)
+    limit = _number(e.limit)
+    if err == FASTPE_ESIZE:
+        if limit == 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value}")
+        if limit == 1 and value == 0 and names is not None and arg in names:
+            raise ValueError(f"{name} must not be empty")   # (an array's axis)
+        if arg == "d_model" and limit == 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value}")
+        raise ValueError(f"{name} must be an integer <= {limit} (no table is larger), got {value}")
+    if err == FASTPE_ESTRIDE:
+        raise ValueError("out's rows must not overlap or run backwards "
+                         f"(row stride >= {limit} entries), got {value}")
+    if err == FASTPE_EBASE:
+        if limit == 0:
+            raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+        raise ValueError(f"{name}={value!r} gives frequencies base**(-i/denominator) "
+                         "that overflow a double at this width; use a base closer to 1")
+    if err == FASTPE_ESCALE:
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if err == FASTPE_ERANGE:
+        where = _element(e.index, shape, label)
+        if not isfinite(e.value):
+            raise ValueError(f"{name} must be finite, got {value!r}{where}")
+        raise ValueError(
+            f"{name} must keep every position within +-{int(e.limit)} for this width and "
+            f"base (exact angle reduction); got positions up to {value!r}{where}")
+    if err == FASTPE_EOVERLAP:
+        raise ValueError(f"{name} must not share memory with the rows being written")
+    if err == PE_EINVAL and arg == "offset":
+        raise ValueError(
+            "float positions cannot be combined with offset; add the offset to the positions")
+    raise ValueError(f"{name}: {ERROR_MESSAGES.get(err, f'fastpe kernel error {err}')}")
+
+
+cdef int _placeholder
+
+
+def check_sizes(int64_t nseq, int64_t seq_len, int64_t d_model, dict names=None):
+    """The library's size checks (counts, width, rows within int64), before
+    anything is built or allocated from them (``names``: as for _raise)."""
+    cdef pe_spec sp = pe_spec_vaswani(d_model, 10000.0, 0)
+    cdef pe_rows rq
+    cdef int err
+    _init_rows(&rq, nseq, seq_len, False, 0)
+    err = pe_check_fill(&_placeholder, c'd', d_model, &sp, &rq, "seq_len")
+    # (a span beyond INT64_MAX/16 entries is a buffer's, not a size's, fault:
+    # the memory check that follows explains such tables)
+    if err != FASTPE_OK and err != FASTPE_ESTRIDE:
+        _raise(err, names)
