@@ -24,14 +24,29 @@ grep -oE '^FASTPE_API [^(]*\bfastpe_[a-z0-9_]+\(' lib/include/fastpe/fastpe.h \
 compilers=(gcc)
 command -v clang > /dev/null && compilers+=(clang)
 
+# The CMake builds below compile from a copy of the library's sources, with each build
+# folder beside it, through ccache where installed: the compile commands then name the
+# same relative paths as the README's build (tests/test_readme.py) and as earlier runs,
+# so an identical compile is a cache hit wherever the tree lies.  FASTPE_NO_CCACHE=1
+# turns that off.
+LIBSRC=$WORK/src
+mkdir -p "$LIBSRC"
+cp CMakeLists.txt "$LIBSRC/"
+tar --exclude='build*' --exclude=__pycache__ --exclude='*.so' --exclude=kernel.c -cf - lib src \
+    | tar -C "$LIBSRC" -xf -
+if [ "${FASTPE_NO_CCACHE:-0}" != 1 ] && command -v ccache > /dev/null; then
+    export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+    export CCACHE_BASEDIR=$WORK CCACHE_NOHASHDIR=1
+fi
+
 build() {  # name cc cmake-args... -> configure, build, ctest, install, move, consume
     local name=$1 cc=$2; shift 2
     # the C++ twin of cc: fastpe.pc carries this compiler's own OpenMP flag
     local cxx=c++
     [ "$cc" = clang ] && cxx=clang++
-    local b="$WORK/build-$name" p="$WORK/prefix-$name"
+    local b="$LIBSRC/build-$name" p="$WORK/prefix-$name" t=$SECONDS
     echo "== $name ($cc)"
-    CC=$cc cmake -S "$SRC" -B "$b" -DCMAKE_BUILD_TYPE=Release "$@" > "$b.log" 2>&1 \
+    CC=$cc cmake -S "$LIBSRC" -B "$b" -DCMAKE_BUILD_TYPE=Release "$@" > "$b.log" 2>&1 \
         || { cat "$b.log"; fail "$name: cmake failed"; }
     cmake --build "$b" -j "$JOBS" > "$b-build.log" 2>&1 \
         || { cat "$b-build.log"; fail "$name: build failed"; }
@@ -73,6 +88,7 @@ build() {  # name cc cmake-args... -> configure, build, ctest, install, move, co
     [ "$pcv" = "$want" ] && [ "$cmv" = "$want" ] \
         || fail "$name: versions differ: VERSION $want, fastpe.pc $pcv, CMake package $cmv"
     LAST_PREFIX=$p
+    echo "-- $name: $((SECONDS - t)) s"
 }
 
 for cc in "${compilers[@]}"; do
@@ -101,25 +117,25 @@ done
 
 # (no ifunc clones: their resolvers run before TSan's runtime is ready)
 echo "== ThreadSanitizer: threads sharing the plan cache (serial build)"
-CC=gcc cmake -S "$SRC" -B "$WORK/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=gcc cmake -S "$LIBSRC" -B "$LIBSRC/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DFASTPE_OPENMP=OFF -DCMAKE_C_FLAGS="-fsanitize=thread -g -DFASTPE_NO_CLONES" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" > "$WORK/tsan.log" 2>&1 \
     || { cat "$WORK/tsan.log"; fail "tsan: cmake failed"; }
-cmake --build "$WORK/build-tsan" -j "$JOBS" --target fastpe_test_api > "$WORK/tsan-build.log" 2>&1 \
+cmake --build "$LIBSRC/build-tsan" -j "$JOBS" --target fastpe_test_api > "$WORK/tsan-build.log" 2>&1 \
     || { cat "$WORK/tsan-build.log"; fail "tsan: build failed"; }
-TSAN_OPTIONS="halt_on_error=1" setarch "$(uname -m)" -R "$WORK/build-tsan/lib/tests/fastpe_test_api" threads \
+TSAN_OPTIONS="halt_on_error=1" setarch "$(uname -m)" -R "$LIBSRC/build-tsan/lib/tests/fastpe_test_api" threads \
     || fail "ThreadSanitizer found a race (or a fill differed)"
 
 # ASan + UBSan over the C tests (the hostile cases at the ends of int64 among
 # them): any report aborts the test that made it.
 echo "== ASan + UBSan: the C tests (OpenMP build)"
-CC=gcc cmake -S "$SRC" -B "$WORK/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CC=gcc cmake -S "$LIBSRC" -B "$LIBSRC/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_C_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -g" \
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" > "$WORK/asan.log" 2>&1 \
     || { cat "$WORK/asan.log"; fail "asan: cmake failed"; }
-cmake --build "$WORK/build-asan" -j "$JOBS" > "$WORK/asan-build.log" 2>&1 \
+cmake --build "$LIBSRC/build-asan" -j "$JOBS" > "$WORK/asan-build.log" 2>&1 \
     || { cat "$WORK/asan-build.log"; fail "asan: build failed"; }
-(cd "$WORK/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+(cd "$LIBSRC/build-asan" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ctest --output-on-failure) \
     || fail "a C test failed under ASan + UBSan"
 
