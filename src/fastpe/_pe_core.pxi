@@ -1,5 +1,5 @@
 # Included by kernel.pyx: the declarations of the C library it links
-# statically (lib/src/pe_lib.h, over the row writers of csrc/pe_core.h).
+# statically (lib/src/pe_lib.h, over the row writers of kernels/pe_core.h).
 
 from libc.stdint cimport int32_t, int64_t, uint16_t
 
@@ -245,7 +245,7 @@ ctypedef fused real:
 
 # The 16-bit outputs, as the fill driver sees them: distinct types (a fused
 # type needs them to be), each the uint16_t bits of one entry, handed to the C
-# writers as uint16_t * (csrc/pe_half.h).
+# writers as uint16_t * (kernels/pe_half.h).
 cdef struct pe_f16:
     uint16_t bits
 
