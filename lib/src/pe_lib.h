@@ -195,6 +195,9 @@ static inline int64_t pe_rope_nrows(const pe_rope_rows *R) {
  * (PE_EINTR). */
 PE_HIDDEN int pe_rope_rotate(const pe_rope_rows *const *R, int nR, int nt, pe_poll_fn poll,
                              void *poll_ctx);
+/* The rows of R[0] .. R[nR-1] together, or -1 when nR is not 1 or 2 (q, or q
+ * and k). */
+PE_HIDDEN int64_t pe_rope_rows_total(pe_rope_rows *const *R, int nR);
 /* Every row of R[0] .. R[nR-1] (nrows in all) by the angle table `table` of W
  * entries a row, on the team a fill of that size gets; the R[i].table fields
  * are set for the call and cleared after (shared by the one-axis and the

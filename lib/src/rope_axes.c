@@ -130,13 +130,11 @@ int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab, const pe
 int pe_rope_run_axes(pe_rope_rows *const *R, int nR, int64_t nf, int64_t ntab,
                      const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
                      void *poll_ctx) {
-    int64_t W = 2 * nf, nrows = 0;
+    int64_t W = 2 * nf, nrows = pe_rope_rows_total(R, nR);
     double *table;
-    int i, err;
-    if (nR < 1 || nR > 2)
+    int err;
+    if (nrows < 0)
         return FASTPE_ESIZE;
-    for (i = 0; i < nR; i++)
-        nrows += pe_rope_nrows(R[i]);
     if (nrows == 0 || ntab == 0 || W == 0)
         return FASTPE_OK;
     table = (double *)malloc((size_t)(ntab * W) * sizeof(double));

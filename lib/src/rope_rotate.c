@@ -604,6 +604,15 @@ int pe_rope_rotate(const pe_rope_rows *const *Rs, int nR, int nt, pe_poll_fn pol
     return job_run(&J, U, step, nt, poll, poll_ctx);
 }
 
+int64_t pe_rope_rows_total(pe_rope_rows *const *R, int nR) {
+    int64_t n = 0;
+    if (nR < 1 || nR > 2)
+        return -1;
+    for (int i = 0; i < nR; i++)
+        n += pe_rope_nrows(R[i]);
+    return n;
+}
+
 int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *table, int64_t nrows, int64_t W,
                       int num_threads, pe_poll_fn poll, void *poll_ctx) {
     int i, err;
@@ -622,14 +631,12 @@ int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *table, int64
 int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                 int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                 void *poll_ctx) {
-    int64_t W = 2 * sp->nf, ntab = rq->nseq * rq->S, nrows = 0;
+    int64_t W = 2 * sp->nf, ntab = rq->nseq * rq->S, nrows = pe_rope_rows_total(R, nR);
     double small[512];
     double *table = small;
-    int i, err;
-    if (nR < 1 || nR > 2)
+    int err;
+    if (nrows < 0)
         return FASTPE_ESIZE;
-    for (i = 0; i < nR; i++)
-        nrows += pe_rope_nrows(R[i]);
     if (nrows == 0 || ntab == 0 || W == 0)
         return FASTPE_OK;
     if (ntab > (int64_t)(sizeof(small) / sizeof(double)) / W) {
