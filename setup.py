@@ -198,11 +198,13 @@ def standalone_capsule_header() -> str:
 class BuildPy(build_py):
     def run(self):
         super().run()
-        # (an editable install copies nothing: its fastpe.h is the source tree's)
+        # An editable install keeps the source tree's fastpe.h (its #include finds
+        # lib/); a new file replaces the copy, never writing through a link to the source.
         target = os.path.join(self.build_lib, "fastpe", "include", "fastpe.h")
-        if os.path.isfile(target):
-            with open(target, "w") as f:
+        if not getattr(self, "editable_mode", False) and os.path.isfile(target):
+            with open(target + ".tmp", "w") as f:
                 f.write(standalone_capsule_header())
+            os.replace(target + ".tmp", target)
 
 
 EXTENSIONS = [
