@@ -37,6 +37,10 @@
  *
  * Arguments shared by the functions
  * ---------------------------------
+ * out, x       the first entry of the first row written (x: read and written).
+ * seq_len, n   the number of rows (positions), >= 0.
+ * nseq         the add functions: sequences of seq_len rows each, >= 0.
+ * d_model      the width of a row in entries, 1 .. 2^40 (a spec's is its own).
  * row_stride   distance between row starts, in ELEMENTS (not bytes), >= the
  *              row's width (only checked when more than one row is written).
  *              Only the width's entries of each row are written, so a column
