@@ -45,6 +45,12 @@ def _tampered_header(dest_dir, macro, bump):
     built against another fastpe release would have compiled in."""
     with open(os.path.join(fastpe.get_include(), "fastpe.h")) as f:
         text = f.read()
+    # an editable install's header includes the library's from the source tree,
+    # which a copy elsewhere cannot find: copy that in, as an installed one has it
+    native = '#include "../../../lib/include/fastpe/fastpe.h"'
+    if native in text:
+        with open(os.path.join(fastpe.get_include(), native.split('"')[1])) as f:
+            text = text.replace(native, f.read())
     new, n = re.subn(
         rf"#define {macro}\s+(\d+)", lambda m: f"#define {macro} {int(m[1]) + bump}", text
     )

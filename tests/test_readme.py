@@ -262,8 +262,8 @@ def _copy_library_sources(dest: Path) -> None:
     """What CMakeLists.txt reads, without the Python build's outputs."""
     skip = shutil.ignore_patterns("build*", "__pycache__", "*.so", "*.pyd", "kernel.c", "*.html")
     shutil.copy2(ROOT / "CMakeLists.txt", dest)
+    shutil.copy2(ROOT / "VERSION", dest)
     shutil.copytree(ROOT / "lib", dest / "lib", ignore=skip)
-    shutil.copytree(ROOT / "src" / "fastpe", dest / "src" / "fastpe", ignore=skip)
 
 
 def _needs(*programs: str) -> None:
