@@ -207,12 +207,12 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
     if (S > 0 && nseq > INT64_MAX / S)
         return pe_fail(FASTPE_ESIZE, "nseq", -1, (double)nseq, (double)(INT64_MAX / S));
     rows = nseq * S;
-    if (out == NULL && rows > 0)
+    if (out == NULL && rows > 0 && kind != 0)
         return pe_fail(FASTPE_ENULL, "out", -1, NAN, NAN);
     /* (rows > 1 of one sequence, or one row of several: either would overlap) */
-    if (rows > 1 && row_stride < sp->d)
+    if (kind != 0 && rows > 1 && row_stride < sp->d)
         return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride, (double)sp->d);
-    if (!pe_span_ok(rows, row_stride, sp->d))
+    if (kind != 0 && !pe_span_ok(rows, row_stride, sp->d))
         return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride,
                        (double)((INT64_MAX / 16 - sp->d) / (rows > 1 ? rows - 1 : 1)));
     /* any finite base > 0 (a base so small that the frequencies overflow: below) */
@@ -235,19 +235,18 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
         double k = pe_extent(rq->offset, S);
         return k <= limit ? FASTPE_OK : pe_fail(FASTPE_ERANGE, "offset", -1, k, limit);
     }
-    if (rows == 0)
-        return FASTPE_OK;
-    /* inputs inside the rows to be written would be read after being overwritten */
-    const size_t itemsize = kind == PE_KIND_F64 ? 8 : (kind == PE_KIND_F32 ? 4 : 2);
-    const char *olo = (const char *)out;
-    const char *ohi = olo + (size_t)((rows - 1) * row_stride + sp->d) * itemsize;
-    int err = check_input_overlap(
-        olo, ohi, rq->pos_f != NULL ? (const void *)rq->pos_f : (const void *)rq->pos_i, nseq, S,
-        rq->psb, rq->pss, "positions");
-    if (err == FASTPE_OK)
-        err = check_input_overlap(olo, ohi, rq->offs, 1, nseq, 0, rq->offs_stride, "offset");
-    if (err != FASTPE_OK)
-        return err;
+    if (rows > 0 && kind != 0) {
+        /* inputs inside the rows to be written would be read after being overwritten */
+        const size_t itemsize = kind == PE_KIND_F64 ? 8 : (kind == PE_KIND_F32 ? 4 : 2);
+        const char *olo = (const char *)out;
+        const char *ohi = olo + (size_t)((rows - 1) * row_stride + sp->d) * itemsize;
+        const void *pos = rq->pos_f != NULL ? (const void *)rq->pos_f : (const void *)rq->pos_i;
+        int err = check_input_overlap(olo, ohi, pos, nseq, S, rq->psb, rq->pss, "positions");
+        if (err == FASTPE_OK)
+            err = check_input_overlap(olo, ohi, rq->offs, 1, nseq, 0, rq->offs_stride, "offset");
+        if (err != FASTPE_OK)
+            return err;
+    }
     for (int64_t b = 0; b < nseq; b++) {
         const int64_t off = rq->offs != NULL ? rq->offs[b * rq->offs_stride] : rq->offset;
         if (rq->pos_f != NULL) {

@@ -255,7 +255,9 @@ PE_HIDDEN int pe_settle(int ret);
 
 /* Every check of a table fill, in one place: the fill of sp's rows that rq
  * describes (rows nseq * S, named n_name in the detail: "seq_len" or "n") into
- * out, row_stride entries apart, of entries of kind (PE_KIND_*).  Sizes, the
+ * out, row_stride entries apart, of entries of kind (PE_KIND_*); kind 0: no
+ * buffer yet (out and row_stride ignored: the arguments alone, before one is
+ * allocated).  Sizes, the
  * row stride and span, base, scale, positions finite and within the exact
  * reduction (the index of the first bad one), inputs overlapping out.  The
  * public entry points and the Python binding both call it. */

@@ -74,15 +74,11 @@ def _table_extent(offset: int, seq_len: int) -> int:
 
 
 def _check_range(enc: _kernel.Encoder, largest: float, name: str) -> None:
-    """Positions must stay where the angle reduction is exact (|k * w_max| < 2^45 turns):
+    """The library's range check of positions up to ``largest`` (named ``name``):
     for the Dask front end, which checks before its tasks run (the public
-    functions leave this to the library's check in the fill)."""
-    limit = enc.max_position
-    if largest > limit:
-        raise ValueError(
-            f"{name} must keep every position within +-{int(limit)} for this width and base "
-            f"(exact angle reduction); got positions up to {largest!r}"
-        )
+    functions meet the same check in the fill)."""
+    offset = _int64_offset(int(largest)) if math.isfinite(largest) else INT64_MAX
+    enc.fill_rows(None, nseq=1, seq_len=1, offset=offset, errctx=({"offset": name}, None, "x"))
 
 
 # Two signatures for type checkers: a new ndarray, or the `out` object passed
@@ -478,13 +474,7 @@ def add_to(
     # no early return for an empty x: offset and positions are checked all the same
 
     where = _offset_positions(offset, positions, x.shape, None, _unchecked_positions)
-    offsets = None
-    if where.offset is not None:
-        offsets = np.ascontiguousarray(np.broadcast_to(where.offset, batch)).reshape(-1)
-    pos2 = None
-    if where.positions is not None:
-        # a view when the broadcast allows, else a copy
-        pos2 = np.broadcast_to(where.positions, x.shape[:-1]).reshape(nseq, seq_len)
+    offsets, pos2 = _where_rows(where, x.shape)
     check_table_size(
         0, d_model, x.dtype.itemsize, scratch=enc.scratch_nbytes(rows.shape[0], nthreads, True)
     )
@@ -572,9 +562,36 @@ def _offset_positions(
                 f"positions of shape {pos.shape} do not broadcast to x.shape[:-1] = {shape[:-1]}"
             )
         largest = None if largest is None or top is None else largest + top
-    if largest is not None and enc is not None:
-        _check_range(enc, largest, "offset + positions")
-    return _Where(off_scalar, off, pos, largest)
+    where = _Where(off_scalar, off, pos, largest)
+    if enc is not None and all(a is None or isinstance(a, np.ndarray) for a in (off, pos)):
+        # every value known (the Dask front end's NumPy arguments): the library's
+        # check of add_to's rows, as the fill will run it
+        offsets, pos2 = _where_rows(where, shape)
+        enc.fill_rows(
+            None,
+            nseq=int(np.prod(batch, dtype=np.int64)),
+            seq_len=seq_len,
+            offset=_int64_offset(off_scalar),
+            offsets=offsets,
+            positions=pos2,
+            errctx=(_kernel.ADD_ERRORS, shape[:-1], "x"),
+        )
+    return where
+
+
+def _where_rows(where: _Where, shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """(offsets, positions) of add_to's rows for an ``x`` of ``shape``: one offset
+    per sequence (nseq,), positions (nseq, seq_len), or None."""
+    batch, seq_len = shape[:-2], shape[-2]
+    nseq = int(np.prod(batch, dtype=np.int64))
+    offsets = None
+    if where.offset is not None:
+        offsets = np.ascontiguousarray(np.broadcast_to(where.offset, batch)).reshape(-1)
+    pos2 = None
+    if where.positions is not None:
+        # a view when the broadcast allows, else a copy
+        pos2 = np.broadcast_to(where.positions, shape[:-1]).reshape(nseq, seq_len)
+    return offsets, pos2
 
 
 def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:

@@ -35,7 +35,8 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
     broadcast zeros welcome; float positions exclude offsets).  Rows at
     ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.
-    ``fresh``: ``out`` was just allocated (its pages are new).  The library
+    ``fresh``: ``out`` was just allocated (its pages are new).  ``out`` None:
+    the library's checks of the other arguments only, nothing filled.  The library
     checks the numbers (sizes, stride, positions, scale); ``errctx``: how its
     refusals are worded (see _fill_interruptibly)."""
     cdef pe_spec sp = spp[0]
@@ -54,23 +55,33 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     if zero_pos is not None:
         rq.has_zero_pos = 1
         rq.zero_pos = zero_pos
-    PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
+    cdef bint check_only = out is None
+    cdef int err
+    if check_only:          # (an empty buffer: nothing overlaps it)
+        memset(&view, 0, sizeof(view))
+    else:
+        PyObject_GetBuffer(out, &view, PyBUF_RECORDS)
     try:
         code = _native_code(view.format)
-        if bfloat16:
+        if check_only:
+            pass
+        elif bfloat16:
             if view.ndim != 2 or code != c'H':
                 raise TypeError("out must be a 2-D uint16 buffer holding bfloat16")
             code = c'b'
         elif view.ndim != 2 or (code != c'f' and code != c'd' and code != c'e'):
             raise TypeError("out must be a 2-D float16, float32 or float64 buffer")
-        if view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
+        if check_only:
+            stride = 0
+        elif view.shape[0] != nseq * seq_len or view.shape[1] != sp.d:
             raise ValueError("out has the wrong shape for this fill")
-        if view.shape[1] > 1 and view.strides[1] != view.itemsize:
+        elif view.shape[1] > 1 and view.strides[1] != view.itemsize:
             raise ValueError("out's rows must be contiguous")
-        if view.shape[0] > 1 and view.strides[0] % view.itemsize != 0:
+        elif view.shape[0] > 1 and view.strides[0] % view.itemsize != 0:
             raise ValueError("out's row stride must be a whole number of entries")
-        # (the library checks the stride against the width: rows must not overlap)
-        stride = view.strides[0] // view.itemsize if view.shape[0] > 1 else sp.d
+        else:
+            # (the library checks the stride against the width: rows must not overlap)
+            stride = view.strides[0] // view.itemsize if view.shape[0] > 1 else sp.d
         # Inputs that share memory with out (or x) are copied first, as NumPy's
         # ufuncs do: the fill would otherwise read positions it has overwritten.
         if offsets is not None:
@@ -96,9 +107,18 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
                 raise TypeError("positions must be int64 or float64")
             rq.psb = pview.strides[0] // 8
             rq.pss = pview.strides[1] // 8
-        _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac, errctx)
+        if check_only:
+            err = pe_check_fill(NULL, 0, 0, &sp, &rq, "seq_len")
+            if err != FASTPE_OK:
+                if errctx is None:
+                    _raise(err)
+                else:
+                    _raise(err, errctx[0], errctx[1], errctx[2])
+        else:
+            _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac, errctx)
     finally:
-        PyBuffer_Release(&view)
+        if not check_only:
+            PyBuffer_Release(&view)
         if have_p:
             PyBuffer_Release(&pview)
         if have_o:

@@ -89,9 +89,6 @@ cdef int _raise(int err, dict names=None, tuple shape=None, str label="positions
     raise ValueError(f"{name}: {ERROR_MESSAGES.get(err, f'fastpe kernel error {err}')}")
 
 
-cdef int _placeholder
-
-
 def check_sizes(int64_t nseq, int64_t seq_len, int64_t d_model, dict names=None):
     """The library's size checks (counts, width, rows within int64), before
     anything is built or allocated from them (``names``: as for _raise)."""
@@ -99,8 +96,6 @@ def check_sizes(int64_t nseq, int64_t seq_len, int64_t d_model, dict names=None)
     cdef pe_rows rq
     cdef int err
     _init_rows(&rq, nseq, seq_len, False, 0)
-    err = pe_check_fill(&_placeholder, c'd', d_model, &sp, &rq, "seq_len")
-    # (a span beyond INT64_MAX/16 entries is a buffer's, not a size's, fault:
-    # the memory check that follows explains such tables)
-    if err != FASTPE_OK and err != FASTPE_ESTRIDE:
+    err = pe_check_fill(NULL, 0, 0, &sp, &rq, "seq_len")     # (no buffer yet)
+    if err != FASTPE_OK:
         _raise(err, names)

@@ -169,7 +169,7 @@ cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows 
     cdef int err
     if want == 0:
         want = c'f'
-    err = pe_check_fill(&_placeholder, want, enc.sp.d, &enc.sp, rq, "seq_len")
+    err = pe_check_fill(NULL, 0, 0, &enc.sp, rq, "seq_len")     # (no buffer yet)
     if err != FASTPE_OK:
         _raise(err, errctx[0], errctx[1], errctx[2])
     if not _small(&enc.sp, n, nt, False, <double>n * enc.sp.d * (4 if want == c'f' else 8)):
