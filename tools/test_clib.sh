@@ -31,9 +31,8 @@ command -v clang > /dev/null && compilers+=(clang)
 # turns that off.
 LIBSRC=$WORK/src
 mkdir -p "$LIBSRC"
-cp CMakeLists.txt "$LIBSRC/"
-tar --exclude='build*' --exclude=__pycache__ --exclude='*.so' --exclude=kernel.c -cf - lib src \
-    | tar -C "$LIBSRC" -xf -
+cp CMakeLists.txt VERSION "$LIBSRC/"
+tar --exclude='build*' --exclude=__pycache__ --exclude='*.so' -cf - lib | tar -C "$LIBSRC" -xf -
 if [ "${FASTPE_NO_CCACHE:-0}" != 1 ] && command -v ccache > /dev/null; then
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
     export CCACHE_BASEDIR=$WORK CCACHE_NOHASHDIR=1
