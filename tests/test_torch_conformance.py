@@ -413,3 +413,21 @@ def test_rope_class_from_configs_as_transformers_tests_use_it():
     assert (ntk.inv_freq <= original.inv_freq).all() and ntk.max_seq_len_cached == 96
     yarn = make(rope_type="yarn", factor=10)
     assert not torch.allclose(yarn(x, short)[0], cos_short)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_device_argument_as_transformers_tests_pass_it(device):
+    """transformers' common model tests build a model's rotary class as
+    ``rope_class(config=config, device=torch_device)``: the buffers are made there,
+    with the values made without it."""
+    _, patched = build("llama")
+    rope_class = type(patched.model.rotary_emb)
+    made = rope_class(config=patched.config, device=device)
+    assert made.inv_freq.device.type == device
+    assert made.original_inv_freq.device.type == device
+    if device == "cpu":
+        plain = rope_class(config=patched.config)
+        assert torch.equal(made.inv_freq, plain.inv_freq)
+        x, ids = torch.randn(1), torch.arange(10)[None]
+        for a, b in zip(made(x, ids), plain(x, ids)):
+            assert torch.equal(a, b)

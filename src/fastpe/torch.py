@@ -972,6 +972,10 @@ class RotaryEmbedding(torch.nn.Module):
     section_layout : {"contiguous", "interleaved"}, keyword-only
         Which frequencies follow which axis, as :func:`fastpe.rope_cache`'s:
         Qwen2-VL and Qwen2.5-VL are contiguous, Qwen3-VL interleaved.
+    device : torch.device or str, keyword-only
+        Where the buffers are made (default: the default device), as the
+        ``device`` argument of transformers' rotary modules, which its tests
+        pass (``rope_class(config=config, device=torch_device)``).
     table_size : int, keyword-only
         Positions ``0 .. table_size - 1`` that a traced graph (``torch.compile``,
         ``torch.export``) reads from a table of fastpe's cos and sin (bitwise the
@@ -1012,6 +1016,7 @@ class RotaryEmbedding(torch.nn.Module):
         table_size: int | None = None,
         sections: Any = None,
         section_layout: Literal["contiguous", "interleaved"] = "contiguous",
+        device: Any = None,
     ) -> None:
         super().__init__()
         ignored: tuple[str, ...] = ()
@@ -1067,12 +1072,12 @@ class RotaryEmbedding(torch.nn.Module):
         self._tables: dict[torch.dtype, torch.Tensor] = {}
         # A float32 buffer where every frequency is a float32 (the rules' float32
         # steps, a model's buffer), float64 otherwise: the buffer holds the values
-        # exactly.  Made on the default device, which is meta under
-        # torch.device("meta") or init_empty_weights.
+        # exactly.  Made on ``device``, else the default device, which is meta
+        # under torch.device("meta") or init_empty_weights.
         arr = np.asarray(w, dtype=np.float64)
         exact32 = np.array_equal(arr.astype(np.float32).astype(np.float64), arr)
         self._dtype = torch.float32 if exact32 else torch.float64
-        buffer = torch.tensor(w, dtype=self._dtype)
+        buffer = torch.tensor(w, dtype=self._dtype, device=device)
         self.register_buffer("inv_freq", buffer, persistent=False)
         self.register_buffer("original_inv_freq", buffer.clone(), persistent=False)
         self.long_inv_freq: torch.Tensor | None = None
