@@ -8,7 +8,8 @@ With FASTPE_PATCH=1 every transformers model is sent through
 the meta device), and each listed family's ``apply_rotary_pos_emb`` is
 ``fastpe.torch.apply_rotary_pos_emb``.  Without it the plugin does nothing:
 the same command gives the unpatched baseline.  FASTPE_PATCH_LOG names a file
-that gets one line per rotary module left alone, with the reason.
+that gets one line per rotary module patched ("replaced") or left alone (the
+reason).
 
 A tests tree a little older or newer than the installed transformers can name
 helpers that moved; the shared mixins import them at the top, so one missing
@@ -76,8 +77,10 @@ def pytest_configure(config):
     def post_init(self, *args, **kwargs):
         built(self, *args, **kwargs)
         report = ft.patch_model(self, warn=False)
-        if log and report.skipped:
+        if log and (report or report.skipped):
             with open(log, "a", encoding="utf-8") as f:
+                for name in report:
+                    f.write(f"{type(self).__name__}\t{name}\treplaced\n")
                 for name, why in report.skipped.items():
                     f.write(f"{type(self).__name__}\t{name}\t{why}\n")
 

@@ -966,8 +966,9 @@ class RotaryEmbedding(torch.nn.Module):
     sections : sequence of int, keyword-only
         Multi-axis positions (M-RoPE, transformers' ``mrope_section``): the
         number of frequencies that follow each axis.  ``position_ids`` is then
-        ``(len(sections), batch, seq)`` (or ``(batch, seq)``, the same position
-        on every axis, as Qwen2-VL's module broadcasts it) and the cos and sin
+        ``(len(sections), batch, seq)`` (or ``(batch, seq)`` or ``(1, batch,
+        seq)``, the same position on every axis, as Qwen2-VL's module broadcasts
+        it) and the cos and sin
         have shape ``(batch, seq, rotary_dim)``.
     section_layout : {"contiguous", "interleaved"}, keyword-only
         Which frequencies follow which axis, as :func:`fastpe.rope_cache`'s:
@@ -1300,19 +1301,22 @@ class RotaryEmbedding(torch.nn.Module):
         self, position_ids: torch.Tensor, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """M-RoPE: ``position_ids`` of shape ``(n_axes, batch, seq)`` (or ``(batch,
-        seq)``, broadcast to every axis) to caches of shape ``(batch, seq, rotary_dim)``."""
+        seq)`` or ``(1, batch, seq)``, broadcast to every axis) to caches of shape
+        ``(batch, seq, rotary_dim)``."""
         sections = self.mrope_section
         assert sections is not None
         if not isinstance(position_ids, torch.Tensor):
             raise TypeError(
                 f"position_ids must be a torch.Tensor, got {type(position_ids).__name__}"
             )
-        if position_ids.ndim == 2:
+        # transformers' modules take the same shapes, through expand(3, -1, -1); its
+        # generation hands (1, batch, seq) text positions when continuing from a cache
+        if position_ids.ndim == 2 or (position_ids.ndim == 3 and position_ids.shape[0] == 1):
             position_ids = position_ids.expand(len(sections), -1, -1)
         if position_ids.ndim != 3 or position_ids.shape[0] != len(sections):
             raise ValueError(
-                f"position_ids must have shape ({len(sections)}, batch, seq) or (batch, seq), "
-                f"got {tuple(position_ids.shape)}"
+                f"position_ids must have shape ({len(sections)}, batch, seq), (batch, seq) or "
+                f"(1, batch, seq), got {tuple(position_ids.shape)}"
             )
         coords = position_ids.movedim(0, -1)
         w = _module_frequencies(self) if _is_compiling() else self._buffer_frequencies()
