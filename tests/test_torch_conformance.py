@@ -429,7 +429,7 @@ def test_device_argument_as_transformers_tests_pass_it(device):
         plain = rope_class(config=patched.config)
         assert torch.equal(made.inv_freq, plain.inv_freq)
         x, ids = torch.randn(1), torch.arange(10)[None]
-        for a, b in zip(made(x, ids), plain(x, ids)):
+        for a, b in zip(made(x, ids), plain(x, ids), strict=True):
             assert torch.equal(a, b)
 
 
@@ -443,9 +443,7 @@ def test_mrope_one_axis_of_positions_broadcasts_as_transformers_does(family):
         rope["mrope_interleaved"] = True
     config = getattr(transformers, config_name)(**SMALL, head_dim=16, rope_parameters=rope)
     model = getattr(transformers, model_name)(config).eval()
-    ours = ft.RotaryEmbedding(
-        config, sections=sections, section_layout=MROPE[family][3]
-    )
+    ours = ft.RotaryEmbedding(config, sections=sections, section_layout=MROPE[family][3])
     x = torch.zeros(1)
     for pos in (torch.tensor([[[40], [39], [39]]]), torch.arange(12).view(1, 2, 6)):
         for a, b in zip(ours(x, pos), model.rotary_emb(x, pos), strict=True):
