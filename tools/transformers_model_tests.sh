@@ -21,6 +21,7 @@
 #                       checkout installed into it
 #   FASTPE_TF_WORK=DIR  where the results go (default: a new temporary folder)
 #   FASTPE_TF_TIMEOUT   seconds one test may take (default 300)
+#   FASTPE_TF_REPORT_ONLY=1  print the table of the results already in FASTPE_TF_WORK
 # The tests run offline (HF_HUB_OFFLINE=1 unless set), and slow tests stay skipped as in
 # transformers' own CI without RUN_SLOW: a test that needs the Hub fails both ways.
 set -euo pipefail
@@ -33,74 +34,79 @@ FAMILIES=("$@")
 [ ${#FAMILIES[@]} -gt 0 ] || FAMILIES=(llama qwen2 mistral gemma phi3 gpt_neox qwen2_vl rope_utils)
 VERSION=$(sed -n 's/^transformers==//p' requirements-frameworks.txt)
 
-if [ -n "${FASTPE_TF_VENV:-}" ]; then
-    VENV=$FASTPE_TF_VENV
-    [ -x "$VENV/bin/python" ] || { echo "FASTPE_TF_VENV=$VENV has no bin/python" >&2; exit 2; }
-else
-    VENV="$WORK/venv"
-    if [ ! -x "$VENV/bin/python" ]; then
-        "$PY" -m venv "$VENV"
-        "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -r requirements-frameworks.txt "setuptools>=77" wheel \
-            "Cython>=3.1" "pytest>=7" pytest-timeout pytest-xdist parameterized "ml_dtypes>=0.2" \
-            accelerate httpx datasets
-        # (see tools/test_frameworks.sh: torchvision's PyPI wheels break transformers beside
-        # the CPU torch)
-        "$VENV/bin/python" -m pip uninstall -q -y torchvision
-        rm -rf build src/fastpe/kernel.c
-        "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall .
-    fi
-fi
-
-if [ -n "${FASTPE_TF_SRC:-}" ]; then
-    SRC=$FASTPE_TF_SRC
-else
-    SRC="$WORK/transformers"
-    if [ ! -d "$SRC/tests" ]; then
-        git clone -q --depth 1 --branch "v$VERSION" --filter=blob:none --sparse \
-            https://github.com/huggingface/transformers "$SRC"
-        # tests/ is small next to the repository; its files at the top level are the mixins
-        git -C "$SRC" sparse-checkout set --no-cone '/tests/*.py' '/tests/generation/' \
-            '/tests/utils/' '/tests/fixtures/' '/conftest.py' '/pyproject.toml' '/tests/models/*.py' \
-            "${FAMILIES[@]/#//tests/models/}"
-    fi
-fi
-[ -d "$SRC/tests" ] || { echo "no tests/ in $SRC" >&2; exit 2; }
-# the pipeline and configuration mixins read src/transformers of the checkout; a tests
-# tree without it is given a link to the installed package, the one under test
-if [ ! -e "$SRC/src/transformers" ]; then
-    mkdir -p "$SRC/src"
-    ln -s "$("$VENV/bin/python" -c 'import os, transformers; print(os.path.dirname(transformers.__file__))')" \
-        "$SRC/src/transformers"
-fi
-
-tests_of() {  # the test file of one family
-    if [ "$1" = rope_utils ]; then
-        echo tests/utils/test_modeling_rope_utils.py
+# (FASTPE_TF_REPORT_ONLY: only the table, from the results already there)
+if [ -z "${FASTPE_TF_REPORT_ONLY:-}" ]; then
+    if [ -n "${FASTPE_TF_VENV:-}" ]; then
+        VENV=$FASTPE_TF_VENV
+        [ -x "$VENV/bin/python" ] || { echo "FASTPE_TF_VENV=$VENV has no bin/python" >&2; exit 2; }
     else
-        echo "tests/models/$1/test_modeling_$1.py"
+        VENV="$WORK/venv"
+        if [ ! -x "$VENV/bin/python" ]; then
+            "$PY" -m venv "$VENV"
+            "$VENV/bin/python" -m pip install -q --upgrade pip
+            "$VENV/bin/python" -m pip install -q -r requirements-frameworks.txt "setuptools>=77" wheel \
+                "Cython>=3.1" "pytest>=7" pytest-timeout pytest-xdist parameterized "ml_dtypes>=0.2" \
+                accelerate httpx datasets
+            # (see tools/test_frameworks.sh: torchvision's PyPI wheels break transformers beside
+            # the CPU torch)
+            "$VENV/bin/python" -m pip uninstall -q -y torchvision
+            rm -rf build src/fastpe/kernel.c
+            "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall .
+        fi
     fi
-}
 
-# PYTEST_ARGS is split as the shell splits words, quotes included (-k "not a and not b")
-eval "EXTRA=(${PYTEST_ARGS:-})"
-run() {  # $1: the family; $2: patched (1) or not (0); $3: the junit file
-    (cd "$SRC" && FASTPE_PATCH=$2 FASTPE_PATCH_LOG="$WORK/left-alone.tsv" \
-        HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} PYTHONPATH="$ROOT/tools${PYTHONPATH:+:$PYTHONPATH}" \
-        "$VENV/bin/python" -m pytest "$(tests_of "$1")" -p fastpe_transformers_plugin -q \
-        -p no:cacheprovider --timeout "${FASTPE_TF_TIMEOUT:-300}" --junitxml "$3" \
-        ${EXTRA[@]+"${EXTRA[@]}"} >"$3.log" 2>&1) || true
-    tail -n 1 "$3.log"
-}
-rm -f "$WORK/left-alone.tsv"
-"$VENV/bin/python" -c "import fastpe, transformers, torch; print('fastpe', fastpe.__version__, \
-'from', fastpe.__file__, '; transformers', transformers.__version__, '; torch', torch.__version__)"
-echo "tests from $SRC, results in $WORK"
-for family in "${FAMILIES[@]}"; do
-    echo "$family unpatched: $(run "$family" 0 "$WORK/$family.unpatched.xml")"
-    echo "$family patched:   $(run "$family" 1 "$WORK/$family.patched.xml")"
-done
-"$VENV/bin/python" - "$WORK" "${FAMILIES[@]}" <<'EOF'
+    if [ -n "${FASTPE_TF_SRC:-}" ]; then
+        SRC=$FASTPE_TF_SRC
+    else
+        SRC="$WORK/transformers"
+        if [ ! -d "$SRC/tests" ]; then
+            git clone -q --depth 1 --branch "v$VERSION" --filter=blob:none --sparse \
+                https://github.com/huggingface/transformers "$SRC"
+            # tests/ is small next to the repository; its files at the top level are the mixins
+            git -C "$SRC" sparse-checkout set --no-cone '/tests/*.py' '/tests/generation/' \
+                '/tests/utils/' '/tests/fixtures/' '/tests/pipelines/' '/conftest.py' \
+                '/pyproject.toml' '/tests/models/*.py' \
+                "${FAMILIES[@]/#//tests/models/}"
+        fi
+    fi
+    [ -d "$SRC/tests" ] || { echo "no tests/ in $SRC" >&2; exit 2; }
+    # the pipeline and configuration mixins read src/transformers of the checkout; a tests
+    # tree without it is given a link to the installed package, the one under test
+    if [ ! -e "$SRC/src/transformers" ]; then
+        mkdir -p "$SRC/src"
+        INSTALLED=$("$VENV/bin/python" -c \
+            'import os, transformers; print(os.path.dirname(transformers.__file__))')
+        ln -s "$INSTALLED" "$SRC/src/transformers"
+    fi
+
+    tests_of() {  # the test file of one family
+        if [ "$1" = rope_utils ]; then
+            echo tests/utils/test_modeling_rope_utils.py
+        else
+            echo "tests/models/$1/test_modeling_$1.py"
+        fi
+    }
+
+    # PYTEST_ARGS is split as the shell splits words, quotes included (-k "not a and not b")
+    eval "EXTRA=(${PYTEST_ARGS:-})"
+    run() {  # $1: the family; $2: patched (1) or not (0); $3: the junit file
+        (cd "$SRC" && FASTPE_PATCH=$2 FASTPE_PATCH_LOG="$WORK/patch-log.tsv" \
+            HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} PYTHONPATH="$ROOT/tools${PYTHONPATH:+:$PYTHONPATH}" \
+            "$VENV/bin/python" -m pytest "$(tests_of "$1")" -p fastpe_transformers_plugin -q \
+            -p no:cacheprovider --timeout "${FASTPE_TF_TIMEOUT:-300}" --junitxml "$3" \
+            ${EXTRA[@]+"${EXTRA[@]}"} >"$3.log" 2>&1) || true
+        tail -n 1 "$3.log"
+    }
+    rm -f "$WORK/patch-log.tsv"
+    "$VENV/bin/python" -c "import fastpe, transformers, torch; print('fastpe', fastpe.__version__, \
+    'from', fastpe.__file__, '; transformers', transformers.__version__, '; torch', torch.__version__)"
+    echo "tests from $SRC, results in $WORK"
+    for family in "${FAMILIES[@]}"; do
+        echo "$family unpatched: $(run "$family" 0 "$WORK/$family.unpatched.xml")"
+        echo "$family patched:   $(run "$family" 1 "$WORK/$family.patched.xml")"
+    done
+fi
+"$PY" - "$WORK" "${FAMILIES[@]}" <<'EOF'
 import collections
 import os
 import sys
@@ -141,12 +147,14 @@ print(f"{'all':<11} {counts[0]:>17} {counts[1]:>17}  {len(broken)}")
 for family, name, outcome in broken:
     print(f"  {outcome}: {name}")
 try:
-    with open(f"{work}/left-alone.tsv", encoding="utf-8") as f:
-        left = collections.Counter(line.split("\t", 1)[1].strip() for line in f)
-    print("rotary modules left alone (module: reason), times:")
-    for what, times in left.most_common():
-        print(f"  {times:6d}  {what}")
+    with open(f"{work}/patch-log.tsv", encoding="utf-8") as f:
+        seen = collections.Counter(tuple(line.rstrip("\n").split("\t")[1:]) for line in f)
+    replaced = sum(times for (_, what), times in seen.items() if what == "replaced")
+    print(f"rotary modules replaced as models were built: {replaced}; left alone, times:")
+    for (name, what), times in seen.most_common():
+        if what != "replaced":
+            print(f"  {times:6d}  {name}: {what}")
 except FileNotFoundError:
-    pass
+    print("no rotary module was replaced")
 sys.exit(1 if broken else 0)
 EOF
