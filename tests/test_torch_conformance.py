@@ -413,3 +413,41 @@ def test_rope_class_from_configs_as_transformers_tests_use_it():
     assert (ntk.inv_freq <= original.inv_freq).all() and ntk.max_seq_len_cached == 96
     yarn = make(rope_type="yarn", factor=10)
     assert not torch.allclose(yarn(x, short)[0], cos_short)
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_device_argument_as_transformers_tests_pass_it(device):
+    """transformers' common model tests build a model's rotary class as
+    ``rope_class(config=config, device=torch_device)``: the buffers are made there,
+    with the values made without it."""
+    _, patched = build("llama")
+    rope_class = type(patched.model.rotary_emb)
+    made = rope_class(config=patched.config, device=device)
+    assert made.inv_freq.device.type == device
+    assert made.original_inv_freq.device.type == device
+    if device == "cpu":
+        plain = rope_class(config=patched.config)
+        assert torch.equal(made.inv_freq, plain.inv_freq)
+        x, ids = torch.randn(1), torch.arange(10)[None]
+        for a, b in zip(made(x, ids), plain(x, ids), strict=True):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen3_vl"])
+def test_mrope_one_axis_of_positions_broadcasts_as_transformers_does(family):
+    """Generation continuing from a cache hands M-RoPE modules text positions of
+    shape (1, batch, seq); transformers' modules broadcast them to every axis."""
+    config_name, model_name, sections, _ = MROPE[family]
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections}
+    if family == "qwen3_vl":
+        rope["mrope_interleaved"] = True
+    config = getattr(transformers, config_name)(**SMALL, head_dim=16, rope_parameters=rope)
+    model = getattr(transformers, model_name)(config).eval()
+    ours = ft.RotaryEmbedding(config, sections=sections, section_layout=MROPE[family][3])
+    x = torch.zeros(1)
+    for pos in (torch.tensor([[[40], [39], [39]]]), torch.arange(12).view(1, 2, 6)):
+        for a, b in zip(ours(x, pos), model.rotary_emb(x, pos), strict=True):
+            assert a.shape == b.shape
+            torch.testing.assert_close(a, b, rtol=0, atol=4e-6)
+    with pytest.raises(ValueError, match=r"position_ids must have shape"):
+        ours(x, torch.zeros(2, 2, 6, dtype=torch.long))

@@ -966,12 +966,17 @@ class RotaryEmbedding(torch.nn.Module):
     sections : sequence of int, keyword-only
         Multi-axis positions (M-RoPE, transformers' ``mrope_section``): the
         number of frequencies that follow each axis.  ``position_ids`` is then
-        ``(len(sections), batch, seq)`` (or ``(batch, seq)``, the same position
-        on every axis, as Qwen2-VL's module broadcasts it) and the cos and sin
+        ``(len(sections), batch, seq)`` (or ``(batch, seq)`` or ``(1, batch,
+        seq)``, the same position on every axis, as Qwen2-VL's module broadcasts
+        it) and the cos and sin
         have shape ``(batch, seq, rotary_dim)``.
     section_layout : {"contiguous", "interleaved"}, keyword-only
         Which frequencies follow which axis, as :func:`fastpe.rope_cache`'s:
         Qwen2-VL and Qwen2.5-VL are contiguous, Qwen3-VL interleaved.
+    device : torch.device or str, keyword-only
+        Where the buffers are made (default: the default device), as the
+        ``device`` argument of transformers' rotary modules, which its tests
+        pass (``rope_class(config=config, device=torch_device)``).
     table_size : int, keyword-only
         Positions ``0 .. table_size - 1`` that a traced graph (``torch.compile``,
         ``torch.export``) reads from a table of fastpe's cos and sin (bitwise the
@@ -1012,6 +1017,7 @@ class RotaryEmbedding(torch.nn.Module):
         table_size: int | None = None,
         sections: Any = None,
         section_layout: Literal["contiguous", "interleaved"] = "contiguous",
+        device: Any = None,
     ) -> None:
         super().__init__()
         ignored: tuple[str, ...] = ()
@@ -1067,12 +1073,12 @@ class RotaryEmbedding(torch.nn.Module):
         self._tables: dict[torch.dtype, torch.Tensor] = {}
         # A float32 buffer where every frequency is a float32 (the rules' float32
         # steps, a model's buffer), float64 otherwise: the buffer holds the values
-        # exactly.  Made on the default device, which is meta under
-        # torch.device("meta") or init_empty_weights.
+        # exactly.  Made on ``device``, else the default device, which is meta
+        # under torch.device("meta") or init_empty_weights.
         arr = np.asarray(w, dtype=np.float64)
         exact32 = np.array_equal(arr.astype(np.float32).astype(np.float64), arr)
         self._dtype = torch.float32 if exact32 else torch.float64
-        buffer = torch.tensor(w, dtype=self._dtype)
+        buffer = torch.tensor(w, dtype=self._dtype, device=device)
         self.register_buffer("inv_freq", buffer, persistent=False)
         self.register_buffer("original_inv_freq", buffer.clone(), persistent=False)
         self.long_inv_freq: torch.Tensor | None = None
@@ -1295,19 +1301,22 @@ class RotaryEmbedding(torch.nn.Module):
         self, position_ids: torch.Tensor, dtype: torch.dtype
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """M-RoPE: ``position_ids`` of shape ``(n_axes, batch, seq)`` (or ``(batch,
-        seq)``, broadcast to every axis) to caches of shape ``(batch, seq, rotary_dim)``."""
+        seq)`` or ``(1, batch, seq)``, broadcast to every axis) to caches of shape
+        ``(batch, seq, rotary_dim)``."""
         sections = self.mrope_section
         assert sections is not None
         if not isinstance(position_ids, torch.Tensor):
             raise TypeError(
                 f"position_ids must be a torch.Tensor, got {type(position_ids).__name__}"
             )
-        if position_ids.ndim == 2:
+        # transformers' modules take the same shapes, through expand(3, -1, -1); its
+        # generation hands (1, batch, seq) text positions when continuing from a cache
+        if position_ids.ndim == 2 or (position_ids.ndim == 3 and position_ids.shape[0] == 1):
             position_ids = position_ids.expand(len(sections), -1, -1)
         if position_ids.ndim != 3 or position_ids.shape[0] != len(sections):
             raise ValueError(
-                f"position_ids must have shape ({len(sections)}, batch, seq) or (batch, seq), "
-                f"got {tuple(position_ids.shape)}"
+                f"position_ids must have shape ({len(sections)}, batch, seq), (batch, seq) or "
+                f"(1, batch, seq), got {tuple(position_ids.shape)}"
             )
         coords = position_ids.movedim(0, -1)
         w = _module_frequencies(self) if _is_compiling() else self._buffer_frequencies()
