@@ -1640,8 +1640,8 @@ class SinusoidalPositionalEmbedding(torch.nn.Module):
     with fastpe's table: ``forward(x)`` for ``x`` of shape ``(seq_len, batch,
     d_model)`` returns ``dropout(x + pe[:seq_len])``.  ``pe`` is a buffer of shape
     ``(max_len, 1, d_model)``, as the tutorial's, so its state dicts load both ways;
-    its entries are the correctly rounded values (the tutorial's float32 angles
-    drift at large positions)."""
+    its entries are fastpe's float32 table (within half an ulp plus 1e-16 of the exact
+    value; the tutorial's float32 angles drift at large positions)."""
 
     pe: torch.Tensor
 
