@@ -22,8 +22,9 @@ cdef extern from "pe_lib.h" nogil:
 
 
 def _number(double v):
-    """A detail's value as messages show it: integers without a fraction."""
-    if isfinite(v) and v.is_integer():
+    """A detail's value as messages show it: integers (int64 sizes, positions)
+    without a fraction, larger values as floats."""
+    if isfinite(v) and v.is_integer() and fabs(v) <= 9223372036854775808.0:
         return int(v)
     return v
 
