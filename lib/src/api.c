@@ -288,11 +288,21 @@ int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp, 
     return pe_settle(err);
 }
 
+/* The Vaswani spec of d_model, its width kept as given: a width outside
+ * 1 .. 2^40 is pe_check_fill's to refuse, never one to compute the columns of
+ * ((d + 1) / 2 overflows at INT64_MAX). */
+static pe_spec vaswani(int64_t d_model, double base, int layout) {
+    pe_spec sp =
+        pe_spec_vaswani(d_model >= 1 && d_model <= PE_MAX_WIDTH ? d_model : 1, base, layout);
+    sp.d = d_model;
+    return sp;
+}
+
 static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model,
                            int64_t row_stride, double base, int64_t offset, int layout,
                            int num_threads, pe_poll_fn poll, void *ctx) {
     pe_init();
-    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    pe_spec sp = vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, 1, seq_len, 0, 0);
     rq.offset = offset;
@@ -316,7 +326,7 @@ static int add_table_body(void *x, int kind, int64_t nseq, int64_t seq_len, int6
                           int64_t row_stride, double base, int64_t offset, double scale, int layout,
                           int num_threads) {
     pe_init();
-    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    pe_spec sp = vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, nseq, seq_len, 0, 0);
     rq.offset = offset;
@@ -342,7 +352,7 @@ static int at_positions_body(void *out, int kind, int64_t n, int64_t d_model, in
     pe_init();
     if (positions == NULL && n > 0)
         return pe_fail(FASTPE_ENULL, "positions", -1, NAN, NAN);
-    pe_spec sp = pe_spec_vaswani(d_model, base, layout);
+    pe_spec sp = vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, 1, n, 0, 0);
     rq.pos_f = positions;

@@ -62,6 +62,8 @@ static int failures_in_order(int salt) {
                     -1, (double)(-1 - salt), 0.0, "seq_len < 0");
     ok &= detail_is(fastpe_fill_f64(buf, 4, 0, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model", -1, 0.0,
                     1.0, "d_model 0");
+    ok &= detail_is(fastpe_add_positions_f32((float *)buf, 4, INT64_MAX, 16, buf, 1e4, 1.0, IL, 1),
+                    FASTPE_ESIZE, "d_model", -1, (double)INT64_MAX, NAN, "d_model INT64_MAX");
     ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 15 - salt, 1e4, 0, IL, 1), FASTPE_ESTRIDE,
                     "row_stride", -1, (double)(15 - salt), 16.0, "row_stride < d_model");
     ok &= detail_is(fastpe_fill_f64(buf, 4, 16, 16, -2.0 - salt, 0, IL, 1), FASTPE_EBASE, "base",

@@ -22,8 +22,9 @@ cdef extern from "pe_lib.h" nogil:
 
 
 def _number(double v):
-    """A detail's value as messages show it: integers without a fraction."""
-    if isfinite(v) and v.is_integer():
+    """A detail's value as messages show it: integers (int64 sizes, positions)
+    without a fraction, larger values as floats."""
+    if isfinite(v) and v.is_integer() and fabs(v) <= 9223372036854775808.0:
         return int(v)
     return v
 
@@ -92,9 +93,12 @@ cdef int _raise(int err, dict names=None, tuple shape=None, str label="positions
 def check_sizes(int64_t nseq, int64_t seq_len, int64_t d_model, dict names=None):
     """The library's size checks (counts, width, rows within int64), before
     anything is built or allocated from them (``names``: as for _raise)."""
-    cdef pe_spec sp = pe_spec_vaswani(d_model, 10000.0, 0)
+    # (a width outside 1 .. 2^40 is the check's to refuse, not one to build on)
+    cdef pe_spec sp = pe_spec_vaswani(d_model if 1 <= d_model <= (<int64_t>1 << 40) else 1,
+                                      10000.0, 0)
     cdef pe_rows rq
     cdef int err
+    sp.d = d_model
     _init_rows(&rq, nseq, seq_len, False, 0)
     err = pe_check_fill(NULL, 0, 0, &sp, &rq, "seq_len")     # (no buffer yet)
     if err != FASTPE_OK:

@@ -1,9 +1,10 @@
 # cython: language_level=3
 """fastpe kernel: fills a caller's buffer with the sinusoidal table, in parallel.
 
-The Python layer (``fastpe._api``) validates and allocates; this module only
-fills a buffer it is handed, through the C library (lib/: the fill driver,
-its plans and threads, linked statically), one library call per fill.  In
+The Python layer (``fastpe._api``) converts arguments and allocates; this
+module fills a buffer it is handed through ONE checked call into the C library
+(lib/: the argument checks, the fill driver, its plans and threads, linked
+statically), and raises from the library's error detail.  In
 parts by job:
   _pe_core.pxi   the C library's declarations (lib/src/pe_lib.h, lib/src/kernels/)
   _tuning.pxi    the library's tuning knobs and system probes, from Python
