@@ -214,7 +214,7 @@ def sinusoidal(
     seq_len = as_int(seq_len, "seq_len", minimum=INT64_MIN, maximum=INT64_MAX)
     d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)
     offset = _int64_offset(as_int(offset, "offset"))
-    _kernel.check_sizes(1, seq_len, d_model)
+    _kernel.check_sizes(1, seq_len, d_model, _kernel.TABLE_ERRORS[0])
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
