@@ -124,7 +124,7 @@ extern "C" {
  * functions are only ever added.  (The capsule's table has a version of its
  * own, FASTPE_ABI_MAJOR/MINOR in fastpe.h.) */
 #define FASTPE_LIB_ABI_MAJOR 1
-#define FASTPE_LIB_ABI_MINOR 1
+#define FASTPE_LIB_ABI_MINOR 2
 
 /* FASTPE_NO_CONSTANTS: for a file that already has these values under the same
  * names (the Python binding, whose kernel.pxd declares them). */
