@@ -62,9 +62,12 @@ PE_INLINE double pe_spec_max_turns(const pe_spec *sp) {
             m = fabs(sp->wlist[i]) > m ? fabs(sp->wlist[i]) : m;
         return m * PE_INV2PI_HI * (1.0 + 1e-12);
     }
-    double lb = log(sp->base) / sp->denom; /* w_i = w0 exp(-i lb) */
+    /* w_i = w0 exp(-i lb); fastpe's own log and exp (libm's differ between
+     * machines, and so would the positions accepted at the limit) */
+    double lb = pe_dd_log(sp->base).hi / sp->denom;
     double e = lb < 0.0 ? -lb * (double)(sp->nf - 1) : 0.0;
-    return fabs(sp->w0) * exp(e) * PE_INV2PI_HI * (1.0 + 1e-12);
+    double g = e > 709.0 ? INFINITY : pe_dd_exp(pe_dd_from(e)).hi;
+    return fabs(sp->w0) * g * PE_INV2PI_HI * (1.0 + 1e-12);
 }
 
 /* The number of frequencies whose sine and cosine both have a column in a
