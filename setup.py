@@ -12,6 +12,7 @@ FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import re
 import shutil
@@ -185,24 +186,14 @@ def _release() -> str:
 
 
 def standalone_capsule_header() -> str:
-    """fastpe.h with the C library's header copied in place of its #include.
-
-    The capsule's header documents nothing itself: it includes
-    lib/include/fastpe/fastpe.h (the constants, the types, the reference of every
-    function).  The installed copy carries that header inside, so that an
-    extension compiles against fastpe.get_include() alone, or against a copy of
-    fastpe.h taken elsewhere."""
-    with open(os.path.join(HERE, "src", "fastpe", "include", "fastpe.h"), encoding="utf-8") as f:
-        capsule = f.read()
-    with open(os.path.join(HERE, "lib", "include", "fastpe", "fastpe.h"), encoding="utf-8") as f:
-        native = f.read()
-    line = '#include "../../../lib/include/fastpe/fastpe.h"\n'
-    if capsule.count(line) != 1:
-        raise RuntimeError("src/fastpe/include/fastpe.h must include the library's header once")
-    return capsule.replace(
-        line,
-        f"/* ---- <fastpe/fastpe.h> ---- */\n{native}/* ---- end of <fastpe/fastpe.h> ---- */\n",
+    """The installed fastpe.h: tools/gen_capi.py's, with the library's header inside."""
+    spec = importlib.util.spec_from_file_location(
+        "gen_capi", os.path.join(HERE, "tools", "gen_capi.py")
     )
+    gen = importlib.util.module_from_spec(spec)
+    sys.modules["gen_capi"] = gen  # (its dataclasses look their module up there)
+    spec.loader.exec_module(gen)
+    return gen.standalone_capsule_header()
 
 
 class BuildPy(build_py):

@@ -353,11 +353,33 @@ def render(path: pathlib.Path, text: str, blocks: list[tuple[str, str]]) -> str:
     return text
 
 
+def standalone_capsule_header() -> str:
+    """The capsule's fastpe.h with the C library's header copied in place of its
+    #include: the copy a package installs (setup.py) and the Wine job's package
+    carry, so that an extension compiles against fastpe.get_include() alone, or
+    against a copy of fastpe.h taken elsewhere."""
+    capsule = CAPSULE.read_text(encoding="utf-8")
+    line = '#include "../../../lib/include/fastpe/fastpe.h"\n'
+    if capsule.count(line) != 1:
+        raise RuntimeError("src/fastpe/include/fastpe.h must include the library's header once")
+    native = NATIVE.read_text(encoding="utf-8")
+    return capsule.replace(
+        line,
+        f"/* ---- <fastpe/fastpe.h> ---- */\n{native}/* ---- end of <fastpe/fastpe.h> ---- */\n",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=textwrap.dedent(__doc__ or "").split("\n")[0])
     ap.add_argument("--check", action="store_true", help="change nothing; exit 1 on a difference")
     ap.add_argument("--symbols", action="store_true", help="print the exported functions")
+    ap.add_argument(
+        "--standalone", metavar="OUT", help="write the standalone capsule header to OUT"
+    )
     args = ap.parse_args(argv)
+    if args.standalone:
+        pathlib.Path(args.standalone).write_text(standalone_capsule_header(), encoding="utf-8")
+        return 0
     native = native_prototypes(NATIVE.read_text())
     if args.symbols:
         print("\n".join(sorted(native)))

@@ -137,6 +137,8 @@ find "$RUN/pkg/fastpe" \( -name '*.so' -o -name '*.pyd' -o -name __pycache__ \) 
 rm -f "$RUN"/pkg/fastpe/*.c
 # the release number itself, as setup.py writes it into a wheel (no VERSION beside the copy)
 printf '__version__ = "%s"\n' "$(tr -d '[:space:]' < VERSION)" > "$RUN/pkg/fastpe/_version.py"
+# and the capsule's header with the library's inside, as setup.py installs it
+"$LINUX_PY" tools/gen_capi.py --standalone "$RUN/pkg/fastpe/include/fastpe.h"
 "$LINUX_PY" tools/wine/build_win.py fastpe --root . --pyinclude "$INC" --pydll "$PYDIR" \
     --out "$RUN/pkg/fastpe" --build-dir "$RUN/cython"
 # The interpreter's search path: python312._pth replaces sys.path and PYTHONPATH.
