@@ -5,7 +5,8 @@
  * rounding boundary to round.  The includer defines NUM, FN(name) and the
  * operations N_FROM (of a double), N_ADD, N_NEG, N_MUL, N_DIV, N_LT, N_HI (the
  * leading double), N_EXP (|t| < 746), N_LOG (of a positive NUM), N_TWO_PI and N_EPS(t),
- * the relative error bound of exp(t) for a t computed from a base's log.
+ * the relative error bound of exp(t) for a t computed from a base's log; the
+ * file undefines them at its end, ready for the next number type.
  */
 
 /* ln of the power's base: theta's, or, dynamic, that of the real scaled base
@@ -89,3 +90,17 @@ static int FN(frequency)(const rule *R, NUM ln_base, int64_t i, NUM *wout, doubl
     *wout = w;
     return W_USABLE;
 }
+
+#undef NUM
+#undef FN
+#undef N_FROM
+#undef N_ADD
+#undef N_NEG
+#undef N_MUL
+#undef N_DIV
+#undef N_LT
+#undef N_HI
+#undef N_EXP
+#undef N_LOG
+#undef N_TWO_PI
+#undef N_EPS

@@ -437,19 +437,6 @@ static int frequency32(const rule *R, int64_t i, double *out) {
 #define N_TWO_PI pe_dd_add(pe_dd_from(4.0 * PE_PIO2_HI), pe_dd_from(4.0 * PE_PIO2_LO))
 #define N_EPS(t) (PE_POW_EPS(t) * 2.0)
 #include "rope_formula.inc.c"
-#undef NUM
-#undef FN
-#undef N_FROM
-#undef N_ADD
-#undef N_NEG
-#undef N_MUL
-#undef N_DIV
-#undef N_LT
-#undef N_HI
-#undef N_EXP
-#undef N_LOG
-#undef N_TWO_PI
-#undef N_EPS
 
 static int mp_lt(pe_mp a, pe_mp b) { return pe_mp_cmp(a, b) < 0; }
 
@@ -469,19 +456,6 @@ static int mp_lt(pe_mp a, pe_mp b) { return pe_mp_cmp(a, b) < 0; }
 #define N_TWO_PI pe_mp_ldexp(pe_mp_pi(), 1)
 #define N_EPS(t) ldexp(1.0, -220)
 #include "rope_formula.inc.c"
-#undef NUM
-#undef FN
-#undef N_FROM
-#undef N_ADD
-#undef N_NEG
-#undef N_MUL
-#undef N_DIV
-#undef N_LT
-#undef N_HI
-#undef N_EXP
-#undef N_LOG
-#undef N_TWO_PI
-#undef N_EPS
 
 /* Frequency i in float64: the rule's real formula in double-double, rounded
  * once, or, where that rounding is undecided, on the exact path (the error
