@@ -378,12 +378,12 @@ FASTPE_MAYBE_UNUSED static int import_fastpe(void) {
    (-1 for a count; RuntimeError and NULL for a constructor).  Macros, so that
    each signature is written once, in the typedefs above; a function's address
    is its slot: fastpe_api->fill_f32, of type fastpe_fill_f32_fn. */
-#define FASTPE_CALL_OR_(missing, slot, ...) \
+#define FASTPE_CALL_OR_(missing, slot, ...)                                                        \
     (fastpe_api != NULL ? fastpe_api->slot(__VA_ARGS__) : (missing))
 #define FASTPE_CALL_(slot, ...)       FASTPE_CALL_OR_(FASTPE_ENOTIMPORTED, slot, __VA_ARGS__)
 #define FASTPE_CALL_COUNT_(slot, ...) FASTPE_CALL_OR_(-1, slot, __VA_ARGS__)
 #define FASTPE_CALL_VOID_(slot, ...)  FASTPE_CALL_OR_((void)0, slot, __VA_ARGS__)
-#define FASTPE_CALL_PY_(type, slot, ...) \
+#define FASTPE_CALL_PY_(type, slot, ...)                                                           \
     FASTPE_CALL_OR_((type *)fastpe_not_imported_("fastpe_" #slot), slot, __VA_ARGS__)
 
 FASTPE_MAYBE_UNUSED static void *fastpe_not_imported_(const char *function) {
