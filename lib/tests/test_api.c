@@ -14,6 +14,8 @@
 #endif
 #include <fastpe/fastpe.h>
 
+#include "check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,18 +25,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 enum { N = 64 * 16 };
 static unsigned char buf[N * 8], pristine[N * 8];

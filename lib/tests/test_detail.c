@@ -9,6 +9,8 @@
 #endif
 #include <fastpe/fastpe.h>
 
+#include "check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,18 +20,6 @@
 #else
 #include <pthread.h>
 #endif
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static const char *name(const char *s) { return s != NULL ? s : "(null)"; }
 

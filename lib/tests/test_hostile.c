@@ -12,6 +12,8 @@
 #endif
 #include <fastpe/fastpe.h>
 
+#include "check.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,18 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 #endif
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 #define CODE(got, want, what)                                                                      \
     do {                                                                                           \
