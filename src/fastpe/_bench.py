@@ -21,7 +21,7 @@ from functools import partial
 
 import numpy as np
 
-from . import _api, _rope
+from . import _api, _rope_apply, _rope_cache
 
 # --------------------------------------------------------------------------- competitors
 
@@ -366,7 +366,7 @@ def _qwen2_vl_pair(q: np.ndarray, k: np.ndarray) -> dict[str, Callable[[], objec
         return m.apply_rotary_pos_emb(tq, tk, cos, sin)
 
     return {
-        "fastpe.apply_rope(q, k) Qwen2-VL 3-axis": lambda: _rope.apply_rope(
+        "fastpe.apply_rope(q, k) Qwen2-VL 3-axis": lambda: _rope_apply.apply_rope(
             q, k, positions=pos, **kw
         ),
         "transformers Qwen2-VL rotary + apply": theirs,
@@ -389,9 +389,9 @@ def measure_rope(*, quick: bool = False) -> dict:
     q = rng.standard_normal(shape, dtype=np.float32)
     k = rng.standard_normal(shape, dtype=np.float32)
     dq, dk = np.empty_like(q), np.empty_like(k)
-    cos, sin = _rope.rope_cache(shape[-1], seq_len=shape[-2])
+    cos, sin = _rope_cache.rope_cache(shape[-1], seq_len=shape[-2])
     fns: dict[str, Callable[[], object]] = {
-        "fastpe.apply_rope(q, k)": lambda: _rope.apply_rope(q, k),
+        "fastpe.apply_rope(q, k)": lambda: _rope_apply.apply_rope(q, k),
         "np.copyto q and k [memory pass]": lambda: _copy_both(dq, q, dk, k),
         "NumPy rotate_half formula": lambda: (
             numpy_rotate_half(q, cos, sin),
@@ -406,7 +406,7 @@ def measure_rope(*, quick: bool = False) -> dict:
         for layout in ("half", "interleaved"):
             if (axis, layout) != ("heads-first", "half"):
                 fns[f"apply_rope {axis} {layout}"] = partial(
-                    _rope.apply_rope,
+                    _rope_apply.apply_rope,
                     a,
                     b,
                     seq_axis=-2 if axis == "heads-first" else 1,
@@ -424,7 +424,7 @@ def measure_rope(*, quick: bool = False) -> dict:
     q1 = rng.standard_normal((1, 32, 1, 128), dtype=np.float32)
     k1 = rng.standard_normal((1, 32, 1, 128), dtype=np.float32)
     step = _interleaved_medians(
-        {"fastpe decoding step": lambda: _rope.apply_rope(q1, k1, offset=100000)},
+        {"fastpe decoding step": lambda: _rope_apply.apply_rope(q1, k1, offset=100000)},
         11 if quick else 41,
     )
     med.update(step)
@@ -438,7 +438,7 @@ def measure_rope(*, quick: bool = False) -> dict:
 
 def _rope_check(q: np.ndarray, k: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> dict:
     """apply_rope against the NumPy formula it was timed against, on copies of q and k."""
-    got_q, got_k = _rope.apply_rope(q.copy(), k.copy())
+    got_q, got_k = _rope_apply.apply_rope(q.copy(), k.copy())
     want_q, want_k = numpy_rotate_half(q, cos, sin), numpy_rotate_half(k, cos, sin)
     err = max(float(np.max(np.abs(got_q - want_q))), float(np.max(np.abs(got_k - want_k))))
     # float32 inputs of size ~4: the two roundings differ by a few float32 ulps at most
@@ -577,10 +577,10 @@ def busy_calls(quick: bool = False) -> dict[str, Callable[[int | None], object]]
     return {
         f"table {S}x{D} float32 out=": lambda nt: _api.sinusoidal(S, D, out=out, num_threads=nt),
         f"add_to {'x'.join(map(str, x.shape))} float32": lambda nt: _api.add_to(x, num_threads=nt),
-        f"apply_rope q, k {'x'.join(map(str, qshape))}": lambda nt: _rope.apply_rope(
+        f"apply_rope q, k {'x'.join(map(str, qshape))}": lambda nt: _rope_apply.apply_rope(
             q, k, seq_axis=1, num_threads=nt
         ),
-        f"rope_cache 128 x {cache_len}": lambda nt: _rope.rope_cache(
+        f"rope_cache 128 x {cache_len}": lambda nt: _rope_cache.rope_cache(
             128, seq_len=cache_len, num_threads=nt
         ),
     }
@@ -1069,25 +1069,22 @@ def chart(result: dict, path: str) -> None:
 # --------------------------------------------------------------------------- CLI glue
 
 
+# The on/off switches of `fastpe bench`: (flag, help).
+_SWITCHES = (
+    ("--quick", "fewer sizes and repeats (~10 s)"),
+    ("--json", "print the results as JSON"),
+    ("--no-progress", "no progress bar on stderr"),
+    ("--no-accuracy", "skip the mpmath error column"),
+    ("--no-add-to", "skip the fused-add comparison"),
+    ("--no-small", "skip the small calls (one row, a few timesteps, one token)"),
+    ("--no-rope", "skip RoPE (apply_rope on q and k, one step)"),
+    ("--no-busy", "skip the busy-machine column (calls beside background busy loops)"),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (~10 s)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    parser.add_argument("--no-accuracy", action="store_true", help="skip the mpmath error column")
-    parser.add_argument("--no-add-to", action="store_true", help="skip the fused-add comparison")
-    parser.add_argument(
-        "--no-small",
-        action="store_true",
-        help="skip the small calls (one row, a few timesteps, one token)",
-    )
-    parser.add_argument(
-        "--no-rope", action="store_true", help="skip RoPE (apply_rope on q and k, one step)"
-    )
-    parser.add_argument(
-        "--no-busy",
-        action="store_true",
-        help="skip the busy-machine column (calls beside background busy loops)",
-    )
+    for flag, text in _SWITCHES:
+        parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument(
         "--chart", metavar="FILE.png", help="also save a bar chart (needs matplotlib)"
     )

@@ -5,6 +5,12 @@
 # capsule whose table publishes them (include/fastpe.h).  The marked blocks are
 # written by tools/gen_capi.py from the signatures of lib/include/fastpe/fastpe.h.
 
+# Not _api nor _rope_rules: they import this module, so the constructors import them
+# when first called.
+from fastpe._conventions import Convention
+from fastpe._validate import as_base, as_int
+
+
 def _c_plan_cache():
     """(nf, w0, base, denom, refs) of the C API's cached plans (for tests)."""
     cdef double snap[5 * 16]
@@ -28,7 +34,6 @@ cdef extern from "pe_lib.h" nogil:
 cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
     """A spec for a convention name or a fastpe.Convention (with the GIL)."""
     from fastpe import _api
-    from fastpe._validate import as_int
     cdef Encoder enc = _api._encoder(convention, 10000.0, "interleaved",
                                      as_int(d_model, "d_model", minimum=1))
     cdef fastpe_spec *h = pe_spec_handle_new(&enc.sp, enc.has_zero, enc.zero, enc.max_position)
@@ -42,7 +47,6 @@ cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *deno
                                   const char *odd, int has_padding_idx,
                                   int64_t padding_idx) except NULL:
     """A spec from the knobs of fastpe.Convention (with the GIL)."""
-    from fastpe._conventions import Convention
     if denominator == NULL or layout == NULL or odd == NULL:
         raise TypeError("denominator, layout and odd must not be NULL")
     conv = Convention(base=base, denominator=denominator.decode(), shift=shift,
@@ -285,25 +289,24 @@ cdef fastpe_rope *rope_new(object rope_parameters, int64_t head_dim,
                            const char *precision) except NULL:
     """fastpe.rope_frequencies' rule as a handle (with the GIL); 0 / -1 / NULL for
     max_position_embeddings / seq_len / precision: not given."""
-    from fastpe import _rope
-    w, attention = _rope.rope_frequencies(
+    from fastpe._rope_rules import _as_frequencies, rope_frequencies
+    w, attention = rope_frequencies(
         head_dim, rope_parameters,
         max_position_embeddings=max_position_embeddings if max_position_embeddings > 0 else None,
         seq_len=seq_len if seq_len >= 0 else None,
         precision="float32" if precision == NULL else precision.decode())
-    return _rope_handle(_rope._as_frequencies(w), attention)
+    return _rope_handle(_as_frequencies(w), attention)
 
 
 cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
                                         double attention_factor) except NULL:
     """A handle for a model's own inv_freq (nf entries) and attention factor (with
     the GIL)."""
-    from fastpe import _rope
-    from fastpe._validate import as_base, as_int
+    from fastpe._rope_rules import _as_frequencies
     if inv_freq == NULL:
         raise TypeError("inv_freq must not be NULL")
     as_int(nf, "nf", minimum=1, maximum=2**31)
-    w = _rope._as_frequencies(_np.array(<const double[:nf]>inv_freq))
+    w = _as_frequencies(_np.array(<const double[:nf]>inv_freq))
     return _rope_handle(w, as_base(attention_factor, "attention_factor"))
 
 
@@ -316,8 +319,7 @@ cdef fastpe_rope *rope_from_axes(const double *inv_freq, int64_t nf, const int32
     """A handle for nf frequencies, frequency i following axis[i] of each token's
     n_axes coordinates (with the GIL): the library's, its arguments checked here so
     that a refusal is the Python API's exception."""
-    from fastpe import _rope
-    from fastpe._validate import as_base, as_int
+    from fastpe._rope_rules import _as_frequencies
     if inv_freq == NULL or axis == NULL:
         raise TypeError("inv_freq and axis must not be NULL")
     as_int(nf, "nf", minimum=1, maximum=2**31)
@@ -327,7 +329,7 @@ cdef fastpe_rope *rope_from_axes(const double *inv_freq, int64_t nf, const int32
     if bad.size:
         raise ValueError(f"axis[{bad[0]}] must be in 0 .. n_axes-1 = {n_axes - 1}, got "
                          f"{ax[bad[0]]}")
-    w = _rope._as_frequencies(_np.array(<const double[:nf]>inv_freq))
+    w = _as_frequencies(_np.array(<const double[:nf]>inv_freq))
     cdef const double[::1] wv = w
     cdef fastpe_rope *h = fastpe_rope_from_axes(&wv[0], nf, axis, n_axes,
                                                 as_base(attention_factor, "attention_factor"))

@@ -38,9 +38,19 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from . import _api, _rope
+from . import _api, _rope_apply, _rope_cache
 from ._conventions import Convention
-from ._validate import as_choice, as_finite, as_int, as_out_array, check_table_size
+from ._rope_rules import (
+    _COMMON,
+    _KEYS,
+    ROPE_LAYOUTS,
+    ROPE_TYPES,
+    SECTION_LAYOUTS,
+    _as_frequencies,
+    _rope_type,
+    rope_frequencies,
+)
+from ._validate import as_base, as_choice, as_finite, as_int, as_out_array, check_table_size
 
 # torch.library.custom_op, register_fake, register_autograd and opcheck
 MIN_TORCH = (2, 4)
@@ -515,23 +525,23 @@ def _frequencies(
         if isinstance(inv_freq, torch.Tensor):
             _on_cpu(inv_freq, "inv_freq")
             inv_freq = inv_freq.detach().double().numpy()
-        w = _rope._as_frequencies(inv_freq)
+        w = _as_frequencies(inv_freq)
         attention = 1.0
     else:
-        if _rope._rope_type(rope_parameters or {}) in ("dynamic", "longrope"):
+        if _rope_type(rope_parameters or {}) in ("dynamic", "longrope"):
             raise ValueError(
                 "rope_type 'dynamic' and 'longrope' depend on the sequence length: compute "
                 "their frequencies with fastpe.rope_frequencies(..., seq_len=...) and pass "
                 "inv_freq and attention_factor"
             )
-        w, attention = _rope.rope_frequencies(
+        w, attention = rope_frequencies(
             head_dim,
             rope_parameters,
             max_position_embeddings=max_position_embeddings,
             precision=precision,
         )
     if attention_factor is not None:
-        attention = _rope.as_base(attention_factor, "attention_factor")
+        attention = as_base(attention_factor, "attention_factor")
     return [float(v) for v in w], attention
 
 
@@ -576,7 +586,7 @@ def _cache_impl(
     ):
         # a decoding step's few positions: what the general path below does, with
         # the conversions it would skip anyway (fastpe checks the values)
-        cos, sin = _rope.rope_cache(
+        cos, sin = _rope_cache.rope_cache(
             2 * w.size,
             positions=positions.detach().numpy().reshape(-1),
             inv_freq=w,
@@ -593,11 +603,11 @@ def _cache_impl(
     shape = _cache_shape(positions, seq_len, w.size)
     kw: dict[str, Any] = {"inv_freq": w, "attention_factor": attention, "layout": layout}
     if dtype in _NUMPY:  # fastpe allocates (after its checks), torch shares the memory
-        cos, sin = _rope.rope_cache(2 * w.size, **where, **kw, dtype=_NUMPY[dtype])
+        cos, sin = _rope_cache.rope_cache(2 * w.size, **where, **kw, dtype=_NUMPY[dtype])
         return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
     tc, ts = _empty(shape, dtype, copies=3), _empty(shape, dtype)
     rows = (-1, 2 * w.size)
-    _rope.rope_cache(
+    _rope_cache.rope_cache(
         2 * w.size, **where, **kw, out=(_view(tc).reshape(rows), _view(ts).reshape(rows))
     )
     return tc, ts
@@ -647,7 +657,7 @@ def rope_cache(
     w, attention = _frequencies(
         head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision
     )
-    layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     if (seq_len is None) == (positions is None):
         raise ValueError("give either seq_len (with offset) or positions")
     if positions is None:
@@ -677,7 +687,7 @@ def _rotate_impl(
     if k is not None:
         _float_tensor(k, "k")
     off = _ids(offsets, "offset")
-    _rope.apply_rope(
+    _rope_apply.apply_rope(
         _view(q),
         None if k is None else _view(k),
         head_dim=q.shape[-1],
@@ -768,7 +778,7 @@ def _rope_args(
     w, attention = _frequencies(
         head_dim, rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision
     )
-    layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+    layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     off, offsets = _offset_args(offset)
     if positions is not None and (offsets is not None or off != 0):
         raise ValueError("offset applies without positions; add it to positions instead")
@@ -887,10 +897,10 @@ def _cache_axes_impl(
         "layout": layout,
     }
     if dtype in _NUMPY:
-        cos, sin = _rope.rope_cache(2 * w.size, **kw, dtype=_NUMPY[dtype])
+        cos, sin = _rope_cache.rope_cache(2 * w.size, **kw, dtype=_NUMPY[dtype])
         return torch.from_numpy(cos.reshape(shape)), torch.from_numpy(sin.reshape(shape))
     tc, ts = _empty(shape, dtype, copies=3), _empty(shape, dtype)
-    _rope.rope_cache(2 * w.size, **kw, out=(_view(tc), _view(ts)))
+    _rope_cache.rope_cache(2 * w.size, **kw, out=(_view(tc), _view(ts)))
     return tc, ts
 
 
@@ -1038,9 +1048,7 @@ class RotaryEmbedding(torch.nn.Module):
         self.ignored_keys = ignored
         self.rope_type = "default"
         if rope_parameters is not None:
-            self.rope_type = as_choice(
-                _rope._rope_type(rope_parameters), "rope_type", _rope.ROPE_TYPES
-            )
+            self.rope_type = as_choice(_rope_type(rope_parameters), "rope_type", ROPE_TYPES)
         if max_position_embeddings is not None:
             max_position_embeddings = as_int(
                 max_position_embeddings, "max_position_embeddings", minimum=1
@@ -1051,15 +1059,15 @@ class RotaryEmbedding(torch.nn.Module):
         if inv_freq is not None:
             if isinstance(inv_freq, torch.Tensor):
                 inv_freq = inv_freq.detach().to("cpu", torch.float64).numpy()
-            self._given = [float(v) for v in _rope._as_frequencies(inv_freq)]
+            self._given = [float(v) for v in _as_frequencies(inv_freq)]
         self._rule = (head_dim, None if rope_parameters is None else dict(rope_parameters),
                       max_position_embeddings, precision, attention_factor)  # fmt: skip
         w, self.attention_scaling = self._rule_frequencies()
         # where longrope's long factors take over (a constant of a traced graph)
         self._long_after = self._original_length() if self.rope_type == "longrope" else 0
-        self.layout = as_choice(layout, "layout", _rope.ROPE_LAYOUTS)
+        self.layout = as_choice(layout, "layout", ROPE_LAYOUTS)
         self.mrope_section: list[int] | None = None
-        self.section_layout = as_choice(section_layout, "section_layout", _rope.SECTION_LAYOUTS)
+        self.section_layout = as_choice(section_layout, "section_layout", SECTION_LAYOUTS)
         if sections is not None:
             self.mrope_section = [as_int(s, "sections", minimum=0) for s in sections]
             if sum(self.mrope_section) != len(w):
@@ -1101,13 +1109,13 @@ class RotaryEmbedding(torch.nn.Module):
             w, factor = self._given, 1.0
         else:
             assert head_dim is not None  # (checked when the module was made)
-            inv, factor = _rope.rope_frequencies(
+            inv, factor = rope_frequencies(
                 head_dim, params, max_position_embeddings=mpe, seq_len=seq_len,
                 precision=precision,
             )  # fmt: skip
             w = [float(v) for v in inv]
         if attention is not None:
-            factor = _rope.as_base(attention, "attention_factor")
+            factor = as_base(attention, "attention_factor")
         return w, factor
 
     def compute_default_rope_parameters(
@@ -1169,7 +1177,7 @@ class RotaryEmbedding(torch.nn.Module):
                     "model first (to_empty then init_weights, or from_pretrained)"
                 ) from None
             return self._w
-        w = [float(v) for v in _rope._as_frequencies(values)]
+        w = [float(v) for v in _as_frequencies(values)]
         if len(w) != len(self._w):
             raise ValueError(
                 f"inv_freq has {len(w)} frequencies; the module rotates {len(self._w)} pairs"
@@ -1346,7 +1354,7 @@ class RotaryEmbedding(torch.nn.Module):
                 copies = 3 if dtype == torch.bfloat16 else 1
                 both = _empty((2 * self.table_size, 2 * nf), dtype, copies=copies)
                 both = both.view(2, self.table_size, 2 * nf)
-                _rope.rope_cache(
+                _rope_cache.rope_cache(
                     2 * nf,
                     seq_len=self.table_size,
                     inv_freq=_frequency_array(w),
@@ -1408,8 +1416,8 @@ def _config_rope_parameters(config: Any) -> tuple[dict[str, Any], tuple[str, ...
             f"the config's rope_parameters hold one rule per layer type ({nested}): give "
             "one of them as rope_parameters"
         )
-    rope_type = as_choice(_rope._rope_type(params), "rope_type", _rope.ROPE_TYPES)
-    read = set(_rope._COMMON) | set(_rope._KEYS[rope_type])
+    rope_type = as_choice(_rope_type(params), "rope_type", ROPE_TYPES)
+    read = set(_COMMON) | set(_KEYS[rope_type])
     ignored = tuple(sorted(k for k in params if k not in read))
     return {k: v for k, v in params.items() if k in read}, ignored
 
