@@ -190,6 +190,18 @@ def _get(config: Any, key: str, default: Any = None) -> Any:
     return getattr(config, key, default)
 
 
+def _head_dim(config: Any, minimum: int = 2) -> int:
+    """config.head_dim, else hidden_size // num_attention_heads (as transformers)."""
+    head_dim = _get(config, "head_dim")
+    if head_dim is None:
+        hidden = as_int(_get(config, "hidden_size"), "config.hidden_size", minimum=1)
+        heads = as_int(
+            _get(config, "num_attention_heads"), "config.num_attention_heads", minimum=1
+        )
+        head_dim = hidden // heads
+    return as_int(head_dim, "config.head_dim", minimum=minimum)
+
+
 def _text_config(config: Any) -> Any:
     """The language model's part of a multimodal config (object or dict)."""
     if not isinstance(config, Mapping) and not hasattr(config, "__dict__"):
@@ -216,12 +228,7 @@ def _mrope(
     if params.get("rope_type", params.get("type")) == "mrope":
         params.pop("type", None)
         params["rope_type"] = "default"
-    head_dim = _get(cfg, "head_dim")
-    if head_dim is None:
-        hidden = as_int(_get(cfg, "hidden_size"), "config.hidden_size", minimum=1)
-        heads = as_int(_get(cfg, "num_attention_heads"), "config.num_attention_heads", minimum=1)
-        head_dim = hidden // heads
-    head_dim = as_int(head_dim, "config.head_dim", minimum=2)
+    head_dim = _head_dim(cfg)
     mpe = _get(cfg, "max_position_embeddings")
     inv, attention = rope_frequencies(
         head_dim, params, max_position_embeddings=mpe, seq_len=seq_len, precision=precision
@@ -291,14 +298,7 @@ def pixtral(config: Any, *, precision: Precision = "float32") -> RopePreset:
     params = _get(config, "rope_parameters") or {}
     theta = _get(params, "rope_theta", _get(config, "rope_theta", 10000.0))
     theta = as_base(theta, "config.rope_parameters['rope_theta']")
-    head_dim = _get(config, "head_dim")
-    if head_dim is None:
-        hidden = as_int(_get(config, "hidden_size"), "config.hidden_size", minimum=1)
-        heads = as_int(
-            _get(config, "num_attention_heads"), "config.num_attention_heads", minimum=1
-        )
-        head_dim = hidden // heads
-    head_dim = as_int(head_dim, "config.head_dim", minimum=4)
+    head_dim = _head_dim(config, minimum=4)
     if head_dim % 4:
         raise ValueError(f"config.head_dim must be a multiple of 4, got {head_dim}")
     w = _default_rule(head_dim, theta, precision)
@@ -324,12 +324,7 @@ def _one_axis(
     precision = _precision(precision)
     if not isinstance(params, Mapping):
         raise TypeError(f"{name} must be a mapping, got {type(params).__name__}")
-    head_dim = _get(cfg, "head_dim")
-    if head_dim is None:
-        hidden = as_int(_get(cfg, "hidden_size"), "config.hidden_size", minimum=1)
-        heads = as_int(_get(cfg, "num_attention_heads"), "config.num_attention_heads", minimum=1)
-        head_dim = hidden // heads
-    head_dim = as_int(head_dim, "config.head_dim", minimum=2)
+    head_dim = _head_dim(cfg)
     try:
         inv, attention = rope_frequencies(
             head_dim,
