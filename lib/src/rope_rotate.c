@@ -147,7 +147,9 @@ static ROT_AVX2 void pe_rot_pairs_f32_avx2(char *row, const double *PE_RESTRICT 
  * blocked walk writes an angle row so once for all the rows that use it, and
  * the four loads and four shuffles that duplicate them here per row become
  * four plain loads (a fifth less time where the rows are in cache).  The same
- * operations, hence the same bits. */
+ * operations, hence the same bits.  A copy of the loop above on purpose: with
+ * their common step in a shared inline function, gcc -O3 compiles both loops
+ * differently, and these are the measured ones. */
 static ROT_AVX2 void pe_rot_pairs_f32_dup_avx2(char *row, const double *PE_RESTRICT sd,
                                                const double *PE_RESTRICT cd, int64_t nf, double a) {
     float *PE_RESTRICT x = (float *)row;

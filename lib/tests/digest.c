@@ -325,6 +325,21 @@ static int run_rope(const char *kind, const fastpe_rope *h, int dt, int lay, int
     }
 }
 
+/* A RoPE digest's line, once the three thread counts agree (else a failure). */
+static void emit_rope(const char *kind, int dt, int lay, int64_t nf, int64_t S, int64_t off,
+                      double attention, const uint64_t hs[3]) {
+    char line[512];
+    if (hs[0] != hs[1] || hs[0] != hs[2]) {
+        fprintf(stderr, "thread counts disagree: %s %s nf=%" PRId64 " S=%" PRId64 "\n", kind,
+                DTYPES[dt], nf, S);
+        failures++;
+    }
+    snprintf(line, sizeof(line),
+             "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %.17g %016" PRIx64 "\n", kind,
+             DTYPES[dt], LAYOUTS[lay], nf, S, off, attention, hs[0]);
+    emit(line);
+}
+
 static void one_rope(const char *kind, int dt, int lay, int64_t nf, int64_t S, int64_t off,
                      double attention) {
     int cache = strncmp(kind, "rope_cache", 10) == 0;
@@ -334,7 +349,6 @@ static void one_rope(const char *kind, int dt, int lay, int64_t nf, int64_t S, i
     double *w = (double *)malloc((size_t)nf * sizeof(double));
     fastpe_rope *h = NULL;
     uint64_t hs[3];
-    char line[512];
     if (buf != NULL && pos != NULL && w != NULL) {
         for (int64_t i = 0; i < nf; i++)
             w[i] = 1.0 / (double)(1 + i * i);
@@ -357,15 +371,7 @@ static void one_rope(const char *kind, int dt, int lay, int64_t nf, int64_t S, i
         }
         hs[nt - 1] = digest(buf, nbytes);
     }
-    if (hs[0] != hs[1] || hs[0] != hs[2]) {
-        fprintf(stderr, "thread counts disagree: %s %s nf=%" PRId64 " S=%" PRId64 "\n", kind,
-                DTYPES[dt], nf, S);
-        failures++;
-    }
-    snprintf(line, sizeof(line),
-             "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %.17g %016" PRIx64 "\n", kind,
-             DTYPES[dt], LAYOUTS[lay], nf, S, off, attention, hs[0]);
-    emit(line);
+    emit_rope(kind, dt, lay, nf, S, off, attention, hs);
     fastpe_rope_free(h);
     free(buf);
     free(pos);
@@ -570,7 +576,7 @@ static void one_rope_axes(const char *what, int slay, int dt, int lay, int64_t n
     const int64_t sections[3] = {nf - 2 * (nf / 3), nf / 3, nf / 3};
     fastpe_rope *h = NULL;
     uint64_t hs[3];
-    char kind[64], line[512];
+    char kind[64];
     snprintf(kind, sizeof(kind), "rope_axes_%s%s", what, slay ? "_interleaved" : "");
     if (buf != NULL && pos != NULL && w != NULL && axis != NULL &&
         fastpe_rope_section_axes(sections, 3, slay, axis, nf) == FASTPE_OK) {
@@ -597,15 +603,7 @@ static void one_rope_axes(const char *what, int slay, int dt, int lay, int64_t n
         }
         hs[nt - 1] = digest(buf, nbytes);
     }
-    if (hs[0] != hs[1] || hs[0] != hs[2]) {
-        fprintf(stderr, "thread counts disagree: %s %s nf=%" PRId64 " S=%" PRId64 "\n", kind,
-                DTYPES[dt], nf, S);
-        failures++;
-    }
-    snprintf(line, sizeof(line),
-             "%s %s %s %" PRId64 " %" PRId64 " %" PRId64 " %.17g %016" PRIx64 "\n", kind,
-             DTYPES[dt], LAYOUTS[lay], nf, S, off, attention, hs[0]);
-    emit(line);
+    emit_rope(kind, dt, lay, nf, S, off, attention, hs);
     fastpe_rope_free(h);
     free(buf);
     free(pos);
