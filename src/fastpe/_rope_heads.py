@@ -207,6 +207,22 @@ def _scaled(table: np.ndarray, scale: np.ndarray) -> np.ndarray:
     return table * np.concatenate((scale, scale), axis=1)
 
 
+def _is_mixed(rope_parameters: Any, sections: Any, section_layout: Any) -> bool:
+    """Whether section_layout is "mixed", after the checks rotate and cache share:
+    no sections, one rule."""
+    mixed = type(section_layout) is str and section_layout == "mixed"
+    if not mixed:
+        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
+    if sections is not None:
+        raise ValueError(
+            "sections does not apply here: per-head and mixed frequencies and xPos take "
+            'every frequency along every axis (section_layout="mixed" sums the axes)'
+        )
+    if _per_axis_rules(rope_parameters):
+        raise TypeError("rope_parameters must be one rule (a mapping) here, not a list")
+    return mixed
+
+
 def rotate(
     q: Any,
     k: Any,
@@ -230,16 +246,7 @@ def rotate(
     """apply_rope with per-head or mixed frequencies, or xPos (see its docstring)."""
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
-    mixed = type(section_layout) is str and section_layout == "mixed"
-    if not mixed:
-        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
-    if sections is not None:
-        raise ValueError(
-            "sections does not apply here: per-head and mixed frequencies and xPos take "
-            'every frequency along every axis (section_layout="mixed" sums the axes)'
-        )
-    if _per_axis_rules(rope_parameters):
-        raise TypeError("rope_parameters must be one rule (a mapping) here, not a list")
+    mixed = _is_mixed(rope_parameters, sections, section_layout)
     views, head_dim, sa, seq, batch = _rope_views(q, k, head_dim, seq_axis)
     if xpos_scale_base is not None and k is None:
         raise ValueError("xpos_scale_base needs k: xPos scales q and k by inverse factors")
@@ -373,16 +380,7 @@ def cache(
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
-    mixed = type(section_layout) is str and section_layout == "mixed"
-    if not mixed:
-        as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
-    if sections is not None:
-        raise ValueError(
-            "sections does not apply here: per-head and mixed frequencies and xPos take "
-            'every frequency along every axis (section_layout="mixed" sums the axes)'
-        )
-    if _per_axis_rules(rope_parameters):
-        raise TypeError("rope_parameters must be one rule (a mapping) here, not a list")
+    mixed = _is_mixed(rope_parameters, sections, section_layout)
     if xpos_scale_base is None and xpos_center is not None:
         raise ValueError("xpos_center applies with xpos_scale_base only")
     w = None

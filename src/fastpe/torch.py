@@ -475,6 +475,7 @@ def add_to(
     return _add_to_op(*args)  # type: ignore[no-any-return]
 
 
+# add_to's keywords, written out again: each public function shows its own signature.
 def add_to_(
     x: torch.Tensor,
     *,
@@ -832,6 +833,8 @@ def apply_rope(
     return out[0] if k is None else (out[0], out[1])
 
 
+# apply_rope's keywords, written out again: each public function shows its own
+# signature (help(), IDEs, mypy), and both go through _rope_args.
 def apply_rope_(
     q: torch.Tensor,
     k: torch.Tensor | None = None,
