@@ -72,7 +72,8 @@ PROBE = textwrap.dedent(
         return NULL;
     }
 
-    static PyMethodDef methods[] = {{"unimported", unimported, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+    static PyMethodDef methods[] = {
+        {"unimported", unimported, METH_O, NULL}, {NULL, NULL, 0, NULL}};
     static struct PyModuleDef mod = {PyModuleDef_HEAD_INIT, "fastpe_unimported_probe", NULL, -1,
                                      methods, NULL, NULL, NULL, NULL};
     PyMODINIT_FUNC PyInit_fastpe_unimported_probe(void) { return PyModule_Create(&mod); }
