@@ -88,7 +88,7 @@ def test_ggml_rope_takes_integer_positions_only():
 
 def test_a_small_sweep_measures_every_installed_library():
     results = sweep_tool.measure(40, seed=11, fmts=("float32",), others=True)
-    for name, fmt, kind, _ in others.OTHERS:
+    for name, fmt, _, _ in others.OTHERS:
         t = results[(name, fmt)]
         assert t.n > 0 and t.cr <= t.faithful <= t.n, (name, fmt)
         assert math.isfinite(t.abs)

@@ -66,7 +66,7 @@ def _loop(body: Callable[[float, int, int], tuple[float, float]]) -> Entry:
     return entry
 
 
-def _row(row: Callable[[float, int], "np.ndarray | None"]) -> Entry:
+def _row(row: Callable[[float, int], np.ndarray | None]) -> Entry:
     def entry(k: float, j: int, d: int) -> float | None:
         r = row(k, d)
         return None if r is None else float(r[j])
@@ -117,15 +117,14 @@ except ImportError:
 else:
     torch.set_num_threads(1)
 
-    def torch_tutorial(dtype: torch.dtype) -> Callable[[float, int], np.ndarray]:
+    def torch_tutorial(bits: int = 32) -> Callable[[float, int], np.ndarray]:
         """pytorch/tutorials, transformer_tutorial.py's PositionalEncoding (float32),
         and the same lines with every tensor float64."""
+        dtype = torch.float64 if bits == 64 else torch.float32
 
         def row(k: float, d: int) -> np.ndarray:
             position = torch.tensor([[k]], dtype=dtype)
-            div_term = torch.exp(
-                torch.arange(0, d, 2, dtype=dtype) * (-math.log(10000.0) / d)
-            )
+            div_term = torch.exp(torch.arange(0, d, 2, dtype=dtype) * (-math.log(10000.0) / d))
             pe = torch.zeros(1, d, dtype=dtype)
             pe[:, 0::2] = torch.sin(position * div_term)
             pe[:, 1::2] = torch.cos(position * div_term)
@@ -143,8 +142,8 @@ else:
         return torch.cat((freqs_cis.real[0], freqs_cis.imag[0])).double().numpy()
 
     OTHERS += [
-        ("PyTorch tutorial PositionalEncoding", "float32", "table", _row(torch_tutorial(torch.float32))),
-        ("PyTorch tutorial, float64 tensors", "float64", "table", _row(torch_tutorial(torch.float64))),
+        ("PyTorch tutorial PositionalEncoding", "float32", "table", _row(torch_tutorial())),
+        ("PyTorch tutorial, float64 tensors", "float64", "table", _row(torch_tutorial(64))),
         ("torch precompute_freqs_cis (Llama ref.)", "float32", "rope", _row(torch_freqs_cis)),
     ]
 
@@ -188,12 +187,12 @@ else:
 
             return entry
 
-        OTHERS += [
-            ("transformers Llama rotary", "float32", "rope", transformers_rope(DEFAULT, torch.float32)),
-            ("transformers Llama rotary", "bfloat16", "rope", transformers_rope(DEFAULT, torch.bfloat16)),
-            ("transformers Llama 3.1 rotary", "float32", "rope-llama3", transformers_rope(LLAMA3, torch.float32)),
-            ("transformers Llama 3.1 rotary", "bfloat16", "rope-llama3", transformers_rope(LLAMA3, torch.bfloat16)),
-        ]
+        for name, kind, params in (
+            ("transformers Llama rotary", "rope", DEFAULT),
+            ("transformers Llama 3.1 rotary", "rope-llama3", LLAMA3),
+        ):
+            for fmt, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+                OTHERS.append((name, fmt, kind, transformers_rope(params, dtype)))
 
 
 # ---- ggml (its compiled operators, from the libggml-python wheel) -----------------
@@ -204,7 +203,11 @@ GGML_ROPE_TYPE_NORMAL = 0
 
 
 class _InitParams(ctypes.Structure):
-    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p), ("no_alloc", ctypes.c_bool)]
+    _fields_ = [
+        ("mem_size", ctypes.c_size_t),
+        ("mem_buffer", ctypes.c_void_p),
+        ("no_alloc", ctypes.c_bool),
+    ]
 
 
 def _load_ggml() -> tuple[ctypes.CDLL, ctypes.CDLL] | None:
@@ -223,13 +226,15 @@ def _load_ggml() -> tuple[ctypes.CDLL, ctypes.CDLL] | None:
     base.ggml_free.argtypes, base.ggml_free.restype = [p], None
     base.ggml_new_tensor_1d.argtypes = [p, ctypes.c_int, ctypes.c_int64]
     base.ggml_new_tensor_1d.restype = p
-    base.ggml_new_tensor_3d.argtypes = [p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64]
+    i64 = ctypes.c_int64
+    base.ggml_new_tensor_3d.argtypes = [p, ctypes.c_int, i64, i64, i64]
     base.ggml_new_tensor_3d.restype = p
     base.ggml_get_data.argtypes, base.ggml_get_data.restype = [p], p
     base.ggml_new_graph.argtypes, base.ggml_new_graph.restype = [p], p
     base.ggml_build_forward_expand.argtypes, base.ggml_build_forward_expand.restype = [p, p], None
     f = ctypes.c_float
-    base.ggml_rope_ext.argtypes = [p, p, p, p, ctypes.c_int, ctypes.c_int, ctypes.c_int, f, f, f, f, f, f]
+    i = ctypes.c_int
+    base.ggml_rope_ext.argtypes = [p, p, p, p, i, i, i, f, f, f, f, f, f]
     base.ggml_rope_ext.restype = p
     base.ggml_timestep_embedding.argtypes = [p, p, ctypes.c_int, ctypes.c_int]
     base.ggml_timestep_embedding.restype = p
@@ -238,7 +243,11 @@ def _load_ggml() -> tuple[ctypes.CDLL, ctypes.CDLL] | None:
     return base, cpu
 
 
-def _ggml_run(build: Callable[[ctypes.c_void_p], tuple[int, list[tuple[int, np.ndarray]]]], n: int) -> np.ndarray:
+# build(ctx) adds the inputs and the operator: (result, [(input tensor, its values)])
+Build = Callable[[int], tuple[int, list[tuple[int, np.ndarray]]]]
+
+
+def _ggml_run(build: Build, n: int) -> np.ndarray:
     """Make a context, let build() add its inputs and operator, compute, copy n floats out."""
     base, cpu = _GGML  # type: ignore[misc]
     ctx = base.ggml_init(_InitParams(64 * n + (1 << 20), None, False))
@@ -271,7 +280,10 @@ def ggml_rope(k: float, d: int) -> np.ndarray | None:
     def build(ctx):
         a = base.ggml_new_tensor_3d(ctx, GGML_TYPE_F32, d, 1, 1)
         b = base.ggml_new_tensor_1d(ctx, GGML_TYPE_I32, 1)
-        r = base.ggml_rope_ext(ctx, a, b, None, d, GGML_ROPE_TYPE_NORMAL, 0, 10000.0, 1.0, 0.0, 1.0, 0.0, 0.0)
+        # n_ctx_orig 0, theta 10000, freq_scale 1, ext_factor 0 (no YaRN), attn_factor 1
+        r = base.ggml_rope_ext(
+            ctx, a, b, None, d, GGML_ROPE_TYPE_NORMAL, 0, 10000.0, 1.0, 0.0, 1.0, 0.0, 0.0
+        )
         return r, [(a, x), (b, np.array([int(k)], np.int32))]
 
     out = _ggml_run(build, d)

@@ -252,7 +252,8 @@ def measure(
             exact = {"table": exact_table(k, j, d)}
             for fmt in fmts:
                 record("sinusoidal_at", fmt, fastpe_table(k, j, d, fmt), exact["table"])
-            record("numpy float64 formula", "float64", numpy_table(k, j, d, "float64"), exact["table"])
+            got = numpy_table(k, j, d, "float64")
+            record("numpy float64 formula", "float64", got, exact["table"])
             if d <= 4096:
                 if d not in freqs:
                     freqs[d] = fastpe.rope_frequencies(d, precision="float64")[0]
@@ -274,7 +275,8 @@ def measure(
 
 def fastpe_rope_rule(k: float, j: int, d: int, fmt: str, params: dict | None) -> float:
     """rope_cache with the rule's frequencies in float64 (precision="float64")."""
-    cos, sin = fastpe.rope_cache(d, params, positions=np.array([k]), dtype=fmt, precision="float64")
+    at = np.array([k])
+    cos, sin = fastpe.rope_cache(d, params, positions=at, dtype=fmt, precision="float64")
     half = d // 2
     src = cos if j < half else sin
     return float(as_float64(src, fmt).reshape(-1)[j % half])
@@ -316,9 +318,13 @@ def report(
 
 
 def markdown(results: dict[tuple[str, str], Tally], print_: Callable = print) -> None:
-    """The table of docs/accuracy.md: fastpe's rows first, then the others as listed."""
-    order = list(results)
-    print_("| code | dtype | entries | correctly rounded | within 1 ulp | max ulps | max abs. error |")
+    """The table of docs/accuracy.md: fastpe's rows first, then the others as listed,
+    each function's dtypes together."""
+    names = list(dict.fromkeys(name for name, _ in results))
+    dtypes = list(FORMATS)
+    order = sorted(results, key=lambda key: (names.index(key[0]), dtypes.index(key[1])))
+    columns = ["correctly rounded", "within 1 ulp", "max ulps", "max abs. error"]
+    print_("| code | dtype | entries | " + " | ".join(columns) + " |")
     print_("|---|---|---|---|---|---|---|")
     for name, fmt in order:
         t = results[(name, fmt)]
@@ -335,7 +341,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--search", type=int, default=0, metavar="N", help="rows of the hard search")
     ap.add_argument("--widths", type=int, nargs="+", default=[200, 1000])
-    ap.add_argument("--others", action="store_true", help="also NumPy, PyTorch, transformers, ggml")
+    ap.add_argument("--others", action="store_true", help="NumPy, PyTorch, transformers, ggml too")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
     args = ap.parse_args()
     if args.search:
