@@ -95,9 +95,9 @@ def test_a_small_sweep_measures_every_installed_library():
     # fastpe against the ideal frequencies, next to them
     for label in sweep_tool.RULE_NAMES.values():
         assert results[(f"rope_cache, {label}", "float32")].n > 0
-    # the seeds round the angle: at positions to 2^30 some entries must be off (if
+    # the tutorials round the angle: at positions to 2^30 some entries must be off (if
     # none were, the sweep would be comparing a value with itself)
-    t = results[("NumPy seed 004 in float32", "float32")]
+    t = results[("NumPy tutorial, np.exp form", "float32")]
     assert t.cr < t.n and t.abs > 1e-3
 
 

@@ -12,9 +12,9 @@ every library the same way:
 
 An entry is None where the code cannot take the position (ggml's rope takes int32
 positions only).  Rows are computed whole, as each library computes them (its
-vectorised loops), and only then sampled; the seeds' scalar loops are run for the
+vectorised loops), and only then sampled; the tutorials' scalar loops are run for the
 sampled pair only, which is the same computation.  The code follows its source:
-the tutorials in the project's seed collection, PyTorch's transformer tutorial,
+the NumPy tutorials people copy (functions named below), PyTorch's transformer tutorial,
 Meta's Llama reference (precompute_freqs_cis), transformers' LlamaRotaryEmbedding
 as installed, and ggml's own compiled operators from the libggml-python wheel.
 """
@@ -43,22 +43,23 @@ def _interleave(s: np.ndarray, c: np.ndarray) -> np.ndarray:
     return out
 
 
-# ---- NumPy: the tutorials (seed collection) ---------------------------------------
+# ---- NumPy: the tutorials ------------------------------------------------------------
 
 
-def seed_loop_power(k: float, d: int, i: int) -> tuple[float, float]:
-    """Seeds 000 and 003 (getPositionEncoding): the loop body for pair i."""
+def tutorial_loop_power(k: float, d: int, i: int) -> tuple[float, float]:
+    """getPositionEncoding (Machine Learning Mastery's tutorial and its copies): the
+    loop body for pair i."""
     denominator = np.power(10000, 2 * np.int64(i) / d)
     return float(np.sin(k / denominator)), float(np.cos(k / denominator))
 
 
-def seed_loop_pow(k: float, d: int, i: int) -> tuple[float, float]:
-    """Seed 001: `pos / (10000 ** ((2*i)/d))`, Python's pow, NumPy's sin and cos."""
+def tutorial_loop_pow(k: float, d: int, i: int) -> tuple[float, float]:
+    """The blog loop `np.sin(pos / (10000 ** ((2*i)/d_embedding)))`: Python's pow."""
     return float(np.sin(k / (10000 ** ((2 * i) / d)))), float(np.cos(k / (10000 ** ((2 * i) / d))))
 
 
 def _loop(body: Callable[[float, int, int], tuple[float, float]]) -> Entry:
-    # the seeds' loops compute each pair on its own: the sampled pair is the same
+    # the tutorials' loops compute each pair on its own: the sampled pair is the same
     # computation as in the whole table
     def entry(k: float, j: int, d: int) -> float:
         return body(k, d, j // 2)[j % 2]
@@ -74,15 +75,16 @@ def _row(row: Callable[[float, int], np.ndarray | None]) -> Entry:
     return entry
 
 
-def seed_vectorised(k: float, d: int) -> np.ndarray:
-    """Seed 004 (get_positional_encoding): div_term = exp(arange(0, d, 2) * -(log(10000)/d))."""
+def tutorial_exp(k: float, d: int) -> np.ndarray:
+    """get_positional_encoding: div_term = exp(arange(0, d, 2) * -(log(10000)/d)), float64."""
     position = np.array([[k]])
     div_term = np.exp(np.arange(0, d, 2) * -(np.log(10000.0) / d))
     return _interleave(np.sin(position * div_term)[0], np.cos(position * div_term)[0])
 
 
-def seed_tf_cast(k: float, d: int) -> np.ndarray:
-    """Seed 002: angle rates with np.float32(d) (NumPy promotes to float64), cast to float32."""
+def tutorial_cast(k: float, d: int) -> np.ndarray:
+    """generate_positional_encoding: angle rates over np.float32(d) (NumPy promotes them to
+    float64), then cast to float32 (tf.cast)."""
     positions = np.array([k])[:, np.newaxis]
     dims = np.arange(d)[np.newaxis, :]
     angle_rates = 1 / np.power(10000, (2 * (dims // 2)) / np.float32(d))
@@ -93,18 +95,18 @@ def seed_tf_cast(k: float, d: int) -> np.ndarray:
 
 
 def numpy_float32(k: float, d: int) -> np.ndarray:
-    """Seed 004 in float32 (docs/accuracy_figures.py's NumPy float32 formula)."""
+    """get_positional_encoding's lines in float32 (docs/accuracy_figures.py's formula)."""
     pos = np.array([[k]], dtype=np.float32)
     div = np.exp(np.arange(0, d, 2, dtype=np.float32) * np.float32(-np.log(10000.0) / d))
     return _interleave(np.sin(pos * div)[0], np.cos(pos * div)[0]).astype(np.float64)
 
 
 OTHERS += [
-    ("NumPy seeds 000/003 loop (np.power)", "float64", "table", _loop(seed_loop_power)),
-    ("NumPy seed 001 loop (Python **)", "float64", "table", _loop(seed_loop_pow)),
-    ("NumPy seed 004 (np.exp div_term)", "float64", "table", _row(seed_vectorised)),
-    ("NumPy seed 002 (float64, cast)", "float32", "table", _row(seed_tf_cast)),
-    ("NumPy seed 004 in float32", "float32", "table", _row(numpy_float32)),
+    ("NumPy tutorial loop (np.power)", "float64", "table", _loop(tutorial_loop_power)),
+    ("NumPy tutorial loop (Python **)", "float64", "table", _loop(tutorial_loop_pow)),
+    ("NumPy tutorial, np.exp form", "float64", "table", _row(tutorial_exp)),
+    ("NumPy tutorial, float64 cast", "float32", "table", _row(tutorial_cast)),
+    ("NumPy tutorial, np.exp form", "float32", "table", _row(numpy_float32)),
 ]
 
 
@@ -219,8 +221,12 @@ def _load_ggml() -> tuple[ctypes.CDLL, ctypes.CDLL] | None:
     where = os.path.join(os.path.dirname(libggml.__file__), "lib64")
     if not os.path.isdir(where):
         where = os.path.join(os.path.dirname(libggml.__file__), "lib")
-    base = ctypes.CDLL(os.path.join(where, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
-    cpu = ctypes.CDLL(os.path.join(where, "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    try:
+        base = ctypes.CDLL(os.path.join(where, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+        cpu = ctypes.CDLL(os.path.join(where, "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:  # another platform's library names, or a broken install
+        SKIPPED["ggml"] = f"ggml's libraries did not load ({exc})"
+        return None
     p = ctypes.c_void_p
     base.ggml_init.argtypes, base.ggml_init.restype = [_InitParams], p
     base.ggml_free.argtypes, base.ggml_free.restype = [p], None
