@@ -5,6 +5,7 @@ output dtype, against mpmath at 300 bits rounded once to the target format
     python tools/rounding_sweep.py              # the documented sweep (minutes)
     python tools/rounding_sweep.py --entries 2000 --seed 3
     python tools/rounding_sweep.py --others --markdown --entries 5000
+    python tools/rounding_sweep.py --others --markdown --entries 5000 --below 131072
     python tools/rounding_sweep.py --search 300000 --widths 200 1000
 
 --others measures, on the same entries and against the same oracle, the code people
@@ -27,7 +28,8 @@ mpmath and prints those whose float32 entry is not the correctly rounded one
 Rows: random positions up to 2^30 (integers and fractions), and the hard rows
 where sin is tiny: numerators of continued-fraction convergents of pi (355,
 103993, ... 5419351: sin(p) ~ 1e-5 .. 1e-7 at frequency 1).  Columns: random
-over widths 2 .. 65536.  Prints, per function and dtype, the entries checked,
+over widths 2 .. 65536.  --below N draws integer positions 0 .. N-1 instead (a
+model's context).  Prints, per function and dtype, the entries checked,
 the share correctly rounded, and the largest error in ulps of the exact value.
 tests/test_rounding.py runs a bounded sweep of the same code.
 """
@@ -120,15 +122,20 @@ def as_float64(a: np.ndarray, fmt: str) -> np.ndarray:
     return np.asarray(a, dtype=np.float64)
 
 
-def sample(rng: np.random.Generator, n: int) -> list[tuple[float, int, int]]:
-    """(position, column, width) triples: random rows and columns, hard rows."""
+def sample(
+    rng: np.random.Generator, n: int, below: int | None = None
+) -> list[tuple[float, int, int]]:
+    """(position, column, width) triples: random rows and columns, hard rows; with
+    below, integer positions drawn uniformly from 0 .. below-1 instead (a context)."""
     out = []
     for _ in range(n):
         wide = rng.random() < 0.5
         d = int(2 * rng.integers(1, 32769 if wide else 257))
         j = int(rng.integers(d))
         r = rng.random()
-        if r < 0.3:
+        if below is not None:
+            k = float(rng.integers(0, below))
+        elif r < 0.3:
             k = float(CONVERGENTS[int(rng.integers(len(CONVERGENTS)))])
             j = int(rng.integers(2))  # frequency 1: sin(k) is tiny
         elif r < 0.5:
@@ -234,11 +241,12 @@ def measure(
     seed: int,
     fmts: tuple[str, ...] = tuple(FORMATS),
     others: bool = False,
+    below: int | None = None,
 ) -> dict[tuple[str, str], Tally]:
     """{(function, dtype): Tally} over the sampled entries; with others, also the
     code of rounding_others.OTHERS (rope kinds at widths up to 4096, as fastpe's)."""
     rng = np.random.default_rng(seed)
-    triples = sample(rng, entries)
+    triples = sample(rng, entries, below)
     results: dict[tuple[str, str], Tally] = {}
     alternatives = _others().OTHERS if others else []
 
@@ -343,6 +351,9 @@ def main() -> None:
     ap.add_argument("--widths", type=int, nargs="+", default=[200, 1000])
     ap.add_argument("--others", action="store_true", help="NumPy, PyTorch, transformers, ggml too")
     ap.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    ap.add_argument(
+        "--below", type=int, metavar="N", help="integer positions 0 .. N-1 only (a context)"
+    )
     args = ap.parse_args()
     if args.search:
         hard = search(args.search, args.widths)
@@ -351,7 +362,7 @@ def main() -> None:
                 print(f"not correctly rounded: position {k}, column {j}, width {d}")
         print(f"{len(hard)} entries near a float32 midpoint, {sum(not h[3] for h in hard)} wrong")
         return
-    results = measure(args.entries, args.seed, others=args.others)
+    results = measure(args.entries, args.seed, others=args.others, below=args.below)
     if args.markdown:
         markdown(results)
     else:
