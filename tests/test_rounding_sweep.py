@@ -10,6 +10,7 @@ import math
 import pathlib
 
 import mpmath
+import numpy as np
 import pytest
 
 _TOOL = pathlib.Path(__file__).resolve().parent.parent / "tools" / "rounding_sweep.py"
@@ -99,6 +100,12 @@ def test_a_small_sweep_measures_every_installed_library():
     # none were, the sweep would be comparing a value with itself)
     t = results[("NumPy tutorial, np.exp form", "float32")]
     assert t.cr < t.n and t.abs > 1e-3
+
+
+def test_below_draws_a_context_of_integer_positions():
+    triples = sweep_tool.sample(np.random.default_rng(1), 200, below=100)
+    assert all(k == int(k) and 0 <= k < 100 and 0 <= j < d for k, j, d in triples)
+    assert len({k for k, _, _ in triples}) > 50
 
 
 def test_markdown_table_has_a_row_per_measurement():
