@@ -115,7 +115,7 @@ OTHERS += [
 try:
     import torch
 except ImportError:
-    SKIPPED["PyTorch"] = "torch is not installed"
+    SKIPPED["PyTorch"] = "torch is not installed (nor are transformers' rows measured)"
 else:
     torch.set_num_threads(1)
 
