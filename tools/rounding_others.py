@@ -117,7 +117,6 @@ try:
 except ImportError:
     SKIPPED["PyTorch"] = "torch is not installed (nor are transformers' rows measured)"
 else:
-    torch.set_num_threads(1)
 
     def torch_tutorial(bits: int = 32) -> Callable[[float, int], np.ndarray]:
         """pytorch/tutorials, transformer_tutorial.py's PositionalEncoding (float32),
