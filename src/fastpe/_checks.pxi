@@ -14,6 +14,7 @@ cdef extern from "fastpe/fastpe.h":
     int fastpe_last_error(fastpe_error *detail) nogil
 
 cdef extern from "pe_lib.h" nogil:
+    int pe_settle(int ret)
     int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                       const pe_rows *rq, const char *n_name)
     int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp,
@@ -27,6 +28,15 @@ def _number(double v):
     if isfinite(v) and v.is_integer() and fabs(v) <= 9223372036854775808.0:
         return int(v)
     return v
+
+
+def _last_error():
+    """This thread's error detail: (code, argument or None, index, value, limit)
+    of the last failing library call (fastpe_last_error)."""
+    cdef fastpe_error e
+    fastpe_last_error(&e)
+    return (e.code, None if e.argument == NULL else e.argument.decode(), e.index, e.value,
+            e.limit)
 
 
 cdef str _element(int64_t index, tuple shape, str label):
