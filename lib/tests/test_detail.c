@@ -1,6 +1,6 @@
 /*
- * The error detail (fastpe_last_error): each failing table call and RoPE rule
- * names its argument, the element and the bound; a successful call leaves the last
+ * The error detail (fastpe_last_error): each failing table call, RoPE rule and
+ * RoPE handle call names its argument, the element and the bound; a successful call leaves the last
  * failure readable; two threads failing at once each read their own.
  *     fastpe_test_detail
  */
@@ -175,6 +175,66 @@ static int rope_rule_failures(void) {
     return ok;
 }
 
+/* The RoPE handles: the cache, the rotation, the sections and the handle's
+ * own arguments. */
+static int rope_handle_failures(void) {
+    const int HALF = FASTPE_LAYOUT_SPLIT;
+    double w[4] = {1.0, 0.1, 0.01, 0.001}, bad[2] = {1.0, INFINITY};
+    float c[8 * 3], s[8 * 3], x[2 * 3 * 8];
+    int64_t pos[3] = {0, 1, 2}, sections[2] = {2, 3};
+    int32_t axis[4];
+    fastpe_error e;
+    int ok = 1;
+    fastpe_rope *h = fastpe_rope_from_frequencies(w, 4, 1.0);
+    CHECK(h != NULL, "a handle");
+    if (h == NULL)
+        return 0;
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, -2, 8, NULL, 0, HALF, 1), FASTPE_ESIZE, "n", -1,
+                    -2.0, 0.0, "cache n < 0");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, NULL, 0, 5, 1), FASTPE_ELAYOUT, "layout",
+                    -1, 5.0, NAN, "cache layout 5");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, NULL, 3, 8, NULL, 0, HALF, 1), FASTPE_ENULL, "sin",
+                    -1, NAN, NAN, "cache sin NULL");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 7, NULL, 0, HALF, 1), FASTPE_ESTRIDE,
+                    "row_stride", -1, 7.0, 8.0, "cache row_stride < 8");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, c + 4, 3, 8, NULL, 0, HALF, 1), FASTPE_EOVERLAP,
+                    "sin", -1, NAN, NAN, "cache sin overlaps cos");
+    pos[1] = INT64_MAX / 2;
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, pos, 0, HALF, 1), FASTPE_ERANGE,
+                    "positions", 1, (double)(INT64_MAX / 2), NAN, "cache position too large");
+    fastpe_last_error(&e);
+    CHECK(e.limit > 1e6 && e.limit < (double)(INT64_MAX / 2), "the position limit %g", e.limit);
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, NULL, INT64_MAX / 2, HALF, 1),
+                    FASTPE_ERANGE, "offset", -1, NAN, NAN, "cache offset too large");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, -3, 1, 24, 8, 8, NULL, 0, HALF, 1),
+                    FASTPE_ESIZE, "seq", -1, -3.0, 0.0, "apply seq < 0");
+    ok &= detail_is(fastpe_rope_apply_f32(h, NULL, 2, 3, 1, 24, 8, 8, NULL, 0, HALF, 1),
+                    FASTPE_ENULL, "x", -1, NAN, NAN, "apply x NULL");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, 3, 1, 24, 4, 8, NULL, 0, HALF, 1),
+                    FASTPE_ESTRIDE, "stride_batch", -1, NAN, NAN, "apply rows overlap");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, 3, 1, 24, 8, 8, pos, 0, HALF, 1), FASTPE_ERANGE,
+                    "positions", 1, (double)(INT64_MAX / 2), NAN, "apply position too large");
+    ok &= detail_is(fastpe_rope_apply_f32(NULL, x, 2, 3, 1, 24, 8, 8, NULL, 0, HALF, 1),
+                    FASTPE_ENULL, "rope", -1, NAN, NAN, "apply rope NULL");
+    ok &= detail_is(fastpe_rope_section_axes(sections, 2, FASTPE_SECTIONS_CONTIGUOUS, axis, 4),
+                    FASTPE_ESIZE, "sections", -1, 5.0, 4.0, "sections sum 5 for 4");
+    sections[1] = -1;
+    ok &= detail_is(fastpe_rope_section_axes(sections, 2, FASTPE_SECTIONS_CONTIGUOUS, axis, 4),
+                    FASTPE_ESIZE, "sections", 1, -1.0, 0.0, "sections[1] < 0");
+    fastpe_rope_free(h);
+    /* a refused handle: NULL, and the detail names why */
+    CHECK(fastpe_rope_from_frequencies(bad, 2, 1.0) == NULL, "an infinite frequency");
+    ok &= detail_is(FASTPE_EINVAL, FASTPE_EINVAL, "inv_freq", 1, INFINITY, 1e280,
+                    "from_frequencies inv_freq[1] = inf");
+    CHECK(fastpe_rope_from_frequencies(w, 4, -1.0) == NULL, "a negative attention factor");
+    ok &= detail_is(FASTPE_EINVAL, FASTPE_EINVAL, "attention_factor", -1, -1.0, 0.0,
+                    "from_frequencies attention_factor < 0");
+    axis[0] = axis[1] = axis[2] = 0, axis[3] = 2;
+    CHECK(fastpe_rope_from_axes(w, 4, axis, 2, 1.0) == NULL, "an axis out of range");
+    ok &= detail_is(FASTPE_EINVAL, FASTPE_EINVAL, "axis", 3, 2.0, 2.0, "from_axes axis[3] = 2");
+    return ok;
+}
+
 /* Both threads fail, wait for each other, then read: a detail shared between
  * threads would hold the other thread's failure. */
 #if defined(_WIN32)
@@ -228,6 +288,7 @@ int main(void) {
               e.index == -1,
           "the detail before any failure");
     rope_rule_failures();
+    rope_handle_failures();
     failures_in_order(0);
     /* two threads failing at once: each reads its own detail, never the other's */
 #if defined(_WIN32)
