@@ -41,6 +41,14 @@
 /* as fastpe.kernel.PLAN_MAX_BYTES: larger plans are prepared per call */
 #define PLAN_MAX_BYTES ((double)(4 << 20))
 
+int pe_rope_check_frequencies(const double *inv_freq, int64_t nf) {
+    for (int64_t i = 0; i < nf; i++) {
+        if (!(inv_freq[i] >= 0.0 && inv_freq[i] <= MAX_FREQUENCY))
+            return pe_fail(FASTPE_EINVAL, "inv_freq", i, inv_freq[i], MAX_FREQUENCY);
+    }
+    return FASTPE_OK;
+}
+
 static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
                                                double attention_factor) {
     struct fastpe_rope *h;
@@ -53,10 +61,8 @@ static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t n
                NULL;
     if (!(isfinite(attention_factor) && attention_factor > 0.0))
         return pe_fail(FASTPE_EINVAL, "attention_factor", -1, attention_factor, 0.0), NULL;
-    for (int64_t i = 0; i < nf; i++) {
-        if (!(inv_freq[i] >= 0.0 && inv_freq[i] <= MAX_FREQUENCY))
-            return pe_fail(FASTPE_EINVAL, "inv_freq", i, inv_freq[i], MAX_FREQUENCY), NULL;
-    }
+    if (pe_rope_check_frequencies(inv_freq, nf) != FASTPE_OK)
+        return NULL;
     h = (struct fastpe_rope *)pe_shell_alloc(PE_SHELL_ROPE, sizeof(*h));
     if (h == NULL)
         return NULL;

@@ -520,14 +520,8 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
             f"inv_freq must be a 1-D array of real frequencies, got dtype "
             f"{w.dtype} and shape {w.shape}"
         )
-    w = w.astype(np.float64)
-    bad = ~(np.isfinite(w) & (w >= 0) & (w <= MAX_FREQUENCY))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"inv_freq must be finite, >= 0 and <= {MAX_FREQUENCY:g}, got inv_freq[{i}] = "
-            f"{float(w[i])!r}"
-        )
+    w = w.astype(np.float64)  # (a copy: the caller's array may change later)
+    _kernel.check_frequencies(w)  # (the library's range, as its handles')
     check_table_size(1, w.size, 8, working_copies=8)
     return w
 
