@@ -57,7 +57,8 @@ static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t n
     if (inv_freq == NULL)
         return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN), NULL;
     if (nf < 1 || nf > ((int64_t)1 << 31))
-        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf, nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
+        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
+                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
                NULL;
     if (!(isfinite(attention_factor) && attention_factor > 0.0))
         return pe_fail(FASTPE_EINVAL, "attention_factor", -1, attention_factor, 0.0), NULL;
@@ -181,7 +182,8 @@ static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, cons
     if (inv_freq == NULL)
         return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN), NULL;
     if (nf < 1 || nf > ((int64_t)1 << 31))
-        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf, nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
+        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
+                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
                NULL;
     for (int64_t i = 0; i < nf; i++) {
         if (axis[i] < 0 || axis[i] >= n_axes)
@@ -248,13 +250,14 @@ int fastpe_rope_n_axes(const fastpe_rope *h) {
     return h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : h->magic == PE_ROPE_MAGIC ? 1 : -1;
 }
 
-static int section_axes_body(const int64_t *sections, int n_axes, int section_layout,
-                             int32_t *axis, int64_t nf) {
+static int section_axes_body(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
+                             int64_t nf) {
     int64_t total = 0;
     if (sections == NULL || axis == NULL)
         return pe_fail(FASTPE_ENULL, sections == NULL ? "sections" : "axis", -1, NAN, NAN);
     if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
-        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes, n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES);
+        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes,
+                       n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES);
     if (section_layout != FASTPE_SECTIONS_CONTIGUOUS &&
         section_layout != FASTPE_SECTIONS_INTERLEAVED)
         return pe_fail(FASTPE_EINVAL, "section_layout", -1, (double)section_layout, NAN);

@@ -100,12 +100,12 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     int64_t n3[3], st[3];
     int err;
     R->m = 0;
-    if (batch < 0 || seq < 0 || heads < 0)
-        return pe_fail(FASTPE_ESIZE,
-                       batch < 0 ? "batch"
-                       : seq < 0 ? "seq"
-                                 : "heads",
-                       -1, (double)(batch < 0 ? batch : seq < 0 ? seq : heads), 0.0);
+    if (batch < 0)
+        return pe_fail(FASTPE_ESIZE, "batch", -1, (double)batch, 0.0);
+    if (seq < 0)
+        return pe_fail(FASTPE_ESIZE, "seq", -1, (double)seq, 0.0);
+    if (heads < 0)
+        return pe_fail(FASTPE_ESIZE, "heads", -1, (double)heads, 0.0);
     if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
         return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)layout, NAN);
     if (batch == 0 || seq == 0 || heads == 0)

@@ -76,7 +76,7 @@ typedef struct {
  * frequency, its index and value); the error detail names what the values gave
  * (the computed attention_factor, the ramp, the scaled base, the frequency). */
 static int refuse(rule *R, int code, int reason, int64_t index, double value) {
-    static const char *const what[] = {NULL,        "attention_factor", "ramp",
+    static const char *const what[] = {NULL,         "attention_factor", "ramp",
                                        "rope_theta", "inv_freq",         "inv_freq"};
     pe_fail(code, what[reason], index, value, NAN);
     if (R->why != NULL) {

@@ -206,8 +206,8 @@ static int rope_handle_failures(void) {
     CHECK(e.limit > 1e6 && e.limit < (double)(INT64_MAX / 2), "the position limit %g", e.limit);
     ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, NULL, INT64_MAX / 2, HALF, 1),
                     FASTPE_ERANGE, "offset", -1, NAN, NAN, "cache offset too large");
-    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, -3, 1, 24, 8, 8, NULL, 0, HALF, 1),
-                    FASTPE_ESIZE, "seq", -1, -3.0, 0.0, "apply seq < 0");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, -3, 1, 24, 8, 8, NULL, 0, HALF, 1), FASTPE_ESIZE,
+                    "seq", -1, -3.0, 0.0, "apply seq < 0");
     ok &= detail_is(fastpe_rope_apply_f32(h, NULL, 2, 3, 1, 24, 8, 8, NULL, 0, HALF, 1),
                     FASTPE_ENULL, "x", -1, NAN, NAN, "apply x NULL");
     ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, 3, 1, 24, 4, 8, NULL, 0, HALF, 1),
