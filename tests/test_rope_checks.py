@@ -180,3 +180,25 @@ def test_cold_and_warm_rope_calls_raise_the_same_message(head_dim):
         fastpe.rope_cache(head_dim, seq_len=1)  # plans cached now
         fastpe.apply_rope(x)
         assert _message(call) == cold
+
+
+def test_sections_are_laid_out_and_refused_by_the_library():
+    """The columns of each axis are fastpe_rope_section_axes'; an interleaving it
+    cannot give is named by its axis (the detail's index)."""
+    from fastpe._rope_axes import _axis_columns
+
+    assert [c.tolist() for c in _axis_columns((2, 1, 1), "interleaved")] == [[0, 3], [1], [2]]
+    assert [c.tolist() for c in _axis_columns((2, 1, 1), "contiguous")] == [[0, 1], [2], [3]]
+    kind, msg = _message(
+        lambda: fastpe.rope_cache(
+            128,
+            positions=np.zeros((1, 3), np.int64),
+            sections=(16, 24, 24),
+            section_layout="interleaved",
+        )
+    )
+    assert kind is ValueError and msg == (
+        "sections=[16, 24, 24] cannot be interleaved over 64 frequencies: axis 1 needs "
+        "1 + n_axes * (sections[1] - 1) = 70 < 64"
+    )
+    assert kernel._last_error()[1:3] == ("sections", 1)
