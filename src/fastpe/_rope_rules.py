@@ -311,7 +311,7 @@ def _clamp64(v: int) -> int:
     return min(max(v, -_INT64_MAX), _INT64_MAX)
 
 
-def _longrope_list(fields: dict[str, Any], old_len: int) -> str:
+def _longrope_list(fields: dict[str, Any], old_len: Any) -> str:
     """The list longrope uses: long_factor beyond the original length."""
     long = fields.get("seq_len", 0) > old_len
     return "long_factor" if long else "short_factor"
@@ -420,7 +420,8 @@ class _Params:
             return ValueError(f"{name} must be an integer >= 1, got {v}")
         if arg in ("short_factor", "long_factor"):
             if index >= 0:
-                return ValueError(f"{name}[{index}] must be finite and > 0, got {v[index]!r}")
+                entry = self.params[arg][index]
+                return ValueError(f"{name}[{index}] must be finite and > 0, got {entry!r}")
             if absent:
                 return TypeError(
                     f"{name} must be a list of {int(limit)} numbers, got {type(v).__name__}"
