@@ -202,3 +202,11 @@ def test_sections_are_laid_out_and_refused_by_the_library():
         "1 + n_axes * (sections[1] - 1) = 70 < 64"
     )
     assert kernel._last_error()[1:3] == ("sections", 1)
+
+
+def test_more_frequencies_than_the_default_buffer():
+    """Beyond 2**20 frequencies the library's refusal of the buffer's capacity
+    (its detail: the frequencies needed) sizes a second call."""
+    w, attention = fastpe.rope_frequencies(2**21 + 4)
+    assert w.shape == (2**20 + 2,) and w[0] == 1.0 and attention == 1.0
+    assert np.all(np.isfinite(w)) and np.all(np.diff(w) < 0)
