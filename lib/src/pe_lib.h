@@ -208,6 +208,11 @@ PE_HIDDEN int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *ta
  * positions (sp's [sin | cos] rows; plan, ac as pe_fill_run), then every row
  * of R[0] .. R[nR-1] by it (nR 1 or 2; their table fields are set here), poll
  * NULL or called between chunks (PE_EINTR). */
+/* A RoPE list of nf frequencies usable by the kernel: each finite, >= 0 and
+ * <= 1e280 (it splits 2^27 w and multiplies by positions); the error detail
+ * names the first that is not (inv_freq, its index and value, the bound).  The
+ * handles and the Python binding both call it. */
+PE_HIDDEN int pe_rope_check_frequencies(const double *inv_freq, int64_t nf);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                           int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                           void *poll_ctx);

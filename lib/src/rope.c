@@ -41,19 +41,29 @@
 /* as fastpe.kernel.PLAN_MAX_BYTES: larger plans are prepared per call */
 #define PLAN_MAX_BYTES ((double)(4 << 20))
 
+int pe_rope_check_frequencies(const double *inv_freq, int64_t nf) {
+    for (int64_t i = 0; i < nf; i++) {
+        if (!(inv_freq[i] >= 0.0 && inv_freq[i] <= MAX_FREQUENCY))
+            return pe_fail(FASTPE_EINVAL, "inv_freq", i, inv_freq[i], MAX_FREQUENCY);
+    }
+    return FASTPE_OK;
+}
+
 static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
                                                double attention_factor) {
     struct fastpe_rope *h;
     int64_t B;
     pe_init();
-    if (inv_freq == NULL || nf < 1 || nf > ((int64_t)1 << 31))
-        return NULL;
+    if (inv_freq == NULL)
+        return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN), NULL;
+    if (nf < 1 || nf > ((int64_t)1 << 31))
+        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
+                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
+               NULL;
     if (!(isfinite(attention_factor) && attention_factor > 0.0))
+        return pe_fail(FASTPE_EINVAL, "attention_factor", -1, attention_factor, 0.0), NULL;
+    if (pe_rope_check_frequencies(inv_freq, nf) != FASTPE_OK)
         return NULL;
-    for (int64_t i = 0; i < nf; i++) {
-        if (!(inv_freq[i] >= 0.0 && inv_freq[i] <= MAX_FREQUENCY))
-            return NULL;
-    }
     h = (struct fastpe_rope *)pe_shell_alloc(PE_SHELL_ROPE, sizeof(*h));
     if (h == NULL)
         return NULL;
@@ -97,6 +107,8 @@ fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
                                           double attention_factor) {
     int saved_errno = errno;
     fastpe_rope *r = rope_from_frequencies_body(inv_freq, nf, attention_factor);
+    /* (a refusal named its argument; a NULL from an allocation is ENOMEM's) */
+    pe_settle(r != NULL ? FASTPE_OK : FASTPE_ENOMEM);
     errno = saved_errno;
     return r;
 }
@@ -161,14 +173,23 @@ static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, cons
     struct fastpe_rope *h;
     int a;
     pe_init();
-    if (axis == NULL || n_axes < 1 || n_axes > PE_ROPE_MAX_AXES || inv_freq == NULL || nf < 1 ||
-        nf > ((int64_t)1 << 31))
-        return NULL;
+    if (axis == NULL)
+        return pe_fail(FASTPE_ENULL, "axis", -1, NAN, NAN), NULL;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes,
+                       n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES),
+               NULL;
+    if (inv_freq == NULL)
+        return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN), NULL;
+    if (nf < 1 || nf > ((int64_t)1 << 31))
+        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
+                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
+               NULL;
     for (int64_t i = 0; i < nf; i++) {
         if (axis[i] < 0 || axis[i] >= n_axes)
-            return NULL;
+            return pe_fail(FASTPE_EINVAL, "axis", i, (double)axis[i], (double)n_axes), NULL;
     }
-    h = fastpe_rope_from_frequencies(inv_freq, nf, attention_factor);
+    h = rope_from_frequencies_body(inv_freq, nf, attention_factor);
     if (h == NULL)
         return NULL;
     h->axes = (pe_rope_axis_data *)calloc((size_t)n_axes, sizeof(pe_rope_axis_data));
@@ -218,6 +239,7 @@ fastpe_rope *fastpe_rope_from_axes(const double *inv_freq, int64_t nf, const int
                                    int n_axes, double attention_factor) {
     int saved_errno = errno;
     fastpe_rope *r = rope_from_axes_body(inv_freq, nf, axis, n_axes, attention_factor);
+    pe_settle(r != NULL ? FASTPE_OK : FASTPE_ENOMEM);
     errno = saved_errno;
     return r;
 }
@@ -228,29 +250,31 @@ int fastpe_rope_n_axes(const fastpe_rope *h) {
     return h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : h->magic == PE_ROPE_MAGIC ? 1 : -1;
 }
 
-int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
+static int section_axes_body(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
                              int64_t nf) {
     int64_t total = 0;
     if (sections == NULL || axis == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, sections == NULL ? "sections" : "axis", -1, NAN, NAN);
     if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
-        return FASTPE_ESIZE;
+        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes,
+                       n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES);
     if (section_layout != FASTPE_SECTIONS_CONTIGUOUS &&
         section_layout != FASTPE_SECTIONS_INTERLEAVED)
-        return FASTPE_EINVAL;
+        return pe_fail(FASTPE_EINVAL, "section_layout", -1, (double)section_layout, NAN);
     for (int a = 0; a < n_axes; a++) {
         if (sections[a] < 0 || sections[a] > ((int64_t)1 << 31))
-            return FASTPE_ESIZE;
+            return pe_fail(FASTPE_ESIZE, "sections", a, (double)sections[a],
+                           sections[a] < 0 ? 0.0 : (double)((int64_t)1 << 31));
         total += sections[a];
     }
-    if (total != nf)
-        return FASTPE_ESIZE;
+    if (total != nf) /* (the sections' sum: value; the frequencies: limit) */
+        return pe_fail(FASTPE_ESIZE, "sections", -1, (double)total, (double)nf);
     if (section_layout == FASTPE_SECTIONS_INTERLEAVED) {
         /* column i (r = i % n_axes >= 1, i < n_axes * sections[r]) takes axis r,
            every other column axis 0; each axis must get sections[a] columns */
         for (int a = 1; a < n_axes; a++) {
             if (sections[a] > 0 && a + (int64_t)n_axes * (sections[a] - 1) >= nf)
-                return FASTPE_EINVAL;
+                return pe_fail(FASTPE_EINVAL, "sections", a, (double)sections[a], NAN);
         }
         for (int64_t i = 0; i < nf; i++) {
             int r = (int)(i % n_axes);
@@ -266,18 +290,23 @@ int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_la
     return FASTPE_OK;
 }
 
+int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_layout, int32_t *axis,
+                             int64_t nf) {
+    return pe_settle(section_axes_body(sections, n_axes, section_layout, axis, nf));
+}
+
 /* ax[0 .. *nax-1]: the axes of h (a plain handle: one axis, its whole list) for
  * ntab tokens of positions[t * n_axes + a], their range checked. */
 static int rope_axes_of(const struct fastpe_rope *h, pe_rope_axis *ax, int *nax,
                         const int64_t *positions, int64_t ntab) {
     int n = h->magic == PE_ROPE_AXES_MAGIC ? h->n_axes : 1, k = 0;
     if (positions == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, "positions", -1, NAN, NAN);
     for (int64_t i = 0; i < ntab * n; i++) {
         double limit =
             n == 1 && h->magic == PE_ROPE_MAGIC ? h->max_position : h->axes[i % n].max_position;
         if (fabs((double)positions[i]) > limit)
-            return FASTPE_ERANGE;
+            return pe_fail(FASTPE_ERANGE, "positions", i, (double)positions[i], limit);
     }
     for (int a = 0; a < n; a++) {
         pe_rope_axis *x = &ax[k];
@@ -311,12 +340,13 @@ static int rope_positions(const struct fastpe_rope *h, pe_rows *rq, int64_t nseq
                           const int64_t *positions, int64_t offset) {
     if (positions == NULL) {
         if (pe_extent(offset, S) > h->max_position)
-            return FASTPE_ERANGE;
+            return pe_fail(FASTPE_ERANGE, "offset", -1, pe_extent(offset, S), h->max_position);
         nseq = 1;
     } else {
         for (int64_t i = 0; i < nseq * S; i++) {
             if (fabs((double)positions[i]) > h->max_position)
-                return FASTPE_ERANGE;
+                return pe_fail(FASTPE_ERANGE, "positions", i, (double)positions[i],
+                               h->max_position);
         }
     }
     pe_init_rows(rq, nseq, S, 0, 0);
@@ -435,17 +465,19 @@ static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, 
 
 static int rope_check(const struct fastpe_rope *h) {
     if (h == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, "rope", -1, NAN, NAN);
     if (h->magic == PE_ROPE_AXES_MAGIC) /* positions of one axis for several */
-        return FASTPE_EINVAL;
-    return h->magic == PE_ROPE_MAGIC ? FASTPE_OK : PE_EHANDLE;
+        return pe_fail(FASTPE_EINVAL, "rope", -1, (double)h->n_axes, 1.0);
+    return h->magic == PE_ROPE_MAGIC ? FASTPE_OK : pe_fail(PE_EHANDLE, "rope", -1, NAN, NAN);
 }
 
 /* The entry points of multi-axis positions take either kind of handle. */
 static int rope_check_axes(const struct fastpe_rope *h) {
     if (h == NULL)
-        return FASTPE_ENULL;
-    return h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC ? FASTPE_OK : PE_EHANDLE;
+        return pe_fail(FASTPE_ENULL, "rope", -1, NAN, NAN);
+    return h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC
+               ? FASTPE_OK
+               : pe_fail(PE_EHANDLE, "rope", -1, NAN, NAN);
 }
 
 #define ROPE_T    float

@@ -35,28 +35,29 @@ static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
     if (err != FASTPE_OK)
         return err;
     if (n < 0)
-        return FASTPE_ESIZE;
+        return pe_fail(FASTPE_ESIZE, "n", -1, (double)n, 0.0);
     if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
-        return FASTPE_ELAYOUT;
+        return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)layout, NAN);
     if (n == 0)
         return FASTPE_OK;
     nf = h->sp.nf;
     W = 2 * nf;
     half = layout == FASTPE_LAYOUT_SPLIT;
     if (cos == NULL || sin == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, cos == NULL ? "cos" : "sin", -1, NAN, NAN);
     if (row_stride < W && n > 1)
-        return FASTPE_ESTRIDE;
+        return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride, (double)W);
     if (n > (INT64_MAX / 16) / W)
-        return FASTPE_ESIZE;
+        return pe_fail(FASTPE_ESIZE, "n", -1, (double)n, (double)((INT64_MAX / 16) / W));
     /* (a one-row cache never uses its stride, whatever it is) */
     if (n > 1 && row_stride > (INT64_MAX / 16) / (n - 1))
-        return FASTPE_ESTRIDE;
+        return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride,
+                       (double)((INT64_MAX / 16) / (n - 1)));
     if (n == 1)
         row_stride = 0;
     if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
                   W * (int64_t)sizeof(ROPE_T)))
-        return FASTPE_EOVERLAP;
+        return pe_fail(FASTPE_EOVERLAP, "sin", -1, NAN, NAN);
     err = rope_positions(h, &rq, 1, n, positions, offset);
     if (err != FASTPE_OK)
         return err;
@@ -99,23 +100,27 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     int64_t n3[3], st[3];
     int err;
     R->m = 0;
-    if (batch < 0 || seq < 0 || heads < 0)
-        return FASTPE_ESIZE;
+    if (batch < 0)
+        return pe_fail(FASTPE_ESIZE, "batch", -1, (double)batch, 0.0);
+    if (seq < 0)
+        return pe_fail(FASTPE_ESIZE, "seq", -1, (double)seq, 0.0);
+    if (heads < 0)
+        return pe_fail(FASTPE_ESIZE, "heads", -1, (double)heads, 0.0);
     if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
-        return FASTPE_ELAYOUT;
+        return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)layout, NAN);
     if (batch == 0 || seq == 0 || heads == 0)
         return FASTPE_OK;
     if (x == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, "x", -1, NAN, NAN);
     if (batch > (INT64_MAX / 16) / seq || batch * seq > (INT64_MAX / 16) / heads ||
-        batch * seq > (INT64_MAX / 16) / W)
-        return FASTPE_ESIZE;
+        batch * seq > (INT64_MAX / 16) / W) /* (the rows together: named by their count) */
+        return pe_fail(FASTPE_ESIZE, "batch", -1, (double)batch, NAN);
     /* rotated in place: no two rows' rotated entries may share an element */
     n3[0] = batch, n3[1] = seq, n3[2] = heads;
     st[0] = stride_batch, st[1] = stride_seq, st[2] = stride_head;
     err = rope_rows_disjoint(n3, st, 3, W);
-    if (err != FASTPE_OK)
-        return err;
+    if (err != FASTPE_OK) /* (the three strides together: the first of them named) */
+        return pe_fail(err, "stride_batch", -1, NAN, NAN);
     /* the stride of an axis of one row is never used: 0, so that nothing below
        scales an arbitrary value (it may be INT64_MIN) */
     stride_batch = batch > 1 ? stride_batch : 0;
@@ -188,27 +193,29 @@ static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE
     if (err != FASTPE_OK)
         return err;
     if (n < 0)
-        return FASTPE_ESIZE;
+        return pe_fail(FASTPE_ESIZE, "n", -1, (double)n, 0.0);
     if (layout != FASTPE_LAYOUT_INTERLEAVED && layout != FASTPE_LAYOUT_SPLIT)
-        return FASTPE_ELAYOUT;
+        return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)layout, NAN);
     if (n == 0)
         return FASTPE_OK;
     nf = h->sp.nf;
     W = 2 * nf;
     if (cos == NULL || sin == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, cos == NULL ? "cos" : "sin", -1, NAN, NAN);
     if (row_stride < W && n > 1)
-        return FASTPE_ESTRIDE;
+        return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride, (double)W);
     if (n > (INT64_MAX / 16) / W / PE_ROPE_MAX_AXES)
-        return FASTPE_ESIZE;
+        return pe_fail(FASTPE_ESIZE, "n", -1, (double)n,
+                       (double)((INT64_MAX / 16) / W / PE_ROPE_MAX_AXES));
     /* (a one-row cache never uses its stride, whatever it is) */
     if (n > 1 && row_stride > (INT64_MAX / 16) / (n - 1))
-        return FASTPE_ESTRIDE;
+        return pe_fail(FASTPE_ESTRIDE, "row_stride", -1, (double)row_stride,
+                       (double)((INT64_MAX / 16) / (n - 1)));
     if (n == 1)
         row_stride = 0;
     if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
                   W * (int64_t)sizeof(ROPE_T)))
-        return FASTPE_EOVERLAP;
+        return pe_fail(FASTPE_EOVERLAP, "sin", -1, NAN, NAN);
     err = rope_axes_of(h, ax, &nax, positions, n);
     if (err != FASTPE_OK)
         return err;
@@ -257,7 +264,7 @@ static int ROPE_FN(rope_apply_axes_body)(const fastpe_rope *h, ROPE_T *x, int64_
     if (err != FASTPE_OK || R.m == 0)
         return err;
     if (batch * seq > (INT64_MAX / 16) / PE_ROPE_MAX_AXES)
-        return FASTPE_ESIZE;
+        return pe_fail(FASTPE_ESIZE, "batch", -1, (double)batch, NAN);
     err = rope_axes_of(h, ax, &nax, positions, batch * seq);
     if (err != FASTPE_OK)
         return err;

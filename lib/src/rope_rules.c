@@ -72,8 +72,13 @@ typedef struct {
     pe_dd ln_theta32;    /* float32: ln of the base rounded to float32 */
 } rule;
 
-/* A refusal with its reason (and, for a frequency, its index and value). */
+/* A refusal of values each valid but not together, with its reason (and, for a
+ * frequency, its index and value); the error detail names what the values gave
+ * (the computed attention_factor, the ramp, the scaled base, the frequency). */
 static int refuse(rule *R, int code, int reason, int64_t index, double value) {
+    static const char *const what[] = {NULL,         "attention_factor", "ramp",
+                                       "rope_theta", "inv_freq",         "inv_freq"};
+    pe_fail(code, what[reason], index, value, NAN);
     if (R->why != NULL) {
         R->why->reason = reason;
         R->why->index = index;
@@ -87,6 +92,17 @@ static double rnd(const rule *R, double x) { return R->f32 ? (double)(float)x : 
 
 /* A finite number > 0 (as fastpe._validate.as_base). */
 static int positive(double v) { return isfinite(v) && v > 0.0; }
+
+/* A parameter refused, named as its field of fastpe_rope_params in the error
+ * detail; limit: the bound it broke (0: "finite and > 0", NaN: none). */
+static int bad(const char *field, double value, double limit) {
+    return pe_fail(FASTPE_EINVAL, field, -1, value, limit);
+}
+
+/* A field that must be a finite number > 0. */
+static int need_positive(const char *field, double v) {
+    return positive(v) ? FASTPE_OK : bad(field, v, 0.0);
+}
 
 #define ABSENT(v)   isnan(v)
 #define ABSENT_I(v) ((v) == FASTPE_ROPE_UNSET)
@@ -133,8 +149,10 @@ static int original_len(const fastpe_rope_params *p, int64_t *out) {
     int64_t v = p->original_max_position_embeddings;
     if (ABSENT_I(v))
         v = p->max_position_embeddings;
-    if (ABSENT_I(v) || v < 1)
-        return FASTPE_EINVAL;
+    if (ABSENT_I(v)) /* (the limit 1: neither length given) */
+        return bad("original_max_position_embeddings", NAN, 1.0);
+    if (v < 1)
+        return bad("original_max_position_embeddings", (double)v, 1.0);
     *out = v;
     return FASTPE_OK;
 }
@@ -144,25 +162,23 @@ static int original_len(const fastpe_rope_params *p, int64_t *out) {
  * up to 2^53, as Python's int / int). */
 static int context_factor(const fastpe_rope_params *p, int64_t old_len, double *out) {
     if (!ABSENT(p->factor)) {
-        if (!positive(p->factor))
-            return FASTPE_EINVAL;
         *out = p->factor;
-        return FASTPE_OK;
+        return need_positive("factor", p->factor);
     }
-    if (ABSENT_I(p->max_position_embeddings))
-        return FASTPE_EINVAL;
+    if (ABSENT_I(p->max_position_embeddings)) /* (neither given) */
+        return bad("factor", NAN, 0.0);
     *out = (double)p->max_position_embeddings / (double)old_len;
     return FASTPE_OK;
 }
 
-/* A finite number (> 0 when pos), or dflt when absent. */
-static int optional(double v, int pos, double dflt, double *out) {
+/* A finite number (> 0 when pos), or dflt when absent; field names it. */
+static int optional(const char *field, double v, int pos, double dflt, double *out) {
     if (ABSENT(v)) {
         *out = dflt;
         return FASTPE_OK;
     }
     if (!(pos ? positive(v) : isfinite(v)))
-        return FASTPE_EINVAL;
+        return bad(field, v, pos ? 0.0 : NAN);
     *out = v;
     return FASTPE_OK;
 }
@@ -175,11 +191,11 @@ static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
     double factor, attention, mscale, mscale_all, beta_fast, beta_slow, low, high, d;
     int err = context_factor(p, old_len, &factor);
     if (err == FASTPE_OK)
-        err = optional(p->attention_factor, 1, NAN, &attention);
+        err = optional("attention_factor", p->attention_factor, 1, NAN, &attention);
     if (err == FASTPE_OK)
-        err = optional(p->mscale, 0, 0.0, &mscale);
+        err = optional("mscale", p->mscale, 0, 0.0, &mscale);
     if (err == FASTPE_OK)
-        err = optional(p->mscale_all_dim, 0, 0.0, &mscale_all);
+        err = optional("mscale_all_dim", p->mscale_all_dim, 0, 0.0, &mscale_all);
     if (err != FASTPE_OK)
         return err;
     if (isnan(attention)) {
@@ -192,9 +208,9 @@ static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
         if (!positive(attention))
             return refuse(R, FASTPE_EINVAL, PE_RULE_ATTENTION, -1, attention);
     }
-    err = optional(p->beta_fast, 1, 32.0, &beta_fast);
+    err = optional("beta_fast", p->beta_fast, 1, 32.0, &beta_fast);
     if (err == FASTPE_OK)
-        err = optional(p->beta_slow, 1, 1.0, &beta_slow);
+        err = optional("beta_slow", p->beta_slow, 1, 1.0, &beta_slow);
     if (err != FASTPE_OK)
         return err;
     /* the dimension of a number of rotations: a log of 0 or a theta of 1 give
@@ -205,7 +221,7 @@ static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
     if (!(isfinite(low) && isfinite(high)))
         return refuse(R, FASTPE_EINVAL, PE_RULE_RAMP, -1, NAN);
     if (p->truncate != -1 && p->truncate != 0 && p->truncate != 1)
-        return FASTPE_EINVAL;
+        return bad("truncate", (double)p->truncate, 1.0);
     if (p->truncate != 0) {
         low = floor(low);
         high = ceil(high);
@@ -230,7 +246,7 @@ static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
     int64_t n = R->dim / 2;
     int err = context_factor(p, old_len, &factor);
     if (err == FASTPE_OK)
-        err = optional(p->attention_factor, 1, NAN, &attention);
+        err = optional("attention_factor", p->attention_factor, 1, NAN, &attention);
     if (err != FASTPE_OK)
         return err;
     if (isnan(attention)) {
@@ -241,16 +257,19 @@ static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
         else
             attention = sqrt(1 + pe_log_cr(factor) / pe_log_cr((double)old_len));
     }
-    if (p->short_factor == NULL || p->short_factor_len != n || p->long_factor == NULL ||
-        p->long_factor_len != n)
-        return FASTPE_EINVAL;
-    for (int64_t i = 0; i < n; i++) {
-        if (!positive(p->short_factor[i]))
-            return FASTPE_EINVAL;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        if (!positive(p->long_factor[i]))
-            return FASTPE_EINVAL;
+    /* each list whole (its length: value, rotary_dim / 2: limit), then the next */
+    for (int k = 0; k < 2; k++) {
+        const char *field = k == 0 ? "short_factor" : "long_factor";
+        const double *f = k == 0 ? p->short_factor : p->long_factor;
+        int64_t len = k == 0 ? p->short_factor_len : p->long_factor_len;
+        if (f == NULL)
+            return pe_fail(FASTPE_EINVAL, field, -1, NAN, (double)n);
+        if (len != n)
+            return pe_fail(FASTPE_EINVAL, field, -1, (double)len, (double)n);
+        for (int64_t i = 0; i < n; i++) {
+            if (!positive(f[i]))
+                return pe_fail(FASTPE_EINVAL, field, i, f[i], 0.0);
+        }
     }
     R->fac = !ABSENT_I(p->seq_len) && p->seq_len > old_len ? p->long_factor : p->short_factor;
     R->attention = attention;
@@ -260,11 +279,11 @@ static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
 static int dynamic(const fastpe_rope_params *p, rule *R) {
     double factor = p->factor, scale, base, L, mpe, d = (double)R->dim;
     if (!positive(factor))
-        return FASTPE_EINVAL;
+        return bad("factor", factor, 0.0);
     if (ABSENT_I(p->max_position_embeddings))
-        return FASTPE_EINVAL;
+        return bad("max_position_embeddings", NAN, 1.0);
     if (R->dim == 2) /* the base's exponent d / (d - 2) is undefined */
-        return FASTPE_EINVAL;
+        return bad("rotary_dim", 2.0, 4.0);
     mpe = (double)p->max_position_embeddings;
     L = !ABSENT_I(p->seq_len) && p->seq_len > p->max_position_embeddings ? (double)p->seq_len : mpe;
     /* at least 1 exactly, but a huge factor cancels it to 0 or below */
@@ -285,16 +304,25 @@ static int dynamic(const fastpe_rope_params *p, rule *R) {
 static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
     int err;
     int64_t old_len = 0;
+    int extra;
     if (p->size != sizeof(fastpe_rope_params))
-        return FASTPE_EINVAL;
-    if (head_dim < 2 || head_dim > ((int64_t)1 << 31))
-        return FASTPE_ESIZE;
+        return bad("size", (double)p->size, (double)sizeof(fastpe_rope_params));
+    if (head_dim < 2)
+        return pe_fail(FASTPE_ESIZE, "head_dim", -1, (double)head_dim, 2.0);
+    if (head_dim > ((int64_t)1 << 31))
+        return pe_fail(FASTPE_ESIZE, "head_dim", -1, (double)head_dim, (double)((int64_t)1 << 31));
     if (p->rope_type < FASTPE_ROPE_DEFAULT || p->rope_type > FASTPE_ROPE_LLAMA3)
-        return FASTPE_EINVAL;
-    if (keys_given(p) & ~keys_of[p->rope_type])
-        return FASTPE_EINVAL;
+        return bad("rope_type", (double)p->rope_type, (double)FASTPE_ROPE_LLAMA3);
+    /* a key the rule does not read: the lowest such K_* bit is the detail's index */
+    extra = keys_given(p) & ~keys_of[p->rope_type];
+    if (extra) {
+        int bit = 0;
+        while (!(extra & (1 << bit)))
+            bit++;
+        return pe_fail(FASTPE_EINVAL, "rope_type", bit, (double)p->rope_type, NAN);
+    }
     if (p->precision != FASTPE_PRECISION_FLOAT32 && p->precision != FASTPE_PRECISION_FLOAT64)
-        return FASTPE_EINVAL;
+        return bad("precision", (double)p->precision, (double)FASTPE_PRECISION_FLOAT64);
     {
         rule keep = *R;
         memset(R, 0, sizeof(*R));
@@ -308,23 +336,24 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
     R->attention = 1.0;
     R->theta = ABSENT(p->rope_theta) ? 10000.0 : p->rope_theta;
     if (!positive(R->theta))
-        return FASTPE_EINVAL;
-    if (!ABSENT(p->partial_rotary_factor) &&
-        !(positive(p->partial_rotary_factor) && p->partial_rotary_factor <= 1.0))
-        return FASTPE_EINVAL;
+        return bad("rope_theta", R->theta, 0.0);
+    if (!ABSENT(p->partial_rotary_factor) && !positive(p->partial_rotary_factor))
+        return bad("partial_rotary_factor", p->partial_rotary_factor, 0.0);
+    if (!ABSENT(p->partial_rotary_factor) && p->partial_rotary_factor > 1.0)
+        return bad("partial_rotary_factor", p->partial_rotary_factor, 1.0);
     R->dim = ABSENT(p->partial_rotary_factor)
                  ? head_dim
                  : (int64_t)((double)head_dim * p->partial_rotary_factor);
-    if (R->dim < 2 || R->dim % 2)
-        return FASTPE_EINVAL;
+    if (R->dim < 2 || R->dim % 2) /* (the limit: the least rotary dimension) */
+        return bad("rotary_dim", (double)R->dim, 2.0);
     if (!ABSENT_I(p->max_position_embeddings) && p->max_position_embeddings < 1)
-        return FASTPE_EINVAL;
+        return bad("max_position_embeddings", (double)p->max_position_embeddings, 1.0);
     if (!ABSENT_I(p->seq_len) && p->seq_len < 0)
-        return FASTPE_EINVAL;
+        return bad("seq_len", (double)p->seq_len, 0.0);
     switch (R->type) {
     case FASTPE_ROPE_LINEAR:
         R->factor = p->factor;
-        return positive(R->factor) ? FASTPE_OK : FASTPE_EINVAL;
+        return need_positive("factor", R->factor);
     case FASTPE_ROPE_LLAMA3:
         err = original_len(p, &old_len);
         if (err != FASTPE_OK)
@@ -332,10 +361,12 @@ static int resolve(const fastpe_rope_params *p, int64_t head_dim, rule *R) {
         R->factor = p->factor;
         R->low = p->low_freq_factor;
         R->high = p->high_freq_factor;
-        if (!(positive(R->factor) && positive(R->low) && positive(R->high)))
-            return FASTPE_EINVAL;
-        if (R->high < R->low)
-            return FASTPE_EINVAL;
+        if ((err = need_positive("factor", R->factor)) != FASTPE_OK ||
+            (err = need_positive("low_freq_factor", R->low)) != FASTPE_OK ||
+            (err = need_positive("high_freq_factor", R->high)) != FASTPE_OK)
+            return err;
+        if (R->high < R->low) /* (the limit: low_freq_factor) */
+            return bad("high_freq_factor", R->high, R->low);
         R->old_len = (double)old_len;
         return FASTPE_OK;
     case FASTPE_ROPE_DYNAMIC:
@@ -534,7 +565,12 @@ int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq
         why->value = NAN;
     }
     if (p == NULL || inv_freq == NULL || nf == NULL || attention_factor == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL,
+                       p == NULL          ? "p"
+                       : inv_freq == NULL ? "inv_freq"
+                       : nf == NULL       ? "nf"
+                                          : "attention_factor",
+                       -1, NAN, NAN);
     R.why = why;
     R.pow32 = pow32;
     R.pow_ctx = pow_ctx;
@@ -542,8 +578,8 @@ int pe_rope_rule(const fastpe_rope_params *p, int64_t head_dim, double *inv_freq
     err = resolve(p, head_dim, &R);
     if (err != FASTPE_OK)
         return err;
-    if (capacity < R.dim / 2)
-        return FASTPE_ESIZE;
+    if (capacity < R.dim / 2) /* (the limit: the frequencies to write) */
+        return pe_fail(FASTPE_ESIZE, "capacity", -1, (double)capacity, (double)(R.dim / 2));
     err = frequencies(&R, inv_freq);
     if (err != FASTPE_OK)
         return err;
@@ -564,10 +600,10 @@ static int rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
     double *w;
     int err;
     if (rope == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, "rope", -1, NAN, NAN);
     *rope = NULL;
     if (p == NULL)
-        return FASTPE_ENULL;
+        return pe_fail(FASTPE_ENULL, "p", -1, NAN, NAN);
     R.why = NULL;
     R.pow32 = NULL;
     R.pow_ctx = NULL;

@@ -1,6 +1,6 @@
 /*
- * The error detail (fastpe_last_error): each failing table call names its
- * argument, the element and the bound; a successful call leaves the last
+ * The error detail (fastpe_last_error): each failing table call, RoPE rule and
+ * RoPE handle call names its argument, the element and the bound; a successful call leaves the last
  * failure readable; two threads failing at once each read their own.
  *     fastpe_test_detail
  */
@@ -90,6 +90,141 @@ static int failures_in_order(int salt) {
     return ok;
 }
 
+/* The RoPE rules: each refused parameter is named as its field of
+ * fastpe_rope_params, with its value and the bound it broke. */
+static int rope_rule_failures(void) {
+    fastpe_rope_params p;
+    double w[32], a, sf[4] = {1.0, 1.0, 1.0, 1.0}, lf[4] = {1.0, 1.0, 1.0, 1.0};
+    int64_t nf;
+    fastpe_rope *h = NULL;
+    int ok = 1;
+#define RULE(...) fastpe_rope_frequencies(&p, 64, w, 32, &nf, &a)
+    fastpe_rope_params_init(&p);
+    ok &= detail_is(fastpe_rope_frequencies(&p, 1, w, 32, &nf, &a), FASTPE_ESIZE, "head_dim", -1,
+                    1.0, 2.0, "head_dim 1");
+    p.rope_theta = -3.0;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "rope_theta", -1, -3.0, 0.0, "rope_theta < 0");
+    fastpe_rope_params_init(&p);
+    p.partial_rotary_factor = 1.5;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "partial_rotary_factor", -1, 1.5, 1.0, "prf > 1");
+    p.partial_rotary_factor = 0.03; /* int(64 * 0.03) = 1 */
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "rotary_dim", -1, 1.0, 2.0, "odd rotary_dim");
+    fastpe_rope_params_init(&p);
+    p.factor = 2.0; /* the default rule reads no factor: the K_FACTOR bit */
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "rope_type", 0, 0.0, NAN, "a key not read");
+    p.rope_type = FASTPE_ROPE_LINEAR;
+    p.factor = -0.5;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "factor", -1, -0.5, 0.0, "linear factor < 0");
+    fastpe_rope_params_init(&p);
+    p.rope_type = FASTPE_ROPE_YARN;
+    p.factor = 4.0;
+    p.original_max_position_embeddings = 4096;
+    p.beta_fast = -1.0;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "beta_fast", -1, -1.0, 0.0, "beta_fast < 0");
+    p.beta_fast = NAN;
+    p.mscale = INFINITY;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "mscale", -1, INFINITY, NAN, "mscale inf");
+    p.mscale = NAN;
+    p.original_max_position_embeddings = 0;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "original_max_position_embeddings", -1, 0.0, 1.0,
+                    "original length 0");
+    fastpe_rope_params_init(&p);
+    p.rope_type = FASTPE_ROPE_LLAMA3;
+    p.factor = 8.0;
+    p.low_freq_factor = 4.0;
+    p.high_freq_factor = 1.0;
+    p.original_max_position_embeddings = 8192;
+    ok &= detail_is(RULE(), FASTPE_EINVAL, "high_freq_factor", -1, 1.0, 4.0, "high < low");
+    /* longrope: the entry of a per-pair list */
+    fastpe_rope_params_init(&p);
+    p.rope_type = FASTPE_ROPE_LONGROPE;
+    p.factor = 2.0;
+    p.original_max_position_embeddings = 4096;
+    p.short_factor = sf, p.short_factor_len = 4;
+    p.long_factor = lf, p.long_factor_len = 3;
+    ok &= detail_is(fastpe_rope_frequencies(&p, 8, w, 32, &nf, &a), FASTPE_EINVAL, "long_factor",
+                    -1, 3.0, 4.0, "long_factor length");
+    p.long_factor_len = 4;
+    sf[2] = 0.0;
+    ok &= detail_is(fastpe_rope_frequencies(&p, 8, w, 32, &nf, &a), FASTPE_EINVAL, "short_factor",
+                    2, 0.0, 0.0, "short_factor[2] = 0");
+    /* values valid one by one that overflow together: the frequency's index */
+    fastpe_rope_params_init(&p);
+    p.rope_theta = 1e-300;
+    ok &= detail_is(RULE(), FASTPE_EBASE, "inv_freq", 1, NAN, NAN, "frequencies overflow");
+    p.rope_theta = 1e4;
+    ok &= detail_is(fastpe_rope_frequencies(&p, 64, w, 2, &nf, &a), FASTPE_ESIZE, "capacity", -1,
+                    2.0, 32.0, "capacity");
+    ok &= detail_is(fastpe_rope_from_params(&p, 64, NULL), FASTPE_ENULL, "rope", -1, NAN, NAN,
+                    "from_params rope NULL");
+    p.rope_type = 9;
+    ok &= detail_is(fastpe_rope_from_params(&p, 64, &h), FASTPE_EINVAL, "rope_type", -1, 9.0, NAN,
+                    "from_params rope_type 9");
+    CHECK(h == NULL, "no handle on a refusal");
+#undef RULE
+    return ok;
+}
+
+/* The RoPE handles: the cache, the rotation, the sections and the handle's
+ * own arguments. */
+static int rope_handle_failures(void) {
+    const int HALF = FASTPE_LAYOUT_SPLIT;
+    double w[4] = {1.0, 0.1, 0.01, 0.001}, bad[2] = {1.0, INFINITY};
+    float c[8 * 3], s[8 * 3], x[2 * 3 * 8];
+    int64_t pos[3] = {0, 1, 2}, sections[2] = {2, 3};
+    int32_t axis[4];
+    fastpe_error e;
+    int ok = 1;
+    fastpe_rope *h = fastpe_rope_from_frequencies(w, 4, 1.0);
+    CHECK(h != NULL, "a handle");
+    if (h == NULL)
+        return 0;
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, -2, 8, NULL, 0, HALF, 1), FASTPE_ESIZE, "n", -1,
+                    -2.0, 0.0, "cache n < 0");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, NULL, 0, 5, 1), FASTPE_ELAYOUT, "layout",
+                    -1, 5.0, NAN, "cache layout 5");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, NULL, 3, 8, NULL, 0, HALF, 1), FASTPE_ENULL, "sin",
+                    -1, NAN, NAN, "cache sin NULL");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 7, NULL, 0, HALF, 1), FASTPE_ESTRIDE,
+                    "row_stride", -1, 7.0, 8.0, "cache row_stride < 8");
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, c + 4, 3, 8, NULL, 0, HALF, 1), FASTPE_EOVERLAP,
+                    "sin", -1, NAN, NAN, "cache sin overlaps cos");
+    pos[1] = INT64_MAX / 2;
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, pos, 0, HALF, 1), FASTPE_ERANGE,
+                    "positions", 1, (double)(INT64_MAX / 2), NAN, "cache position too large");
+    fastpe_last_error(&e);
+    CHECK(e.limit > 1e6 && e.limit < (double)(INT64_MAX / 2), "the position limit %g", e.limit);
+    ok &= detail_is(fastpe_rope_cache_f32(h, c, s, 3, 8, NULL, INT64_MAX / 2, HALF, 1),
+                    FASTPE_ERANGE, "offset", -1, NAN, NAN, "cache offset too large");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, -3, 1, 24, 8, 8, NULL, 0, HALF, 1), FASTPE_ESIZE,
+                    "seq", -1, -3.0, 0.0, "apply seq < 0");
+    ok &= detail_is(fastpe_rope_apply_f32(h, NULL, 2, 3, 1, 24, 8, 8, NULL, 0, HALF, 1),
+                    FASTPE_ENULL, "x", -1, NAN, NAN, "apply x NULL");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, 3, 1, 24, 4, 8, NULL, 0, HALF, 1),
+                    FASTPE_ESTRIDE, "stride_batch", -1, NAN, NAN, "apply rows overlap");
+    ok &= detail_is(fastpe_rope_apply_f32(h, x, 2, 3, 1, 24, 8, 8, pos, 0, HALF, 1), FASTPE_ERANGE,
+                    "positions", 1, (double)(INT64_MAX / 2), NAN, "apply position too large");
+    ok &= detail_is(fastpe_rope_apply_f32(NULL, x, 2, 3, 1, 24, 8, 8, NULL, 0, HALF, 1),
+                    FASTPE_ENULL, "rope", -1, NAN, NAN, "apply rope NULL");
+    ok &= detail_is(fastpe_rope_section_axes(sections, 2, FASTPE_SECTIONS_CONTIGUOUS, axis, 4),
+                    FASTPE_ESIZE, "sections", -1, 5.0, 4.0, "sections sum 5 for 4");
+    sections[1] = -1;
+    ok &= detail_is(fastpe_rope_section_axes(sections, 2, FASTPE_SECTIONS_CONTIGUOUS, axis, 4),
+                    FASTPE_ESIZE, "sections", 1, -1.0, 0.0, "sections[1] < 0");
+    fastpe_rope_free(h);
+    /* a refused handle: NULL, and the detail names why */
+    CHECK(fastpe_rope_from_frequencies(bad, 2, 1.0) == NULL, "an infinite frequency");
+    ok &= detail_is(FASTPE_EINVAL, FASTPE_EINVAL, "inv_freq", 1, INFINITY, 1e280,
+                    "from_frequencies inv_freq[1] = inf");
+    CHECK(fastpe_rope_from_frequencies(w, 4, -1.0) == NULL, "a negative attention factor");
+    ok &= detail_is(FASTPE_EINVAL, FASTPE_EINVAL, "attention_factor", -1, -1.0, 0.0,
+                    "from_frequencies attention_factor < 0");
+    axis[0] = axis[1] = axis[2] = 0, axis[3] = 2;
+    CHECK(fastpe_rope_from_axes(w, 4, axis, 2, 1.0) == NULL, "an axis out of range");
+    ok &= detail_is(FASTPE_EINVAL, FASTPE_EINVAL, "axis", 3, 2.0, 2.0, "from_axes axis[3] = 2");
+    return ok;
+}
+
 /* Both threads fail, wait for each other, then read: a detail shared between
  * threads would hold the other thread's failure. */
 #if defined(_WIN32)
@@ -142,6 +277,8 @@ int main(void) {
     CHECK(fastpe_last_error(&e) == FASTPE_OK && e.code == FASTPE_OK && e.argument == NULL &&
               e.index == -1,
           "the detail before any failure");
+    rope_rule_failures();
+    rope_handle_failures();
     failures_in_order(0);
     /* two threads failing at once: each reads its own detail, never the other's */
 #if defined(_WIN32)

@@ -272,6 +272,7 @@ def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, 
     else:
         err = pe_rope_rule(&p, head_dim, &out[0], cap, &nf, &attention, &why, _python_pow32,
                            <void *>pow32)
+    pe_settle(err)   # (as at the library's entry points: the detail of this call)
     return err, buf, attention, nf, (why.reason, why.index, why.value)
 
 

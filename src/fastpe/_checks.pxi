@@ -14,6 +14,8 @@ cdef extern from "fastpe/fastpe.h":
     int fastpe_last_error(fastpe_error *detail) nogil
 
 cdef extern from "pe_lib.h" nogil:
+    int pe_settle(int ret)
+    int pe_rope_check_frequencies(const double *inv_freq, int64_t nf)
     int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                       const pe_rows *rq, const char *n_name)
     int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp,
@@ -27,6 +29,15 @@ def _number(double v):
     if isfinite(v) and v.is_integer() and fabs(v) <= 9223372036854775808.0:
         return int(v)
     return v
+
+
+def _last_error():
+    """This thread's error detail: (code, argument or None, index, value, limit)
+    of the last failing library call (fastpe_last_error)."""
+    cdef fastpe_error e
+    fastpe_last_error(&e)
+    return (e.code, None if e.argument == NULL else e.argument.decode(), e.index, e.value,
+            e.limit)
 
 
 cdef str _element(int64_t index, tuple shape, str label):
@@ -88,6 +99,18 @@ cdef int _raise(int err, dict names=None, tuple shape=None, str label="positions
         raise ValueError(
             "float positions cannot be combined with offset; add the offset to the positions")
     raise ValueError(f"{name}: {ERROR_MESSAGES.get(err, f'fastpe kernel error {err}')}")
+
+
+def check_frequencies(const double[::1] inv_freq):
+    """The library's check of a RoPE frequency list (pe_rope_check_frequencies):
+    ValueError naming the first entry that is not finite, >= 0 and <= 1e280."""
+    cdef int err = pe_settle(pe_rope_check_frequencies(&inv_freq[0] if inv_freq.shape[0] else NULL,
+                                                       inv_freq.shape[0]))
+    cdef fastpe_error e
+    if err != FASTPE_OK:
+        fastpe_last_error(&e)
+        raise ValueError(f"inv_freq must be finite, >= 0 and <= {e.limit:g}, got "
+                         f"inv_freq[{e.index}] = {e.value!r}")
 
 
 def check_sizes(int64_t nseq, int64_t seq_len, int64_t d_model, dict names=None):

@@ -9,6 +9,7 @@ columns.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -55,26 +56,22 @@ def _as_sections(sections: Any) -> tuple[int, ...]:
 
 
 def _axis_columns(sections: tuple[int, ...], section_layout: str) -> list[np.ndarray]:
-    """The frequencies (columns) of each axis, in increasing order."""
+    """The frequencies (columns) of each axis, in increasing order: the library's
+    assignment (fastpe_rope_section_axes; interleaved as transformers'
+    apply_interleaved_mrope), which refuses sections it cannot lay out."""
     n, nf = len(sections), sum(sections)
-    if section_layout == "contiguous":
-        ends = np.cumsum((0, *sections))
-        return [np.arange(ends[a], ends[a + 1], dtype=np.int64) for a in range(n)]
-    # transformers' apply_interleaved_mrope: column i (r = i % n >= 1,
-    # i < n * sections[r]) takes axis r, every other column axis 0
-    i = np.arange(nf, dtype=np.int64)
-    axis = np.zeros(nf, dtype=np.int64)
-    for r in range(1, n):
-        axis[(i % n == r) & (i < n * sections[r])] = r
-    cols = [np.flatnonzero(axis == a).astype(np.int64) for a in range(n)]
-    counts = tuple(len(c) for c in cols)
-    if counts != sections:
-        raise ValueError(
-            f"sections={list(sections)} cannot be interleaved over {nf} frequencies: "
-            f"the axes would get {list(counts)} (axis r >= 1 needs "
-            f"r + n_axes * (sections[r] - 1) < {nf})"
-        )
-    return cols
+    layout = SECTION_LAYOUTS.index(section_layout)  # (FASTPE_SECTIONS_*)
+    err, axis = _kernel._rope_section_axes_native(sections, layout, nf)
+    if err:
+        _, arg, a, value, limit = _kernel._last_error()
+        if math.isnan(limit):  # (an axis the interleaving cannot give its columns)
+            raise ValueError(
+                f"sections={list(sections)} cannot be interleaved over {nf} frequencies: "
+                f"axis {a} needs {a} + n_axes * (sections[{a}] - 1) = "
+                f"{a + n * (int(value) - 1)} < {nf}"
+            )
+        raise ValueError(f"{arg}[{a}] must be an integer <= {limit:.0f}, got {value:.0f}")
+    return [np.flatnonzero(axis == a).astype(np.int64) for a in range(n)]
 
 
 def _axes_angles(

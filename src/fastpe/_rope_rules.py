@@ -26,8 +26,8 @@ from ._validate import (
     as_base,
     as_bool,
     as_choice,
-    as_finite,
     as_int,
+    as_real,
     check_table_size,
     is_bfloat16,
 )
@@ -152,7 +152,10 @@ def rope_frequencies(
     >>> w.shape, a
     ((64,), 1.0)
     """
-    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    # The binding converts (Python types, dict keys, None, sizes beyond int64); every
+    # value is the library's rule to check, and its refusal is named here as the
+    # caller wrote it.
+    head_dim = as_int(head_dim, "head_dim")
     if not isinstance(rope_parameters, (Mapping, type(None))):
         raise TypeError(
             "rope_parameters must be a mapping (a config's rope_parameters), "
@@ -167,100 +170,85 @@ def rope_frequencies(
         )
     precision = as_choice(precision, "precision", ("float32", "float64"))
     p = _Params(params, rope_type, precision)
-    theta = p.positive("rope_theta", 10000.0)
-    prf = p.positive("partial_rotary_factor", 1.0, maximum=1.0)
-    dim = int(head_dim * prf)
-    if dim < 2 or dim % 2:
-        raise ValueError(
-            f"the rotary dimension int(head_dim * partial_rotary_factor) = {dim} "
-            "must be even and at least 2"
-        )
-    # a handful of float64 arrays of dim/2 entries are alive at once
-    check_table_size(1, dim // 2, 8, working_copies=8)
-    mpe = (
-        None
-        if max_position_embeddings is None
-        else as_int(max_position_embeddings, "max_position_embeddings", minimum=1)
-    )
-    if seq_len is not None:
-        seq_len = as_int(seq_len, "seq_len", minimum=0)
     fields: dict[str, Any] = {
         "rope_type": ROPE_TYPES.index(rope_type),
         "precision": 0 if precision == "float32" else 1,  # FASTPE_PRECISION_*
-        "rope_theta": theta,
     }
-    if "partial_rotary_factor" in params:
-        fields["partial_rotary_factor"] = prf
-    # the lengths, for the rules that read them (the library's are int64)
-    if mpe is not None and rope_type not in ("default", "linear"):
-        fields["max_position_embeddings"] = as_int(
-            mpe, "max_position_embeddings", maximum=_INT64_MAX
+    # the lengths (the library's are int64: a larger one is refused where a rule
+    # computes with it, else it only needs to compare as large)
+    uses_mpe = rope_type not in ("default", "linear")
+    mpe = None
+    if max_position_embeddings is not None:
+        mpe = as_int(
+            max_position_embeddings,
+            "max_position_embeddings",
+            maximum=_INT64_MAX if uses_mpe else None,
         )
-    if seq_len is not None and rope_type == "dynamic":
-        fields["seq_len"] = as_int(seq_len, "seq_len", maximum=_INT64_MAX)
-    elif seq_len is not None and rope_type == "longrope":
-        fields["seq_len"] = min(seq_len, _INT64_MAX)  # (only compared with a length)
+        fields["max_position_embeddings"] = _clamp64(mpe)
+    if seq_len is not None:
+        seq_len = as_int(
+            seq_len, "seq_len", maximum=_INT64_MAX if rope_type == "dynamic" else None
+        )
+        fields["seq_len"] = _clamp64(seq_len)
+    for key in ("rope_theta", "partial_rotary_factor"):
+        p.number(fields, key, required=key in params)
     if rope_type in ("yarn", "longrope", "llama3"):
-        v = params.get("original_max_position_embeddings", mpe)
-        if v is None:
-            raise ValueError(
-                f"rope_type={rope_type!r} needs original_max_position_embeddings "
-                "(in rope_parameters) or max_position_embeddings"
-            )
-        old_len = as_int(v, p.name("original_max_position_embeddings"), minimum=1)
-        fields["original_max_position_embeddings"] = old_len
-    if rope_type in ("linear", "dynamic", "llama3"):
-        fields["factor"] = p.positive("factor")
-    if rope_type == "llama3":
-        low = fields["low_freq_factor"] = p.positive("low_freq_factor")
-        high = fields["high_freq_factor"] = p.positive("high_freq_factor")
-        if high < low:
-            raise ValueError(
-                f"rope_type='llama3' needs {p.name('high_freq_factor')} >= "
-                f"{p.name('low_freq_factor')}, got {high!r} and {low!r}"
-            )
-    elif rope_type == "dynamic":
-        if mpe is None:
-            raise ValueError("rope_type='dynamic' needs max_position_embeddings")
-        if dim == 2:  # the base's exponent d/(d-2) is undefined
-            raise ValueError("rope_type='dynamic' needs a rotary dimension of at least 4, got 2")
-    elif rope_type in ("yarn", "longrope"):
-        factor = p.optional("factor")
-        if factor is None:
-            if mpe is None:
-                raise ValueError(
-                    f"rope_type={rope_type!r} needs {p.name('factor')} or max_position_embeddings"
-                )
-            # (the library takes the same ratio itself)
-            p.used["factor"] = as_base(
-                mpe / old_len, "max_position_embeddings / original_max_position_embeddings"
-            )
+        if "original_max_position_embeddings" in params:
+            v = params["original_max_position_embeddings"]
+            if v is None:
+                raise ValueError(_needs_original(rope_type))
+            v = as_int(v, p.name("original_max_position_embeddings"), maximum=_INT64_MAX)
+            fields["original_max_position_embeddings"] = _clamp64(v)
+            p.used["original_max_position_embeddings"] = v
         else:
-            fields["factor"] = factor
-        names: tuple[str, ...] = ("attention_factor",)
+            p.used["original_max_position_embeddings"] = mpe
+    if rope_type in ("linear", "dynamic", "llama3"):
+        p.number(fields, "factor", required=True)
+    if rope_type == "llama3":
+        p.number(fields, "low_freq_factor", required=True)
+        p.number(fields, "high_freq_factor", required=True)
+    elif rope_type in ("yarn", "longrope"):
+        p.number(fields, "factor", required=False)
+        old_len = p.used["original_max_position_embeddings"]
+        if p.used["factor"] is None and mpe is not None and old_len is not None and old_len > 0:
+            p.used["factor"] = mpe / old_len  # (the library takes the same ratio)
+        keys: tuple[str, ...] = ("attention_factor",)
         if rope_type == "yarn":
-            names += ("mscale", "mscale_all_dim", "beta_fast", "beta_slow")
-        for key in names:
+            keys += ("mscale", "mscale_all_dim", "beta_fast", "beta_slow")
+        for key in keys:
             # transformers reads mscale and mscale_all_dim by truth value: 0 (or
             # None) means absent
-            v = p.optional(key, positive=key not in ("mscale", "mscale_all_dim"))
-            if v is not None:
-                fields[key] = v
+            p.number(fields, key, required=False)
         if rope_type == "yarn":
             fields["truncate"] = int(p.flag("truncate", True))
         else:
             for key in ("short_factor", "long_factor"):
-                fields[key] = np.array(p.factors(key, dim // 2), dtype=np.float64)
-    return _rule(head_dim, fields, p, dim)
+                factors = p.factors(key)
+                if factors is not None:
+                    fields[key] = factors
+    given = {"head_dim": head_dim, "max_position_embeddings": mpe, "seq_len": seq_len}
+    return _rule(given, fields, p)
 
 
-def _rule(head_dim: int, fields: dict[str, Any], p: _Params, dim: int) -> tuple[np.ndarray, float]:
-    """The library's rule for checked fields, its refusals as the caller's keys."""
-    err, inv, attention, nf, why = _kernel._rope_rule(head_dim, fields)
+def _rule(given: dict[str, Any], fields: dict[str, Any], p: _Params) -> tuple[np.ndarray, float]:
+    """The library's rule for converted fields, its refusals as the caller's keys."""
+    head_dim = given["head_dim"]
+    err, inv, attention, nf, why = _kernel._rope_rule(_clamp64(head_dim), fields)
+    if err != 0:
+        code, arg, index, value, limit = _kernel._last_error()
+        if arg == "capacity" and code == err:
+            # more than the default buffer: only when the memory exists
+            check_table_size(1, int(limit), 8, working_copies=8)
+            err, inv, attention, nf, why = _kernel._rope_rule(head_dim, fields, int(limit))
     if err == 0 and inv is not None:
         return inv[:nf], attention
-    reason, index, value = why or (0, -1, math.nan)
+    code, arg, index, value, limit = _kernel._last_error()
+    if why is None or why[0] == 0:
+        raise p.argument_error(given, arg, index, value, limit)
+    reason, index, value = why
     rt = p.rope_type
+    dim = int(head_dim * p.used["partial_rotary_factor"])
+    old_len = p.used.get("original_max_position_embeddings")
     if reason == _ATTENTION and rt == "longrope":
         raise p.refuse(
             "no attention factor sqrt(1 + ln(factor) / ln(original_max_position_embeddings)) "
@@ -274,8 +262,7 @@ def _rule(head_dim: int, fields: dict[str, Any], p: _Params, dim: int) -> tuple[
     if reason == _RAMP:
         raise p.refuse(
             "a ramp d * ln(original_max_position_embeddings / (2 pi beta)) / (2 ln theta) "
-            f"that is not finite (original_max_position_embeddings="
-            f"{fields['original_max_position_embeddings']}, d={dim})",
+            f"that is not finite (original_max_position_embeddings={old_len}, d={dim})",
             "rope_theta",
             "beta_fast",
             "beta_slow",
@@ -296,11 +283,11 @@ def _rule(head_dim: int, fields: dict[str, Any], p: _Params, dim: int) -> tuple[
             f"rope_type='llama3' with {p.name('low_freq_factor')} == "
             f"{p.name('high_freq_factor')} ({low!r}) puts a wavelength exactly on "
             f"original_max_position_embeddings / low_freq_factor "
-            f"({fields['original_max_position_embeddings'] / low!r}), where the blend is 0/0"
+            f"({old_len / low!r}), where the blend is 0/0"
         )
     if reason == _FREQUENCY:
         if rt == "longrope":
-            keys: tuple[str, ...] = ("rope_theta", _longrope_list(fields))
+            keys: tuple[str, ...] = ("rope_theta", _longrope_list(fields, old_len))
         else:
             keys = _FREQUENCY_KEYS[rt]
         raise p.refuse(
@@ -308,14 +295,25 @@ def _rule(head_dim: int, fields: dict[str, Any], p: _Params, dim: int) -> tuple[
             f"(index {index}: {value!r} in precision={p.precision!r})",
             *keys,
         )
-    # the parameters were checked above: a code here is a contradiction between
-    # the two, reported as it is
     raise ValueError(f"rope_parameters refused by the library's rule (code {err})")
 
 
-def _longrope_list(fields: dict[str, Any]) -> str:
+def _needs_original(rope_type: str) -> str:
+    return (
+        f"rope_type={rope_type!r} needs original_max_position_embeddings "
+        "(in rope_parameters) or max_position_embeddings"
+    )
+
+
+def _clamp64(v: int) -> int:
+    """An int as the library's int64 sees it: beyond the range, its end (then
+    refused or compared alike); INT64_MIN is the struct's "absent"."""
+    return min(max(v, -_INT64_MAX), _INT64_MAX)
+
+
+def _longrope_list(fields: dict[str, Any], old_len: Any) -> str:
     """The list longrope uses: long_factor beyond the original length."""
-    long = fields.get("seq_len", 0) > fields["original_max_position_embeddings"]
+    long = fields.get("seq_len", 0) > old_len
     return "long_factor" if long else "short_factor"
 
 
@@ -342,55 +340,109 @@ MAX_FREQUENCY = MAX_SCALE
 
 
 class _Params:
-    """One rule's rope_parameters, read with every check in one place: a refusal
-    names the key as the caller wrote it (``rope_parameters['beta_fast']``) and
-    the value."""
+    """One rule's rope_parameters as the library's fields: each value converted
+    (its Python type), checked by the library, and a refusal named as the caller
+    wrote it (``rope_parameters['beta_fast']``) with the value given."""
 
     def __init__(self, params: dict[str, Any], rope_type: str, precision: str) -> None:
         self.params = params
         self.rope_type = rope_type
         self.precision = precision
-        self.used: dict[str, Any] = {}  # the value each key was read as
+        # the value each key was read as (the rule's default where absent)
+        self.used: dict[str, Any] = {"rope_theta": 10000.0, "partial_rotary_factor": 1.0}
 
     @staticmethod
     def name(key: str) -> str:
         return f"rope_parameters[{key!r}]"
 
-    def positive(self, key: str, default: Any = None, *, maximum: float | None = None) -> float:
-        """A finite number > 0; ``default`` where the key is absent (required without)."""
-        v = self.params.get(key, default)
-        if v is None:
-            raise ValueError(f"rope_type={self.rope_type!r} needs {self.name(key)}")
-        self.used[key] = v = as_base(v, self.name(key), maximum=maximum)
-        return v
-
-    def optional(self, key: str, positive: bool = True, default: Any = None) -> Any:
-        """A finite number (> 0 when ``positive``), or ``default`` where the key is
-        absent or None."""
+    def number(self, fields: dict[str, Any], key: str, *, required: bool) -> None:
+        """The real number at ``key`` into ``fields``; absent (or None where not
+        ``required``) leaves the library's default.  NaN is the struct's "absent",
+        so a NaN given is passed as inf, refused alike by every field."""
         v = self.params.get(key)
         if v is None:
-            self.used[key] = default
-            return default
-        self.used[key] = v = (as_base if positive else as_finite)(v, self.name(key))
-        return v
+            if required and key in self.params:
+                raise ValueError(f"rope_type={self.rope_type!r} needs {self.name(key)}")
+            self.used.setdefault(key, None)
+            return
+        f = as_real(v, self.name(key))
+        self.used[key] = f
+        fields[key] = math.inf if math.isnan(f) else f
 
     def flag(self, key: str, default: bool) -> bool:
         self.used[key] = v = as_bool(self.params.get(key, default), self.name(key))
         return v
 
-    def factors(self, key: str, n: int) -> list[float]:
-        """A list of n finite numbers > 0 (longrope's per-pair factors)."""
+    def factors(self, key: str) -> np.ndarray | None:
+        """A list of real numbers (longrope's per-pair factors) as float64; None
+        for anything but a list (the library then names it, with its length)."""
         v = self.params.get(key)
         if not isinstance(v, Sequence) or isinstance(v, (str, bytes)):
-            raise TypeError(
-                f"{self.name(key)} must be a list of {n} numbers, got {type(v).__name__}"
+            return None
+        out = [as_real(x, f"{self.name(key)}[{i}]") for i, x in enumerate(v)]
+        self.used[key] = out
+        return np.array([math.inf if math.isnan(x) else x for x in out], dtype=np.float64)
+
+    def argument_error(
+        self, given: dict[str, Any], arg: str | None, index: int, value: float, limit: float
+    ) -> Exception:
+        """The exception for the library's refusal of field ``arg`` (the error
+        detail: element, value, bound), with the values as given."""
+        rt = self.rope_type
+        absent = math.isnan(value)
+        if arg in given:  # (arguments of rope_frequencies itself)
+            v = given[arg]
+            if arg == "head_dim" and limit == 2:
+                return ValueError(f"head_dim must be an integer >= 2, got {v}")
+            if arg == "head_dim":
+                return ValueError(f"head_dim must be an integer <= {int(limit)}, got {v}")
+            if arg == "max_position_embeddings" and absent:
+                return ValueError(f"rope_type={rt!r} needs max_position_embeddings")
+            if arg == "max_position_embeddings":
+                return ValueError(f"max_position_embeddings must be an integer >= 1, got {v}")
+            return ValueError(f"seq_len must be a non-negative integer, got {v}")
+        if arg == "rotary_dim" and limit == 4:
+            return ValueError(
+                f"rope_type={rt!r} needs a rotary dimension of at least 4, got {int(value)}"
             )
-        if len(v) != n:
-            raise ValueError(
-                f"{self.name(key)} must have rotary_dim / 2 = {n} entries, got {len(v)}"
+        if arg == "rotary_dim":
+            return ValueError(
+                f"the rotary dimension int(head_dim * partial_rotary_factor) = {int(value)} "
+                "must be even and at least 2"
             )
-        self.used[key] = out = [as_base(x, f"{self.name(key)}[{i}]") for i, x in enumerate(v)]
-        return out
+        if arg is None or arg not in _KEYS[rt] + _COMMON:
+            return ValueError(f"rope_parameters refused by the library's rule ({arg})")
+        name = self.name(arg)
+        v = self.params.get(arg)
+        if arg == "original_max_position_embeddings":
+            if absent:
+                return ValueError(_needs_original(rt))
+            return ValueError(f"{name} must be an integer >= 1, got {v}")
+        if arg in ("short_factor", "long_factor"):
+            if index >= 0:
+                entry = self.params[arg][index]
+                return ValueError(f"{name}[{index}] must be finite and > 0, got {entry!r}")
+            if absent:
+                return TypeError(
+                    f"{name} must be a list of {int(limit)} numbers, got {type(v).__name__}"
+                )
+            return ValueError(
+                f"{name} must have rotary_dim / 2 = {int(limit)} entries, got {int(value)}"
+            )
+        if arg == "high_freq_factor" and limit > 0:
+            return ValueError(
+                f"rope_type='llama3' needs {name} >= {self.name('low_freq_factor')}, "
+                f"got {self.used[arg]!r} and {self.used['low_freq_factor']!r}"
+            )
+        if absent and arg == "factor" and rt in ("yarn", "longrope"):
+            return ValueError(f"rope_type={rt!r} needs {name} or max_position_embeddings")
+        if absent:
+            return ValueError(f"rope_type={rt!r} needs {name}")
+        if limit == 0:
+            return ValueError(f"{name} must be finite and > 0, got {v!r}")
+        if math.isnan(limit):
+            return ValueError(f"{name} must be finite, got {v!r}")
+        return ValueError(f"{name} must be <= {limit:g}, got {v!r}")
 
     def refuse(self, what: str, *keys: str) -> ValueError:
         """The refusal of values that are each valid but give ``what`` together."""
@@ -469,14 +521,8 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
             f"inv_freq must be a 1-D array of real frequencies, got dtype "
             f"{w.dtype} and shape {w.shape}"
         )
-    w = w.astype(np.float64)
-    bad = ~(np.isfinite(w) & (w >= 0) & (w <= MAX_FREQUENCY))
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"inv_freq must be finite, >= 0 and <= {MAX_FREQUENCY:g}, got inv_freq[{i}] = "
-            f"{float(w[i])!r}"
-        )
+    w = w.astype(np.float64)  # (a copy: the caller's array may change later)
+    _kernel.check_frequencies(w)  # (the library's range, as its handles')
     check_table_size(1, w.size, 8, working_copies=8)
     return w
 

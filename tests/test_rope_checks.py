@@ -1,0 +1,212 @@
+"""The RoPE rules' parameters are checked once, by the library's rule
+(lib/src/rope_rules.c): the binding only converts Python values (types, dict
+keys, None) and turns the library's error detail, which names the field, the
+element and the bound, into the message that names the key as written
+(``rope_parameters['beta_fast']``) with the value given.  RoPE calls raise the
+same message cold (nothing cached) and warm (a cached plan)."""
+
+import numpy as np
+import pytest
+
+import fastpe
+from fastpe import kernel
+
+NAN = float("nan")
+YARN4K = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+LLAMA3_8K = {
+    "rope_type": "llama3",
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+LONGROPE4 = {
+    "rope_type": "longrope",
+    "short_factor": [1.0] * 4,
+    "long_factor": [1.0] * 4,
+    "original_max_position_embeddings": 4096,
+    "factor": 2.0,
+}
+
+
+def _refusal(head_dim, params, **kw):
+    with pytest.raises((TypeError, ValueError)) as info:
+        fastpe.rope_frequencies(head_dim, params, **kw)
+    return info.type, str(info.value)
+
+
+# (arguments, the library's field, element, message)
+REFUSED = [
+    ((1, None), "head_dim", -1, "head_dim must be an integer >= 2, got 1"),
+    ((2**70, None), "head_dim", -1, f"head_dim must be an integer <= {2**31}, got {2**70}"),
+    (
+        (64, {"rope_theta": -1}),
+        "rope_theta",
+        -1,
+        "rope_parameters['rope_theta'] must be finite and > 0, got -1",
+    ),
+    (
+        (64, {"partial_rotary_factor": 1.5}),
+        "partial_rotary_factor",
+        -1,
+        "rope_parameters['partial_rotary_factor'] must be <= 1, got 1.5",
+    ),
+    (
+        (64, {"partial_rotary_factor": 0.01}),
+        "rotary_dim",
+        -1,
+        "the rotary dimension int(head_dim * partial_rotary_factor) = 0 must be even and at "
+        "least 2",
+    ),
+    (
+        (64, {**YARN4K, "beta_fast": NAN}),
+        "beta_fast",
+        -1,
+        "rope_parameters['beta_fast'] must be finite and > 0, got nan",
+    ),
+    (
+        (64, {**YARN4K, "mscale": float("inf")}),
+        "mscale",
+        -1,
+        "rope_parameters['mscale'] must be finite, got inf",
+    ),
+    (
+        (64, {**YARN4K, "original_max_position_embeddings": 0}),
+        "original_max_position_embeddings",
+        -1,
+        "rope_parameters['original_max_position_embeddings'] must be an integer >= 1, got 0",
+    ),
+    (
+        (64, {"rope_type": "yarn", "factor": 4.0}),
+        "original_max_position_embeddings",
+        -1,
+        "rope_type='yarn' needs original_max_position_embeddings (in rope_parameters) or "
+        "max_position_embeddings",
+    ),
+    (
+        (64, {"rope_type": "linear"}),
+        "factor",
+        -1,
+        "rope_type='linear' needs rope_parameters['factor']",
+    ),
+    (
+        (64, {**LLAMA3_8K, "high_freq_factor": 0.5}),
+        "high_freq_factor",
+        -1,
+        "rope_type='llama3' needs rope_parameters['high_freq_factor'] >= "
+        "rope_parameters['low_freq_factor'], got 0.5 and 1.0",
+    ),
+    (
+        (8, {**LONGROPE4, "short_factor": [1.0, -1, 1.0, 1.0]}),
+        "short_factor",
+        1,
+        "rope_parameters['short_factor'][1] must be finite and > 0, got -1",
+    ),
+    (
+        (8, {**LONGROPE4, "long_factor": [1.0] * 3}),
+        "long_factor",
+        -1,
+        "rope_parameters['long_factor'] must have rotary_dim / 2 = 4 entries, got 3",
+    ),
+    (
+        (64, {"rope_type": "dynamic", "factor": 2.0}),
+        "max_position_embeddings",
+        -1,
+        "rope_type='dynamic' needs max_position_embeddings",
+    ),
+]
+
+
+@pytest.mark.parametrize("args, field, index, message", REFUSED)
+def test_rule_refusals_come_from_the_library_detail(args, field, index, message):
+    kind, msg = _refusal(*args)
+    assert kind is ValueError and msg == message
+    code, argument, got_index, _, _ = kernel._last_error()
+    assert code != 0 and argument == field and got_index == index
+
+
+def test_types_stay_the_bindings():
+    """What the library cannot see: Python types, None, and lists that are not lists."""
+    assert _refusal(64, {**YARN4K, "beta_fast": "32"}) == (
+        TypeError,
+        "rope_parameters['beta_fast'] must be a real number, got str '32'",
+    )
+    assert _refusal(64, {"rope_theta": None}) == (
+        ValueError,
+        "rope_type='default' needs rope_parameters['rope_theta']",
+    )
+    assert _refusal(8, {**LONGROPE4, "long_factor": 5}) == (
+        TypeError,
+        "rope_parameters['long_factor'] must be a list of 4 numbers, got int",
+    )
+    assert _refusal(8, {**LONGROPE4, "long_factor": [1.0, 2.0, "3", 4.0]})[1].startswith(
+        "rope_parameters['long_factor'][2] must be a real number"
+    )
+
+
+def test_a_nan_given_is_refused_not_read_as_absent():
+    # (the struct's "absent" is NaN: a NaN given must not become the default)
+    for key in ("rope_theta", "partial_rotary_factor"):
+        assert "got nan" in _refusal(64, {key: NAN})[1]
+    assert "got nan" in _refusal(64, {**YARN4K, "beta_slow": NAN})[1]
+
+
+def _message(call):
+    with pytest.raises((TypeError, ValueError)) as info:
+        call()
+    return info.type, str(info.value)
+
+
+@pytest.mark.parametrize("head_dim", [16, 18])
+def test_cold_and_warm_rope_calls_raise_the_same_message(head_dim):
+    """The first call takes the general path, later ones a cached plan: one
+    check, so one message."""
+    x = np.ones((1, 3, 2, head_dim), np.float32)
+    calls = [
+        lambda: fastpe.rope_cache(head_dim, seq_len=-1),
+        lambda: fastpe.rope_cache(head_dim, seq_len=2, offset=2**62),
+        lambda: fastpe.rope_cache(head_dim, positions=np.array([0, 2**62])),
+        lambda: fastpe.rope_cache(head_dim, seq_len=2, layout="diagonal"),
+        lambda: fastpe.rope_cache(head_dim, {**YARN4K, "beta_fast": -1}, seq_len=2),
+        lambda: fastpe.apply_rope(x, offset=2**62),
+        lambda: fastpe.apply_rope(x, positions=np.array([0, 1, 2**62])),
+        lambda: fastpe.apply_rope(x, layout="diagonal"),
+        lambda: fastpe.apply_rope(x, rope_parameters={**YARN4K, "beta_fast": -1}),
+    ]
+    for call in calls:
+        kernel.encoders.clear()
+        kernel.rope_plans.clear()
+        cold = _message(call)
+        fastpe.rope_cache(head_dim, seq_len=1)  # plans cached now
+        fastpe.apply_rope(x)
+        assert _message(call) == cold
+
+
+def test_sections_are_laid_out_and_refused_by_the_library():
+    """The columns of each axis are fastpe_rope_section_axes'; an interleaving it
+    cannot give is named by its axis (the detail's index)."""
+    from fastpe._rope_axes import _axis_columns
+
+    assert [c.tolist() for c in _axis_columns((2, 1, 1), "interleaved")] == [[0, 3], [1], [2]]
+    assert [c.tolist() for c in _axis_columns((2, 1, 1), "contiguous")] == [[0, 1], [2], [3]]
+    kind, msg = _message(
+        lambda: fastpe.rope_cache(
+            128,
+            positions=np.zeros((1, 3), np.int64),
+            sections=(16, 24, 24),
+            section_layout="interleaved",
+        )
+    )
+    assert kind is ValueError and msg == (
+        "sections=[16, 24, 24] cannot be interleaved over 64 frequencies: axis 1 needs "
+        "1 + n_axes * (sections[1] - 1) = 70 < 64"
+    )
+    assert kernel._last_error()[1:3] == ("sections", 1)
+
+
+def test_more_frequencies_than_the_default_buffer():
+    """Beyond 2**20 frequencies the library's refusal of the buffer's capacity
+    (its detail: the frequencies needed) sizes a second call."""
+    w, attention = fastpe.rope_frequencies(2**21 + 4)
+    assert w.shape == (2**20 + 2,) and w[0] == 1.0 and attention == 1.0
+    assert np.all(np.isfinite(w)) and np.all(np.diff(w) < 0)
