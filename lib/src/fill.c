@@ -94,8 +94,10 @@ int64_t pe_block_rows(int64_t nf) {
     return b;
 }
 
-/* A plan = [frequencies (4 nf) | table cos-1 ((B/2+1) nf) | table sin ((B/2+1) nf)]. */
-size_t pe_plan_doubles(int64_t nf, int64_t B) { return (size_t)(4 * nf + 2 * (B / 2 + 1) * nf); }
+/* A plan = [frequencies (4 nf) | table cos-1 | table sin | their low parts
+ * (cos-1, sin)], each table part (B/2+1) nf: the low parts make the table
+ * double-double for the accurate float64 rows (pe_rows_dd.h). */
+size_t pe_plan_doubles(int64_t nf, int64_t B) { return (size_t)(4 * nf + 4 * (B / 2 + 1) * nf); }
 
 /* Fill a plan: the frequencies and the table e^{i a w}, a = 0 .. B/2, each row
  * composed from two accurately evaluated factor rows (a = a1*b0 + a0).  Position
@@ -126,7 +128,7 @@ int pe_prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count, in
     double *need0 = need + H + 1;
     double *need1 = need0 + b0;
     double *discard = need1 + b1;
-    int64_t a, r;
+    int64_t a, r, T = (H + 1) * nf;
 
     if (sp->wlist != NULL)
         pe_freqs_list(fr, nf, sp->wlist);
@@ -170,9 +172,12 @@ int pe_prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count, in
         /* (the implicit barrier of the loop above publishes the factor rows) */
 #pragma omp for schedule(static)
         for (a = 0; a < H + 1; a++) {
-            if (need[a] != 0)
+            if (need[a] != 0) {
+                double *m = Tm + a * nf, *s = Ts + a * nf, *ml = m + 2 * T, *sl = s + 2 * T;
                 pe_compose(nf, F1m + (a / b0) * nf, F1s + (a / b0) * nf, F0m + (a % b0) * nf,
-                           F0s + (a % b0) * nf, Tm + a * nf, Ts + a * nf);
+                           F0s + (a % b0) * nf, m, s);
+                pe_table_row_dd((double)a, fr, nf, m, s, ml, sl);
+            }
         }
     }
     free(mem);
@@ -188,6 +193,8 @@ typedef struct {
     int64_t B;
     const double *Tm;
     const double *Ts;
+    int dd;      /* float64 rows by the accurate writers (pe_rows_dd.h) */
+    double fmax; /* the largest |frequency| in turns (their error bound) */
 } pe_ctx;
 
 /* One fill, prepared: what its rows share, its team and its scratch memory. */
@@ -245,32 +252,73 @@ PE_INLINE int64_t pe_int_position(const pe_rows *rq, int64_t b, int64_t s) {
  * blocks, so nearly all of its rows are written as mirrored pairs. */
 PE_INLINE int64_t pe_centre(int64_t K, int64_t B) { return pe_floordiv(K, B) * B + B / 2; }
 
+/* ev = the row of position K evaluated directly: sines, cosines (and cos-1)
+ * in double, or with c->dd [sines | cosines | their low parts] in
+ * double-double. */
+PE_INLINE void pe_direct_row(const pe_ctx *c, double K, double *ev) {
+    int64_t nf = c->nf;
+    if (c->dd)
+        pe_sincos_row_dd(K, c->fr, nf, ev, ev + 2 * nf, ev + nf, ev + 3 * nf, NULL, NULL);
+    else
+        pe_sincos_row(K, c->fr, nf, ev, ev + nf, ev + 2 * nf);
+}
+
 /* Make ev hold the anchor of K's block: the accurate row at its centre;
  * *cached is the centre it holds. */
 PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *cached) {
     int64_t centre = pe_centre(K, c->B);
     if (centre != *cached) {
-        pe_sincos_row((double)centre, c->fr, c->nf, ev, ev + c->nf, ev + 2 * c->nf);
+        pe_direct_row(c, (double)centre, ev);
         *cached = centre;
     }
+}
+
+/* The largest |frequency| of a plan, in turns. */
+static double pe_fmax(pe_freq fr, int64_t nf) {
+    double m = 0.0;
+    for (int64_t i = 0; i < nf; i++)
+        m = fabs(fr.fh[i]) > m ? fabs(fr.fh[i]) : m;
+    return m;
+}
+
+/* Entries left undecided by the accurate float64 rows' rounding test. */
+static PE_RELAXED(uint64_t) f64_undecided;
+
+uint64_t pe_f64_undecided(void) { return (uint64_t)pe_relaxed_load(&f64_undecided); }
+
+/* The exact fallback of the accurate float64 rows: counted, and for now the
+ * double-double's rounding (within E of the exact value: faithful unless the
+ * entry lies within E of zero).  This is the one place to call an exact
+ * sin/cos of the entry's real argument. */
+double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r) {
+    (void)sp;
+    (void)K;
+    (void)i;
+    (void)cosine;
+    pe_relaxed_store(&f64_undecided, pe_relaxed_load(&f64_undecided) + 1);
+    return r;
 }
 
 #define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)
 
 #define DRV_T   double
 #define DRV_SFX f64
+#define DRV_DD  1
 #include "fill_rows.inc.c"
 
 #define DRV_T   float
 #define DRV_SFX f32
+#define DRV_DD  0
 #include "fill_rows.inc.c"
 
 #define DRV_T   uint16_t
 #define DRV_SFX f16
+#define DRV_DD  0
 #include "fill_rows.inc.c"
 
 #define DRV_T   uint16_t
 #define DRV_SFX bf16
+#define DRV_DD  0
 #include "fill_rows.inc.c"
 
 #undef DRV_FN
@@ -284,7 +332,7 @@ PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *ca
  * writes it). */
 int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const double *plan,
                     pe_anchor_cache *ac) {
-    double ev[3 * 256];
+    double ev[4 * 256];
     pe_ctx c;
     int64_t K, centre, cached;
     if (rq->nseq * rq->S != 1 || plan == NULL || sp->nf > 256 || rq->pos_f != NULL ||
@@ -297,6 +345,8 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     c.fr = pe_freq_view((double *)plan, sp->nf);
     c.Tm = plan + 4 * sp->nf;
     c.Ts = c.Tm + (c.B / 2 + 1) * sp->nf;
+    c.dd = !rq->plain_f64;
+    c.fmax = c.dd ? pe_fmax(c.fr, c.nf) : 0.0;
     K = pe_int_position(rq, 0, 0);
     centre = pe_centre(K, c.B);
     /* The anchor cache only saves work (the bits are the same without it), so
@@ -304,8 +354,8 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
        it, and a forked child whose parent forked while another thread held it
        never hangs on it. */
     if (ac != NULL && K != 0 && pe_mutex_trylock(&ac->lock)) {
-        if (ac->centre == centre && ac->data != NULL) {
-            pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0);
+        if (ac->centre == centre && ac->data != NULL && ac->dd == c.dd) {
+            pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0, (double)centre);
             pe_mutex_unlock(&ac->lock);
             return FASTPE_OK;
         }
@@ -315,10 +365,11 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     pe_drv_write_at_f64(row, &c, K, ev, &cached, NULL, 0, 0.0);
     if (ac != NULL && cached != INT64_MIN && pe_mutex_trylock(&ac->lock)) {
         if (ac->data == NULL)
-            ac->data = (double *)malloc((size_t)(2 * sp->nf) * sizeof(double));
+            ac->data = (double *)malloc((size_t)(4 * sp->nf) * sizeof(double));
         if (ac->data != NULL) {
-            memcpy(ac->data, ev, (size_t)(2 * sp->nf) * sizeof(double));
+            memcpy(ac->data, ev, (size_t)((c.dd ? 4 : 2) * sp->nf) * sizeof(double));
             ac->centre = cached;
+            ac->dd = c.dd;
         }
         pe_mutex_unlock(&ac->lock);
     }
@@ -518,7 +569,7 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     double stream_from = pe_stream_bytes(itemsize);
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
-    f->per_thread = 3 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
+    f->per_thread = 4 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
     f->mem = (double *)malloc((own + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {
@@ -567,14 +618,19 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
                 void *poll_ctx) {
     pe_fill f;
     int64_t seeded = INT64_MIN;
-    size_t anchor_bytes = (size_t)(2 * sp->nf) * sizeof(double);
+    size_t anchor_bytes;
     int err = pe_fill_setup(&f, sp, rq, num_threads, plan, pe_itemsize(kind));
     if (err != FASTPE_OK)
         return err;
+    /* float64 rows are written by the accurate writers (rows added to x, or a
+       rotation's own angles, are not outputs: the plain ones) */
+    f.c.dd = kind == PE_KIND_F64 && !rq->add && !rq->plain_f64;
+    f.c.fmax = f.c.dd ? pe_fmax(f.c.fr, f.c.nf) : 0.0;
+    anchor_bytes = (size_t)((f.c.dd ? 4 : 2) * sp->nf) * sizeof(double);
     /* fractional positions are evaluated directly: no anchors to share */
     /* (the anchor cache with trylock, as in pe_fill_one_f64: the same bits) */
     if (ac != NULL && rq->pos_f == NULL && pe_mutex_trylock(&ac->lock)) {
-        if (ac->centre != INT64_MIN) {
+        if (ac->centre != INT64_MIN && ac->dd == f.c.dd) {
             memcpy(f.scratch, ac->data, anchor_bytes);
             f.seed = seeded = ac->centre;
         }
@@ -600,10 +656,11 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
     if (err == FASTPE_OK && ac != NULL && f.last != INT64_MIN && f.last != seeded &&
         pe_mutex_trylock(&ac->lock)) {
         if (ac->data == NULL)
-            ac->data = (double *)malloc(anchor_bytes);
+            ac->data = (double *)malloc((size_t)(4 * sp->nf) * sizeof(double));
         if (ac->data != NULL) {
             memcpy(ac->data, f.scratch, anchor_bytes);
             ac->centre = f.last;
+            ac->dd = f.c.dd;
         }
         pe_mutex_unlock(&ac->lock);
     }
@@ -615,6 +672,7 @@ void pe_anchor_init(pe_anchor_cache *ac) {
     pe_mutex_init(&ac->lock);
     ac->data = NULL;
     ac->centre = INT64_MIN;
+    ac->dd = 0;
 }
 
 void pe_anchor_free(pe_anchor_cache *ac) {
@@ -651,7 +709,7 @@ double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int ad
     int nt = pe_threads(num_threads, rows, sp->d, -1);
     double nf = (double)sp->nf, B = (double)pe_block_rows(sp->nf);
     double per_thread = 4 * nf + (add ? (double)pe_add_block_rows(sp->d) : 2.0) * (double)sp->d;
-    double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
+    double plan = 4 * nf + 2 * (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
     /* a blocked add's lists: a start per sequence and at most one block per row */
     double lists = add ? 5.0 * (double)rows + 1 : 0.0;
     return (per_thread * nt + plan + lists) * 8.0;

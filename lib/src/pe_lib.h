@@ -38,7 +38,9 @@ typedef struct {
     int64_t zero_pos;
     int add; /* 0: out = PE;  1: out = out*scale + PE */
     double scale;
-    int fresh; /* out was just allocated (no streaming stores) */
+    int fresh;     /* out was just allocated (no streaming stores) */
+    int plain_f64; /* float64 rows that are no output (a rotation's angles): the
+                      plain double rotation, not the accurate writers */
 } pe_rows;
 
 /* The last anchor row (sin, cos at a block centre) a small fill evaluated for
@@ -47,8 +49,9 @@ typedef struct {
  * under the lock, so it is never read half written. */
 typedef struct {
     pe_mutex lock;
-    double *data;   /* 2 nf doubles, or NULL */
+    double *data;   /* 4 nf doubles, or NULL */
     int64_t centre; /* INT64_MIN: empty */
+    int dd;         /* data is [sin | cos | their low parts] (else [sin | cos]) */
 } pe_anchor_cache;
 
 /* The opaque fastpe_spec of both headers: a validated spec.  magic tells a live
@@ -150,6 +153,8 @@ PE_HIDDEN void pe_init_rows(pe_rows *rq, int64_t nseq, int64_t S, int has_zero, 
 PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                           const pe_rows *rq, int num_threads, const double *plan,
                           pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
+/* Entries the accurate float64 rows left to their exact fallback (a count). */
+PE_HIDDEN uint64_t pe_f64_undecided(void);
 /* The float64 row of a one-position fill (one integer position, plan given)
  * as pe_fill_run writes it, without its setup; PE_EINVAL for any other fill. */
 PE_HIDDEN int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const double *plan,
