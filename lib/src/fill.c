@@ -94,10 +94,8 @@ int64_t pe_block_rows(int64_t nf) {
     return b;
 }
 
-/* A plan = [frequencies (4 nf) | table cos-1 | table sin | their low parts
- * (cos-1, sin)], each table part (B/2+1) nf: the low parts make the table
- * double-double for the accurate float64 rows (pe_rows_dd.h). */
-size_t pe_plan_doubles(int64_t nf, int64_t B) { return (size_t)(4 * nf + 4 * (B / 2 + 1) * nf); }
+/* A plan = [frequencies (4 nf) | table cos-1 ((B/2+1) nf) | table sin ((B/2+1) nf)]. */
+size_t pe_plan_doubles(int64_t nf, int64_t B) { return (size_t)(4 * nf + 2 * (B / 2 + 1) * nf); }
 
 /* Fill a plan: the frequencies and the table e^{i a w}, a = 0 .. B/2, each row
  * composed from two accurately evaluated factor rows (a = a1*b0 + a0).  Position
@@ -128,7 +126,7 @@ int pe_prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count, in
     double *need0 = need + H + 1;
     double *need1 = need0 + b0;
     double *discard = need1 + b1;
-    int64_t a, r, T = (H + 1) * nf;
+    int64_t a, r;
 
     if (sp->wlist != NULL)
         pe_freqs_list(fr, nf, sp->wlist);
@@ -172,12 +170,9 @@ int pe_prepare(double *plan, const pe_spec *sp, int64_t first, int64_t count, in
         /* (the implicit barrier of the loop above publishes the factor rows) */
 #pragma omp for schedule(static)
         for (a = 0; a < H + 1; a++) {
-            if (need[a] != 0) {
-                double *m = Tm + a * nf, *s = Ts + a * nf, *ml = m + 2 * T, *sl = s + 2 * T;
+            if (need[a] != 0)
                 pe_compose(nf, F1m + (a / b0) * nf, F1s + (a / b0) * nf, F0m + (a % b0) * nf,
-                           F0s + (a % b0) * nf, m, s);
-                pe_table_row_dd((double)a, fr, nf, m, s, ml, sl);
-            }
+                           F0s + (a % b0) * nf, Tm + a * nf, Ts + a * nf);
         }
     }
     free(mem);
@@ -193,8 +188,9 @@ typedef struct {
     int64_t B;
     const double *Tm;
     const double *Ts;
-    int dd;      /* float64 rows by the accurate writers (pe_rows_dd.h) */
-    double fmax; /* the largest |frequency| in turns (their error bound) */
+    int dd;            /* float64 rows by the accurate writers (pe_rows_dd.h) */
+    const double *Tml; /* then the table's low parts (cos-1, sin), row a at a*nf */
+    const double *Tsl;
 } pe_ctx;
 
 /* One fill, prepared: what its rows share, its team and its scratch memory. */
@@ -273,14 +269,6 @@ PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *ca
     }
 }
 
-/* The largest |frequency| of a plan, in turns. */
-static double pe_fmax(pe_freq fr, int64_t nf) {
-    double m = 0.0;
-    for (int64_t i = 0; i < nf; i++)
-        m = fabs(fr.fh[i]) > m ? fabs(fr.fh[i]) : m;
-    return m;
-}
-
 /* Entries left undecided by the accurate float64 rows' rounding test. */
 static PE_RELAXED(uint64_t) f64_undecided;
 
@@ -332,11 +320,11 @@ double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r
  * writes it). */
 int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const double *plan,
                     pe_anchor_cache *ac) {
-    double ev[4 * 256];
+    double ev[3 * 256];
     pe_ctx c;
     int64_t K, centre, cached;
     if (rq->nseq * rq->S != 1 || plan == NULL || sp->nf > 256 || rq->pos_f != NULL ||
-        rq->has_zero_pos || rq->add)
+        rq->has_zero_pos || rq->add || rq->accurate)
         return PE_EINVAL;
     c.sp = sp;
     c.rq = rq;
@@ -345,8 +333,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     c.fr = pe_freq_view((double *)plan, sp->nf);
     c.Tm = plan + 4 * sp->nf;
     c.Ts = c.Tm + (c.B / 2 + 1) * sp->nf;
-    c.dd = !rq->plain_f64;
-    c.fmax = c.dd ? pe_fmax(c.fr, c.nf) : 0.0;
+    c.dd = 0;
     K = pe_int_position(rq, 0, 0);
     centre = pe_centre(K, c.B);
     /* The anchor cache only saves work (the bits are the same without it), so
@@ -354,7 +341,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
        it, and a forked child whose parent forked while another thread held it
        never hangs on it. */
     if (ac != NULL && K != 0 && pe_mutex_trylock(&ac->lock)) {
-        if (ac->centre == centre && ac->data != NULL && ac->dd == c.dd) {
+        if (ac->centre == centre && ac->data != NULL) {
             pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0, (double)centre);
             pe_mutex_unlock(&ac->lock);
             return FASTPE_OK;
@@ -365,11 +352,10 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     pe_drv_write_at_f64(row, &c, K, ev, &cached, NULL, 0, 0.0);
     if (ac != NULL && cached != INT64_MIN && pe_mutex_trylock(&ac->lock)) {
         if (ac->data == NULL)
-            ac->data = (double *)malloc((size_t)(4 * sp->nf) * sizeof(double));
+            ac->data = (double *)malloc((size_t)(2 * sp->nf) * sizeof(double));
         if (ac->data != NULL) {
-            memcpy(ac->data, ev, (size_t)((c.dd ? 4 : 2) * sp->nf) * sizeof(double));
+            memcpy(ac->data, ev, (size_t)(2 * sp->nf) * sizeof(double));
             ac->centre = cached;
-            ac->dd = c.dd;
         }
         pe_mutex_unlock(&ac->lock);
     }
@@ -527,6 +513,41 @@ static int pe_add_plan(pe_fill *f, const pe_rows *rq, int mode) {
     return FASTPE_OK;
 }
 
+/* The low parts of the table rows an accurate fill uses (into mem: 2 (B/2+1)
+ * nf doubles, then B/2+1 flags): which rows its positions need (all of them
+ * for B or more consecutive positions), each evaluated in double-double. */
+static void pe_table_lows(pe_fill *f, double *mem) {
+    const pe_rows *rq = f->c.rq;
+    int64_t nf = f->c.nf, B = f->c.B, H = B / 2, a;
+    double *Tml = mem, *Tsl = mem + (H + 1) * nf, *need = Tsl + (H + 1) * nf;
+    int64_t N = rq->nseq * rq->S;
+    for (a = 0; a < H + 1; a++)
+        need[a] = f->contiguous && N >= B ? 1.0 : 0.0;
+    if (!(f->contiguous && N >= B)) {
+        for (int64_t r = 0; r < N; r++) {
+            int64_t b = r / rq->S, s = r - b * rq->S, K;
+            if (rq->pos_f != NULL) {
+                double Kf = rq->pos_f[b * rq->psb + s * rq->pss];
+                if (Kf != floor(Kf))
+                    continue; /* (evaluated directly: table row 0, always built) */
+                K = (int64_t)Kf;
+            } else {
+                K = pe_int_position(rq, b, s);
+            }
+            K -= pe_centre(K, B);
+            need[K >= 0 ? K : -K] = 1.0;
+        }
+        need[0] = 1.0; /* (rows evaluated directly: position 0, fractions) */
+    }
+    for (a = 0; a < H + 1; a++) {
+        if (need[a] != 0)
+            pe_table_row_dd((double)a, f->c.fr, nf, f->c.Tm + a * nf, f->c.Ts + a * nf,
+                            Tml + a * nf, Tsl + a * nf);
+    }
+    f->c.Tml = Tml;
+    f->c.Tsl = Tsl;
+}
+
 /* Decide the team and the store kind, allocate scratch, and build the plan
  * unless the caller has one (plan: a prepared plan for this spec, or NULL to
  * build the part of one this fill needs). */
@@ -571,12 +592,15 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
     f->per_thread = 4 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
-    f->mem = (double *)malloc((own + (size_t)(f->per_thread * f->nt)) * sizeof(double));
+    /* float64 rows by the accurate writers when asked (not rows added to x) */
+    f->c.dd = itemsize == 8 && rq->accurate && !rq->add;
+    size_t lows = f->c.dd ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
+    f->mem = (double *)malloc((own + lows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {
         pe_fill_free(f);
         return FASTPE_ENOMEM;
     }
-    f->scratch = f->mem + own;
+    f->scratch = f->mem + own + lows;
     if (plan == NULL) {
         int err =
             pe_prepare(f->mem, sp, f->contiguous ? rq->offset : 0, f->contiguous ? S : B, f->nt);
@@ -593,6 +617,8 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     f->c.B = B;
     f->c.Tm = plan + 4 * nf;
     f->c.Ts = f->c.Tm + (B / 2 + 1) * nf;
+    if (f->c.dd)
+        pe_table_lows(f, f->mem + own);
     return FASTPE_OK;
 }
 
@@ -618,19 +644,16 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
                 void *poll_ctx) {
     pe_fill f;
     int64_t seeded = INT64_MIN;
-    size_t anchor_bytes;
+    size_t anchor_bytes = (size_t)(2 * sp->nf) * sizeof(double);
     int err = pe_fill_setup(&f, sp, rq, num_threads, plan, pe_itemsize(kind));
     if (err != FASTPE_OK)
         return err;
-    /* float64 rows are written by the accurate writers (rows added to x, or a
-       rotation's own angles, are not outputs: the plain ones) */
-    f.c.dd = kind == PE_KIND_F64 && !rq->add && !rq->plain_f64;
-    f.c.fmax = f.c.dd ? pe_fmax(f.c.fr, f.c.nf) : 0.0;
-    anchor_bytes = (size_t)((f.c.dd ? 4 : 2) * sp->nf) * sizeof(double);
+    if (f.c.dd)
+        ac = NULL; /* (its anchors are in double: the accurate rows evaluate their own) */
     /* fractional positions are evaluated directly: no anchors to share */
     /* (the anchor cache with trylock, as in pe_fill_one_f64: the same bits) */
     if (ac != NULL && rq->pos_f == NULL && pe_mutex_trylock(&ac->lock)) {
-        if (ac->centre != INT64_MIN && ac->dd == f.c.dd) {
+        if (ac->centre != INT64_MIN) {
             memcpy(f.scratch, ac->data, anchor_bytes);
             f.seed = seeded = ac->centre;
         }
@@ -656,11 +679,10 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
     if (err == FASTPE_OK && ac != NULL && f.last != INT64_MIN && f.last != seeded &&
         pe_mutex_trylock(&ac->lock)) {
         if (ac->data == NULL)
-            ac->data = (double *)malloc((size_t)(4 * sp->nf) * sizeof(double));
+            ac->data = (double *)malloc(anchor_bytes);
         if (ac->data != NULL) {
             memcpy(ac->data, f.scratch, anchor_bytes);
             ac->centre = f.last;
-            ac->dd = f.c.dd;
         }
         pe_mutex_unlock(&ac->lock);
     }
@@ -672,7 +694,6 @@ void pe_anchor_init(pe_anchor_cache *ac) {
     pe_mutex_init(&ac->lock);
     ac->data = NULL;
     ac->centre = INT64_MIN;
-    ac->dd = 0;
 }
 
 void pe_anchor_free(pe_anchor_cache *ac) {

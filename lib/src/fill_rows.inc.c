@@ -21,10 +21,17 @@
  * position within a block of it. */
 static void DRV_FN(write_dd)(double *rp, double *rm, const pe_ctx *c, const double *ev, int64_t a,
                              double pos, double zero) {
-    int64_t nf = c->nf, T = (c->B / 2 + 1) * nf;
-    const double *Tm = c->Tm + a * nf, *Ts = c->Ts + a * nf;
-    pe_ddrot R = {ev,      ev + 2 * nf, ev + nf,    ev + 3 * nf, Tm, Tm + 2 * T,
-                  Ts,      Ts + 2 * T,  pe_dd_bound(pos, (double)c->B, c->fmax)};
+    int64_t nf = c->nf;
+    pe_ddrot R = {ev,
+                  ev + 2 * nf,
+                  ev + nf,
+                  ev + 3 * nf,
+                  c->Tm + a * nf,
+                  c->Tml + a * nf,
+                  c->Ts + a * nf,
+                  c->Tsl + a * nf,
+                  c->fr.fh,
+                  pe_dd_bound(pos, (double)c->B)};
     if (pe_dd_rows(rp, rm, c->sp, &R)) {
         if (rp != NULL)
             pe_dd_fix(rp, c->sp, &R, 1.0, a == 0 ? pos : pos + (double)a);

@@ -38,9 +38,8 @@ typedef struct {
     int64_t zero_pos;
     int add; /* 0: out = PE;  1: out = out*scale + PE */
     double scale;
-    int fresh;     /* out was just allocated (no streaming stores) */
-    int plain_f64; /* float64 rows that are no output (a rotation's angles): the
-                      plain double rotation, not the accurate writers */
+    int fresh;    /* out was just allocated (no streaming stores) */
+    int accurate; /* float64 rows correctly rounded (pe_rows_dd.h), not added */
 } pe_rows;
 
 /* The last anchor row (sin, cos at a block centre) a small fill evaluated for
@@ -49,9 +48,8 @@ typedef struct {
  * under the lock, so it is never read half written. */
 typedef struct {
     pe_mutex lock;
-    double *data;   /* 4 nf doubles, or NULL */
+    double *data;   /* 2 nf doubles, or NULL */
     int64_t centre; /* INT64_MIN: empty */
-    int dd;         /* data is [sin | cos | their low parts] (else [sin | cos]) */
 } pe_anchor_cache;
 
 /* The opaque fastpe_spec of both headers: a validated spec.  magic tells a live

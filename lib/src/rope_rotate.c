@@ -644,13 +644,10 @@ int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows
         if (table == NULL)
             return FASTPE_ENOMEM;
     }
-    /* one position (a decoding step): its row without the fill's setup, same
-       bits; the angles only rotate x, so the plain float64 rows (pe_rows) */
-    pe_rows tq = *rq;
-    tq.plain_f64 = 1;
-    err = ntab == 1 ? pe_fill_one_f64(table, sp, &tq, plan, ac) : PE_EINVAL;
+    /* one position (a decoding step): its row without the fill's setup, same bits */
+    err = ntab == 1 ? pe_fill_one_f64(table, sp, rq, plan, ac) : PE_EINVAL;
     if (err == PE_EINVAL)
-        err = pe_fill_run(table, PE_KIND_F64, W, sp, &tq, num_threads, plan, ac, poll, poll_ctx);
+        err = pe_fill_run(table, PE_KIND_F64, W, sp, rq, num_threads, plan, ac, poll, poll_ctx);
     if (err == FASTPE_OK)
         err = pe_rope_rotate_by(R, nR, table, nrows, W, num_threads, poll, poll_ctx);
     if (table != small)

@@ -20,9 +20,9 @@
  *     <= 2 eA + 1.5 eT; the products As_hi*Tm_hi, Ac_hi*Ts_hi are exact, the
  *     seven low terms (each below 2^-51) cost under 2^-99 when summed, the two
  *     products of low parts left out under 2^-104 each.
- *   So |v - exact| <= E = 2^-96 + 2^-90 (|K| + B) fmax with fmax the largest
- *   |f| in turns (pe_dd_bound; |t f| <= B fmax for a table row, a factor 2
- *   of headroom taken everywhere).
+ *   So |v - exact| <= E = 2^-96 + 2^-90 (|K| + B) |f| for frequency f in
+ *   turns (|t f| <= B |f| for a table row; a factor 2 of headroom taken
+ *   everywhere).
  * Rounding test: r = fl(v) is the correctly rounded double of v; it is also
  * that of the exact entry when rounding v - E and v + E gives r both times
  * (rounding is monotone).  The probes are formed as r + (e -+ d) with
@@ -169,17 +169,17 @@ static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const double *m, c
     }
 }
 
-/* The bound E of the header for rows at positions within B of centre K. */
-PE_INLINE double pe_dd_bound(double K, double B, double fmax) {
-    return 0x1p-96 + 0x1p-90 * (fabs(K) + B) * fmax;
-}
+/* The factor of |f| in the bound E of the header, for rows at positions within
+ * B of K. */
+PE_INLINE double pe_dd_bound(double K, double B) { return 0x1p-90 * (fabs(K) + B); }
 
 /* What the accurate writers read: the anchor (sin, cos at a block centre) and
  * one table row (cos t - 1, sin t), each as hi and lo parts. */
 typedef struct {
     const double *sh, *sl, *ch, *cl; /* anchor */
     const double *mh, *ml, *th, *tl; /* table row */
-    double E;                        /* the error bound of these rows' entries */
+    const double *f;                 /* the frequencies (turns, high parts) */
+    double E1;                       /* the error bound is 2^-96 + E1 |f| */
 } pe_ddrot;
 
 /* One entry: the double-double A + (P + Q) + low rounded once, und set when
@@ -201,25 +201,24 @@ PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, do
                         double *cm, int *und) {
     double sh = R->sh[i], sl = R->sl[i], ch = R->ch[i], cl = R->cl[i];
     double mh = R->mh[i], ml = R->ml[i], th = R->th[i], tl = R->tl[i];
+    double E = 0x1p-96 + R->E1 * fabs(R->f[i]);
     pe_dd p1 = pe_two_prod(sh, mh); /* sA (cos t - 1) */
     pe_dd p2 = pe_two_prod(ch, th); /* cA sin t */
     pe_dd p3 = pe_two_prod(ch, mh); /* cA (cos t - 1) */
     pe_dd p4 = pe_two_prod(sh, th); /* sA sin t */
     double l1 = p1.lo + (sh * ml + sl * mh), l2 = p2.lo + (ch * tl + cl * th);
     double l3 = p3.lo + (ch * ml + cl * mh), l4 = p4.lo + (sh * tl + sl * th);
-    *sp = pe_dd_round(sh, p1.hi, p2.hi, sl + (l1 + l2), R->E, und);
-    *cp = pe_dd_round(ch, p3.hi, -p4.hi, cl + (l3 - l4), R->E, und);
-    *sm = pe_dd_round(sh, p1.hi, -p2.hi, sl + (l1 - l2), R->E, und);
-    *cm = pe_dd_round(ch, p3.hi, p4.hi, cl + (l3 + l4), R->E, und);
+    *sp = pe_dd_round(sh, p1.hi, p2.hi, sl + (l1 + l2), E, und);
+    *cp = pe_dd_round(ch, p3.hi, -p4.hi, cl + (l3 - l4), E, und);
+    *sm = pe_dd_round(sh, p1.hi, -p2.hi, sl + (l1 - l2), E, und);
+    *cm = pe_dd_round(ch, p3.hi, p4.hi, cl + (l3 + l4), E, und);
 }
 
 /* Frequencies lo .. hi-1 of the rows at +t (ps, pc) and -t (ms, mc) written
  * at the given element steps (interleaved: 2, split: 1); a NULL row is not
  * stored.  Returns whether some entry's rounding was left undecided. */
-PE_TARGET_CLONES
-static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *PE_RESTRICT ps,
-                      double *PE_RESTRICT pc, double *PE_RESTRICT ms, double *PE_RESTRICT mc,
-                      int64_t step) {
+static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *ps, double *pc,
+                      double *ms, double *mc, int64_t step) {
     int und = 0;
     for (int64_t i = lo; i < hi; i++) {
         double a, b, c, d;
@@ -236,12 +235,37 @@ static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *PE_REST
     return und;
 }
 
+/* The same for both rows of a mirrored pair, interleaved (rp, rm) or split
+ * ((sp, cp), (sm, cm)): fixed steps and no tests in the loop, so it vectorises. */
+PE_TARGET_CLONES
+static int pe_dd_pairs2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT rp,
+                        double *PE_RESTRICT rm) {
+    int und = 0;
+    PE_IVDEP
+    for (int64_t i = 0; i < n; i++)
+        pe_dd_at(R, i, &rp[2 * i], &rp[2 * i + 1], &rm[2 * i], &rm[2 * i + 1], &und);
+    return und;
+}
+
+PE_TARGET_CLONES
+static int pe_dd_split2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT sp,
+                        double *PE_RESTRICT cp, double *PE_RESTRICT sm, double *PE_RESTRICT cm) {
+    int und = 0;
+    PE_IVDEP
+    for (int64_t i = 0; i < n; i++)
+        pe_dd_at(R, i, &sp[i], &cp[i], &sm[i], &cm[i], &und);
+    return und;
+}
+
 /* The rows at +t (rp) and -t (rm) of a spec's layout, either NULL: every
  * encoded column (pe_row_rest's too; the zero column is the caller's).
  * Returns whether some entry was left undecided. */
 PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddrot *R) {
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
-        int und = pe_dd_span(R, 0, sp->npairs, rp, rp ? rp + 1 : NULL, rm, rm ? rm + 1 : NULL, 2);
+        int und = rp != NULL && rm != NULL
+                      ? pe_dd_pairs2(R, sp->npairs, rp, rm)
+                      : pe_dd_span(R, 0, sp->npairs, rp, rp ? rp + 1 : NULL, rm,
+                                   rm ? rm + 1 : NULL, 2);
         if (sp->lone_sin) {
             double a, b, c, d;
             pe_dd_at(R, sp->npairs, &a, &b, &c, &d, &und);
@@ -253,8 +277,11 @@ PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddr
         return und;
     }
     int64_t n = pe_split_pairs(sp);
-    int und = pe_dd_span(R, 0, n, rp ? rp + sp->s_off : NULL, rp ? rp + sp->c_off : NULL,
-                         rm ? rm + sp->s_off : NULL, rm ? rm + sp->c_off : NULL, 1);
+    int und = rp != NULL && rm != NULL
+                  ? pe_dd_split2(R, n, rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,
+                                 rm + sp->c_off)
+                  : pe_dd_span(R, 0, n, rp ? rp + sp->s_off : NULL, rp ? rp + sp->c_off : NULL,
+                               rm ? rm + sp->s_off : NULL, rm ? rm + sp->c_off : NULL, 1);
     for (int64_t i = n; i < sp->ns || i < sp->nc; i++) {
         double a, b, c, d;
         pe_dd_at(R, i, &a, &b, &c, &d, &und);
@@ -296,16 +323,17 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
         {
             double sh = R->sh[i], sl = R->sl[i], ch = R->ch[i], cl = R->cl[i];
             double mh = R->mh[i], ml = R->ml[i], th = R->th[i], tl = R->tl[i];
+            double E = 0x1p-96 + R->E1 * fabs(R->f[i]);
             pe_dd p1 = pe_two_prod(sh, mh), p2 = pe_two_prod(ch, th);
             pe_dd p3 = pe_two_prod(ch, mh), p4 = pe_two_prod(sh, th);
             double l1 = p1.lo + (sh * ml + sl * mh), l2 = p2.lo + (ch * tl + cl * th);
             double l3 = p3.lo + (ch * ml + cl * mh), l4 = p4.lo + (sh * tl + sl * th);
             if (sg > 0) {
-                v[0] = pe_dd_round(sh, p1.hi, p2.hi, sl + (l1 + l2), R->E, &und[0]);
-                v[1] = pe_dd_round(ch, p3.hi, -p4.hi, cl + (l3 - l4), R->E, &und[1]);
+                v[0] = pe_dd_round(sh, p1.hi, p2.hi, sl + (l1 + l2), E, &und[0]);
+                v[1] = pe_dd_round(ch, p3.hi, -p4.hi, cl + (l3 - l4), E, &und[1]);
             } else {
-                v[0] = pe_dd_round(sh, p1.hi, -p2.hi, sl + (l1 - l2), R->E, &und[0]);
-                v[1] = pe_dd_round(ch, p3.hi, p4.hi, cl + (l3 + l4), R->E, &und[1]);
+                v[0] = pe_dd_round(sh, p1.hi, -p2.hi, sl + (l1 - l2), E, &und[0]);
+                v[1] = pe_dd_round(ch, p3.hi, p4.hi, cl + (l3 + l4), E, &und[1]);
             }
         }
         if (inter) {
