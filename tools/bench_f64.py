@@ -1,5 +1,6 @@
 """Side-by-side float64 timings of two fastpe builds: run once per build with the
-same arguments (alternating runs on a busy machine), min and median of many.
+same arguments (alternating runs on a busy machine), min and median of many; a
+build with ``correctly_rounded=`` also times those rows.
 
     python tools/bench_f64.py [--repeat N]
 """
@@ -52,6 +53,20 @@ def main() -> None:
             pos8, 1024, dtype=np.float64),
         "rope_cache decoding step d=128": decode,
     }
+    try:  # the correctly rounded float64 rows, where this build has them
+        fastpe.sinusoidal(1, 2, dtype=np.float64, correctly_rounded=True)
+        cr = {"dtype": np.float64, "correctly_rounded": True}
+        cases.update({
+            "CR table 4096x1024 out= 1 thread": lambda: fastpe.sinusoidal(
+                4096, 1024, out=out, num_threads=1, **cr),
+            "CR table 4096x1024 out= default threads": lambda: fastpe.sinusoidal(
+                4096, 1024, out=out, **cr),
+            "CR one row d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(one, 1024, **cr),
+            "CR 8 timesteps d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(
+                pos8, 1024, **cr),
+        })
+    except TypeError:
+        pass
     for name, fn in cases.items():
         lo, med = timed(fn, args.repeat)
         print(f"{name:40s} min {lo * 1e6:10.1f} us  median {med * 1e6:10.1f} us")

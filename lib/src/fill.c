@@ -254,7 +254,7 @@ PE_INLINE int64_t pe_centre(int64_t K, int64_t B) { return pe_floordiv(K, B) * B
 PE_INLINE void pe_direct_row(const pe_ctx *c, double K, double *ev) {
     int64_t nf = c->nf;
     if (c->dd)
-        pe_sincos_row_dd(K, c->fr, nf, ev, ev + 2 * nf, ev + nf, ev + 3 * nf, NULL, NULL);
+        pe_sincos_row_dd(K, c->fr, nf, ev, ev + 2 * nf, ev + nf, ev + 3 * nf);
     else
         pe_sincos_row(K, c->fr, nf, ev, ev + nf, ev + 2 * nf);
 }

@@ -35,6 +35,15 @@
 #include "pe_sincos.h"
 #include "pe_spec.h"
 
+/* Every call inside these loops inlined (the double-double helpers are too
+ * long for the compiler's own limits, and a call per entry keeps the loops
+ * scalar). */
+#if defined(__GNUC__) || defined(__clang__)
+#define PE_DD_FLAT __attribute__((flatten))
+#else
+#define PE_DD_FLAT
+#endif
+
 /* 1/k! in double-double (hi, lo), signed as in the sin/cos series: exact
  * fractions rounded twice (python fractions). */
 #define PE_DS3H  (-0x1.5555555555555p-3)
@@ -121,35 +130,40 @@ PE_INLINE void pe_sincos_dd_turns(double K, double Kh, double Kl, double fh, dou
     pe_dd s0 = pe_dd_add(X, pe_dd_mul(X, pe_dd_mul(z, ps))); /* x + x z P(z) */
     pe_dd cm0 = pe_dd_mul(z, pc);                            /* z Q(z) = cos x - 1 */
     pe_dd c0 = pe_dd_add(pe_dd_from(1.0), cm0);
-    uint64_t r = q & 3;
-    pe_dd s = (r & 1) ? c0 : s0;
-    pe_dd c = (r & 1) ? s0 : c0;
-    if (r & 2)
-        s = pe_dd_neg(s);
-    if (r == 1 || r == 2)
-        c = pe_dd_neg(c);
+    /* the quadrant r by selects and exact sign products (no branches, so the
+       loops over the columns vectorise): r = 1, 3 swap sin and cos, r = 2, 3
+       negate sin, r = 1, 2 negate cos */
+    int r = (int)(q & 3);
+    double sgs = 1.0 - (double)(r & 2), sgc = 1.0 - (double)((r ^ (r << 1)) & 2);
+    pe_dd s, c;
+    s.hi = sgs * ((r & 1) ? c0.hi : s0.hi);
+    s.lo = sgs * ((r & 1) ? c0.lo : s0.lo);
+    c.hi = sgc * ((r & 1) ? s0.hi : c0.hi);
+    c.lo = sgc * ((r & 1) ? s0.lo : c0.lo);
+    pe_dd m = pe_dd_add(c, pe_dd_from(-1.0));
     *s_out = s;
     *c_out = c;
-    *cm1_out = r == 0 ? cm0 : pe_dd_add(c, pe_dd_from(-1.0));
+    cm1_out->hi = r == 0 ? cm0.hi : m.hi;
+    cm1_out->lo = r == 0 ? cm0.lo : m.lo;
 }
 
-/* The row of position K in double-double: sines (sh, sl), cosines (ch, cl),
- * and cos - 1 (mh, ml) when mh is not NULL. */
-static void pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double *sh, double *sl, double *ch,
-                             double *cl, double *mh, double *ml) {
+/* The row of position K in double-double: sines (sh, sl), cosines (ch, cl). */
+PE_TARGET_CLONES
+PE_DD_FLAT static void pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double *PE_RESTRICT sh,
+                                        double *PE_RESTRICT sl, double *PE_RESTRICT ch,
+                                        double *PE_RESTRICT cl) {
+    const double *PE_RESTRICT fh = fr.fh, *PE_RESTRICT fhh = fr.fhh;
+    const double *PE_RESTRICT fhl = fr.fhl, *PE_RESTRICT fl = fr.fl;
     double Kh, Kl;
     pe_split(K, &Kh, &Kl);
+    PE_IVDEP
     for (int64_t i = 0; i < nf; i++) {
         pe_dd s, c, m;
-        pe_sincos_dd_turns(K, Kh, Kl, fr.fh[i], fr.fhh[i], fr.fhl[i], fr.fl[i], &s, &c, &m);
+        pe_sincos_dd_turns(K, Kh, Kl, fh[i], fhh[i], fhl[i], fl[i], &s, &c, &m);
         sh[i] = s.hi;
         sl[i] = s.lo;
         ch[i] = c.hi;
         cl[i] = c.lo;
-        if (mh != NULL) {
-            mh[i] = m.hi;
-            ml[i] = m.lo;
-        }
     }
 }
 
@@ -157,10 +171,12 @@ static void pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double *sh, doubl
  * composed: the other types' bits) its double-double value: the difference to
  * the high part is exact (they agree to a few ulps), the low part's rounding
  * below 2^-104 of the entry. */
-static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const double *m, const double *s,
+PE_TARGET_CLONES
+PE_DD_FLAT static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const double *m, const double *s,
                             double *ml, double *sl) {
     double Kh, Kl;
     pe_split(a, &Kh, &Kl);
+    PE_IVDEP
     for (int64_t i = 0; i < nf; i++) {
         pe_dd sd, cd, md;
         pe_sincos_dd_turns(a, Kh, Kl, fr.fh[i], fr.fhh[i], fr.fhl[i], fr.fl[i], &sd, &cd, &md);
@@ -182,6 +198,25 @@ typedef struct {
     double E1;                       /* the error bound is 2^-96 + E1 |f| */
 } pe_ddrot;
 
+/* The exact product a*b = hi + lo.  Its low part is unique, so a fused
+ * multiply-add (one instruction) gives the same bits as Dekker's product
+ * (pe_two_prod, 17 operations): the FMA where the compiler emits one inline
+ * -- GCC's x86-64 clones (the AVX2 and AVX-512 ones run on every CPU that has
+ * it; the baseline clone calls libm's fma, exact but slow, on older CPUs),
+ * targets with FMA -- and Dekker elsewhere. */
+#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA) ||                     \
+    (defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&      \
+     defined(__GLIBC__) && !defined(FASTPE_NO_CLONES) && !defined(__SANITIZE_ADDRESS__))
+PE_INLINE pe_dd pe_dd_prod(double a, double b) {
+    pe_dd r;
+    r.hi = a * b;
+    r.lo = __builtin_fma(a, b, -r.hi);
+    return r;
+}
+#else
+#define pe_dd_prod pe_two_prod
+#endif
+
 /* One entry: the double-double A + (P + Q) + low rounded once, und set when
  * the rounding test fails. */
 PE_INLINE double pe_dd_round(double Ah, double Ph, double Qh, double low, double E, int *und) {
@@ -202,10 +237,10 @@ PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, do
     double sh = R->sh[i], sl = R->sl[i], ch = R->ch[i], cl = R->cl[i];
     double mh = R->mh[i], ml = R->ml[i], th = R->th[i], tl = R->tl[i];
     double E = 0x1p-96 + R->E1 * fabs(R->f[i]);
-    pe_dd p1 = pe_two_prod(sh, mh); /* sA (cos t - 1) */
-    pe_dd p2 = pe_two_prod(ch, th); /* cA sin t */
-    pe_dd p3 = pe_two_prod(ch, mh); /* cA (cos t - 1) */
-    pe_dd p4 = pe_two_prod(sh, th); /* sA sin t */
+    pe_dd p1 = pe_dd_prod(sh, mh); /* sA (cos t - 1) */
+    pe_dd p2 = pe_dd_prod(ch, th); /* cA sin t */
+    pe_dd p3 = pe_dd_prod(ch, mh); /* cA (cos t - 1) */
+    pe_dd p4 = pe_dd_prod(sh, th); /* sA sin t */
     double l1 = p1.lo + (sh * ml + sl * mh), l2 = p2.lo + (ch * tl + cl * th);
     double l3 = p3.lo + (ch * ml + cl * mh), l4 = p4.lo + (sh * tl + sl * th);
     *sp = pe_dd_round(sh, p1.hi, p2.hi, sl + (l1 + l2), E, und);
@@ -217,7 +252,7 @@ PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, do
 /* Frequencies lo .. hi-1 of the rows at +t (ps, pc) and -t (ms, mc) written
  * at the given element steps (interleaved: 2, split: 1); a NULL row is not
  * stored.  Returns whether some entry's rounding was left undecided. */
-static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *ps, double *pc,
+PE_DD_FLAT static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *ps, double *pc,
                       double *ms, double *mc, int64_t step) {
     int und = 0;
     for (int64_t i = lo; i < hi; i++) {
@@ -238,22 +273,24 @@ static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *ps, dou
 /* The same for both rows of a mirrored pair, interleaved (rp, rm) or split
  * ((sp, cp), (sm, cm)): fixed steps and no tests in the loop, so it vectorises. */
 PE_TARGET_CLONES
-static int pe_dd_pairs2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT rp,
+PE_DD_FLAT static int pe_dd_pairs2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT rp,
                         double *PE_RESTRICT rm) {
     int und = 0;
+    const pe_ddrot r = *R; /* (fields in registers: no reload after each store) */
     PE_IVDEP
     for (int64_t i = 0; i < n; i++)
-        pe_dd_at(R, i, &rp[2 * i], &rp[2 * i + 1], &rm[2 * i], &rm[2 * i + 1], &und);
+        pe_dd_at(&r, i, &rp[2 * i], &rp[2 * i + 1], &rm[2 * i], &rm[2 * i + 1], &und);
     return und;
 }
 
 PE_TARGET_CLONES
-static int pe_dd_split2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT sp,
+PE_DD_FLAT static int pe_dd_split2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT sp,
                         double *PE_RESTRICT cp, double *PE_RESTRICT sm, double *PE_RESTRICT cm) {
     int und = 0;
+    const pe_ddrot r = *R;
     PE_IVDEP
     for (int64_t i = 0; i < n; i++)
-        pe_dd_at(R, i, &sp[i], &cp[i], &sm[i], &cm[i], &und);
+        pe_dd_at(&r, i, &sp[i], &cp[i], &sm[i], &cm[i], &und);
     return und;
 }
 
