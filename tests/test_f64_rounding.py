@@ -82,8 +82,9 @@ class Tally:
             ok = err < 1
             self.cr += got == _round(exact)
             if not ok and len(self.bad) < 10:
-                self.bad.append(f"{what}: got {got!r}, exact {mpmath.nstr(exact, 20)}, "
-                                f"{float(err):.3g} ulps")
+                self.bad.append(
+                    f"{what}: got {got!r}, exact {mpmath.nstr(exact, 20)}, {float(err):.3g} ulps"
+                )
         if not ok and exact == 0 and len(self.bad) < 10:
             self.bad.append(f"{what}: got {got!r}, exact 0")
 
@@ -92,17 +93,19 @@ class Tally:
         assert self.cr >= cr_share * self.n, f"{self.cr} of {self.n} correctly rounded"
 
 
-def _check_rows(positions: np.ndarray, d: int, convention: str, tally: Tally,
-                columns: np.ndarray | None = None) -> None:
+def _check_rows(
+    positions: np.ndarray, d: int, convention: str, tally: Tally, columns: np.ndarray | None = None
+) -> None:
     conv = _api._convention(convention, 10000.0, "interleaved")
     spec = conv.spec(d)
     cols = _columns(spec)
-    got = fastpe.sinusoidal_at(positions, d, dtype=np.float64, convention=convention,
-                               correctly_rounded=True)
+    got = fastpe.sinusoidal_at(
+        positions, d, dtype=np.float64, convention=convention, correctly_rounded=True
+    )
     with mpmath.workdps(DPS):
         w0, base, denom = (mpmath.mpf(spec[k]) for k in ("w0", "base", "denom"))
         for r, k in enumerate(positions):
-            for j in (range(d) if columns is None else columns):
+            for j in range(d) if columns is None else columns:
                 c = cols[int(j)]
                 if c is None:
                     continue
@@ -112,7 +115,10 @@ def _check_rows(positions: np.ndarray, d: int, convention: str, tally: Tally,
                 tally.add(float(got[r, j]), exact, f"{convention} d={d} k={k!r} col={j}")
 
 
-@pytest.mark.parametrize("convention", ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj"])
+CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
+
+
+@pytest.mark.parametrize("convention", CONVENTIONS)
 def test_every_convention_ladder_is_faithful(convention):
     rng = np.random.default_rng(7)
     tally = Tally()
@@ -135,8 +141,9 @@ def test_table_rows_match_sinusoidal_at_and_are_faithful():
     """The table path (mirrored pairs around block centres) at the convergent rows."""
     rows = np.array(CONVERGENTS)
     for k in rows:
-        table = fastpe.sinusoidal(300, 16, dtype=np.float64, offset=int(k) - 150,
-                                  correctly_rounded=True)
+        table = fastpe.sinusoidal(
+            300, 16, dtype=np.float64, offset=int(k) - 150, correctly_rounded=True
+        )
         at = fastpe.sinusoidal_at(k, 16, dtype=np.float64, correctly_rounded=True)
         assert np.array_equal(table[150], at)
     tally = Tally()
@@ -200,17 +207,19 @@ def test_correctly_rounded_is_a_checked_keyword_only_flag():
         fastpe.sinusoidal(4, 8, None, None, None, None, None, None, None, True)  # type: ignore
     # no effect on the other dtypes (rounded once from float64 already)
     for dt in (np.float32, np.float16):
-        assert np.array_equal(fastpe.sinusoidal(300, 33, dtype=dt, offset=355),
-                              fastpe.sinusoidal(300, 33, dtype=dt, offset=355,
-                                                correctly_rounded=True))
+        assert np.array_equal(
+            fastpe.sinusoidal(300, 33, dtype=dt, offset=355),
+            fastpe.sinusoidal(300, 33, dtype=dt, offset=355, correctly_rounded=True),
+        )
 
 
 def test_the_default_float64_path_is_not_faithful_near_zero():
     """Why the option exists: the default rotation is ~1e-16 absolute, which at
     sin(355) ~ -3e-5 is several ulps (the option's rows are exact there)."""
     d = fastpe.sinusoidal_at(np.array(CONVERGENTS), 2, dtype=np.float64)[:, 0]
-    c = fastpe.sinusoidal_at(np.array(CONVERGENTS), 2, dtype=np.float64,
-                             correctly_rounded=True)[:, 0]
+    c = fastpe.sinusoidal_at(np.array(CONVERGENTS), 2, dtype=np.float64, correctly_rounded=True)[
+        :, 0
+    ]
     with mpmath.workdps(DPS):
         exact = [_round(mpmath.sin(k)) for k in CONVERGENTS]
     assert list(c) == exact

@@ -39,32 +39,46 @@ def main() -> None:
 
     def decode() -> None:
         step[0] += 1  # a decoding step: the next position each call
-        fastpe.rope_cache(128, positions=np.array([step[0]]), dtype=np.float64,
-                          precision="float64", out=(cos, sin))
+        fastpe.rope_cache(
+            128,
+            positions=np.array([step[0]]),
+            dtype=np.float64,
+            precision="float64",
+            out=(cos, sin),
+        )
 
     cases = {
         "table 4096x1024 out= 1 thread": lambda: fastpe.sinusoidal(
-            4096, 1024, dtype=np.float64, out=out, num_threads=1),
+            4096, 1024, dtype=np.float64, out=out, num_threads=1
+        ),
         "table 4096x1024 out= default threads": lambda: fastpe.sinusoidal(
-            4096, 1024, dtype=np.float64, out=out),
+            4096, 1024, dtype=np.float64, out=out
+        ),
         "one row d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(
-            one, 1024, dtype=np.float64),
+            one, 1024, dtype=np.float64
+        ),
         "8 timesteps d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(
-            pos8, 1024, dtype=np.float64),
+            pos8, 1024, dtype=np.float64
+        ),
         "rope_cache decoding step d=128": decode,
     }
     try:  # the correctly rounded float64 rows, where this build has them
         fastpe.sinusoidal(1, 2, dtype=np.float64, correctly_rounded=True)
         cr = {"dtype": np.float64, "correctly_rounded": True}
-        cases.update({
-            "CR table 4096x1024 out= 1 thread": lambda: fastpe.sinusoidal(
-                4096, 1024, out=out, num_threads=1, **cr),
-            "CR table 4096x1024 out= default threads": lambda: fastpe.sinusoidal(
-                4096, 1024, out=out, **cr),
-            "CR one row d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(one, 1024, **cr),
-            "CR 8 timesteps d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(
-                pos8, 1024, **cr),
-        })
+        cases.update(
+            {
+                "CR table 4096x1024 out= 1 thread": lambda: fastpe.sinusoidal(
+                    4096, 1024, out=out, num_threads=1, **cr
+                ),
+                "CR table 4096x1024 out= default threads": lambda: fastpe.sinusoidal(
+                    4096, 1024, out=out, **cr
+                ),
+                "CR one row d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(one, 1024, **cr),
+                "CR 8 timesteps d=1024 (sinusoidal_at)": lambda: fastpe.sinusoidal_at(
+                    pos8, 1024, **cr
+                ),
+            }
+        )
     except TypeError:
         pass
     for name, fn in cases.items():

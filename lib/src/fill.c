@@ -730,7 +730,7 @@ double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int ad
     int nt = pe_threads(num_threads, rows, sp->d, -1);
     double nf = (double)sp->nf, B = (double)pe_block_rows(sp->nf);
     double per_thread = 4 * nf + (add ? (double)pe_add_block_rows(sp->d) : 2.0) * (double)sp->d;
-    double plan = 4 * nf + 2 * (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
+    double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
     /* a blocked add's lists: a start per sequence and at most one block per row */
     double lists = add ? 5.0 * (double)rows + 1 : 0.0;
     return (per_thread * nt + plan + lists) * 8.0;

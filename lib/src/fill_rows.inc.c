@@ -59,8 +59,7 @@ PE_INLINE void DRV_FN(write_one)(DRV_T *dest, const pe_ctx *c, const double *ev,
         DRV_FN(write_dd)(j >= 0 ? row : NULL, j >= 0 ? NULL : row, c, ev, a, pos, zero);
     } else
 #endif
-        DRV_W(pe_row)(row, c->sp, zero, ev, ev + c->nf, c->Tm + a * c->nf, c->Ts + a * c->nf,
-                      sg);
+        DRV_W(pe_row)(row, c->sp, zero, ev, ev + c->nf, c->Tm + a * c->nf, c->Ts + a * c->nf, sg);
     (void)pos;
     if (stream)
         pe_stream_copy(dest, row, (size_t)c->sp->d * sizeof(DRV_T));

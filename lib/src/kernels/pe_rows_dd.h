@@ -172,8 +172,8 @@ PE_DD_FLAT static void pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double
  * the high part is exact (they agree to a few ulps), the low part's rounding
  * below 2^-104 of the entry. */
 PE_TARGET_CLONES
-PE_DD_FLAT static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const double *m, const double *s,
-                            double *ml, double *sl) {
+PE_DD_FLAT static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const double *m,
+                                       const double *s, double *ml, double *sl) {
     double Kh, Kl;
     pe_split(a, &Kh, &Kl);
     PE_IVDEP
@@ -204,7 +204,7 @@ typedef struct {
  * -- GCC's x86-64 clones (the AVX2 and AVX-512 ones run on every CPU that has
  * it; the baseline clone calls libm's fma, exact but slow, on older CPUs),
  * targets with FMA -- and Dekker elsewhere. */
-#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA) ||                     \
+#if defined(__FMA__) || defined(__aarch64__) || defined(__ARM_FEATURE_FMA) ||                      \
     (defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) &&      \
      defined(__GLIBC__) && !defined(FASTPE_NO_CLONES) && !defined(__SANITIZE_ADDRESS__))
 PE_INLINE pe_dd pe_dd_prod(double a, double b) {
@@ -253,7 +253,7 @@ PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, do
  * at the given element steps (interleaved: 2, split: 1); a NULL row is not
  * stored.  Returns whether some entry's rounding was left undecided. */
 PE_DD_FLAT static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, double *ps, double *pc,
-                      double *ms, double *mc, int64_t step) {
+                                 double *ms, double *mc, int64_t step) {
     int und = 0;
     for (int64_t i = lo; i < hi; i++) {
         double a, b, c, d;
@@ -274,7 +274,7 @@ PE_DD_FLAT static int pe_dd_span(const pe_ddrot *R, int64_t lo, int64_t hi, doub
  * ((sp, cp), (sm, cm)): fixed steps and no tests in the loop, so it vectorises. */
 PE_TARGET_CLONES
 PE_DD_FLAT static int pe_dd_pairs2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT rp,
-                        double *PE_RESTRICT rm) {
+                                   double *PE_RESTRICT rm) {
     int und = 0;
     const pe_ddrot r = *R; /* (fields in registers: no reload after each store) */
     PE_IVDEP
@@ -285,7 +285,8 @@ PE_DD_FLAT static int pe_dd_pairs2(const pe_ddrot *R, int64_t n, double *PE_REST
 
 PE_TARGET_CLONES
 PE_DD_FLAT static int pe_dd_split2(const pe_ddrot *R, int64_t n, double *PE_RESTRICT sp,
-                        double *PE_RESTRICT cp, double *PE_RESTRICT sm, double *PE_RESTRICT cm) {
+                                   double *PE_RESTRICT cp, double *PE_RESTRICT sm,
+                                   double *PE_RESTRICT cm) {
     int und = 0;
     const pe_ddrot r = *R;
     PE_IVDEP
@@ -299,10 +300,9 @@ PE_DD_FLAT static int pe_dd_split2(const pe_ddrot *R, int64_t n, double *PE_REST
  * Returns whether some entry was left undecided. */
 PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddrot *R) {
     if (sp->layout == PE_LAYOUT_INTERLEAVED) {
-        int und = rp != NULL && rm != NULL
-                      ? pe_dd_pairs2(R, sp->npairs, rp, rm)
-                      : pe_dd_span(R, 0, sp->npairs, rp, rp ? rp + 1 : NULL, rm,
-                                   rm ? rm + 1 : NULL, 2);
+        int und = rp != NULL && rm != NULL ? pe_dd_pairs2(R, sp->npairs, rp, rm)
+                                           : pe_dd_span(R, 0, sp->npairs, rp, rp ? rp + 1 : NULL,
+                                                        rm, rm ? rm + 1 : NULL, 2);
         if (sp->lone_sin) {
             double a, b, c, d;
             pe_dd_at(R, sp->npairs, &a, &b, &c, &d, &und);
@@ -314,11 +314,11 @@ PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddr
         return und;
     }
     int64_t n = pe_split_pairs(sp);
-    int und = rp != NULL && rm != NULL
-                  ? pe_dd_split2(R, n, rp + sp->s_off, rp + sp->c_off, rm + sp->s_off,
-                                 rm + sp->c_off)
-                  : pe_dd_span(R, 0, n, rp ? rp + sp->s_off : NULL, rp ? rp + sp->c_off : NULL,
-                               rm ? rm + sp->s_off : NULL, rm ? rm + sp->c_off : NULL, 1);
+    int und =
+        rp != NULL && rm != NULL
+            ? pe_dd_split2(R, n, rp + sp->s_off, rp + sp->c_off, rm + sp->s_off, rm + sp->c_off)
+            : pe_dd_span(R, 0, n, rp ? rp + sp->s_off : NULL, rp ? rp + sp->c_off : NULL,
+                         rm ? rm + sp->s_off : NULL, rm ? rm + sp->c_off : NULL, 1);
     for (int64_t i = n; i < sp->ns || i < sp->nc; i++) {
         double a, b, c, d;
         pe_dd_at(R, i, &a, &b, &c, &d, &und);
@@ -338,7 +338,6 @@ PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddr
     return und;
 }
 
-
 /* The exact value of entry (K, frequency i, sine or cosine) of a spec, rounded
  * to double, for the entries whose rounding pe_dd_round left undecided: r is
  * the double-double's rounding (fill.c). */
@@ -350,7 +349,8 @@ PE_HIDDEN double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine
  * probe either side of 0 rounds to a different double). */
 static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg, double K) {
     int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
-    int64_t nfreq = inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
+    int64_t nfreq =
+        inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
     if (K == 0.0)
         return;
     for (int64_t i = 0; i < nfreq; i++) {
