@@ -175,8 +175,9 @@ def sinusoidal(
         position x frequency, the frequency the convention's formula) rounded
         once, and within one ulp of it in any case, entries near zero included
         (the default float64 path is within ~5e-16 absolute, which near zero
-        can be many ulps).  It costs ~20-60x the default float64 time
-        (docs/performance.md).  Other dtypes are unaffected.
+        can be many ulps).  It costs ~6-10x the default float64 time for a
+        table and ~15-20x for a small call (docs/performance.md).  Other
+        dtypes are unaffected.
 
     Returns
     -------
