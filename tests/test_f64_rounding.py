@@ -172,6 +172,18 @@ def test_fractional_positions_are_faithful():
     tally.check()
 
 
+def test_an_entry_the_bound_cannot_decide_is_counted():
+    """sin(5419351) ~ -3.8e-8 at width 4890 (blocks of 16 rows): the bound there,
+    ~2^-70 from the frequency's error times the position, exceeds the entry's ulp
+    (2^-77), so the entry goes to the exact fallback, and is counted."""
+    before = _kernel._f64_undecided()
+    v = fastpe.sinusoidal_at(np.array([5419351]), 4890, dtype=np.float64, correctly_rounded=True)
+    assert _kernel._f64_undecided() - before >= 1
+    with mpmath.workdps(DPS):
+        exact = mpmath.sin(5419351)
+        assert abs(mpmath.mpf(float(v[0, 0])) - exact) < _ulp(exact)  # faithful meanwhile
+
+
 def test_undecided_entries_are_rare():
     """The rounding test leaves to the exact fallback only entries within the
     error bound of a rounding boundary: none in a table of a million entries."""

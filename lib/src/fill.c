@@ -275,9 +275,12 @@ static PE_RELAXED(uint64_t) f64_undecided;
 uint64_t pe_f64_undecided(void) { return (uint64_t)pe_relaxed_load(&f64_undecided); }
 
 /* The exact fallback of the accurate float64 rows: counted, and for now the
- * double-double's rounding (within E of the exact value: faithful unless the
- * entry lies within E of zero).  This is the one place to call an exact
- * sin/cos of the entry's real argument. */
+ * double-double's rounding r (within E of the exact value: faithful unless the
+ * entry lies within E of zero).  This is the one place for an exact sin/cos:
+ * of K * w_i, w_i = sp->wlist[i] when sp->wlist is set, else
+ * sp->w0 * sp->base^(-i / sp->denom), every operand an exact double (pe_mp.h
+ * has the exp and log that form w_i), rounded to double with pe_round_exact;
+ * `cosine` says which of the two. */
 double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r) {
     (void)sp;
     (void)K;
