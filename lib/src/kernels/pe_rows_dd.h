@@ -45,48 +45,49 @@
 #endif
 
 /* 1/k! in double-double (hi, lo), signed as in the sin/cos series: exact
- * fractions rounded twice (python fractions). */
-#define PE_DS3H  (-0x1.5555555555555p-3)
-#define PE_DS3L  (-0x1.5555555555555p-57)
-#define PE_DS5H  0x1.1111111111111p-7
-#define PE_DS5L  0x1.1111111111111p-63
-#define PE_DS7H  (-0x1.a01a01a01a01ap-13)
-#define PE_DS7L  (-0x1.a01a01a01a01ap-73)
-#define PE_DS9H  0x1.71de3a556c734p-19
-#define PE_DS9L  (-0x1.c154f8ddc6c00p-73)
-#define PE_DS11H (-0x1.ae64567f544e4p-26)
-#define PE_DS11L 0x1.c062e06d1f209p-80
-#define PE_DS13H 0x1.6124613a86d09p-33
-#define PE_DS13L 0x1.f28e0cc748ebep-87
-#define PE_DS15H (-0x1.ae7f3e733b81fp-41)
-#define PE_DS15L (-0x1.1d8656b0ee8cbp-97)
-#define PE_DS17  0x1.952c77030ad4ap-49
-#define PE_DS19  (-0x1.2f49b46814157p-57)
-#define PE_DS21  0x1.71b8ef6dcf572p-66
-#define PE_DS23  (-0x1.761b41316381ap-75)
-#define PE_DS25  0x1.3f3ccdd165fa9p-84
-#define PE_DS27  (-0x1.d1ab1c2dccea3p-94)
+ * fractions rounded twice (python fractions), each printed in the shortest
+ * form that reads back as the same double. */
+#define PE_DS3H  (-0.16666666666666666)
+#define PE_DS3L  (-9.25185853854297e-18)
+#define PE_DS5H  0.008333333333333333
+#define PE_DS5L  1.1564823173178714e-19
+#define PE_DS7H  (-0.0001984126984126984)
+#define PE_DS7L  (-1.7209558293420705e-22)
+#define PE_DS9H  2.7557319223985893e-06
+#define PE_DS9L  (-1.858393274046472e-22)
+#define PE_DS11H (-2.505210838544172e-08)
+#define PE_DS11L 1.448814070935912e-24
+#define PE_DS13H 1.6059043836821613e-10
+#define PE_DS13L 1.2585294588752098e-26
+#define PE_DS15H (-7.647163731819816e-13)
+#define PE_DS15L (-7.03872877733453e-30)
+#define PE_DS17  2.8114572543455206e-15
+#define PE_DS19  (-8.22063524662433e-18)
+#define PE_DS21  1.9572941063391263e-20
+#define PE_DS23  (-3.868170170630684e-23)
+#define PE_DS25  6.446950284384474e-26
+#define PE_DS27  (-9.183689863795546e-29)
 #define PE_DC2H  (-0.5)
-#define PE_DC4H  0x1.5555555555555p-5
-#define PE_DC4L  0x1.5555555555555p-59
-#define PE_DC6H  (-0x1.6c16c16c16c17p-10)
-#define PE_DC6L  0x1.f49f49f49f49fp-65
-#define PE_DC8H  0x1.a01a01a01a01ap-16
-#define PE_DC8L  0x1.a01a01a01a01ap-76
-#define PE_DC10H (-0x1.27e4fb7789f5cp-22)
-#define PE_DC10L (-0x1.cbbc05b4fa99ap-76)
-#define PE_DC12H 0x1.1eed8eff8d898p-29
-#define PE_DC12L (-0x1.2aec959e14c06p-83)
-#define PE_DC14H (-0x1.93974a8c07c9dp-37)
-#define PE_DC14L (-0x1.05d6f8a2efd1fp-92)
-#define PE_DC16H 0x1.ae7f3e733b81fp-45
-#define PE_DC16L 0x1.1d8656b0ee8cbp-101
-#define PE_DC18  (-0x1.6827863b97d97p-53)
-#define PE_DC20  0x1.e542ba4020225p-62
-#define PE_DC22  (-0x1.0ce396db7f853p-70)
-#define PE_DC24  0x1.f2cf01972f578p-80
-#define PE_DC26  (-0x1.88e85fc6a4e5ap-89)
-#define PE_DC28  0x1.0a18a2635085dp-98
+#define PE_DC4H  0.041666666666666664
+#define PE_DC4L  2.3129646346357427e-18
+#define PE_DC6H  (-0.001388888888888889)
+#define PE_DC6L  5.300543954373577e-20
+#define PE_DC8H  2.48015873015873e-05
+#define PE_DC8L  2.1511947866775882e-23
+#define PE_DC10H (-2.755731922398589e-07)
+#define PE_DC10L (-2.3767714622250297e-23)
+#define PE_DC12H 2.08767569878681e-09
+#define PE_DC12L (-1.20734505911326e-25)
+#define PE_DC14H (-1.1470745597729725e-11)
+#define PE_DC14L (-2.0655512752830745e-28)
+#define PE_DC16H 4.779477332387385e-14
+#define PE_DC16L 4.399205485834081e-31
+#define PE_DC18  (-1.5619206968586225e-16)
+#define PE_DC20  4.110317623312165e-19
+#define PE_DC22  (-8.896791392450574e-22)
+#define PE_DC24  1.6117375710961184e-24
+#define PE_DC26  (-2.4795962632247976e-27)
+#define PE_DC28  3.279889237069838e-30
 
 /* One Horner step p <- c + z p in double-double. */
 PE_INLINE pe_dd pe_dd_horner(pe_dd p, pe_dd z, double ch, double cl) {
@@ -187,7 +188,9 @@ PE_DD_FLAT static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const d
 
 /* The factor of |f| in the bound E of the header, for rows at positions within
  * B of K. */
-PE_INLINE double pe_dd_bound(double K, double B) { return 0x1p-90 * (fabs(K) + B); }
+PE_INLINE double pe_dd_bound(double K, double B) {
+    return 8.077935669463161e-28 /* 2^-90 */ * (fabs(K) + B);
+}
 
 /* What the accurate writers read: the anchor (sin, cos at a block centre) and
  * one table row (cos t - 1, sin t), each as hi and lo parts. */
@@ -224,7 +227,7 @@ PE_INLINE double pe_dd_round(double Ah, double Ph, double Qh, double low, double
     pe_dd t = pe_two_sum(Ah, s.hi);
     double lo = t.lo + (s.lo + low);
     pe_dd n = pe_two_sum(t.hi, lo);
-    double d = E + 0x1p-104 * fabs(n.hi);
+    double d = E + 4.930380657631324e-32 /* 2^-104 */ * fabs(n.hi);
     double a = n.hi + (n.lo - d), b = n.hi + (n.lo + d);
     *und |= a != b;
     return n.hi;
@@ -236,7 +239,7 @@ PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, do
                         double *cm, int *und) {
     double sh = R->sh[i], sl = R->sl[i], ch = R->ch[i], cl = R->cl[i];
     double mh = R->mh[i], ml = R->ml[i], th = R->th[i], tl = R->tl[i];
-    double E = 0x1p-96 + R->E1 * fabs(R->f[i]);
+    double E = 1.262177448353619e-29 /* 2^-96 */ + R->E1 * fabs(R->f[i]);
     pe_dd p1 = pe_dd_prod(sh, mh); /* sA (cos t - 1) */
     pe_dd p2 = pe_dd_prod(ch, th); /* cA sin t */
     pe_dd p3 = pe_dd_prod(ch, mh); /* cA (cos t - 1) */
@@ -360,7 +363,7 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
         {
             double sh = R->sh[i], sl = R->sl[i], ch = R->ch[i], cl = R->cl[i];
             double mh = R->mh[i], ml = R->ml[i], th = R->th[i], tl = R->tl[i];
-            double E = 0x1p-96 + R->E1 * fabs(R->f[i]);
+            double E = 1.262177448353619e-29 /* 2^-96 */ + R->E1 * fabs(R->f[i]);
             pe_dd p1 = pe_two_prod(sh, mh), p2 = pe_two_prod(ch, th);
             pe_dd p3 = pe_two_prod(ch, mh), p4 = pe_two_prod(sh, th);
             double l1 = p1.lo + (sh * ml + sl * mh), l2 = p2.lo + (ch * tl + cl * th);
