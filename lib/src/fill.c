@@ -188,6 +188,9 @@ typedef struct {
     int64_t B;
     const double *Tm;
     const double *Ts;
+    int dd;            /* float64 rows by the accurate writers (pe_rows_dd.h) */
+    const double *Tml; /* then the table's low parts (cos-1, sin), row a at a*nf */
+    const double *Tsl;
 } pe_ctx;
 
 /* One fill, prepared: what its rows share, its team and its scratch memory. */
@@ -245,32 +248,68 @@ PE_INLINE int64_t pe_int_position(const pe_rows *rq, int64_t b, int64_t s) {
  * blocks, so nearly all of its rows are written as mirrored pairs. */
 PE_INLINE int64_t pe_centre(int64_t K, int64_t B) { return pe_floordiv(K, B) * B + B / 2; }
 
+/* ev = the row of position K evaluated directly: sines, cosines (and cos-1)
+ * in double, or with c->dd [sines | cosines | their low parts] in
+ * double-double. */
+PE_INLINE void pe_direct_row(const pe_ctx *c, double K, double *ev) {
+    int64_t nf = c->nf;
+    if (c->dd)
+        pe_sincos_row_dd(K, c->fr, nf, ev, ev + 2 * nf, ev + nf, ev + 3 * nf);
+    else
+        pe_sincos_row(K, c->fr, nf, ev, ev + nf, ev + 2 * nf);
+}
+
 /* Make ev hold the anchor of K's block: the accurate row at its centre;
  * *cached is the centre it holds. */
 PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *cached) {
     int64_t centre = pe_centre(K, c->B);
     if (centre != *cached) {
-        pe_sincos_row((double)centre, c->fr, c->nf, ev, ev + c->nf, ev + 2 * c->nf);
+        pe_direct_row(c, (double)centre, ev);
         *cached = centre;
     }
+}
+
+/* Entries left undecided by the accurate float64 rows' rounding test. */
+static PE_RELAXED(uint64_t) f64_undecided;
+
+uint64_t pe_f64_undecided(void) { return (uint64_t)pe_relaxed_load(&f64_undecided); }
+
+/* The exact fallback of the accurate float64 rows: counted, and for now the
+ * double-double's rounding r (within E of the exact value: faithful unless the
+ * entry lies within E of zero).  This is the one place for an exact sin/cos:
+ * of K * w_i, w_i = sp->wlist[i] when sp->wlist is set, else
+ * sp->w0 * sp->base^(-i / sp->denom), every operand an exact double (pe_mp.h
+ * has the exp and log that form w_i), rounded to double with pe_round_exact;
+ * `cosine` says which of the two. */
+double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r) {
+    (void)sp;
+    (void)K;
+    (void)i;
+    (void)cosine;
+    pe_relaxed_store(&f64_undecided, pe_relaxed_load(&f64_undecided) + 1);
+    return r;
 }
 
 #define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)
 
 #define DRV_T   double
 #define DRV_SFX f64
+#define DRV_DD  1
 #include "fill_rows.inc.c"
 
 #define DRV_T   float
 #define DRV_SFX f32
+#define DRV_DD  0
 #include "fill_rows.inc.c"
 
 #define DRV_T   uint16_t
 #define DRV_SFX f16
+#define DRV_DD  0
 #include "fill_rows.inc.c"
 
 #define DRV_T   uint16_t
 #define DRV_SFX bf16
+#define DRV_DD  0
 #include "fill_rows.inc.c"
 
 #undef DRV_FN
@@ -288,7 +327,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     pe_ctx c;
     int64_t K, centre, cached;
     if (rq->nseq * rq->S != 1 || plan == NULL || sp->nf > 256 || rq->pos_f != NULL ||
-        rq->has_zero_pos || rq->add)
+        rq->has_zero_pos || rq->add || rq->accurate)
         return PE_EINVAL;
     c.sp = sp;
     c.rq = rq;
@@ -297,6 +336,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     c.fr = pe_freq_view((double *)plan, sp->nf);
     c.Tm = plan + 4 * sp->nf;
     c.Ts = c.Tm + (c.B / 2 + 1) * sp->nf;
+    c.dd = 0;
     K = pe_int_position(rq, 0, 0);
     centre = pe_centre(K, c.B);
     /* The anchor cache only saves work (the bits are the same without it), so
@@ -305,7 +345,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
        never hangs on it. */
     if (ac != NULL && K != 0 && pe_mutex_trylock(&ac->lock)) {
         if (ac->centre == centre && ac->data != NULL) {
-            pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0);
+            pe_drv_write_one_f64(row, &c, ac->data, K - centre, NULL, 0, 0.0, (double)centre);
             pe_mutex_unlock(&ac->lock);
             return FASTPE_OK;
         }
@@ -476,6 +516,41 @@ static int pe_add_plan(pe_fill *f, const pe_rows *rq, int mode) {
     return FASTPE_OK;
 }
 
+/* The low parts of the table rows an accurate fill uses (into mem: 2 (B/2+1)
+ * nf doubles, then B/2+1 flags): which rows its positions need (all of them
+ * for B or more consecutive positions), each evaluated in double-double. */
+static void pe_table_lows(pe_fill *f, double *mem) {
+    const pe_rows *rq = f->c.rq;
+    int64_t nf = f->c.nf, B = f->c.B, H = B / 2, a;
+    double *Tml = mem, *Tsl = mem + (H + 1) * nf, *need = Tsl + (H + 1) * nf;
+    int64_t N = rq->nseq * rq->S;
+    for (a = 0; a < H + 1; a++)
+        need[a] = f->contiguous && N >= B ? 1.0 : 0.0;
+    if (!(f->contiguous && N >= B)) {
+        for (int64_t r = 0; r < N; r++) {
+            int64_t b = r / rq->S, s = r - b * rq->S, K;
+            if (rq->pos_f != NULL) {
+                double Kf = rq->pos_f[b * rq->psb + s * rq->pss];
+                if (Kf != floor(Kf))
+                    continue; /* (evaluated directly: table row 0, always built) */
+                K = (int64_t)Kf;
+            } else {
+                K = pe_int_position(rq, b, s);
+            }
+            K -= pe_centre(K, B);
+            need[K >= 0 ? K : -K] = 1.0;
+        }
+        need[0] = 1.0; /* (rows evaluated directly: position 0, fractions) */
+    }
+    for (a = 0; a < H + 1; a++) {
+        if (need[a] != 0)
+            pe_table_row_dd((double)a, f->c.fr, nf, f->c.Tm + a * nf, f->c.Ts + a * nf,
+                            Tml + a * nf, Tsl + a * nf);
+    }
+    f->c.Tml = Tml;
+    f->c.Tsl = Tsl;
+}
+
 /* Decide the team and the store kind, allocate scratch, and build the plan
  * unless the caller has one (plan: a prepared plan for this spec, or NULL to
  * build the part of one this fill needs). */
@@ -518,14 +593,17 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     double stream_from = pe_stream_bytes(itemsize);
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
-    f->per_thread = 3 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
+    f->per_thread = 4 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
-    f->mem = (double *)malloc((own + (size_t)(f->per_thread * f->nt)) * sizeof(double));
+    /* float64 rows by the accurate writers when asked (not rows added to x) */
+    f->c.dd = itemsize == 8 && rq->accurate && !rq->add;
+    size_t lows = f->c.dd ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
+    f->mem = (double *)malloc((own + lows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {
         pe_fill_free(f);
         return FASTPE_ENOMEM;
     }
-    f->scratch = f->mem + own;
+    f->scratch = f->mem + own + lows;
     if (plan == NULL) {
         int err =
             pe_prepare(f->mem, sp, f->contiguous ? rq->offset : 0, f->contiguous ? S : B, f->nt);
@@ -542,6 +620,8 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     f->c.B = B;
     f->c.Tm = plan + 4 * nf;
     f->c.Ts = f->c.Tm + (B / 2 + 1) * nf;
+    if (f->c.dd)
+        pe_table_lows(f, f->mem + own);
     return FASTPE_OK;
 }
 
@@ -571,6 +651,8 @@ int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp, cons
     int err = pe_fill_setup(&f, sp, rq, num_threads, plan, pe_itemsize(kind));
     if (err != FASTPE_OK)
         return err;
+    if (f.c.dd)
+        ac = NULL; /* (its anchors are in double: the accurate rows evaluate their own) */
     /* fractional positions are evaluated directly: no anchors to share */
     /* (the anchor cache with trylock, as in pe_fill_one_f64: the same bits) */
     if (ac != NULL && rq->pos_f == NULL && pe_mutex_trylock(&ac->lock)) {

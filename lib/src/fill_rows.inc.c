@@ -15,14 +15,52 @@
 
 #define DRV_W(name) PE_CAT(name, DRV_SFX)
 
+#if DRV_DD
+/* The accurate rows at centre + a (rp) and centre - a (rm), either NULL, of
+ * the double-double anchor in ev (pe_rows_dd.h); pos: the centre or a
+ * position within a block of it. */
+static void DRV_FN(write_dd)(double *rp, double *rm, const pe_ctx *c, const double *ev, int64_t a,
+                             double pos, double zero) {
+    int64_t nf = c->nf;
+    pe_ddrot R = {ev,
+                  ev + 2 * nf,
+                  ev + nf,
+                  ev + 3 * nf,
+                  c->Tm + a * nf,
+                  c->Tml + a * nf,
+                  c->Ts + a * nf,
+                  c->Tsl + a * nf,
+                  c->fr.fh,
+                  pe_dd_bound(pos, (double)c->B)};
+    if (pe_dd_rows(rp, rm, c->sp, &R)) {
+        if (rp != NULL)
+            pe_dd_fix(rp, c->sp, &R, 1.0, a == 0 ? pos : pos + (double)a);
+        if (rm != NULL)
+            pe_dd_fix(rm, c->sp, &R, -1.0, pos - (double)a);
+    }
+    if (c->sp->zero_col >= 0) {
+        if (rp != NULL)
+            rp[c->sp->zero_col] = zero;
+        if (rm != NULL)
+            rm[c->sp->zero_col] = zero;
+    }
+}
+#endif
+
 /* Row at centre + j of the anchor in ev: rotated by table row |j|, sign of j
- * (through buf when streaming). */
+ * (through buf when streaming); pos: its position. */
 PE_INLINE void DRV_FN(write_one)(DRV_T *dest, const pe_ctx *c, const double *ev, int64_t j,
-                                 DRV_T *buf, int stream, double zero) {
+                                 DRV_T *buf, int stream, double zero, double pos) {
     int64_t a = j >= 0 ? j : -j;
     DRV_T *row = stream ? buf : dest;
     double sg = j >= 0 ? 1.0 : -1.0;
-    DRV_W(pe_row)(row, c->sp, zero, ev, ev + c->nf, c->Tm + a * c->nf, c->Ts + a * c->nf, sg);
+#if DRV_DD
+    if (c->dd) {
+        DRV_FN(write_dd)(j >= 0 ? row : NULL, j >= 0 ? NULL : row, c, ev, a, pos, zero);
+    } else
+#endif
+        DRV_W(pe_row)(row, c->sp, zero, ev, ev + c->nf, c->Tm + a * c->nf, c->Ts + a * c->nf, sg);
+    (void)pos;
     if (stream)
         pe_stream_copy(dest, row, (size_t)c->sp->d * sizeof(DRV_T));
 }
@@ -33,13 +71,13 @@ PE_INLINE void DRV_FN(write_one)(DRV_T *dest, const pe_ctx *c, const double *ev,
 PE_INLINE void DRV_FN(write_at)(DRV_T *dest, const pe_ctx *c, int64_t K, double *ev,
                                 int64_t *cached, DRV_T *buf, int stream, double zero) {
     if (K == 0) {
-        pe_sincos_row(0.0, c->fr, c->nf, ev, ev + c->nf, ev + 2 * c->nf);
+        pe_direct_row(c, 0.0, ev);
         *cached = INT64_MIN;
-        DRV_FN(write_one)(dest, c, ev, 0, buf, stream, zero);
+        DRV_FN(write_one)(dest, c, ev, 0, buf, stream, zero, 0.0);
         return;
     }
     pe_anchor_row(c, K, ev, cached);
-    DRV_FN(write_one)(dest, c, ev, K - *cached, buf, stream, zero);
+    DRV_FN(write_one)(dest, c, ev, K - *cached, buf, stream, zero, (double)*cached);
 }
 
 /* The encoding of the position of row (b, s) -> row.  ev: this thread's
@@ -53,9 +91,9 @@ PE_INLINE void DRV_FN(encode_row)(DRV_T *row, const pe_ctx *c, int64_t b, int64_
         if (Kf != floor(Kf)) {
             /* a fractional position: evaluate the row directly, then "rotate" it
                by table row 0, which is exactly (0, 0) */
-            pe_sincos_row(Kf, c->fr, nf, ev, ev + nf, ev + 2 * nf);
+            pe_direct_row(c, Kf, ev);
             *cached = INT64_MIN;
-            DRV_FN(write_one)(row, c, ev, 0, NULL, 0, zero);
+            DRV_FN(write_one)(row, c, ev, 0, NULL, 0, zero, Kf);
             return;
         }
         K = (int64_t)Kf;
@@ -76,6 +114,18 @@ PE_INLINE void DRV_FN(write_pair)(DRV_T *out, int64_t row_stride, int64_t rp, in
     int64_t D = c->sp->d;
     const double *Tm = c->Tm + j * c->nf;
     const double *Ts = c->Ts + j * c->nf;
+#if DRV_DD
+    if (c->dd) {
+        double *p = stream ? buf : out + rp * row_stride;
+        double *m = stream ? buf + D : out + rm * row_stride;
+        DRV_FN(write_dd)(p, m, c, ev, j, (double)(rp + c->rq->offset - j), 0.0);
+        if (stream) {
+            pe_stream_copy(out + rp * row_stride, p, (size_t)D * sizeof(DRV_T));
+            pe_stream_copy(out + rm * row_stride, m, (size_t)D * sizeof(DRV_T));
+        }
+        return;
+    }
+#endif
     /* the AVX-512 writers where the CPU has them (streaming: straight from registers) */
     if (DRV_W(pe_row2_v512)(out + rp * row_stride, out + rm * row_stride, c->sp, ev, ev + c->nf, Tm,
                             Ts, stream))
@@ -202,7 +252,7 @@ static void DRV_FN(fill_part)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_
        (thread 0 may start with one already in its scratch: see pe_anchor_cache) */
     int64_t cached = t == 0 ? f->seed : INT64_MIN;
     double *ev = f->scratch + f->per_thread * t;
-    double *buf = ev + 3 * nf;
+    double *buf = ev + 4 * nf;
     if (!rq->add && f->contiguous) {
         DRV_FN(fill_blocks)(out, row_stride, c, rq->offset, rq->S, u_lo, u_hi, ev, &cached,
                             (DRV_T *)buf, stream);
@@ -256,3 +306,4 @@ static void DRV_FN(fill_units)(DRV_T *out, int64_t row_stride, pe_fill *f, int64
 #undef DRV_W
 #undef DRV_T
 #undef DRV_SFX
+#undef DRV_DD

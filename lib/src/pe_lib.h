@@ -38,7 +38,8 @@ typedef struct {
     int64_t zero_pos;
     int add; /* 0: out = PE;  1: out = out*scale + PE */
     double scale;
-    int fresh; /* out was just allocated (no streaming stores) */
+    int fresh;    /* out was just allocated (no streaming stores) */
+    int accurate; /* float64 rows correctly rounded (pe_rows_dd.h), not added */
 } pe_rows;
 
 /* The last anchor row (sin, cos at a block centre) a small fill evaluated for
@@ -150,6 +151,8 @@ PE_HIDDEN void pe_init_rows(pe_rows *rq, int64_t nseq, int64_t S, int has_zero, 
 PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                           const pe_rows *rq, int num_threads, const double *plan,
                           pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
+/* Entries the accurate float64 rows left to their exact fallback (a count). */
+PE_HIDDEN uint64_t pe_f64_undecided(void);
 /* The float64 row of a one-position fill (one integer position, plan given)
  * as pe_fill_run writes it, without its setup; PE_EINVAL for any other fill. */
 PE_HIDDEN int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const double *plan,

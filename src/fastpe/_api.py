@@ -95,6 +95,7 @@ def sinusoidal(
     out: None = ...,
     num_threads: int | None = ...,
     convention: ConventionName | Convention = ...,
+    correctly_rounded: bool = ...,
 ) -> np.ndarray: ...
 @overload
 def sinusoidal(
@@ -108,6 +109,7 @@ def sinusoidal(
     out: _OutT,
     num_threads: int | None = ...,
     convention: ConventionName | Convention = ...,
+    correctly_rounded: bool = ...,
 ) -> _OutT: ...
 def sinusoidal(
     seq_len: int,
@@ -120,6 +122,7 @@ def sinusoidal(
     out: Any = None,
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
+    correctly_rounded: bool = False,
 ) -> Any:
     """Sinusoidal positional-encoding table of "Attention Is All You Need".
 
@@ -167,6 +170,16 @@ def sinusoidal(
         ``"vaswani"`` (default), ``"tensor2tensor"``, ``"fairseq"``,
         ``"diffusers"``, ``"gptj"``, or a :class:`Convention` with custom knobs.
         ``base`` and ``layout`` only apply to ``"vaswani"``.
+    correctly_rounded : bool, keyword-only
+        float64 entries correctly rounded: each is the exact value (sin/cos of
+        position x frequency, the frequency the convention's formula) rounded
+        once, entries near zero included (the default float64 path is within
+        ~5e-16 absolute, which near zero can be many ulps).  A proved error
+        bound decides nearly every entry; the few it cannot decide (0.015 % of
+        entries at positions beyond 2^20, none in tables from 0) are counted and
+        were within 0.51 ulp in every test (docs/accuracy.md).  It costs
+        ~6-10x the default float64 time for a table and ~15-20x for a small
+        call (docs/performance.md).  Other dtypes are unaffected.
 
     Returns
     -------
@@ -205,9 +218,12 @@ def sinusoidal(
     >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
     True
     """
-    done = _kernel.table(
-        seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention
-    )
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
+    done = None
+    if not accurate:
+        done = _kernel.table(
+            seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention
+        )
     if done is not None:  # the common argument types, already cached: filled
         return done
     # Python integers to int64 here; their values are the library's to check
@@ -232,6 +248,7 @@ def sinusoidal(
         fresh=fresh,
         bfloat16=bf16,
         errctx=_kernel.TABLE_ERRORS,
+        accurate=accurate,
     )
     return out
 
@@ -326,6 +343,7 @@ def sinusoidal_at(
     out: None = ...,
     num_threads: int | None = ...,
     convention: ConventionName | Convention = ...,
+    correctly_rounded: bool = ...,
 ) -> np.ndarray: ...
 @overload
 def sinusoidal_at(
@@ -338,6 +356,7 @@ def sinusoidal_at(
     out: _OutT,
     num_threads: int | None = ...,
     convention: ConventionName | Convention = ...,
+    correctly_rounded: bool = ...,
 ) -> _OutT: ...
 def sinusoidal_at(
     positions: Any,
@@ -349,6 +368,7 @@ def sinusoidal_at(
     out: Any = None,
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
+    correctly_rounded: bool = False,
 ) -> Any:
     """Encodings of arbitrary positions: shape ``(*positions.shape, d_model)``.
 
@@ -364,7 +384,7 @@ def sinusoidal_at(
         that float64 cannot hold exactly.  Positions may share memory with
         ``out`` (they are then copied first, as NumPy's ufuncs do).
     d_model : int
-    base, dtype, layout, out, num_threads, convention
+    base, dtype, layout, out, num_threads, convention, correctly_rounded
         As in :func:`sinusoidal`; ``out`` must have shape ``(*positions.shape, d_model)``.
 
     Examples
@@ -377,7 +397,12 @@ def sinusoidal_at(
     >>> bool(np.array_equal(fastpe.sinusoidal_at([3, 7], 16), P[[3, 7]]))
     True
     """
-    done = _kernel.table_at(positions, d_model, base, dtype, layout, out, num_threads, convention)
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
+    done = None
+    if not accurate:
+        done = _kernel.table_at(
+            positions, d_model, base, dtype, layout, out, num_threads, convention
+        )
     if done is not None:  # the common argument types, already cached: filled
         return done
     d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)
@@ -400,6 +425,7 @@ def sinusoidal_at(
         fresh=fresh,
         bfloat16=bf16,
         errctx=(None, pos.shape, "positions"),
+        accurate=accurate,
     )
     return out
 

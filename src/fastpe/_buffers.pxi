@@ -22,7 +22,8 @@ cdef int _one = 1
 cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t nseq,
                           int64_t seq_len, int64_t offset, offsets, positions, zero_pos,
                           bint add, double scale, int num_threads, bint fresh,
-                          pe_anchor_cache *ac=NULL, bint bfloat16=False, tuple errctx=None):
+                          pe_anchor_cache *ac=NULL, bint bfloat16=False, tuple errctx=None,
+                          bint accurate=False):
     """The general fill behind the public functions (which validate everything
     first): buffers in, kernel run, buffers released.
 
@@ -35,7 +36,8 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     ``positions`` a 2-D (nseq, seq_len) int64 or float64 ndarray (any strides,
     broadcast zeros welcome; float positions exclude offsets).  Rows at
     ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.
-    ``fresh``: ``out`` was just allocated (its pages are new).  ``out`` None:
+    ``fresh``: ``out`` was just allocated (its pages are new).  ``accurate``:
+    float64 rows correctly rounded (the library's accurate writers).  ``out`` None:
     the library's checks of the other arguments only, nothing filled.  The library
     checks the numbers (sizes, stride, positions, scale); ``errctx``: how its
     refusals are worded (see _fill_interruptibly)."""
@@ -52,6 +54,7 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     rq.add = add
     rq.scale = scale
     rq.fresh = fresh
+    rq.accurate = accurate
     if zero_pos is not None:
         rq.has_zero_pos = 1
         rq.zero_pos = zero_pos

@@ -123,6 +123,10 @@ cdef extern from "pe_crmath.h" nogil:
     int pe_cr_force_exact(int on)
 
 
+cdef extern from "pe_lib.h" nogil:
+    unsigned long long pe_f64_undecided()
+
+
 def _power(base, exponent, bint float32=False):
     """``base ** exponent`` elementwise (NumPy broadcasting, bases >= 0), each
     correctly rounded to float64, or with ``float32`` the float32 power of the
@@ -167,6 +171,12 @@ def _undecided_roundings():
     """How many of fastpe's roundings not even the exact path could decide since
     the library was loaded (pe_crmath.h; none is known)."""
     return pe_cr_undecided()
+
+
+def _f64_undecided():
+    """How many float64 table entries the fast evaluation's rounding test left
+    to the exact fallback since the library was loaded (pe_rows_dd.h)."""
+    return pe_f64_undecided()
 
 
 def _exact_path_runs():

@@ -107,6 +107,7 @@ cdef extern from "pe_lib.h" nogil:
         int add
         double scale
         int fresh
+        int accurate
     ctypedef struct pe_anchor_cache:
         double *data
         int64_t centre

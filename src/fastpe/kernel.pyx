@@ -250,12 +250,13 @@ cdef class Encoder:
 
     def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
                   positions=None, bint add=False, double scale=1.0, int num_threads=0,
-                  bint fresh=False, bint bfloat16=False, tuple errctx=None):
+                  bint fresh=False, bint bfloat16=False, tuple errctx=None,
+                  bint accurate=False):
         """Fill ``out`` (buffers converted by the caller, numbers checked by the
         library; see _fill_buffers)."""
         return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
                              positions, self.zero_pos, add, scale, num_threads, fresh,
-                             &self.ac, bfloat16, errctx)
+                             &self.ac, bfloat16, errctx, accurate)
 
     @property
     def nbytes(self):

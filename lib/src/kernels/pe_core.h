@@ -31,6 +31,7 @@
 #define FASTPE_PE_CORE_H
 
 #include "pe_rows.h"
+#include "pe_rows_dd.h"
 #include "pe_stream.h"
 
 #endif /* FASTPE_PE_CORE_H */
