@@ -88,7 +88,7 @@ class Tally:
         if not ok and exact == 0 and len(self.bad) < 10:
             self.bad.append(f"{what}: got {got!r}, exact 0")
 
-    def check(self, cr_share: float = 0.999) -> None:
+    def check(self, cr_share: float = 1.0) -> None:
         assert not self.bad, "\n".join(self.bad)
         assert self.cr >= cr_share * self.n, f"{self.cr} of {self.n} correctly rounded"
 
@@ -172,16 +172,55 @@ def test_fractional_positions_are_faithful():
     tally.check()
 
 
-def test_an_entry_the_bound_cannot_decide_is_counted():
+def test_an_entry_the_bound_cannot_decide_takes_the_exact_path():
     """sin(5419351) ~ -3.8e-8 at width 4890 (blocks of 16 rows): the bound there,
     ~2^-70 from the frequency's error times the position, exceeds the entry's ulp
-    (2^-77), so the entry goes to the exact fallback, and is counted."""
+    (2^-77), so the entry goes to the exact path (counted), which rounds it
+    correctly."""
     before = _kernel._f64_undecided()
+    runs = _kernel._exact_path_runs()
     v = fastpe.sinusoidal_at(np.array([5419351]), 4890, dtype=np.float64, correctly_rounded=True)
     assert _kernel._f64_undecided() - before >= 1
+    assert _kernel._exact_path_runs() - runs >= 1
     with mpmath.workdps(DPS):
-        exact = mpmath.sin(5419351)
-        assert abs(mpmath.mpf(float(v[0, 0])) - exact) < _ulp(exact)  # faithful meanwhile
+        assert float(v[0, 0]) == _round(mpmath.sin(5419351))
+
+
+@pytest.mark.parametrize("convention", ["vaswani", "fairseq", "gptj"])
+def test_the_forced_exact_path_gives_the_same_bits(convention):
+    """With every entry sent through the exact path (sin/cos in 256-bit arithmetic of
+    the exact frequency times the position), the rows are the fast path's bits, and
+    mpmath's rounding: a broken exact path, or a fast path that rounds wrongly,
+    fails here."""
+    pos = np.array([3, 355, 103993, 2**20 + 3, 777.5, 5419351])  # (1: fairseq's padding row)
+    d = 34
+    fast = fastpe.sinusoidal_at(
+        pos, d, dtype=np.float64, convention=convention, correctly_rounded=True
+    )
+    runs = _kernel._exact_path_runs()
+    was = _kernel._force_exact_path(True)
+    try:
+        exact = fastpe.sinusoidal_at(
+            pos, d, dtype=np.float64, convention=convention, correctly_rounded=True
+        )
+        table = fastpe.sinusoidal(
+            8, d, dtype=np.float64, convention=convention, offset=103990, correctly_rounded=True
+        )
+    finally:
+        _kernel._force_exact_path(was)
+    spec = _api._convention(convention, 10000.0, "interleaved").spec(d)
+    live = sum(c is not None for c in _columns(spec))
+    assert _kernel._exact_path_runs() - runs >= len(pos) * live
+    assert np.array_equal(fast, exact)
+    assert np.array_equal(
+        table[3],
+        fastpe.sinusoidal_at(
+            103993, d, dtype=np.float64, convention=convention, correctly_rounded=True
+        ),
+    )
+    tally = Tally()
+    _check_rows(pos, d, convention, tally)
+    tally.check(cr_share=1.0)
 
 
 def test_undecided_entries_are_rare():

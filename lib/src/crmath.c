@@ -16,6 +16,8 @@ int pe_cr_force_exact(int on) {
     return was;
 }
 
+int pe_cr_forced(void) { return pe_relaxed_load(&forced); }
+
 /* a relaxed load and store: an increment lost to a race only undercounts a
  * statistic, and the pair is portable where fetch-add is not */
 #define COUNT(c) pe_relaxed_store(&(c), pe_relaxed_load(&(c)) + 1)
@@ -180,4 +182,36 @@ float pe_powf_cr_ln(float x, pe_dd ln_x, float y) {
 float pe_powf_cr(float x, float y) {
     /* (the log is read only for x > 0 finite: the other bases are special) */
     return pe_powf_cr_ln(x, x > 0.0f && isfinite(x) ? pe_dd_log((double)x) : pe_dd_from(NAN), y);
+}
+
+double pe_entry_exact(double K, int64_t i, double w0, double base, double denom, const double *wl,
+                      int cosine, int prec, int emin) {
+    pe_mp w, s, c, v;
+    double eps_w = 0.0, vabs, tabs, err;
+    if (K == 0.0 || (wl != NULL && wl[i] == 0.0) || (wl == NULL && w0 == 0.0))
+        return cosine ? 1.0 : 0.0; /* an angle of exactly 0 */
+    if (wl != NULL) {
+        w = pe_mp_from(wl[i]);
+    } else if (i == 0) {
+        w = pe_mp_from(w0);
+    } else {
+        /* w0 exp(e ln base), e = -i / denom: ln's absolute error 2^-228 + |k|
+         * 2^-255 (|k| <= 1075) times |e|, exp's relative 2^-230, the products'
+         * and the quotient's 2^-254 each */
+        pe_mp e = pe_mp_div(pe_mp_from(-(double)i), pe_mp_from(denom));
+        pe_mp l = pe_mp_log(pe_mp_from(base));
+        w = pe_mp_mul(pe_mp_from(w0), pe_mp_exp(pe_mp_mul(l, e)));
+        eps_w = fabs((double)i / denom) * ldexp(1.0, -227) + ldexp(1.0, -229);
+    }
+    /* t = K w / 2pi, relative error eps_w + 2^-250 */
+    {
+        pe_mp t = pe_mp_mul(pe_mp_from(K), pe_mp_div(w, pe_mp_ldexp(pe_mp_pi(), 1)));
+        tabs = fabs(pe_mp_to_double(t));
+        pe_mp_sincos_turns(t, &s, &c);
+    }
+    v = cosine ? c : s;
+    vabs = fabs(pe_mp_to_double(v));
+    /* pe_mp.h: 2 pi |t| (its relative error + 2^-252) + 2^-198, with room */
+    err = 6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -197);
+    return pe_round_exact(v, prec, emin, vabs > 0.0 ? err / vabs : 1.0);
 }

@@ -9,6 +9,7 @@
     "fastpe must be compiled without -ffast-math (its double-double arithmetic needs IEEE rounding)"
 #endif
 
+#include "pe_crmath.h"
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
 
@@ -274,20 +275,14 @@ static PE_RELAXED(uint64_t) f64_undecided;
 
 uint64_t pe_f64_undecided(void) { return (uint64_t)pe_relaxed_load(&f64_undecided); }
 
-/* The exact fallback of the accurate float64 rows: counted, and for now the
- * double-double's rounding r (within E of the exact value: faithful unless the
- * entry lies within E of zero).  This is the one place for an exact sin/cos:
- * of K * w_i, w_i = sp->wlist[i] when sp->wlist is set, else
- * sp->w0 * sp->base^(-i / sp->denom), every operand an exact double (pe_mp.h
- * has the exp and log that form w_i), rounded to double with pe_round_exact;
- * `cosine` says which of the two. */
+/* The exact fallback of the accurate float64 rows (counted): sin or cos of
+ * K w_i evaluated exactly (pe_entry_exact: w_i = sp->wlist[i] when set, else
+ * sp->w0 sp->base^(-i / sp->denom)) and rounded to double; r, the
+ * double-double's rounding, is what it replaces. */
 double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r) {
-    (void)sp;
-    (void)K;
-    (void)i;
-    (void)cosine;
+    (void)r;
     pe_relaxed_store(&f64_undecided, pe_relaxed_load(&f64_undecided) + 1);
-    return r;
+    return pe_entry_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, cosine, 53, -1074);
 }
 
 #define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)

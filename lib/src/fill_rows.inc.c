@@ -32,11 +32,13 @@ static void DRV_FN(write_dd)(double *rp, double *rm, const pe_ctx *c, const doub
                   c->Tsl + a * nf,
                   c->fr.fh,
                   pe_dd_bound(pos, (double)c->B)};
-    if (pe_dd_rows(rp, rm, c->sp, &R)) {
+    /* (the forced exact path: every entry through it, for the tests) */
+    int all = pe_cr_forced();
+    if (pe_dd_rows(rp, rm, c->sp, &R) || all) {
         if (rp != NULL)
-            pe_dd_fix(rp, c->sp, &R, 1.0, a == 0 ? pos : pos + (double)a);
+            pe_dd_fix(rp, c->sp, &R, 1.0, a == 0 ? pos : pos + (double)a, all);
         if (rm != NULL)
-            pe_dd_fix(rm, c->sp, &R, -1.0, pos - (double)a);
+            pe_dd_fix(rm, c->sp, &R, -1.0, pos - (double)a, all);
     }
     if (c->sp->zero_col >= 0) {
         if (rp != NULL)

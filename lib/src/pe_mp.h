@@ -49,6 +49,13 @@ PE_HIDDEN pe_mp pe_mp_exp(pe_mp x);
  * exponent of x (x in [2^k, 2^(k+1))). */
 PE_HIDDEN pe_mp pe_mp_log(pe_mp x);
 
+/* sin and cos of 2 pi t, t in turns (|t| < 2^45, fastpe's position limit):
+ * reduced by the nearest quarter turn (the subtraction exact to 2^-200), the
+ * remainder times pi/2 (relative error 2^-253) by the series (absolute error
+ * below 2^-245).  With t's own error: absolute error below
+ * 2 pi |t| 2^-252 + 2^-198 + (t's error) 2 pi. */
+PE_HIDDEN void pe_mp_sincos_turns(pe_mp t, pe_mp *s, pe_mp *c);
+
 /* v rounded to nearest (ties to even) with prec significant bits, the least
  * exponent of a subnormal emin (53, -1074: double; 24, -149: float), as a
  * double (exact; beyond the format's range the caller's conversion makes the

@@ -176,8 +176,8 @@ def sinusoidal(
         once, entries near zero included (the default float64 path is within
         ~5e-16 absolute, which near zero can be many ulps).  A proved error
         bound decides nearly every entry; the few it cannot decide (0.015 % of
-        entries at positions beyond 2^20, none in tables from 0) are counted and
-        were within 0.51 ulp in every test (docs/accuracy.md).  It costs
+        entries at positions beyond 2^20, none in tables from 0) are evaluated
+        again in 256-bit arithmetic (docs/accuracy.md).  It costs
         ~6-10x the default float64 time for a table and ~15-20x for a small
         call (docs/performance.md).  Other dtypes are unaffected.
 

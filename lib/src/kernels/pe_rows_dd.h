@@ -347,10 +347,11 @@ PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddr
 PE_HIDDEN double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r);
 
 /* Entry by entry again for a row at K (rotation of sign sg) that had an
- * undecided entry: each undecided one from pe_f64_exact.  Row 0 is exact as
+ * undecided entry: each undecided one (every one if all) from pe_f64_exact.  Row 0 is exact as
  * it is (sines 0, cosines 1: the zero sines fail the test only because a
  * probe either side of 0 rounds to a different double). */
-static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg, double K) {
+static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg, double K,
+                      int all) {
     int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
     int64_t nfreq =
         inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
@@ -384,7 +385,7 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
             at[1] = i < sp->nc ? sp->c_off + i : -1;
         }
         for (int k = 0; k < 2; k++) {
-            if (at[k] >= 0 && und[k])
+            if (at[k] >= 0 && (und[k] || all))
                 row[at[k]] = pe_f64_exact(sp, K, i, k, v[k]);
         }
     }
