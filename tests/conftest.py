@@ -28,7 +28,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # The representative subset, `pytest -m core`: the tests named below (a file, or one test
 # function of a file with all its parameters), which between them exercise every module of
 # the package (the kernel and its C library, each Python module, the C API, the command
-# line, OpenMP teams) in about a fifth of the whole suite's time.  .ci/run runs it where
+# line, OpenMP teams) in about a quarter of the whole suite's CPU time.  .ci/run runs it where
 # the whole suite would mostly repeat the OpenMP and serial runs: the serial build under
 # ASan+UBSan, the oldest and newest NumPy, the free-threaded CPython, Windows under Wine
 # and the repaired wheel.  The whole suite runs on the OpenMP and serial builds, the
