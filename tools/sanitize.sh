@@ -6,14 +6,14 @@
 #   FASTPE_SAN_VENV=/tmp/vsan HYPOTHESIS_PROFILE=ci bash tools/sanitize.sh
 #   FASTPE_SAN_SERIAL_MARK=core bash tools/sanitize.sh   # the serial build: -m core only
 # The venv is its own (a sanitized fastpe must not end up in the dev venv).
-# Hypothesis runs with the short "dev" profile by default: under ASan every
-# call is several times slower, and the full profile runs in the normal job.
+# Hypothesis runs with the short "sanitizers" profile by default (tests/conftest.py):
+# under ASan every call is several times slower, and the full profile runs in the normal job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${FASTPE_SAN_VENV:-$(mktemp -d)/venv}
 PY=${PYTHON:-python3}
 CC=${CC:-gcc}
-export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev}
+export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-sanitizers}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
