@@ -234,6 +234,9 @@ def test_c_api_refuses_overlap_and_accepts_adjacent():
 
 INTERRUPT = """
     import os, signal, threading, time, numpy as np, fastpe
+    # Python's own handler, even where a launcher started us with SIGINT ignored (a
+    # background job of a non-interactive shell): then Python installs none
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     out = np.zeros((8192, 4096))
     pos = np.arange(8192) + 0.5                 # one accurate evaluation per row
     fastpe.sinusoidal_at(pos[:64], 4096)        # warm up (plan, pages of the code)

@@ -310,6 +310,9 @@ def test_multi_axis_digests_are_of_the_numpy_reference_values():
 # arrives mid-rotation raises KeyboardInterrupt with the last rows unrotated.
 ROTATION_INTERRUPT = """
 import os, signal, sys, threading, time, numpy as np, fastpe
+# Python's own handler, even where a launcher started us with SIGINT ignored (a
+# background job of a non-interactive shell): then Python installs none
+signal.signal(signal.SIGINT, signal.default_int_handler)
 fastpe.kernel._set_chunk_entries(128 * 16)      # 16 rows of 128 per chunk: many polls
 q = np.ones((1, 1, 400000, 128))
 fastpe.apply_rope(q[:, :, :4].copy(), head_dim=128, offset=1)   # warm up (the plan)
