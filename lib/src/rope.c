@@ -49,17 +49,23 @@ int pe_rope_check_frequencies(const double *inv_freq, int64_t nf) {
     return FASTPE_OK;
 }
 
+/* A frequency list's pointer and length (its values: pe_rope_check_frequencies). */
+static int rope_check_list(const double *inv_freq, int64_t nf) {
+    if (inv_freq == NULL)
+        return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN);
+    if (nf < 1 || nf > ((int64_t)1 << 31))
+        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
+                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31));
+    return FASTPE_OK;
+}
+
 static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
                                                double attention_factor) {
     struct fastpe_rope *h;
     int64_t B;
     pe_init();
-    if (inv_freq == NULL)
-        return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN), NULL;
-    if (nf < 1 || nf > ((int64_t)1 << 31))
-        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
-                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
-               NULL;
+    if (rope_check_list(inv_freq, nf) != FASTPE_OK)
+        return NULL;
     if (!(isfinite(attention_factor) && attention_factor > 0.0))
         return pe_fail(FASTPE_EINVAL, "attention_factor", -1, attention_factor, 0.0), NULL;
     if (pe_rope_check_frequencies(inv_freq, nf) != FASTPE_OK)
@@ -179,12 +185,8 @@ static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, cons
         return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes,
                        n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES),
                NULL;
-    if (inv_freq == NULL)
-        return pe_fail(FASTPE_ENULL, "inv_freq", -1, NAN, NAN), NULL;
-    if (nf < 1 || nf > ((int64_t)1 << 31))
-        return pe_fail(FASTPE_ESIZE, "nf", -1, (double)nf,
-                       nf < 1 ? 1.0 : (double)((int64_t)1 << 31)),
-               NULL;
+    if (rope_check_list(inv_freq, nf) != FASTPE_OK)
+        return NULL;
     for (int64_t i = 0; i < nf; i++) {
         if (axis[i] < 0 || axis[i] >= n_axes)
             return pe_fail(FASTPE_EINVAL, "axis", i, (double)axis[i], (double)n_axes), NULL;
