@@ -36,10 +36,12 @@ def _write_caches(
     layout: str,
     explicit: np.dtype | None,
     out: Any,
+    float64_only: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """rope_cache's caches of ``shape`` tokens: ``fill(view, bfloat16)`` writes their
     [sin | cos] rows of nf frequencies into a C-contiguous table, which is then
-    scaled by the attention factor and laid out into new arrays or ``out``."""
+    scaled by the attention factor and laid out into new arrays or ``out``
+    (``float64_only``: refused unless float64, for correctly_rounded)."""
     full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
@@ -55,6 +57,11 @@ def _write_caches(
             )
         _disjoint(cos, sin, "out's cos and sin")
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
+    if float64_only and cos.dtype != np.float64:
+        raise ValueError(
+            f"correctly_rounded=True applies to float64 caches (dtype=np.float64 or a "
+            f"float64 out), got {dtype_name(cos.dtype)}"
+        )
     # [sin | cos] of the nf frequencies, each entry rounded once into the table's
     # dtype (float64 when the attention factor is still to be applied)
     dt = cos.dtype if attention == 1.0 else np.dtype(np.float64)

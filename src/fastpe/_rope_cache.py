@@ -13,6 +13,7 @@ from ._rope_args import _as_rope_positions, _write_caches
 from ._rope_axes import _rope_cache_axes
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
 from ._validate import (
+    as_bool,
     as_choice,
     as_float_dtype,
     as_int,
@@ -39,6 +40,7 @@ def rope_cache(
     num_threads: int | None = None,
     xpos_scale_base: float | None = None,
     xpos_center: float | None = None,
+    correctly_rounded: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """The cos and sin caches of rotary position embeddings, with exact angles.
 
@@ -121,6 +123,20 @@ def rope_cache(
         + 0.4 d) / (1.4 d)`` for rotary dim ``d``, laid out like ``cos`` (each
         value rounded once; the keys' scales are their inverses), as its
         ``get_scale``.  ``xpos_center`` defaults to the number of tokens // 2.
+    correctly_rounded : bool, keyword-only
+        float64 caches correctly rounded: each entry is the sine or cosine of the
+        exact product of the position's float64 value and the float64 frequency
+        (``inv_freq``, or the rule's frequencies at its ``precision``), rounded
+        once, entries near zero included (the default float64 path is within
+        ~5e-16 absolute, which near zero can be many ulps).  As
+        :func:`sinusoidal`'s option: a proved error bound decides nearly every
+        entry, the rest are evaluated again in 256-bit arithmetic; it costs
+        several times the default float64 time (docs/performance.md).  Needs a
+        float64 output (``dtype`` or ``out``) and an attention factor of 1
+        (``yarn``, ``longrope``: pass ``attention_factor=1.0``; the product
+        with another factor would be a second rounding), one axis of positions
+        and one row of frequencies (not ``sections``, per-head or mixed
+        ``inv_freq``, nor xPos): anything else is a ValueError.
 
     Returns
     -------
@@ -134,6 +150,9 @@ def rope_cache(
     >>> cos.shape, cos.dtype
     ((4096, 128), dtype('float32'))
     """
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
+    if accurate:
+        _refuse_correctly_rounded(inv_freq, sections, section_layout, rope_parameters, xpos_scale_base)
     if (
         xpos_scale_base is not None
         or xpos_center is not None
@@ -161,7 +180,7 @@ def rope_cache(
         if done is not None:  # sections and frequencies already planned: filled
             return done
         return _rope_cache_axes(*given)
-    done = _kernel.rope_cache_fast(
+    done = None if accurate else _kernel.rope_cache_fast(
         head_dim,
         rope_parameters,
         seq_len,
@@ -197,6 +216,12 @@ def rope_cache(
         lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
+    if accurate and attention != 1.0:
+        raise ValueError(
+            f"correctly_rounded=True needs an attention factor of 1.0, got {attention!r} "
+            "(the rule's, or attention_factor): pass attention_factor=1.0 and apply the "
+            "factor separately (a second rounding)"
+        )
 
     def fill(view: np.ndarray, bf16: bool) -> None:
         where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
@@ -207,9 +232,37 @@ def rope_cache(
             num_threads=nthreads,
             fresh=True,
             bfloat16=bf16,
+            accurate=accurate,
             **where,
         )
 
-    result = _write_caches(shape, w.size, attention, fill, layout, explicit, out)
+    result = _write_caches(shape, w.size, attention, fill, layout, explicit, out, accurate)
     _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
     return result
+
+
+def _refuse_correctly_rounded(
+    inv_freq: Any,
+    sections: Any,
+    section_layout: Any,
+    rope_parameters: Any,
+    xpos_scale_base: Any,
+) -> None:
+    """correctly_rounded covers one axis of positions and one row of frequencies:
+    a sum of several axes' angles, or xPos's scales, is not one correctly rounded
+    sine or cosine."""
+    what = None
+    if sections is not None or (
+        rope_parameters is not None
+        and type(rope_parameters) is not dict
+        and _per_axis_rules(rope_parameters)
+    ):
+        what = "sections (multi-axis positions)"
+    elif type(section_layout) is str and section_layout == "mixed":
+        what = 'section_layout="mixed"'
+    elif xpos_scale_base is not None:
+        what = "xpos_scale_base"
+    elif inv_freq is not None and np.ndim(inv_freq) != 1:
+        what = "inv_freq of more than one row (per-head or per-axis frequencies)"
+    if what is not None:
+        raise ValueError(f"correctly_rounded=True does not apply with {what}")
