@@ -1,0 +1,288 @@
+"""rope_cache(..., correctly_rounded=True) against mpmath, entry by entry.
+
+The exact value of an entry is the sine or cosine of the exact product of the
+position's float64 value and the float64 frequency (``inv_freq``, or the rule's
+frequencies as rope_frequencies gives them), and the cache must hold it rounded
+once to nearest-even float64.  The oracle evaluates it in 256-bit arithmetic
+(every product of two doubles is exact there) and rounds it with mpmath.
+Positions near numerators of convergents of pi (sin K ~ 1e-7 at frequency 1)
+are where a float64 rotation loses its relative accuracy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mpmath
+import numpy as np
+import pytest
+
+import fastpe
+from fastpe import kernel as _kernel
+
+PREC = 256
+CONVERGENTS = (355, 103993, 833719, 5419351)
+LLAMA3 = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192,
+}
+YARN = {
+    "rope_type": "yarn",
+    "rope_theta": 10000.0,
+    "factor": 4.0,
+    "original_max_position_embeddings": 4096,
+}
+LINEAR = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
+
+
+def _rounded(exact: mpmath.mpf) -> float:
+    """exact rounded once to nearest-even float64, subnormals included."""
+    if exact == 0:
+        return 0.0
+    e = int(mpmath.floor(mpmath.log(abs(exact), 2)))
+    # (log2 may be off by one next to a power of two: settle it exactly)
+    while mpmath.ldexp(1, e) > abs(exact):
+        e -= 1
+    while mpmath.ldexp(1, e + 1) <= abs(exact):
+        e += 1
+    unit = mpmath.ldexp(1, max(e - 52, -1074))
+    n = exact / unit
+    i = int(mpmath.floor(n))
+    f = n - i
+    if f > 0.5 or (f == 0.5 and i % 2):
+        i += 1
+    return float(mpmath.mpf(i) * unit)
+
+
+def _oracle(pos: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cos, sin) of every pos[r] * w[i], correctly rounded, shape (len(pos), len(w))."""
+    c = np.empty((pos.size, w.size))
+    s = np.empty_like(c)
+    with mpmath.workprec(PREC):
+        for r, k in enumerate(pos.tolist()):
+            for i, f in enumerate(w.tolist()):
+                x = mpmath.mpf(float(k)) * mpmath.mpf(float(f))
+                c[r, i], s[r, i] = _rounded(mpmath.cos(x)), _rounded(mpmath.sin(x))
+    return c, s
+
+
+def _check(
+    pos: np.ndarray, w: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str, what: str
+) -> None:
+    """Every entry of the caches (rows: pos) equals the oracle's, bit for bit."""
+    nf = w.size
+    oc, os_ = _oracle(pos, w)
+    for name, got, want in (("cos", cos, oc), ("sin", sin, os_)):
+        got = got.reshape(pos.size, 2 * nf)
+        halves = (got[:, :nf], got[:, nf:]) if layout == "half" else (got[:, 0::2], got[:, 1::2])
+        for half in halves:
+            bad = np.argwhere(half.view(np.int64) != want.view(np.int64))
+            if bad.size:
+                r, i = bad[0]
+                raise AssertionError(
+                    f"{what} {name}: {len(bad)} entries differ; first at position "
+                    f"{pos[r]!r}, frequency {w[i]!r}: got {half[r, i]!r}, "
+                    f"correctly rounded {want[r, i]!r}"
+                )
+
+
+def _cache(head_dim: int, params: Any = None, **kw: Any) -> tuple[np.ndarray, np.ndarray]:
+    cos, sin = fastpe.rope_cache(
+        head_dim, params, dtype=np.float64, correctly_rounded=True, **kw
+    )
+    return cos, sin
+
+
+@pytest.mark.parametrize(
+    ("params", "extra"),
+    [
+        (None, {}),
+        ({"rope_theta": 500000.0}, {"precision": "float64"}),
+        (LLAMA3, {"precision": "float64"}),
+        (LLAMA3, {}),  # (float32 frequencies: float64 numbers all the same)
+        (LINEAR, {"layout": "interleaved"}),
+        (YARN, {"attention_factor": 1.0, "precision": "float64"}),
+    ],
+    ids=["default", "theta5e5", "llama3", "llama3-f32", "linear", "yarn-af1"],
+)
+def test_rules_every_entry_is_correctly_rounded(params, extra):
+    layout = extra.get("layout", "half")
+    precision = extra.get("precision", "float32")
+    w, _ = fastpe.rope_frequencies(64, params, precision=precision)
+    rng = np.random.default_rng(5)
+    # a table around a convergent (mirrored rows), then scattered large positions
+    cos, sin = _cache(64, params, seq_len=12, offset=103993 - 6, **extra)
+    _check(np.arange(103993 - 6, 103993 + 6), w, cos, sin, layout, f"{params} table")
+    pos = np.concatenate(
+        [np.array(CONVERGENTS), rng.integers(2**20, 2**31, 6), -rng.integers(0, 2**24, 2)]
+    )
+    cos, sin = _cache(64, params, positions=pos, **extra)
+    _check(pos, w, cos, sin, layout, f"{params} positions")
+
+
+def test_fractional_positions_are_correctly_rounded():
+    rng = np.random.default_rng(9)
+    pos = np.concatenate(
+        [
+            rng.uniform(-1, 1, 4),
+            rng.uniform(0, 2**20, 3),
+            np.array([355.0 + 2**-20, 2**31 - 0.5, 1e-300, 0.25]),
+        ]
+    )
+    w, _ = fastpe.rope_frequencies(32, {"rope_theta": 10000.0}, precision="float64")
+    cos, sin = _cache(32, {"rope_theta": 10000.0}, positions=pos, precision="float64")
+    _check(pos, w, cos, sin, "half", "fractional")
+    # a float position holding an integer gives the integer's bits
+    ci, si = _cache(32, {"rope_theta": 10000.0}, positions=[103993], precision="float64")
+    cf, sf = _cache(32, {"rope_theta": 10000.0}, positions=[103993.0], precision="float64")
+    assert np.array_equal(ci, cf) and np.array_equal(si, sf)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_inv_freq_tiny_and_huge(seed):
+    """Frequencies over ~600 binades (subnormal sines included), each position kept
+    within the frequencies' range (|position x frequency| well below 2^45 turns)."""
+    rng = np.random.default_rng(seed)
+    w = np.concatenate(
+        [
+            10.0 ** rng.uniform(-300, -1, 6),
+            np.array([5e-324, 2.0**-1022, 1.0, 3.0, 0.0]),
+            10.0 ** rng.uniform(0, 6, 5),
+        ]
+    )
+    rng.shuffle(w)
+    pos = np.concatenate([np.array([0, 1, 355, 103993, 833719]), rng.integers(-(2**31), 2**31, 5)])
+    for layout in ("half", "interleaved"):
+        cos, sin = _cache(2 * w.size, inv_freq=w, positions=pos, layout=layout)
+        _check(pos, w, cos, sin, layout, f"seed {seed} {layout}")
+    # a table from 0 and the same rows as scattered positions: one set of bits
+    cos, sin = _cache(2 * w.size, inv_freq=w, seq_len=40, offset=833719 - 20)
+    _check(np.arange(833719 - 20, 833719 + 20), w, cos, sin, "half", f"seed {seed} table")
+    c1, s1 = _cache(2 * w.size, inv_freq=w, positions=np.arange(833719 - 20, 833719 + 20))
+    assert np.array_equal(c1, cos) and np.array_equal(s1, sin)
+
+
+def test_an_undecided_entry_takes_the_exact_path():
+    """sin(5419351) ~ -3.8e-8: the error bound at that position (~2^-70) exceeds the
+    entry's ulp (2^-77), so the rounding test cannot decide it; the exact path
+    (counted) rounds it correctly."""
+    before, runs = _kernel._f64_undecided(), _kernel._exact_path_runs()
+    cos, sin = _cache(2, inv_freq=np.array([1.0]), positions=[5419351])
+    assert _kernel._f64_undecided() - before >= 1
+    assert _kernel._exact_path_runs() - runs >= 1
+    _check(np.array([5419351]), np.array([1.0]), cos, sin, "half", "undecided")
+
+
+def test_the_forced_exact_path_gives_the_same_bits():
+    """Every entry through the 256-bit path: the fast path's bits (a fast path
+    that rounds wrongly, or a broken exact path, fails here)."""
+    w, _ = fastpe.rope_frequencies(24, LLAMA3, precision="float64")
+    pos = np.array([3, 355, 103993, 2**20 + 3, 2**31 - 1, 5419351])
+    kw: dict[str, Any] = {"precision": "float64"}
+    fast = _cache(24, LLAMA3, positions=pos, **kw)
+    fast_t = _cache(24, LLAMA3, seq_len=8, offset=103990, **kw)
+    fast_f = _cache(24, LLAMA3, positions=pos + 0.5, **kw)
+    runs = _kernel._exact_path_runs()
+    was = _kernel._force_exact_path(True)
+    try:
+        exact = _cache(24, LLAMA3, positions=pos, **kw)
+        exact_t = _cache(24, LLAMA3, seq_len=8, offset=103990, **kw)
+        exact_f = _cache(24, LLAMA3, positions=pos + 0.5, **kw)
+    finally:
+        _kernel._force_exact_path(was)
+    assert _kernel._exact_path_runs() - runs >= 2 * w.size * (2 * len(pos) + 7)
+    for a, b in ((fast, exact), (fast_t, exact_t), (fast_f, exact_f)):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    _check(pos, w, *exact, "half", "forced")
+
+
+def test_the_option_fixes_the_default_near_zero():
+    """Why the option exists: at sin(355) ~ -3e-5 the default float64 rotation
+    (~1e-16 absolute) is several ulps off; the option's entries are exact."""
+    pos = np.array(CONVERGENTS[:3])
+    w = np.array([1.0])
+    d = fastpe.rope_cache(2, inv_freq=w, positions=pos, dtype=np.float64)[1][:, 0]
+    c = _cache(2, inv_freq=w, positions=pos)[1][:, 0]
+    want = _oracle(pos, w)[1][:, 0]
+    assert np.array_equal(c, want)
+    assert not np.array_equal(d, want)
+
+
+def test_default_path_is_unchanged_by_the_keyword():
+    """correctly_rounded=False is the default path, bit for bit, and the option only
+    changes float64 entries that the default left off by an ulp or more."""
+    kw: dict[str, Any] = {"seq_len": 300, "offset": 103900, "dtype": np.float64}
+    a = fastpe.rope_cache(128, {"rope_theta": 500000.0}, **kw)
+    b = fastpe.rope_cache(128, {"rope_theta": 500000.0}, correctly_rounded=False, **kw)
+    c = fastpe.rope_cache(128, {"rope_theta": 500000.0}, correctly_rounded=True, **kw)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.allclose(x, y, rtol=0, atol=1e-15) for x, y in zip(a, c))
+    for dt in (np.float32, np.float16):
+        x = fastpe.rope_cache(128, {"rope_theta": 500000.0}, seq_len=64, offset=355, dtype=dt)
+        y = fastpe.rope_cache(
+            128, {"rope_theta": 500000.0}, seq_len=64, offset=355, dtype=dt,
+            correctly_rounded=False,
+        )  # fmt: skip
+        assert all(np.array_equal(p, q) for p, q in zip(x, y))
+
+
+def test_thread_count_and_out_give_the_same_bits():
+    kw: dict[str, Any] = {"seq_len": 777, "offset": 355, "precision": "float64"}
+    a = _cache(130, LLAMA3, num_threads=1, **kw)
+    b = _cache(130, LLAMA3, num_threads=3, **kw)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    buf = np.zeros((777, 2 * 130))
+    out = (buf[:, :130], buf[:, 130:])
+    got = fastpe.rope_cache(130, LLAMA3, out=out, correctly_rounded=True, **kw)
+    assert got[0] is out[0] and np.array_equal(buf[:, :130], a[0])
+    assert np.array_equal(buf[:, 130:], a[1])
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"seq_len": 4}, "float64 caches.*float32"),
+        ({"seq_len": 4, "dtype": np.float16}, "float64 caches.*float16"),
+        (
+            {"seq_len": 4, "out": (np.empty((4, 8), np.float32), np.empty((4, 8), np.float32))},
+            "float64 caches",
+        ),
+        ({"seq_len": 4, "dtype": np.float64, "rope_parameters": YARN}, "attention factor"),
+        ({"seq_len": 4, "dtype": np.float64, "attention_factor": 2.0}, "attention factor"),
+        (
+            {"positions": np.zeros((4, 2), np.int64), "sections": (2, 2), "dtype": np.float64},
+            "sections",
+        ),
+        (
+            {
+                "positions": np.zeros((4, 2), np.int64),
+                "section_layout": "mixed",
+                "inv_freq": np.ones((2, 4)),
+                "dtype": np.float64,
+            },
+            "mixed",
+        ),
+        ({"seq_len": 4, "inv_freq": np.ones((2, 4)), "dtype": np.float64}, "per-head"),
+        ({"seq_len": 4, "xpos_scale_base": 512.0, "dtype": np.float64}, "xpos_scale_base"),
+    ],
+    ids=["f32", "f16", "out-f32", "yarn", "attention", "sections", "mixed", "heads", "xpos"],
+)
+def test_the_option_is_refused_where_it_does_not_apply(kw, match):
+    with pytest.raises(ValueError, match=match) as info:
+        fastpe.rope_cache(8, correctly_rounded=True, **kw)
+    assert "correctly_rounded" in str(info.value)
+
+
+def test_correctly_rounded_is_a_checked_flag():
+    with pytest.raises(TypeError, match="correctly_rounded"):
+        fastpe.rope_cache(8, seq_len=2, dtype=np.float64, correctly_rounded="yes")
+    with pytest.raises(TypeError, match="correctly_rounded"):
+        fastpe.rope_cache(8, seq_len=2, dtype=np.float64, correctly_rounded=1)
+    # a NumPy bool is a flag like True
+    a = fastpe.rope_cache(8, seq_len=2, dtype=np.float64, correctly_rounded=np.True_)
+    b = fastpe.rope_cache(8, seq_len=2, dtype=np.float64, correctly_rounded=True)
+    assert np.array_equal(a[0], b[0])
