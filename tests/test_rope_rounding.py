@@ -166,6 +166,44 @@ def test_random_inv_freq_tiny_and_huge(seed):
     assert np.array_equal(c1, cos) and np.array_equal(s1, sin)
 
 
+def _axis_of(sections: tuple[int, ...], layout: str) -> list[int]:
+    """The axis each frequency follows (rope_cache's section_layout)."""
+    n, nf = len(sections), sum(sections)
+    if layout == "contiguous":
+        return [a for a, k in enumerate(sections) for _ in range(k)]
+    return [i % n if i % n >= 1 and i < n * sections[i % n] else 0 for i in range(nf)]
+
+
+@pytest.mark.parametrize("section_layout", ["contiguous", "interleaved"])
+@pytest.mark.parametrize("real", [False, True])
+def test_sections_every_entry_is_correctly_rounded(section_layout, real):
+    """Multi-axis positions: entry i of a token is sin/cos of its coordinate on
+    frequency i's axis times the frequency, correctly rounded the same way."""
+    rng = np.random.default_rng(4)
+    sections = (6, 5, 5)
+    params = {"rope_theta": 1000000.0}
+    w, _ = fastpe.rope_frequencies(32, params, precision="float64")
+    pos = np.stack(
+        [
+            np.array([0, 355, 103993, 833719, 7]),
+            rng.integers(0, 2**31, 5),
+            rng.integers(-(2**20), 2**20, 5),
+        ],
+        axis=1,
+    )
+    if real:
+        pos = pos + rng.uniform(-1, 1, pos.shape)
+    cos, sin = _cache(
+        32, params, positions=pos, sections=sections, section_layout=section_layout,
+        precision="float64",
+    )  # fmt: skip
+    axis = _axis_of(sections, section_layout)
+    for i, a in enumerate(axis):
+        one = np.array([w[i]])
+        pick = np.array([i, i + w.size])
+        _check(pos[:, a], one, cos[:, pick], sin[:, pick], "half", f"frequency {i}, axis {a}")
+
+
 def test_an_undecided_entry_takes_the_exact_path():
     """sin(5419351) ~ -3.8e-8: the error bound at that position (~2^-70) exceeds the
     entry's ulp (2^-77), so the rounding test cannot decide it; the exact path
@@ -254,8 +292,13 @@ def test_thread_count_and_out_give_the_same_bits():
         ({"seq_len": 4, "dtype": np.float64, "rope_parameters": YARN}, "attention factor"),
         ({"seq_len": 4, "dtype": np.float64, "attention_factor": 2.0}, "attention factor"),
         (
-            {"positions": np.zeros((4, 2), np.int64), "sections": (2, 2), "dtype": np.float64},
-            "sections",
+            {
+                "positions": np.zeros((4, 2), np.int64),
+                "sections": (2, 2),
+                "dtype": np.float64,
+                "rope_parameters": YARN,
+            },
+            "attention factor",
         ),
         (
             {
@@ -269,7 +312,7 @@ def test_thread_count_and_out_give_the_same_bits():
         ({"seq_len": 4, "inv_freq": np.ones((2, 4)), "dtype": np.float64}, "per-head"),
         ({"seq_len": 4, "xpos_scale_base": 512.0, "dtype": np.float64}, "xpos_scale_base"),
     ],
-    ids=["f32", "f16", "out-f32", "yarn", "attention", "sections", "mixed", "heads", "xpos"],
+    ids=["f32", "f16", "out-f32", "yarn", "attention", "sections-yarn", "mixed", "heads", "xpos"],
 )
 def test_the_option_is_refused_where_it_does_not_apply(kw, match):
     with pytest.raises(ValueError, match=match) as info:

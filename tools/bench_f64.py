@@ -36,8 +36,9 @@ def main() -> None:
     cos = np.empty((1, 128))
     sin = np.empty((1, 128))
     step = [4000]
+    pcos, psin = np.empty((4096, 128)), np.empty((4096, 128))
 
-    def decode() -> None:
+    def decode(**kw: bool) -> None:
         step[0] += 1  # a decoding step: the next position each call
         fastpe.rope_cache(
             128,
@@ -45,6 +46,12 @@ def main() -> None:
             dtype=np.float64,
             precision="float64",
             out=(cos, sin),
+            **kw,
+        )
+
+    def prefill(**kw: bool) -> None:
+        fastpe.rope_cache(
+            128, seq_len=4096, dtype=np.float64, precision="float64", out=(pcos, psin), **kw
         )
 
     cases = {
@@ -61,6 +68,7 @@ def main() -> None:
             pos8, 1024, dtype=np.float64
         ),
         "rope_cache decoding step d=128": decode,
+        "rope_cache prefill 4096 d=128": prefill,
     }
     try:  # the correctly rounded float64 rows, where this build has them
         fastpe.sinusoidal(1, 2, dtype=np.float64, correctly_rounded=True)
@@ -79,6 +87,12 @@ def main() -> None:
                 ),
             }
         )
+    except TypeError:
+        pass
+    try:  # the same for rope_cache's
+        fastpe.rope_cache(2, seq_len=1, dtype=np.float64, correctly_rounded=True)
+        cases["CR rope_cache decoding step d=128"] = lambda: decode(correctly_rounded=True)
+        cases["CR rope_cache prefill 4096 d=128"] = lambda: prefill(correctly_rounded=True)
     except TypeError:
         pass
     for name, fn in cases.items():

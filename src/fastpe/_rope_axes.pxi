@@ -112,16 +112,18 @@ cdef inline bint _real_positions(const Py_buffer *pv) noexcept:
     return _native_code(pv.format) == c'd'
 
 
-def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat16=False):
+def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat16=False,
+                    bint accurate=False):
     """Fill ``out``, a C-contiguous (n, 2 nf) float16/bfloat16 (``bfloat16``: uint16
     bits)/float32/float64 buffer, with the [sin | cos] rows of the n tokens of
     ``positions`` (a C-contiguous (n, n_axes) int64 or float64 array; its range is the
-    caller's to check), each entry rounded once into out's type."""
+    caller's to check), each entry rounded once into out's type (``accurate``: float64
+    entries correctly rounded)."""
     cdef Py_buffer ov, pv
     cdef const void *pp
     cdef pe_rope_axis ax[64]
     cdef char kind
-    cdef int err
+    cdef int err, i
     cdef int64_t n
     PyObject_GetBuffer(out, &ov, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_WRITABLE)
     try:
@@ -138,6 +140,8 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
             if pv.shape[0] != n:
                 raise ValueError("positions must have one row per row of out")
             axes._positions(ax, pp, _real_positions(&pv), 1, n)
+            for i in range(axes.nax):
+                ax[i].rq.accurate = accurate
             with nogil:
                 err = pe_rope_table_axes(ov.buf, kind, axes.nf, n, ax, axes.nax, num_threads,
                                          _poll_signals, NULL)

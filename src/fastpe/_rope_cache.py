@@ -10,7 +10,7 @@ import numpy as np
 from . import _rope_heads
 from . import kernel as _kernel
 from ._rope_args import _as_rope_positions, _write_caches
-from ._rope_axes import _rope_cache_axes
+from ._rope_axes import _rope_cache_axes, unit_attention
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
 from ._validate import (
     as_bool,
@@ -134,9 +134,9 @@ def rope_cache(
         several times the default float64 time (docs/performance.md).  Needs a
         float64 output (``dtype`` or ``out``) and an attention factor of 1
         (``yarn``, ``longrope``: pass ``attention_factor=1.0``; the product
-        with another factor would be a second rounding), one axis of positions
-        and one row of frequencies (not ``sections``, per-head or mixed
-        ``inv_freq``, nor xPos): anything else is a ValueError.
+        with another factor would be a second rounding), and one row of
+        frequencies (``sections`` are fine; not per-head or mixed ``inv_freq``,
+        nor xPos): anything else is a ValueError.
 
     Returns
     -------
@@ -176,10 +176,10 @@ def rope_cache(
             layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
             num_threads,
         )  # fmt: skip
-        done = _kernel.rope_cache_axes_fast(*given)
+        done = None if accurate else _kernel.rope_cache_axes_fast(*given)
         if done is not None:  # sections and frequencies already planned: filled
             return done
-        return _rope_cache_axes(*given)
+        return _rope_cache_axes(*given, accurate)
     done = None if accurate else _kernel.rope_cache_fast(
         head_dim,
         rope_parameters,
@@ -216,12 +216,8 @@ def rope_cache(
         lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
-    if accurate and attention != 1.0:
-        raise ValueError(
-            f"correctly_rounded=True needs an attention factor of 1.0, got {attention!r} "
-            "(the rule's, or attention_factor): pass attention_factor=1.0 and apply the "
-            "factor separately (a second rounding)"
-        )
+    if accurate:
+        unit_attention(attention)
 
     def fill(view: np.ndarray, bf16: bool) -> None:
         where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
@@ -248,17 +244,11 @@ def _refuse_correctly_rounded(
     rope_parameters: Any,
     xpos_scale_base: Any,
 ) -> None:
-    """correctly_rounded covers one axis of positions and one row of frequencies:
-    a sum of several axes' angles, or xPos's scales, is not one correctly rounded
-    sine or cosine."""
+    """correctly_rounded covers caches whose every entry is the sine or cosine of one
+    position times one frequency (sections included): mixed axes sum several angles,
+    and the per-head and xPos tables are assembled in NumPy."""
     what = None
-    if sections is not None or (
-        rope_parameters is not None
-        and type(rope_parameters) is not dict
-        and _per_axis_rules(rope_parameters)
-    ):
-        what = "sections (multi-axis positions)"
-    elif type(section_layout) is str and section_layout == "mixed":
+    if type(section_layout) is str and section_layout == "mixed":
         what = 'section_layout="mixed"'
     elif xpos_scale_base is not None:
         what = "xpos_scale_base"

@@ -70,7 +70,12 @@ class RopeAxes:
     ) -> Self: ...
 
 def rope_table_axes(
-    axes: RopeAxes, out: Any, positions: np.ndarray, num_threads: int, bfloat16: bool = ...
+    axes: RopeAxes,
+    out: Any,
+    positions: np.ndarray,
+    num_threads: int,
+    bfloat16: bool = ...,
+    accurate: bool = ...,
 ) -> None: ...
 def rope_rotate_axes(
     x: Any,
