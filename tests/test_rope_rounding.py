@@ -91,9 +91,7 @@ def _check(
 
 
 def _cache(head_dim: int, params: Any = None, **kw: Any) -> tuple[np.ndarray, np.ndarray]:
-    cos, sin = fastpe.rope_cache(
-        head_dim, params, dtype=np.float64, correctly_rounded=True, **kw
-    )
+    cos, sin = fastpe.rope_cache(head_dim, params, dtype=np.float64, correctly_rounded=True, **kw)
     return cos, sin
 
 
@@ -257,15 +255,15 @@ def test_default_path_is_unchanged_by_the_keyword():
     a = fastpe.rope_cache(128, {"rope_theta": 500000.0}, **kw)
     b = fastpe.rope_cache(128, {"rope_theta": 500000.0}, correctly_rounded=False, **kw)
     c = fastpe.rope_cache(128, {"rope_theta": 500000.0}, correctly_rounded=True, **kw)
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert all(np.allclose(x, y, rtol=0, atol=1e-15) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert all(np.allclose(x, y, rtol=0, atol=1e-15) for x, y in zip(a, c, strict=True))
     for dt in (np.float32, np.float16):
         x = fastpe.rope_cache(128, {"rope_theta": 500000.0}, seq_len=64, offset=355, dtype=dt)
         y = fastpe.rope_cache(
             128, {"rope_theta": 500000.0}, seq_len=64, offset=355, dtype=dt,
             correctly_rounded=False,
         )  # fmt: skip
-        assert all(np.array_equal(p, q) for p, q in zip(x, y))
+        assert all(np.array_equal(p, q) for p, q in zip(x, y, strict=True))
 
 
 def test_thread_count_and_out_give_the_same_bits():

@@ -152,7 +152,7 @@ def rope_cache(
     """
     accurate = as_bool(correctly_rounded, "correctly_rounded")
     if accurate:
-        _refuse_correctly_rounded(inv_freq, sections, section_layout, rope_parameters, xpos_scale_base)
+        _refuse_correctly_rounded(inv_freq, section_layout, xpos_scale_base)
     if (
         xpos_scale_base is not None
         or xpos_center is not None
@@ -180,21 +180,23 @@ def rope_cache(
         if done is not None:  # sections and frequencies already planned: filled
             return done
         return _rope_cache_axes(*given, accurate)
-    done = None if accurate else _kernel.rope_cache_fast(
-        head_dim,
-        rope_parameters,
-        seq_len,
-        offset,
-        positions,
-        layout,
-        dtype,
-        max_position_embeddings,
-        precision,
-        inv_freq,
-        attention_factor,
-        out,
-        num_threads,
-    )
+    done = None
+    if not accurate:
+        done = _kernel.rope_cache_fast(
+            head_dim,
+            rope_parameters,
+            seq_len,
+            offset,
+            positions,
+            layout,
+            dtype,
+            max_position_embeddings,
+            precision,
+            inv_freq,
+            attention_factor,
+            out,
+            num_threads,
+        )
     if done is not None:  # the common arguments, frequencies already planned: filled
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
@@ -237,13 +239,7 @@ def rope_cache(
     return result
 
 
-def _refuse_correctly_rounded(
-    inv_freq: Any,
-    sections: Any,
-    section_layout: Any,
-    rope_parameters: Any,
-    xpos_scale_base: Any,
-) -> None:
+def _refuse_correctly_rounded(inv_freq: Any, section_layout: Any, xpos_scale_base: Any) -> None:
     """correctly_rounded covers caches whose every entry is the sine or cosine of one
     position times one frequency (sections included): mixed axes sum several angles,
     and the per-head and xPos tables are assembled in NumPy."""
