@@ -122,6 +122,18 @@ def test_rules_every_entry_is_correctly_rounded(params, extra):
     _check(pos, w, cos, sin, layout, f"{params} positions")
 
 
+def test_dynamic_rule_sees_the_longest_sequence():
+    """dynamic's frequencies depend on the largest position + 1: the oracle takes
+    rope_frequencies at that length, as rope_cache does."""
+    params = {"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0}
+    pos = np.array([0, 355, 103993, 2**20 + 1, 3, 2**24])
+    w, _ = fastpe.rope_frequencies(
+        48, params, max_position_embeddings=2048, seq_len=int(pos.max()) + 1, precision="float64"
+    )
+    cos, sin = _cache(48, params, positions=pos, max_position_embeddings=2048, precision="float64")
+    _check(pos, w, cos, sin, "half", "dynamic")
+
+
 def test_fractional_positions_are_correctly_rounded():
     rng = np.random.default_rng(9)
     pos = np.concatenate(
@@ -162,6 +174,9 @@ def test_random_inv_freq_tiny_and_huge(seed):
     _check(np.arange(833719 - 20, 833719 + 20), w, cos, sin, "half", f"seed {seed} table")
     c1, s1 = _cache(2 * w.size, inv_freq=w, positions=np.arange(833719 - 20, 833719 + 20))
     assert np.array_equal(c1, cos) and np.array_equal(s1, sin)
+    # and a table of negative positions
+    cos, sin = _cache(2 * w.size, inv_freq=w, seq_len=40, offset=-103993 - 20)
+    _check(np.arange(-103993 - 20, -103993 + 20), w, cos, sin, "half", f"seed {seed} negative")
 
 
 def _axis_of(sections: tuple[int, ...], layout: str) -> list[int]:
