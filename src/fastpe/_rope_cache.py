@@ -134,9 +134,9 @@ def rope_cache(
         several times the default float64 time (docs/performance.md).  Needs a
         float64 output (``dtype`` or ``out``) and an attention factor of 1
         (``yarn``, ``longrope``: pass ``attention_factor=1.0``; the product
-        with another factor would be a second rounding), and one row of
-        frequencies (``sections`` are fine; not per-head or mixed ``inv_freq``,
-        nor xPos): anything else is a ValueError.
+        with another factor would be a second rounding); ``sections`` and per-head
+        ``inv_freq`` are covered, mixed ``inv_freq`` (a sum of angles) and xPos are
+        not: anything else is a ValueError.
 
     Returns
     -------
@@ -162,7 +162,7 @@ def rope_cache(
         return _rope_heads.cache(
             head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
             layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
-            num_threads, xpos_scale_base, xpos_center,
+            num_threads, xpos_scale_base, xpos_center, accurate,
         )  # fmt: skip
     if sections is None and not (type(section_layout) is str and section_layout == "contiguous"):
         as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))  # (a typo)
@@ -241,14 +241,12 @@ def rope_cache(
 
 def _refuse_correctly_rounded(inv_freq: Any, section_layout: Any, xpos_scale_base: Any) -> None:
     """correctly_rounded covers caches whose every entry is the sine or cosine of one
-    position times one frequency (sections included): mixed axes sum several angles,
-    and the per-head and xPos tables are assembled in NumPy."""
+    position times one frequency (sections and per-head frequencies included): mixed
+    axes sum several angles, and xPos's scales are not sines."""
     what = None
     if type(section_layout) is str and section_layout == "mixed":
         what = 'section_layout="mixed"'
     elif xpos_scale_base is not None:
         what = "xpos_scale_base"
-    elif inv_freq is not None and np.ndim(inv_freq) != 1:
-        what = "inv_freq of more than one row (per-head or per-axis frequencies)"
     if what is not None:
         raise ValueError(f"correctly_rounded=True does not apply with {what}")

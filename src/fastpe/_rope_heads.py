@@ -15,6 +15,7 @@ import numpy as np
 
 from . import kernel as _kernel
 from ._rope_args import _as_position_ids, _rope_views, _token_positions, _unaliased, _write_caches
+from ._rope_axes import unit_attention
 from ._rope_rules import (
     ROPE_LAYOUTS,
     SECTION_LAYOUTS,
@@ -181,14 +182,17 @@ class _Tables:
         self.heads = len(self.encs[0])
         self.negative = None if w is None or not np.signbit(w).any() else np.signbit(w)
 
-    def table(self, h: int, rows: int, nthreads: int) -> np.ndarray:
-        """Head h's float64 [sin | cos] table, ``rows`` tokens."""
+    def table(self, h: int, rows: int, nthreads: int, accurate: bool = False) -> np.ndarray:
+        """Head h's float64 [sin | cos] table, ``rows`` tokens (``accurate``: one axis's
+        entries correctly rounded)."""
         nf = self.nf
         out = None
         for a, where in enumerate(self.axes_pos):
             t = np.empty((rows, 2 * nf), np.float64)
             if rows:
-                self.encs[a][h].fill_rows(t, num_threads=nthreads, fresh=True, **where)
+                self.encs[a][h].fill_rows(
+                    t, num_threads=nthreads, fresh=True, accurate=accurate, **where
+                )
                 if self.negative is not None and self.negative[a, h].any():
                     t[:, :nf][:, self.negative[a, h]] *= -1.0  # sin(-x) = -sin(x), exactly
             if out is None:
@@ -375,8 +379,12 @@ def cache(
     num_threads: Any,
     xpos_scale_base: Any,
     xpos_center: Any,
+    accurate: bool = False,
 ) -> tuple[np.ndarray, ...]:
-    """rope_cache with per-head or mixed frequencies, or xPos (see its docstring)."""
+    """rope_cache with per-head or mixed frequencies, or xPos (see its docstring);
+    ``accurate``: its correctly_rounded (per-head frequencies of one axis, whose
+    tables are the accurate fills as they are, the signs of negative frequencies
+    flipped exactly)."""
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
@@ -445,14 +453,18 @@ def cache(
 
     def fill(view: np.ndarray, bf16: bool) -> None:
         for h in range(heads):
-            t = tables.table(h, ntok, nthreads)
+            t = tables.table(h, ntok, nthreads, accurate)
             part = view[h * ntok : (h + 1) * ntok]
             if part.dtype.itemsize == 2:  # rounded once (NumPy's bfloat16 cast is twice)
                 _kernel.round_to_half(t.reshape(-1), part.view(np.uint16).reshape(-1), bf16)
             else:
                 part[...] = t
 
-    result = _write_caches(full, tables.nf, tables.attention, fill, layout, explicit, out)
+    if accurate:
+        unit_attention(tables.attention)
+    result = _write_caches(
+        full, tables.nf, tables.attention, fill, layout, explicit, out, accurate
+    )
     if xpos is None:
         return result
     assert tok is not None
