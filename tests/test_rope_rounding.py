@@ -58,24 +58,31 @@ def _rounded(exact: mpmath.mpf) -> float:
     return float(mpmath.mpf(i) * unit)
 
 
-def _oracle(pos: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(cos, sin) of every pos[r] * w[i], correctly rounded, shape (len(pos), len(w))."""
+def _oracle(pos: np.ndarray, w: np.ndarray, a: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """(a cos, a sin) of every pos[r] * w[i], correctly rounded, shape (len(pos), len(w))."""
     c = np.empty((pos.size, w.size))
     s = np.empty_like(c)
     with mpmath.workprec(PREC):
         for r, k in enumerate(pos.tolist()):
             for i, f in enumerate(w.tolist()):
                 x = mpmath.mpf(float(k)) * mpmath.mpf(float(f))
-                c[r, i], s[r, i] = _rounded(mpmath.cos(x)), _rounded(mpmath.sin(x))
+                g = mpmath.mpf(a)
+                c[r, i], s[r, i] = _rounded(g * mpmath.cos(x)), _rounded(g * mpmath.sin(x))
     return c, s
 
 
 def _check(
-    pos: np.ndarray, w: np.ndarray, cos: np.ndarray, sin: np.ndarray, layout: str, what: str
+    pos: np.ndarray,
+    w: np.ndarray,
+    cos: np.ndarray,
+    sin: np.ndarray,
+    layout: str,
+    what: str,
+    a: float = 1.0,
 ) -> None:
     """Every entry of the caches (rows: pos) equals the oracle's."""
     nf = w.size
-    oc, os_ = _oracle(pos, w)
+    oc, os_ = _oracle(pos, w, a)
     for name, got, want in (("cos", cos, oc), ("sin", sin, os_)):
         got = got.reshape(pos.size, 2 * nf)
         halves = (got[:, :nf], got[:, nf:]) if layout == "half" else (got[:, 0::2], got[:, 1::2])
@@ -106,22 +113,44 @@ def _cache(head_dim: int, params: Any = None, **kw: Any) -> tuple[np.ndarray, np
         (LLAMA3, {}),  # (float32 frequencies: float64 numbers all the same)
         (LINEAR, {"layout": "interleaved"}),
         (YARN, {"attention_factor": 1.0, "precision": "float64"}),
+        (YARN, {"precision": "float64"}),
+        (YARN, {"layout": "interleaved"}),
+        ({"rope_theta": 10000.0}, {"attention_factor": 0.7}),
     ],
-    ids=["default", "theta5e5", "llama3", "llama3-f32", "linear", "yarn-af1"],
+    ids=[
+        "default",
+        "theta5e5",
+        "llama3",
+        "llama3-f32",
+        "linear",
+        "yarn-af1",
+        "yarn",
+        "yarn-f32",
+        "attention-0.7",
+    ],
 )
 def test_rules_every_entry_is_correctly_rounded(params, extra):
+    """Every entry the attention factor (the rule's, or attention_factor) times the
+    sine or cosine, rounded once."""
     layout = extra.get("layout", "half")
     precision = extra.get("precision", "float32")
-    w, _ = fastpe.rope_frequencies(64, params, precision=precision)
+    w, a = fastpe.rope_frequencies(64, params, precision=precision)
+    a = extra.get("attention_factor", a)
+    if params is YARN and "attention_factor" not in extra:
+        assert a != 1.0  # (yarn's own factor: the scaled rounding is exercised)
     rng = np.random.default_rng(5)
     # a table around a convergent (mirrored rows), then scattered large positions
     cos, sin = _cache(64, params, seq_len=12, offset=103993 - 6, **extra)
-    _check(np.arange(103993 - 6, 103993 + 6), w, cos, sin, layout, f"{params} table")
+    _check(np.arange(103993 - 6, 103993 + 6), w, cos, sin, layout, f"{params} table", a)
     pos = np.concatenate(
         [np.array(CONVERGENTS), rng.integers(2**20, 2**31, 6), -rng.integers(0, 2**24, 2)]
     )
     cos, sin = _cache(64, params, positions=pos, **extra)
-    _check(pos, w, cos, sin, layout, f"{params} positions")
+    _check(pos, w, cos, sin, layout, f"{params} positions", a)
+    # positions 0 (sines 0, cosines the factor itself) and fractional ones
+    pos = np.array([0.0, 0.5, -355.25, 2.0**30 + 0.125])
+    cos, sin = _cache(64, params, positions=pos, **extra)
+    _check(pos, w, cos, sin, layout, f"{params} fractional", a)
 
 
 def test_dynamic_rule_sees_the_longest_sequence():
@@ -217,6 +246,16 @@ def test_sections_every_entry_is_correctly_rounded(section_layout, real):
         one = np.array([w[i]])
         pick = np.array([i, i + w.size])
         _check(pos[:, a], one, cos[:, pick], sin[:, pick], "half", f"frequency {i}, axis {a}")
+    # with an attention factor (yarn's), every axis's entries scaled once
+    w, att = fastpe.rope_frequencies(32, YARN, precision="float64")
+    cos, sin = _cache(
+        32, YARN, positions=pos, sections=sections, section_layout=section_layout,
+        precision="float64",
+    )  # fmt: skip
+    for i, a in enumerate(axis):
+        one = np.array([w[i]])
+        pick = np.array([i, i + w.size])
+        _check(pos[:, a], one, cos[:, pick], sin[:, pick], "half", f"yarn {i}, axis {a}", att)
 
 
 def test_per_head_frequencies_every_entry_is_correctly_rounded():
@@ -234,6 +273,9 @@ def test_per_head_frequencies_every_entry_is_correctly_rounded():
     cos, sin = _cache(16, inv_freq=w, seq_len=10, offset=103990, layout="interleaved")
     for h in range(3):
         _check(np.arange(103990, 104000), w[h], cos[h], sin[h], "interleaved", f"head {h} table")
+    cos, sin = _cache(16, inv_freq=w, positions=pos, attention_factor=1.3)
+    for h in range(3):
+        _check(pos, w[h], cos[h], sin[h], "half", f"head {h} attention 1.3", 1.3)
 
 
 def test_an_undecided_entry_takes_the_exact_path():
@@ -245,6 +287,11 @@ def test_an_undecided_entry_takes_the_exact_path():
     assert _kernel._f64_undecided() - before >= 1
     assert _kernel._exact_path_runs() - runs >= 1
     _check(np.array([5419351]), np.array([1.0]), cos, sin, "half", "undecided")
+    # the same entry times an attention factor: undecided too, scaled on the exact path
+    before = _kernel._f64_undecided()
+    cos, sin = _cache(2, inv_freq=np.array([1.0]), positions=[5419351], attention_factor=1.5)
+    assert _kernel._f64_undecided() - before >= 1
+    _check(np.array([5419351]), np.array([1.0]), cos, sin, "half", "undecided x1.5", 1.5)
 
 
 def test_the_forced_exact_path_gives_the_same_bits():
@@ -256,16 +303,18 @@ def test_the_forced_exact_path_gives_the_same_bits():
     fast = _cache(24, LLAMA3, positions=pos, **kw)
     fast_t = _cache(24, LLAMA3, seq_len=8, offset=103990, **kw)
     fast_f = _cache(24, LLAMA3, positions=pos + 0.5, **kw)
+    fast_y = _cache(24, YARN, positions=pos, **kw)
     runs = _kernel._exact_path_runs()
     was = _kernel._force_exact_path(True)
     try:
         exact = _cache(24, LLAMA3, positions=pos, **kw)
         exact_t = _cache(24, LLAMA3, seq_len=8, offset=103990, **kw)
         exact_f = _cache(24, LLAMA3, positions=pos + 0.5, **kw)
+        exact_y = _cache(24, YARN, positions=pos, **kw)
     finally:
         _kernel._force_exact_path(was)
-    assert _kernel._exact_path_runs() - runs >= 2 * w.size * (2 * len(pos) + 7)
-    for a, b in ((fast, exact), (fast_t, exact_t), (fast_f, exact_f)):
+    assert _kernel._exact_path_runs() - runs >= 2 * w.size * (3 * len(pos) + 7)
+    for a, b in ((fast, exact), (fast_t, exact_t), (fast_f, exact_f), (fast_y, exact_y)):
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     _check(pos, w, *exact, "half", "forced")
 
@@ -321,17 +370,6 @@ def test_thread_count_and_out_give_the_same_bits():
             {"seq_len": 4, "out": (np.empty((4, 8), np.float32), np.empty((4, 8), np.float32))},
             "float64 caches",
         ),
-        ({"seq_len": 4, "dtype": np.float64, "rope_parameters": YARN}, "attention factor"),
-        ({"seq_len": 4, "dtype": np.float64, "attention_factor": 2.0}, "attention factor"),
-        (
-            {
-                "positions": np.zeros((4, 2), np.int64),
-                "sections": (2, 2),
-                "dtype": np.float64,
-                "rope_parameters": YARN,
-            },
-            "attention factor",
-        ),
         (
             {
                 "positions": np.zeros((4, 2), np.int64),
@@ -341,26 +379,13 @@ def test_thread_count_and_out_give_the_same_bits():
             },
             "mixed",
         ),
-        (
-            {
-                "seq_len": 4,
-                "inv_freq": np.ones((2, 4)),
-                "dtype": np.float64,
-                "attention_factor": 3.0,
-            },
-            "attention factor",
-        ),
         ({"seq_len": 4, "xpos_scale_base": 512.0, "dtype": np.float64}, "xpos_scale_base"),
     ],
     ids=[
         "f32",
         "f16",
         "out-f32",
-        "yarn",
-        "attention",
-        "sections-yarn",
         "mixed",
-        "heads-attention",
         "xpos",
     ],
 )

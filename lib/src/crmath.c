@@ -185,11 +185,11 @@ float pe_powf_cr(float x, float y) {
 }
 
 double pe_entry_exact(double K, int64_t i, double w0, double base, double denom, const double *wl,
-                      int cosine, int prec, int emin) {
+                      int cosine, double scale, int prec, int emin) {
     pe_mp w, s, c, v;
-    double eps_w = 0.0, vabs, tabs, err;
+    double eps_w = 0.0, vabs, tabs, err, rel;
     if (K == 0.0 || (wl != NULL && wl[i] == 0.0) || (wl == NULL && w0 == 0.0))
-        return cosine ? 1.0 : 0.0; /* an angle of exactly 0 */
+        return cosine ? scale : 0.0; /* an angle of exactly 0 (scale: a double already) */
     if (wl != NULL) {
         w = pe_mp_from(wl[i]);
     } else if (i == 0) {
@@ -213,5 +213,10 @@ double pe_entry_exact(double K, int64_t i, double w0, double base, double denom,
     vabs = fabs(pe_mp_to_double(v));
     /* pe_mp.h: 2 pi |t| (its relative error + 2^-252) + 2^-198, with room */
     err = 6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -197);
-    return pe_round_exact(v, prec, emin, vabs > 0.0 ? err / vabs : 1.0);
+    rel = vabs > 0.0 ? err / vabs : 1.0;
+    if (scale != 1.0) { /* the product's own truncation: below 2^-254 relative */
+        v = pe_mp_mul(v, pe_mp_from(scale));
+        rel += ldexp(1.0, -250);
+    }
+    return pe_round_exact(v, prec, emin, rel);
 }

@@ -190,6 +190,7 @@ typedef struct {
     const double *Tm;
     const double *Ts;
     int dd;            /* float64 rows by the accurate writers (pe_rows_dd.h) */
+    double scale;      /* their factor (rq->scale): other than 1, every entry is fixed */
     const double *Tml; /* then the table's low parts (cos-1, sin), row a at a*nf */
     const double *Tsl;
 } pe_ctx;
@@ -277,12 +278,12 @@ uint64_t pe_f64_undecided(void) { return (uint64_t)pe_relaxed_load(&f64_undecide
 
 /* The exact fallback of the accurate float64 rows (counted): sin or cos of
  * K w_i evaluated exactly (pe_entry_exact: w_i = sp->wlist[i] when set, else
- * sp->w0 sp->base^(-i / sp->denom)) and rounded to double; r, the
- * double-double's rounding, is what it replaces. */
-double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r) {
+ * sp->w0 sp->base^(-i / sp->denom)), times scale, and rounded to double; r,
+ * the double-double's rounding, is what it replaces. */
+double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r, double scale) {
     (void)r;
     pe_relaxed_store(&f64_undecided, pe_relaxed_load(&f64_undecided) + 1);
-    return pe_entry_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, cosine, 53, -1074);
+    return pe_entry_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, cosine, scale, 53, -1074);
 }
 
 #define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)
@@ -592,6 +593,7 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
     /* float64 rows by the accurate writers when asked (not rows added to x) */
     f->c.dd = itemsize == 8 && rq->accurate && !rq->add;
+    f->c.scale = f->c.dd ? rq->scale : 1.0;
     size_t lows = f->c.dd ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
     f->mem = (double *)malloc((own + lows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {

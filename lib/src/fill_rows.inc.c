@@ -32,13 +32,14 @@ static void DRV_FN(write_dd)(double *rp, double *rm, const pe_ctx *c, const doub
                   c->Tsl + a * nf,
                   c->fr.fh,
                   pe_dd_bound(pos, (double)c->B)};
-    /* (the forced exact path: every entry through it, for the tests) */
+    /* (the forced exact path: every entry through it, for the tests; a factor
+       other than 1: every entry from the fix-up, which applies it) */
     int all = pe_cr_forced();
-    if (pe_dd_rows(rp, rm, c->sp, &R) || all) {
+    if (pe_dd_rows(rp, rm, c->sp, &R) || all || c->scale != 1.0) {
         if (rp != NULL)
-            pe_dd_fix(rp, c->sp, &R, 1.0, a == 0 ? pos : pos + (double)a, all);
+            pe_dd_fix(rp, c->sp, &R, 1.0, a == 0 ? pos : pos + (double)a, all, c->scale);
         if (rm != NULL)
-            pe_dd_fix(rm, c->sp, &R, -1.0, pos - (double)a, all);
+            pe_dd_fix(rm, c->sp, &R, -1.0, pos - (double)a, all, c->scale);
     }
     if (c->sp->zero_col >= 0) {
         if (rp != NULL)

@@ -36,10 +36,11 @@ typedef struct {
     int64_t pss;
     int has_zero_pos; /* rows at this position get an all-zero encoding */
     int64_t zero_pos;
-    int add; /* 0: out = PE;  1: out = out*scale + PE */
+    int add; /* 0: out = PE (accurate: scale PE);  1: out = out*scale + PE */
     double scale;
     int fresh;    /* out was just allocated (no streaming stores) */
-    int accurate; /* float64 rows correctly rounded (pe_rows_dd.h), not added */
+    int accurate; /* float64 rows correctly rounded (pe_rows_dd.h), not added: each
+                     entry scale times its sine or cosine, rounded once */
 } pe_rows;
 
 /* The last anchor row (sin, cos at a block centre) a small fill evaluated for

@@ -36,12 +36,12 @@ def _write_caches(
     layout: str,
     explicit: np.dtype | None,
     out: Any,
-    float64_only: bool = False,
+    accurate: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """rope_cache's caches of ``shape`` tokens: ``fill(view, bfloat16)`` writes their
     [sin | cos] rows of nf frequencies into a C-contiguous table, which is then
     scaled by the attention factor and laid out into new arrays or ``out``
-    (``float64_only``: refused unless float64, for correctly_rounded)."""
+    (``accurate``: correctly_rounded, float64 only, the fill's rows already scaled)."""
     full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
@@ -57,7 +57,7 @@ def _write_caches(
             )
         _disjoint(cos, sin, "out's cos and sin")
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
-    if float64_only and cos.dtype != np.float64:
+    if accurate and cos.dtype != np.float64:
         raise ValueError(
             f"correctly_rounded=True applies to float64 caches (dtype=np.float64 or a "
             f"float64 out), got {dtype_name(cos.dtype)}"
@@ -68,7 +68,7 @@ def _write_caches(
     table = np.empty((math.prod(shape), 2 * nf), dt)
     if table.shape[0]:
         fill(*kernel_view(table))
-    if attention != 1.0:
+    if attention != 1.0 and not accurate:
         table *= attention
         if cos.dtype.itemsize == 2:  # rounded once (NumPy's bfloat16 cast goes through float32)
             half = np.empty(table.shape, cos.dtype)

@@ -113,12 +113,12 @@ cdef inline bint _real_positions(const Py_buffer *pv) noexcept:
 
 
 def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat16=False,
-                    bint accurate=False):
+                    bint accurate=False, double scale=1.0):
     """Fill ``out``, a C-contiguous (n, 2 nf) float16/bfloat16 (``bfloat16``: uint16
     bits)/float32/float64 buffer, with the [sin | cos] rows of the n tokens of
     ``positions`` (a C-contiguous (n, n_axes) int64 or float64 array; its range is the
     caller's to check), each entry rounded once into out's type (``accurate``: float64
-    entries correctly rounded)."""
+    entries correctly rounded, each ``scale`` times its sine or cosine)."""
     cdef Py_buffer ov, pv
     cdef const void *pp
     cdef pe_rope_axis ax[64]
@@ -142,6 +142,7 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
             axes._positions(ax, pp, _real_positions(&pv), 1, n)
             for i in range(axes.nax):
                 ax[i].rq.accurate = accurate
+                ax[i].rq.scale = scale if accurate else 1.0
             with nogil:
                 err = pe_rope_table_axes(ov.buf, kind, axes.nf, n, ax, axes.nax, num_threads,
                                          _poll_signals, NULL)

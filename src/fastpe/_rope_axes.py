@@ -215,17 +215,6 @@ def _axes_positions(positions: Any, sections: Any, section_layout: Any) -> tuple
     return sections, section_layout, pos
 
 
-def unit_attention(attention: float) -> None:
-    """correctly_rounded's caches are the sines and cosines themselves: an attention
-    factor times them would be a second rounding."""
-    if attention != 1.0:
-        raise ValueError(
-            f"correctly_rounded=True needs an attention factor of 1.0, got {attention!r} "
-            "(the rule's, or attention_factor): pass attention_factor=1.0 and apply the "
-            "factor separately (a second rounding)"
-        )
-
-
 def _rope_cache_axes(
     head_dim: Any,
     rope_parameters: Any,
@@ -263,12 +252,10 @@ def _rope_cache_axes(
     sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
-    if accurate:
-        unit_attention(attention)
     flat = pos.reshape(-1, len(sections))
 
     def fill(view: np.ndarray, bf16: bool) -> None:
-        _kernel.rope_table_axes(axes, view, flat, nthreads, bf16, accurate)
+        _kernel.rope_table_axes(axes, view, flat, nthreads, bf16, accurate, attention)
 
     result = _write_caches(
         pos.shape[:-1], w.size, attention, fill, layout, explicit, out, accurate

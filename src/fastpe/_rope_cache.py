@@ -10,7 +10,7 @@ import numpy as np
 from . import _rope_heads
 from . import kernel as _kernel
 from ._rope_args import _as_rope_positions, _write_caches
-from ._rope_axes import _rope_cache_axes, unit_attention
+from ._rope_axes import _rope_cache_axes
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
 from ._validate import (
     as_bool,
@@ -218,8 +218,6 @@ def rope_cache(
         lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
-    if accurate:
-        unit_attention(attention)
 
     def fill(view: np.ndarray, bf16: bool) -> None:
         where = {"offset": offset} if pos is None else {"positions": pos.reshape(1, -1)}
@@ -231,6 +229,7 @@ def rope_cache(
             fresh=True,
             bfloat16=bf16,
             accurate=accurate,
+            scale=attention if accurate else 1.0,  # (correctly_rounded: applied there)
             **where,
         )
 

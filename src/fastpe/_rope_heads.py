@@ -15,7 +15,6 @@ import numpy as np
 
 from . import kernel as _kernel
 from ._rope_args import _as_position_ids, _rope_views, _token_positions, _unaliased, _write_caches
-from ._rope_axes import unit_attention
 from ._rope_rules import (
     ROPE_LAYOUTS,
     SECTION_LAYOUTS,
@@ -184,14 +183,19 @@ class _Tables:
 
     def table(self, h: int, rows: int, nthreads: int, accurate: bool = False) -> np.ndarray:
         """Head h's float64 [sin | cos] table, ``rows`` tokens (``accurate``: one axis's
-        entries correctly rounded)."""
+        entries correctly rounded, times the attention factor)."""
         nf = self.nf
         out = None
         for a, where in enumerate(self.axes_pos):
             t = np.empty((rows, 2 * nf), np.float64)
             if rows:
                 self.encs[a][h].fill_rows(
-                    t, num_threads=nthreads, fresh=True, accurate=accurate, **where
+                    t,
+                    num_threads=nthreads,
+                    fresh=True,
+                    accurate=accurate,
+                    scale=self.attention if accurate else 1.0,
+                    **where,
                 )
                 if self.negative is not None and self.negative[a, h].any():
                     t[:, :nf][:, self.negative[a, h]] *= -1.0  # sin(-x) = -sin(x), exactly
@@ -460,8 +464,6 @@ def cache(
             else:
                 part[...] = t
 
-    if accurate:
-        unit_attention(tables.attention)
     result = _write_caches(
         full, tables.nf, tables.attention, fill, layout, explicit, out, accurate
     )

@@ -76,6 +76,7 @@ def rope_table_axes(
     num_threads: int,
     bfloat16: bool = ...,
     accurate: bool = ...,
+    scale: float = ...,
 ) -> None: ...
 def rope_rotate_axes(
     x: Any,

@@ -233,6 +233,26 @@ PE_INLINE double pe_dd_round(double Ah, double Ph, double Qh, double low, double
     return n.hi;
 }
 
+/* pe_dd_round of the entry times a (a finite double, the attention factor of a
+ * RoPE cache): the double-double n times a formed to 2^-104 relative (a*n.hi
+ * exact, a*n.lo rounded, their sum rounded), its bound |a| E, the probes'
+ * margin 2^-101 |m| for those roundings and theirs, and 2^-1073 for the low
+ * parts lost below the subnormals. */
+PE_INLINE double pe_dd_round_scaled(double Ah, double Ph, double Qh, double low, double E, double a,
+                                    int *und) {
+    pe_dd s = pe_two_sum(Ph, Qh);
+    pe_dd t = pe_two_sum(Ah, s.hi);
+    double lo = t.lo + (s.lo + low);
+    pe_dd n = pe_two_sum(t.hi, lo);
+    pe_dd p = pe_two_prod(a, n.hi);
+    pe_dd m = pe_two_sum(p.hi, p.lo + a * n.lo);
+    double d = fabs(a) * E + 3.944304526105059e-31 /* 2^-101 */ * fabs(m.hi) +
+               9.881312916824931e-324 /* 2^-1073 */;
+    double x = m.hi + (m.lo - d), y = m.hi + (m.lo + d);
+    *und |= x != y;
+    return m.hi;
+}
+
 /* Frequency i of the rows at +t (sp, cp) and -t (sm, cm); one of the two when
  * only one is wanted (the other is computed and dropped). */
 PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, double *sm,
@@ -344,19 +364,31 @@ PE_INLINE int pe_dd_rows(double *rp, double *rm, const pe_spec *sp, const pe_ddr
 /* The exact value of entry (K, frequency i, sine or cosine) of a spec, rounded
  * to double, for the entries whose rounding pe_dd_round left undecided: r is
  * the double-double's rounding (fill.c). */
-PE_HIDDEN double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r);
+PE_HIDDEN double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r,
+                              double scale);
 
 /* Entry by entry again for a row at K (rotation of sign sg) that had an
  * undecided entry: each undecided one (every one if all) from pe_f64_exact.  Row 0 is exact as
  * it is (sines 0, cosines 1: the zero sines fail the test only because a
- * probe either side of 0 rounds to a different double). */
+ * probe either side of 0 rounds to a different double).  A scale other than 1
+ * (the entries times it, rounded once): every entry of the row, which the row
+ * writers left unscaled, rewritten from pe_dd_round_scaled or pe_f64_exact. */
 static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg, double K,
-                      int all) {
+                      int all, double scale) {
     int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
     int64_t nfreq =
         inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
-    if (K == 0.0)
+    if (K == 0.0) {
+        if (scale != 1.0) { /* sines 0, cosines 1: the products are exact */
+            for (int64_t i = 0; i < nfreq; i++) {
+                if (inter && i < sp->npairs)
+                    row[2 * i + 1] *= scale;
+                else if (!inter && i < sp->nc)
+                    row[sp->c_off + i] *= scale;
+            }
+        }
         return;
+    }
     for (int64_t i = 0; i < nfreq; i++) {
         double v[2];
         int und[2] = {0, 0};
@@ -369,7 +401,13 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
             pe_dd p3 = pe_two_prod(ch, mh), p4 = pe_two_prod(sh, th);
             double l1 = p1.lo + (sh * ml + sl * mh), l2 = p2.lo + (ch * tl + cl * th);
             double l3 = p3.lo + (ch * ml + cl * mh), l4 = p4.lo + (sh * tl + sl * th);
-            if (sg > 0) {
+            if (scale != 1.0) {
+                double g = sg > 0 ? 1.0 : -1.0;
+                v[0] = pe_dd_round_scaled(sh, p1.hi, g * p2.hi, sl + (l1 + g * l2), E, scale,
+                                          &und[0]);
+                v[1] = pe_dd_round_scaled(ch, p3.hi, -g * p4.hi, cl + (l3 - g * l4), E, scale,
+                                          &und[1]);
+            } else if (sg > 0) {
                 v[0] = pe_dd_round(sh, p1.hi, p2.hi, sl + (l1 + l2), E, &und[0]);
                 v[1] = pe_dd_round(ch, p3.hi, -p4.hi, cl + (l3 - l4), E, &und[1]);
             } else {
@@ -386,7 +424,9 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
         }
         for (int k = 0; k < 2; k++) {
             if (at[k] >= 0 && (und[k] || all))
-                row[at[k]] = pe_f64_exact(sp, K, i, k, v[k]);
+                row[at[k]] = pe_f64_exact(sp, K, i, k, v[k], scale);
+            else if (at[k] >= 0 && scale != 1.0)
+                row[at[k]] = v[k];
         }
     }
 }
