@@ -4,8 +4,9 @@ once: how many the cache gets wrong, with and without ``correctly_rounded=True``
     python tools/rope_cr_sweep.py [--calls N] [--seed S] [--default]
 
 Each call draws a head_dim, a rule (default, theta 5e5, llama3, linear, yarn with
-attention_factor=1.0) at either precision or random ``inv_freq`` (1e-8 .. 10),
-1-5 positions up to +-2^4 .. 2^31, fractional ones in three calls of ten.
+its attention factor) at either precision or random ``inv_freq`` (1e-8 .. 10, an
+attention factor 0.5 .. 2 in half the calls), 1-5 positions up to +-2^4 .. 2^31,
+fractional ones in three calls of ten.
 """
 
 from __future__ import annotations
@@ -36,15 +37,15 @@ RULES: list[dict[str, Any] | None] = [
 ]
 
 
-def rounded(pos: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin of every exact pos[r] * w[i], rounded once to float64."""
+def rounded(pos: np.ndarray, w: np.ndarray, a: float) -> tuple[np.ndarray, np.ndarray]:
+    """a cos and a sin of every exact pos[r] * w[i], rounded once to float64."""
     c = np.empty((pos.size, w.size))
     s = np.empty_like(c)
     for r, k in enumerate(pos.tolist()):
         for i, f in enumerate(w.tolist()):
             with mpmath.workprec(256):
                 x = mpmath.mpf(k) * mpmath.mpf(f)
-                cx, sx = mpmath.cos(x), mpmath.sin(x)
+                cx, sx = a * mpmath.cos(x), a * mpmath.sin(x)
             # mpmath rounds to nearest-even at 53 bits (normal range: |sin| here
             # is never below 2^-1022 but for frequencies the sweep does not draw)
             with mpmath.workprec(53):
@@ -70,11 +71,11 @@ def main() -> None:
         if rng.integers(0, 3) == 0:
             w = 10.0 ** rng.uniform(-8, 1, hd // 2)
             kw["inv_freq"] = w
+            a = float(rng.uniform(0.5, 2.0)) if rng.random() < 0.5 else 1.0
+            kw["attention_factor"] = a
         else:
             params = RULES[int(rng.integers(0, len(RULES)))]
-            w, _ = fastpe.rope_frequencies(hd, params, precision=precision)
-            if params is not None and params.get("rope_type") == "yarn":
-                kw["attention_factor"] = 1.0
+            w, a = fastpe.rope_frequencies(hd, params, precision=precision)
         m = int(rng.integers(1, 6))
         top = 2 ** int(rng.integers(4, 32))
         pos = rng.integers(-top, top, m).astype(np.float64)
@@ -88,7 +89,7 @@ def main() -> None:
             correctly_rounded=not args.default,
             **kw,
         )
-        oc, os_ = rounded(pos, w)
+        oc, os_ = rounded(pos, w, a)
         nf = w.size
         for got, want in ((cos, oc), (sin, os_)):
             bad += int((got[:, :nf] != want).sum())

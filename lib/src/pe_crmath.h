@@ -51,9 +51,9 @@ PE_HIDDEN float pe_powf_cr_ln(float x, pe_dd ln_x, float y);
 /* A table entry on the exact path: sin (cosine 0) or cos of 2 pi K f_i, with
  * f_i the real frequency i in turns, w0 base^(-i/denom) / 2pi, or, when wl is
  * not NULL, wl[i] / 2pi (wl[i] radians per position, the exact float64), times
- * scale (a finite double), rounded once to prec bits with least subnormal exponent emin (pe_mp_round), returned
- * as the double of that value (counted as a run of the exact path).
- * |K f_i| < 2^45 (the position limit). */
+ * scale (a finite double), rounded once to prec bits with least subnormal
+ * exponent emin (pe_mp_round), returned as the double of that value (counted
+ * as a run of the exact path).  |K f_i| < 2^45 (the position limit). */
 PE_HIDDEN double pe_entry_exact(double K, int64_t i, double w0, double base, double denom,
                                 const double *wl, int cosine, double scale, int prec, int emin);
 /* Whether the exact path is forced (pe_cr_force_exact). */

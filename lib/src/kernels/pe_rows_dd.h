@@ -403,8 +403,8 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
             double l3 = p3.lo + (ch * ml + cl * mh), l4 = p4.lo + (sh * tl + sl * th);
             if (scale != 1.0) {
                 double g = sg > 0 ? 1.0 : -1.0;
-                v[0] = pe_dd_round_scaled(sh, p1.hi, g * p2.hi, sl + (l1 + g * l2), E, scale,
-                                          &und[0]);
+                v[0] =
+                    pe_dd_round_scaled(sh, p1.hi, g * p2.hi, sl + (l1 + g * l2), E, scale, &und[0]);
                 v[1] = pe_dd_round_scaled(ch, p3.hi, -g * p4.hi, cl + (l3 - g * l4), E, scale,
                                           &und[1]);
             } else if (sg > 0) {
