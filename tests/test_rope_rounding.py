@@ -351,9 +351,10 @@ def test_default_path_is_unchanged_by_the_keyword():
 
 def test_thread_count_and_out_give_the_same_bits():
     kw: dict[str, Any] = {"seq_len": 777, "offset": 355, "precision": "float64"}
-    a = _cache(130, LLAMA3, num_threads=1, **kw)
-    b = _cache(130, LLAMA3, num_threads=3, **kw)
-    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    for params in (YARN, LLAMA3):  # (yarn: every entry through the scaled fix-up)
+        a = _cache(130, params, num_threads=1, **kw)
+        b = _cache(130, params, num_threads=3, **kw)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     buf = np.zeros((777, 2 * 130))
     out = (buf[:, :130], buf[:, 130:])
     got = fastpe.rope_cache(130, LLAMA3, out=out, correctly_rounded=True, **kw)
