@@ -132,7 +132,12 @@ def rope_cache_axes_fast(
     num_threads: Any,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
 
-rope_plans: dict[Any, tuple[Encoder, float]]
+class RopeArgs:
+    head_dim: int
+    def __init__(self, head_dim: int, fields: dict[str, Any]) -> None: ...
+
+rope_args: dict[Any, RopeArgs]
+ROPE_ARGS_MAX: int
 
 def _rope_section_axes_native(
     sections: Any, section_layout: int, nf: int
@@ -165,7 +170,10 @@ def rope_plan_key(
     precision: Any,
     inv_freq: Any = None,
 ) -> tuple[Any, ...] | None: ...
-def remember_rope_plan(key: Any, enc: Encoder, attention: float) -> None: ...
+def remember_rope_args(key: Any, head_dim: int, fields: dict[str, Any]) -> None: ...
+def _c_plans(
+    clear: bool = False, max_entries: int | None = None
+) -> tuple[int, int, int, int, int] | tuple[tuple[int, int, int, int, int], int]: ...
 def rope_apply(
     q: Any,
     k: Any,
