@@ -19,7 +19,9 @@ def _builds():
 
 def _configs(n):
     """n distinct rules whose frequencies do not depend on the length."""
-    return [{"rope_type": "linear", "factor": 1.0 + i / 64, "rope_theta": 10000.0} for i in range(n)]
+    return [
+        {"rope_type": "linear", "factor": 1.0 + i / 64, "rope_theta": 10000.0} for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("n", [100, 300])
@@ -48,8 +50,12 @@ def test_a_caller_cycling_over_many_frequency_lists_builds_each_plan_once():
     built = _builds()
     for w in lists:
         got = fastpe.apply_rope(q.copy(), offset=4, inv_freq=w)
-        assert kernel.rope_apply(q.copy(), None, None, None, 4, None, -2, "half", None,
-                                 "float32", w, None, None) is not None  # served by the cache
+        assert (
+            kernel.rope_apply(
+                q.copy(), None, None, None, 4, None, -2, "half", None, "float32", w, None, None
+            )
+            is not None
+        )  # served by the cache
         np.testing.assert_array_equal(
             got, fastpe.apply_rope.__wrapped__(q.copy(), offset=4, inv_freq=w.tolist())
         )

@@ -105,8 +105,8 @@ struct fastpe_rope_params;
  * when the frequencies or the parameters are refused (the error detail says
  * why) or memory ran out. */
 PE_HIDDEN const pe_rope_plan *pe_rope_plan_list(const void *w, int kind, int64_t nf, int *slot);
-PE_HIDDEN const pe_rope_plan *pe_rope_plan_rule(const struct fastpe_rope_params *p, int64_t head_dim,
-                                                int *slot);
+PE_HIDDEN const pe_rope_plan *pe_rope_plan_rule(const struct fastpe_rope_params *p,
+                                                int64_t head_dim, int *slot);
 PE_HIDDEN void pe_rope_plan_done(const pe_rope_plan *plan, int slot);
 /* The plan of the nf frequencies w and attention factor, built and added
  * under key (as pe_plans_add); NULL: refused or out of memory. */

@@ -635,10 +635,11 @@ int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
  * values.  Written into key (capacity cap words); the words needed. */
 #define RULE_KEY_WORDS 22
 static size_t rule_key(const fastpe_rope_params *p, int64_t head_dim, uint64_t *key, size_t cap) {
-    const double d[10] = {p->rope_theta,     p->partial_rotary_factor, p->factor,
-                          p->attention_factor, p->beta_fast,           p->beta_slow,
-                          p->mscale,           p->mscale_all_dim,      p->low_freq_factor,
-                          p->high_freq_factor};
+    const double d[10] = {p->rope_theta,      p->partial_rotary_factor,
+                          p->factor,          p->attention_factor,
+                          p->beta_fast,       p->beta_slow,
+                          p->mscale,          p->mscale_all_dim,
+                          p->low_freq_factor, p->high_freq_factor};
     const int64_t ns = p->short_factor != NULL ? p->short_factor_len : -1;
     const int64_t nl = p->long_factor != NULL ? p->long_factor_len : -1;
     const size_t n = RULE_KEY_WORDS + (size_t)(ns > 0 ? ns : 0) + (size_t)(nl > 0 ? nl : 0);
