@@ -109,13 +109,14 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
     cdef char code
     cdef const pe_rope_plan *pl = NULL
     cdef RopeArgs args
+    cdef int64_t hd
     slot[0] = -1
-    if type(head_dim) is not int or not 2 <= head_dim <= 2**31 or type(precision) is not str \
+    if not _as_i64(head_dim, &hd) or not 2 <= hd <= 2**31 or type(precision) is not str \
             or (max_position_embeddings is not None and type(max_position_embeddings) is not int):
         return NULL
     if inv_freq is None:
         key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, None)
-        found = rope_args.get(key) if key is not None else None
+        found = (<dict>rope_args).get(key) if key is not None else None
         if found is None:
             return NULL
         args = <RopeArgs>found
@@ -130,10 +131,10 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
             return NULL
         code = _native_code(v.format)
         if v.ndim == 1 and v.shape[0] >= 1 and (code == c'f' or code == c'd') \
-                and 2 * v.shape[0] <= <int64_t>head_dim:
+                and 2 * v.shape[0] <= hd:
             pl = pe_rope_plan_list(v.buf, code, v.shape[0], slot)
         PyBuffer_Release(&v)
-    if pl != NULL and 2 * (<pe_rope_handle *>pl.h).sp.nf > <int64_t>head_dim:
+    if pl != NULL and 2 * (<pe_rope_handle *>pl.h).sp.nf > hd:
         pe_rope_plan_done(pl, slot[0])
         return NULL
     return pl
