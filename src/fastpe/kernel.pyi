@@ -132,9 +132,12 @@ def rope_cache_axes_fast(
     num_threads: Any,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
 
+@disjoint_base
 class RopeArgs:
+    """A rule's parameters as the library reads them, for one head_dim."""
+
     head_dim: int
-    def __init__(self, head_dim: int, fields: dict[str, Any]) -> None: ...
+    def __new__(cls, head_dim: int, fields: dict[str, Any]) -> Self: ...
 
 rope_args: dict[Any, RopeArgs]
 ROPE_ARGS_MAX: int
