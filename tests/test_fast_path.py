@@ -424,7 +424,7 @@ def test_rope_cache_fast_path_declines(change):
 
 def test_failed_rope_calls_plan_nothing():
     rule = {"rope_theta": 1234.5}
-    # An empty cache, so that no eviction can hide a plan (it holds 64 at most).
+    # An empty memo, so that no eviction can hide a conversion (it holds 4096 at most).
     saved = dict(kernel.rope_args)
     kernel.rope_args.clear()
     try:
