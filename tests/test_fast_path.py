@@ -276,7 +276,6 @@ def test_apply_rope_fast_equals_general(kw, rng):
         dict(head_dim=16),  # wider than q
         dict(num_threads=0),
         dict(layout="split"),
-        dict(inv_freq=np.ones(4)),  # not planned yet
         dict(inv_freq=[1.0, 0.5, 0.25, 0.125]),
         dict(inv_freq=np.ones(8)[::2]),
         dict(inv_freq=np.ones(4, np.int64)),
@@ -425,21 +424,21 @@ def test_rope_cache_fast_path_declines(change):
 
 def test_failed_rope_calls_plan_nothing():
     rule = {"rope_theta": 1234.5}
-    # An empty cache, so that no eviction can hide a plan (it holds 64 at most).
-    saved = dict(kernel.rope_plans)
-    kernel.rope_plans.clear()
+    # An empty memo, so that no eviction can hide a conversion (it holds 4096 at most).
+    saved = dict(kernel.rope_args)
+    kernel.rope_args.clear()
     try:
         with pytest.raises(ValueError):
             fastpe.rope_cache(8, rule, seq_len=3, out=(np.empty((3, 8)), np.empty((2, 8))))
         q = np.zeros((1, 1, 3, 8), np.float32)
         with pytest.raises(ValueError):
             fastpe.apply_rope(q, q[:, :, :2].copy(), rope_parameters=rule)  # lengths disagree
-        assert kernel.rope_plans == {}
+        assert kernel.rope_args == {}
         fastpe.rope_cache(8, rule, seq_len=3)  # and a call that succeeds plans the rule
-        assert len(kernel.rope_plans) == 1
+        assert len(kernel.rope_args) == 1
     finally:
-        kernel.rope_plans.clear()
-        kernel.rope_plans.update(saved)
+        kernel.rope_args.clear()
+        kernel.rope_args.update(saved)
 
 
 def test_rope_cache_fast_path_declines_when_cos_and_sin_overlap():
@@ -677,7 +676,7 @@ def test_apply_rope_front_equals_general(kw, with_k, front_calls):
     front_calls.clear()
     fast = fastpe.apply_rope(*((q.copy(), k.copy()) if with_k else (q.copy(),)), **kw)
     assert front_calls == [], "the front handed a common step to the general path"
-    kernel.rope_plans.clear()
+    kernel.rope_args.clear()
     general = fastpe.apply_rope.__wrapped__(
         *((q.copy(), k.copy()) if with_k else (q.copy(),)), **kw
     )

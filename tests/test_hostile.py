@@ -1616,7 +1616,7 @@ def _signature_of(name, kwargs):
 def test_cold_and_warm_calls_agree(name, data):
     kwargs, _guard, _valid = data.draw(st.one_of(calls(name), confusable_call(name)))
     kernel.encoders.clear()
-    kernel.rope_plans.clear()
+    kernel.rope_args.clear()
     cold = _signature_of(name, kwargs)
     _prime(name, kwargs)
     _signature_of(name, kwargs)  # (a call that succeeds remembers its own plan)
@@ -1647,7 +1647,7 @@ def test_cold_and_warm_calls_agree_for_every_confusable_argument(name):
         for value in CONFUSABLE:
             kwargs = {**FAST_BASES[name](), arg: value}
             kernel.encoders.clear()
-            kernel.rope_plans.clear()
+            kernel.rope_args.clear()
             cold = _signature_of(name, kwargs)
             _prime(name, FAST_BASES[name]())
             _signature_of(name, FAST_BASES[name]())

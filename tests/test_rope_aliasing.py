@@ -38,7 +38,7 @@ def _primed(params=None, head_dim=8):
 @pytest.mark.parametrize("where", ["positions", "positions_2d", "offset"])
 @pytest.mark.parametrize("host", ["q", "k"])
 def test_positions_kept_in_q_or_k_give_every_tensor_its_angles(warm, where, host):
-    kernel.rope_plans.clear()
+    kernel.rope_args.clear()
     if warm:
         _primed()
     q = np.zeros((2, 1, 4, 8))
@@ -60,7 +60,7 @@ def test_positions_kept_in_q_or_k_give_every_tensor_its_angles(warm, where, host
 @pytest.mark.parametrize("empty", ["q", "k"])
 @pytest.mark.parametrize("warm", [False, True])
 def test_an_empty_tensor_leaves_the_other_rotated(empty, warm):
-    kernel.rope_plans.clear()
+    kernel.rope_args.clear()
     if warm:
         _primed()
     full = np.ones((1, 1, 4, 8))
@@ -84,7 +84,7 @@ def test_an_empty_torch_tensor_is_accepted_as_numpy_arrays_are():
 @pytest.mark.parametrize("warm", [False, True])
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_fused_qkv_views_are_rotated_like_copies(warm, layout, rng):
-    kernel.rope_plans.clear()
+    kernel.rope_args.clear()
     if warm:
         _primed(LLAMA3, 16)
     qkv = rng.standard_normal((2, 5, 3, 4, 16)).astype(np.float32)  # (batch, seq, 3, heads, d)
@@ -128,7 +128,7 @@ def test_q_and_k_sharing_an_element_are_refused_untouched(views):
 @pytest.mark.parametrize("warm", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rope_cache_into_side_by_side_halves_of_one_buffer(warm, dtype):
-    kernel.rope_plans.clear()
+    kernel.rope_args.clear()
     if warm:
         fastpe.rope_cache(8, seq_len=1)
     buf = np.full((6, 16), 7.0, dtype)
@@ -144,7 +144,7 @@ def test_rope_cache_into_side_by_side_halves_of_one_buffer(warm, dtype):
 @pytest.mark.parametrize("value", [None, "3", 2.5, [None]])
 def test_offset_that_is_not_integers_is_refused_cold_and_warm(value):
     for warm in (False, True):
-        kernel.rope_plans.clear()
+        kernel.rope_args.clear()
         if warm:
             _primed()
         q = np.ones((1, 1, 2, 8))

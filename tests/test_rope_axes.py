@@ -27,7 +27,7 @@ def _keep_rope_plans():
     """The many 1-axis reference calls here plan their frequencies for the small-call
     paths; the plans are put back as they were, so that tests counting them stay
     independent of the order they run in."""
-    saved = [(d, dict(d)) for d in (fastpe.kernel.rope_plans, fastpe.kernel.rope_axes_plans)]
+    saved = [(d, dict(d)) for d in (fastpe.kernel.rope_args, fastpe.kernel.rope_axes_plans)]
     yield
     for d, was in saved:
         d.clear()

@@ -175,7 +175,7 @@ def test_cold_and_warm_rope_calls_raise_the_same_message(head_dim):
     ]
     for call in calls:
         kernel.encoders.clear()
-        kernel.rope_plans.clear()
+        kernel.rope_args.clear()
         cold = _message(call)
         fastpe.rope_cache(head_dim, seq_len=1)  # plans cached now
         fastpe.apply_rope(x)

@@ -1,6 +1,6 @@
 /*
  * The public entry points of the Vaswani table (include/fastpe/fastpe.h):
- * argument checks, then ONE fill through the shared plan cache.  The Python
+ * argument checks, then ONE fill through the library's plan cache.  The Python
  * module's capsule table points at these same functions.
  */
 #include "pe_lib.h"
@@ -8,55 +8,50 @@
 
 #include <stdlib.h>
 
-/* ---- the plan cache -------------------------------------------------------
- * Callers run from any thread, so their plans live in a small table keyed by
- * what a plan depends on (nf, w0, base, denom), guarded by a mutex, each entry
- * reference-counted so that eviction never frees a plan a fill is using. */
+/* ---- the plans of tables ---------------------------------------------------
+ * A table's plan depends on (nf, w0, base, denom) only: specs of equal
+ * frequencies share it through the library's plan cache (plans.c). */
 
-#define CPLANS            8 /* entries; each at most 4 MiB */
-#define CPLAN_MAX_DOUBLES 524288
+#define TABLE_PLAN_MAX_DOUBLES 524288 /* 4 MiB: larger plans are prepared per fill */
 
 typedef struct {
+    int64_t tag; /* PE_PLAN_TABLE */
     int64_t nf;
     double w0, base, denom;
-    double *mem;   /* NULL: a free slot */
-    int64_t refs;  /* fills using it now */
-    uint64_t used; /* LRU stamp */
-} pe_cplan;
+} table_key;
 
-static pe_cplan cplans[CPLANS];
-static uint64_t cplan_clock = 0;
-static pe_mutex cplan_lock = PE_MUTEX_INIT;
-
-PE_INLINE int cplan_is(const pe_cplan *e, const pe_spec *sp) {
-    /* (specs with a frequency list never reach this cache) */
-    return e->mem != NULL && sp->wlist == NULL && e->nf == sp->nf && e->w0 == sp->w0 &&
-           e->base == sp->base && e->denom == sp->denom;
+/* (every field 8 bytes: no padding, so the bytes are the fields) */
+PE_INLINE table_key table_key_of(const pe_spec *sp) {
+    table_key k;
+    k.tag = PE_PLAN_TABLE;
+    k.nf = sp->nf;
+    k.w0 = sp->w0;
+    k.base = sp->base;
+    k.denom = sp->denom;
+    return k;
 }
 
-/* A plan for sp: cached (*slot >= 0; release it with cplan_release), or, when
- * the cache cannot hold it, NULL (*slot -1: the fill prepares its own). */
-static const double *cplan_acquire(const pe_spec *sp, int num_threads, int *slot, int *err) {
-    int i, victim = -1;
+static void table_plan_drop(void *v) { free(v); }
+
+/* A plan for sp: cached (*slot >= 0; give it back with pe_plans_release), or
+ * NULL when the cache has none to give (*slot -1: the fill prepares its own),
+ * or when it could not be kept (then *owned is the caller's to free). */
+static const double *table_plan(const pe_spec *sp, int num_threads, int *slot, double **owned,
+                                int *err) {
     int64_t B = pe_block_rows(sp->nf);
     size_t n = pe_plan_doubles(sp->nf, B);
+    table_key k;
     double *mem;
     *slot = -1;
+    *owned = NULL;
     *err = FASTPE_OK;
-    if (n > CPLAN_MAX_DOUBLES || sp->wlist != NULL)
+    if (n > TABLE_PLAN_MAX_DOUBLES || sp->wlist != NULL) /* (listed frequencies: per fill) */
         return NULL;
-    pe_mutex_lock(&cplan_lock);
-    for (i = 0; i < CPLANS; i++) {
-        if (cplan_is(&cplans[i], sp)) {
-            cplans[i].refs += 1;
-            cplans[i].used = ++cplan_clock;
-            pe_mutex_unlock(&cplan_lock);
-            *slot = i;
-            return cplans[i].mem;
-        }
-    }
-    pe_mutex_unlock(&cplan_lock);
-    /* build outside the lock (tens of microseconds); a racing thread may build
+    k = table_key_of(sp);
+    mem = (double *)pe_plans_find(&k, sizeof(k), slot);
+    if (mem != NULL)
+        return mem;
+    /* built outside the lock (tens of microseconds); a racing thread may build
        the same plan, and then one of the two is kept */
     mem = (double *)malloc(n * sizeof(double));
     if (mem == NULL) {
@@ -68,95 +63,55 @@ static const double *cplan_acquire(const pe_spec *sp, int num_threads, int *slot
         free(mem);
         return NULL;
     }
-    pe_mutex_lock(&cplan_lock);
-    for (i = 0; i < CPLANS; i++) {
-        if (cplan_is(&cplans[i], sp)) { /* another thread was first */
-            cplans[i].refs += 1;
-            pe_mutex_unlock(&cplan_lock);
-            free(mem);
-            *slot = i;
-            return cplans[i].mem;
-        }
-        if (cplans[i].mem == NULL) { /* a free slot first, else the LRU idle one */
-            if (victim < 0 || cplans[victim].mem != NULL)
-                victim = i;
-        } else if (cplans[i].refs == 0 && (victim < 0 || (cplans[victim].mem != NULL &&
-                                                          cplans[i].used < cplans[victim].used))) {
-            victim = i;
-        }
-    }
-    if (victim < 0) { /* every entry in use: keep it private */
-        pe_mutex_unlock(&cplan_lock);
-        free(mem);
-        return NULL;
-    }
-    free(cplans[victim].mem);
-    cplans[victim].mem = mem;
-    cplans[victim].nf = sp->nf;
-    cplans[victim].w0 = sp->w0;
-    cplans[victim].base = sp->base;
-    cplans[victim].denom = sp->denom;
-    cplans[victim].refs = 1;
-    cplans[victim].used = ++cplan_clock;
-    pe_mutex_unlock(&cplan_lock);
-    *slot = victim;
+    mem = (double *)pe_plans_add(&k, sizeof(k), mem, n * sizeof(double), table_plan_drop, slot);
+    if (*slot < 0)
+        *owned = mem;
     return mem;
 }
 
-static void cplan_release(int slot) {
-    if (slot >= 0) {
-        pe_mutex_lock(&cplan_lock);
-        cplans[slot].refs -= 1;
-        pe_mutex_unlock(&cplan_lock);
-    }
-}
+typedef struct {
+    double *out;
+    int n, k;
+} table_visit;
 
-void pe_plan_cache_lock(int take) {
-    if (take)
-        pe_mutex_lock(&cplan_lock);
-    else
-        pe_mutex_unlock(&cplan_lock);
-}
-
-void pe_plan_cache_release(void) {
-    pe_mutex_lock(&cplan_lock);
-    for (int i = 0; i < CPLANS; i++) {
-        if (cplans[i].mem != NULL && cplans[i].refs == 0) { /* (a running fill keeps its plan) */
-            free(cplans[i].mem);
-            cplans[i].mem = NULL;
-        }
-    }
-    pe_mutex_unlock(&cplan_lock);
+static void table_visit_one(void *ctx, const void *key, size_t len, int64_t refs) {
+    table_visit *t = (table_visit *)ctx;
+    table_key k;
+    if (len != sizeof(k) || t->k >= t->n)
+        return;
+    memcpy(&k, key, sizeof(k));
+    if (k.tag != PE_PLAN_TABLE)
+        return;
+    t->out[5 * t->k] = (double)k.nf;
+    t->out[5 * t->k + 1] = k.w0;
+    t->out[5 * t->k + 2] = k.base;
+    t->out[5 * t->k + 3] = k.denom;
+    t->out[5 * t->k + 4] = (double)refs;
+    t->k += 1;
 }
 
 int pe_plan_cache_snapshot(double *out, int n) {
-    int k = 0;
-    pe_mutex_lock(&cplan_lock);
-    for (int i = 0; i < CPLANS && k < n; i++) {
-        if (cplans[i].mem != NULL) {
-            out[5 * k] = (double)cplans[i].nf;
-            out[5 * k + 1] = cplans[i].w0;
-            out[5 * k + 2] = cplans[i].base;
-            out[5 * k + 3] = cplans[i].denom;
-            out[5 * k + 4] = (double)cplans[i].refs;
-            k++;
-        }
-    }
-    pe_mutex_unlock(&cplan_lock);
-    return k;
+    table_visit t;
+    t.out = out;
+    t.n = n;
+    t.k = 0;
+    pe_plans_visit(table_visit_one, &t);
+    return t.k;
 }
 
 int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
                    int num_threads) {
     int slot, err;
+    double *owned;
     const double *plan;
     if (rq->nseq * rq->S == 0)
         return FASTPE_OK;
-    plan = cplan_acquire(sp, num_threads, &slot, &err);
+    plan = table_plan(sp, num_threads, &slot, &owned, &err);
     if (err != FASTPE_OK)
         return err;
     err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, NULL, NULL, NULL);
-    cplan_release(slot);
+    pe_plans_release(slot);
+    free(owned);
     return err;
 }
 
@@ -276,15 +231,17 @@ int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp, 
                     int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                     void *poll_ctx) {
     int slot = -1, err = pe_check_fill(out, kind, row_stride, sp, rq, "seq_len");
+    double *owned = NULL;
     if (err != FASTPE_OK || rq->nseq * rq->S == 0)
         return pe_settle(err);
     if (plan == NULL) {
-        plan = cplan_acquire(sp, num_threads, &slot, &err);
+        plan = table_plan(sp, num_threads, &slot, &owned, &err);
         if (err != FASTPE_OK)
             return pe_settle(err);
     }
     err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
-    cplan_release(slot);
+    pe_plans_release(slot);
+    free(owned);
     return pe_settle(err);
 }
 

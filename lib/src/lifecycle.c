@@ -14,6 +14,10 @@
  * state it had, possibly held by a thread that no longer exists there.  The
  * prepare handler takes the library's locks, so the fork happens while no
  * other thread is inside a critical section; both sides then release them.
+ *
+ * Layers: system.c installs these handlers, and they call only down (the
+ * shells here, the plan cache's lock in plans.c), never back into the entry
+ * points above.
  */
 #include "pe_lib.h"
 
@@ -73,19 +77,19 @@ static void shells_release(void) {
 
 #if !defined(_WIN32)
 void pe_fork_prepare(void) {
-    pe_plan_cache_lock(1);
+    pe_plans_lock(1);
     pe_mutex_lock(&shell_lock);
 }
 
 void pe_fork_parent(void) {
     pe_mutex_unlock(&shell_lock);
-    pe_plan_cache_lock(0);
+    pe_plans_lock(0);
 }
 
 void pe_fork_child(void) {
     /* the child's only thread is the one that took them in prepare */
     pe_mutex_unlock(&shell_lock);
-    pe_plan_cache_lock(0);
+    pe_plans_lock(0);
 }
 #endif
 
@@ -93,7 +97,7 @@ void pe_fork_child(void) {
  * plans nobody is using and the pooled shells.  Live handles are the caller's. */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((destructor)) static void pe_unload(void) {
-    pe_plan_cache_release();
+    pe_plans_clear();
     shells_release();
 }
 #endif

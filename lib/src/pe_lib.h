@@ -92,6 +92,28 @@ struct fastpe_rope {
     pe_rope_axis_data *axes; /* PE_ROPE_AXES_MAGIC only: n_axes entries */
 };
 
+/* A RoPE handle kept by the plan cache, with the anchor cache of its decoding
+ * steps (pe_anchor_cache): what fastpe.apply_rope and rope_cache reuse between
+ * calls.  Never freed while held. */
+typedef struct {
+    struct fastpe_rope *h;
+    pe_anchor_cache ac;
+} pe_rope_plan;
+struct fastpe_rope_params;
+/* The plan of the nf listed frequencies w (kind PE_KIND_F32 or PE_KIND_F64;
+ * attention factor 1), or of a rule's parameters for head_dim: cached or built
+ * and added, held by the caller until pe_rope_plan_done(plan, *slot); NULL
+ * when the frequencies or the parameters are refused (the error detail says
+ * why) or memory ran out. */
+PE_HIDDEN const pe_rope_plan *pe_rope_plan_list(const void *w, int kind, int64_t nf, int *slot);
+PE_HIDDEN const pe_rope_plan *pe_rope_plan_rule(const struct fastpe_rope_params *p,
+                                                int64_t head_dim, int *slot);
+PE_HIDDEN void pe_rope_plan_done(const pe_rope_plan *plan, int slot);
+/* The plan of the nf frequencies w and attention factor, built and added
+ * under key (as pe_plans_add); NULL: refused or out of memory. */
+PE_HIDDEN const pe_rope_plan *pe_rope_plan_add(const void *key, size_t len, const double *w,
+                                               int64_t nf, double attention, int *slot);
+
 /* A spec handle holding sp (which must not list its frequencies), or NULL. */
 PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
                                                  double max_position);
@@ -108,10 +130,35 @@ PE_HIDDEN void pe_shell_free(int kind, void *p);
 PE_HIDDEN void pe_fork_prepare(void);
 PE_HIDDEN void pe_fork_parent(void);
 PE_HIDDEN void pe_fork_child(void);
-/* The plan cache's lock taken (1) or released (0), for the fork handlers; the
- * idle plans freed (at unload). */
-PE_HIDDEN void pe_plan_cache_lock(int take);
-PE_HIDDEN void pe_plan_cache_release(void);
+/* The plan cache (plans.c), the library's only one: values kept under the
+ * bytes of a key (written field by field, starting with a PE_PLAN_* tag), each
+ * held by its callers.  pe_plans_find: the value of key with a hold on it
+ * (*slot >= 0), or NULL (*slot -1).  pe_plans_add: keep value (its size in
+ * bytes, freed by drop when evicted) under key and return it held; when
+ * another thread added the key first, value is dropped and theirs returned;
+ * when there is no room, value itself with *slot -1 (then it is the caller's
+ * to drop after use).  pe_plans_release: the hold of pe_plans_find/add given
+ * back (slot -1: nothing). */
+#define PE_PLAN_TABLE     1 /* a table's plan (api.c) */
+#define PE_PLAN_ROPE_LIST 2 /* a RoPE handle of listed frequencies (rope.c) */
+#define PE_PLAN_ROPE_RULE 3 /* a RoPE handle of a rule's parameters (rope_rules.c) */
+typedef void (*pe_plan_drop)(void *value);
+PE_HIDDEN void *pe_plans_find(const void *key, size_t len, int *slot);
+PE_HIDDEN void *pe_plans_add(const void *key, size_t len, void *value, size_t bytes,
+                             pe_plan_drop drop, int *slot);
+PE_HIDDEN void pe_plans_release(int slot);
+/* fn(ctx, key, len, holds) for every entry, under the cache's lock. */
+PE_HIDDEN void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len, int64_t refs),
+                              void *ctx);
+/* out[0 .. 4]: entries, bytes held, values added since load (each one built),
+ * the entry bound, the byte bound. */
+PE_HIDDEN void pe_plans_stats(int64_t *out);
+/* The entry bound (1 .. 1024; tests), the old one returned. */
+PE_HIDDEN int pe_plans_set_max(int n);
+/* The cache's lock taken (1) or released (0), for the fork handlers; the idle
+ * entries dropped (at unload, and for tests). */
+PE_HIDDEN void pe_plans_lock(int take);
+PE_HIDDEN void pe_plans_clear(void);
 
 /* Called on the calling thread between the chunks of a long fill; nonzero
  * stops the fill (the rows done so far stay written). */

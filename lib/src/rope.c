@@ -136,6 +136,74 @@ void fastpe_rope_free(fastpe_rope *h) {
     }
 }
 
+/* ---- RoPE plans --------------------------------------------------------------
+ * The handles fastpe.apply_rope and rope_cache reuse between calls, kept by the
+ * library's plan cache (plans.c) under their frequencies (here) or their
+ * rule's parameters (rope_rules.c). */
+
+static void rope_plan_drop(void *v) {
+    pe_rope_plan *pl = (pe_rope_plan *)v;
+    fastpe_rope_free(pl->h);
+    pe_anchor_free(&pl->ac);
+    free(pl);
+}
+
+const pe_rope_plan *pe_rope_plan_add(const void *key, size_t len, const double *w, int64_t nf,
+                                     double attention, int *slot) {
+    pe_rope_plan *pl = (pe_rope_plan *)calloc(1, sizeof(*pl));
+    size_t bytes;
+    *slot = -1;
+    if (pl == NULL)
+        return NULL;
+    pl->h = rope_from_frequencies_body(w, nf, attention);
+    if (pl->h == NULL) {
+        free(pl);
+        return NULL;
+    }
+    pe_anchor_init(&pl->ac);
+    /* the handle's copies, its plan and the anchor row a decoding step keeps */
+    bytes = sizeof(*pl) + sizeof(*pl->h) + (size_t)nf * 3 * sizeof(double) +
+            (pl->h->plan != NULL ? pe_plan_doubles(nf, pe_block_rows(nf)) * sizeof(double) : 0);
+    return (const pe_rope_plan *)pe_plans_add(key, len, pl, bytes, rope_plan_drop, slot);
+}
+
+void pe_rope_plan_done(const pe_rope_plan *plan, int slot) {
+    if (slot >= 0)
+        pe_plans_release(slot);
+    else if (plan != NULL) /* (one the cache had no room for: the caller's) */
+        rope_plan_drop((void *)plan);
+}
+
+/* (keys of up to this many frequencies live on the stack) */
+#define ROPE_KEY_STACK 256
+
+const pe_rope_plan *pe_rope_plan_list(const void *w, int kind, int64_t nf, int *slot) {
+    double stack[ROPE_KEY_STACK + 2], *key = stack;
+    const pe_rope_plan *pl;
+    size_t len;
+    int64_t tag = PE_PLAN_ROPE_LIST;
+    *slot = -1;
+    if ((kind != PE_KIND_F32 && kind != PE_KIND_F64) || rope_check_list(w, nf) != FASTPE_OK)
+        return NULL;
+    len = (size_t)(nf + 2) * sizeof(double);
+    if (nf > ROPE_KEY_STACK) {
+        key = (double *)malloc(len);
+        if (key == NULL)
+            return NULL;
+    }
+    /* the tag and nf as int64 bits, then the frequencies as float64 (exact) */
+    memcpy(&key[0], &tag, 8);
+    memcpy(&key[1], &nf, 8);
+    for (int64_t i = 0; i < nf; i++)
+        key[2 + i] = kind == PE_KIND_F64 ? ((const double *)w)[i] : (double)((const float *)w)[i];
+    pl = (const pe_rope_plan *)pe_plans_find(key, len, slot);
+    if (pl == NULL)
+        pl = pe_rope_plan_add(key, len, key + 2, nf, 1.0, slot);
+    if (key != stack)
+        free(key);
+    return pl;
+}
+
 int64_t fastpe_rope_rotary_dim(const fastpe_rope *h) {
     return h != NULL && (h->magic == PE_ROPE_MAGIC || h->magic == PE_ROPE_AXES_MAGIC) ? 2 * h->sp.nf
                                                                                       : -1;

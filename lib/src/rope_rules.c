@@ -628,3 +628,75 @@ int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
     int saved_errno = errno;
     return pe_keep_errno(saved_errno, rope_from_params(p, head_dim, rope));
 }
+
+/* The plan cache's key of a rule's parameters for head_dim: every field the
+ * rule reads, each as its 8 bytes (doubles by their bits: a NaN or -0.0 the
+ * caller wrote is a key of its own, never a wrong hit), then the factor lists'
+ * values.  Written into key (capacity cap words); the words needed. */
+#define RULE_KEY_WORDS 22
+static size_t rule_key(const fastpe_rope_params *p, int64_t head_dim, uint64_t *key, size_t cap) {
+    const double d[10] = {p->rope_theta,      p->partial_rotary_factor,
+                          p->factor,          p->attention_factor,
+                          p->beta_fast,       p->beta_slow,
+                          p->mscale,          p->mscale_all_dim,
+                          p->low_freq_factor, p->high_freq_factor};
+    const int64_t ns = p->short_factor != NULL ? p->short_factor_len : -1;
+    const int64_t nl = p->long_factor != NULL ? p->long_factor_len : -1;
+    const size_t n = RULE_KEY_WORDS + (size_t)(ns > 0 ? ns : 0) + (size_t)(nl > 0 ? nl : 0);
+    const int64_t ints[12] = {PE_PLAN_ROPE_RULE,
+                              head_dim,
+                              (int64_t)p->size,
+                              p->rope_type,
+                              p->precision,
+                              p->truncate,
+                              ns,
+                              nl,
+                              p->original_max_position_embeddings,
+                              p->max_position_embeddings,
+                              p->seq_len,
+                              0};
+    if (n > cap)
+        return n;
+    memcpy(key, ints, sizeof(ints));
+    memcpy(key + 12, d, sizeof(d));
+    if (ns > 0)
+        memcpy(key + RULE_KEY_WORDS, p->short_factor, (size_t)ns * 8);
+    if (nl > 0)
+        memcpy(key + RULE_KEY_WORDS + (ns > 0 ? ns : 0), p->long_factor, (size_t)nl * 8);
+    return n;
+}
+
+const pe_rope_plan *pe_rope_plan_rule(const fastpe_rope_params *p, int64_t head_dim, int *slot) {
+    uint64_t stack[RULE_KEY_WORDS + 64], *key = stack;
+    const pe_rope_plan *pl = NULL;
+    size_t n;
+    rule R;
+    double *w;
+    *slot = -1;
+    if (p == NULL)
+        return NULL;
+    n = rule_key(p, head_dim, stack, sizeof(stack) / 8);
+    if (n > sizeof(stack) / 8) { /* (longrope's lists beyond 64 values) */
+        key = (uint64_t *)malloc(n * 8);
+        if (key == NULL)
+            return NULL;
+        rule_key(p, head_dim, key, n);
+    }
+    pl = (const pe_rope_plan *)pe_plans_find(key, n * 8, slot);
+    if (pl == NULL) {
+        /* the rule and its checks, exactly as fastpe_rope_from_params */
+        R.why = NULL;
+        R.pow32 = NULL;
+        R.pow_ctx = NULL;
+        R.powers = NULL;
+        if (resolve(p, head_dim, &R) == FASTPE_OK) {
+            w = (double *)malloc((size_t)(R.dim / 2) * sizeof(double));
+            if (w != NULL && frequencies(&R, w) == FASTPE_OK)
+                pl = pe_rope_plan_add(key, n * 8, w, R.dim / 2, R.attention, slot);
+            free(w);
+        }
+    }
+    if (key != stack)
+        free(key);
+    return pl;
+}

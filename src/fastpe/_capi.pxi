@@ -212,25 +212,10 @@ cdef void _python_pow32(void *ctx, float base, const float *e, float *out,
             out[k] = _np.nan
 
 
-def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, pow32=None):
-    """The library's RoPE rule for a fastpe_rope_params from fastpe_rope_params_init
-    with ``fields`` (struct field names; short_factor / long_factor as float64
-    arrays, their length the array's) set: (code, inv_freq, attention_factor, nf,
-    (reason, index, value)), the output buffer (``capacity`` entries, default
-    head_dim // 2 up to 2**20) NaN-filled before the call (to see what is written).
-    ``handle``: fastpe_rope_from_params instead (code, None, nan, nf, None).
-    ``pow32(base, e)``: float32 powers of an array of exponents in place of the
-    correctly rounded ones (n exponents: n powers)."""
-    cdef fastpe_rope_params p
-    cdef double[::1] out
-    cdef double[::1] sf
-    cdef double[::1] lf
-    cdef int64_t nf = -1, cap
-    cdef double attention = _np.nan
-    cdef fastpe_rope *h = NULL
-    cdef pe_rule_detail why
-    cdef int err
-    fastpe_rope_params_init(&p)
+cdef int _params_from_fields(fastpe_rope_params *p, dict fields) except -1:
+    """``p`` from fastpe_rope_params_init with the numbers of ``fields`` (struct field
+    names) set; short_factor / long_factor are the caller's to point at."""
+    fastpe_rope_params_init(p)
     unknown = set(fields) - set(_PARAM_DOUBLES) - set(_PARAM_INTS) - {"short_factor",
                                                                       "long_factor"}
     if unknown:
@@ -255,6 +240,41 @@ def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, 
     p.max_position_embeddings = i.get("max_position_embeddings", p.max_position_embeddings)
     p.seq_len = i.get("seq_len", p.seq_len)
     p.size = i.get("size", p.size)
+    return 0
+
+
+cdef void *_new_params(dict fields) except NULL:
+    """A fastpe_rope_params of ``fields`` (_params_from_fields), freed with free."""
+    cdef fastpe_rope_params *p = <fastpe_rope_params *>malloc(sizeof(fastpe_rope_params))
+    if p == NULL:
+        raise MemoryError()
+    try:
+        _params_from_fields(p, fields)
+    except BaseException:
+        free(p)
+        raise
+    return p
+
+
+def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, pow32=None):
+    """The library's RoPE rule for a fastpe_rope_params from fastpe_rope_params_init
+    with ``fields`` (struct field names; short_factor / long_factor as float64
+    arrays, their length the array's) set: (code, inv_freq, attention_factor, nf,
+    (reason, index, value)), the output buffer (``capacity`` entries, default
+    head_dim // 2 up to 2**20) NaN-filled before the call (to see what is written).
+    ``handle``: fastpe_rope_from_params instead (code, None, nan, nf, None).
+    ``pow32(base, e)``: float32 powers of an array of exponents in place of the
+    correctly rounded ones (n exponents: n powers)."""
+    cdef fastpe_rope_params p
+    cdef double[::1] out
+    cdef double[::1] sf
+    cdef double[::1] lf
+    cdef int64_t nf = -1, cap
+    cdef double attention = _np.nan
+    cdef fastpe_rope *h = NULL
+    cdef pe_rule_detail why
+    cdef int err
+    _params_from_fields(&p, fields)
     # the arrays stay referenced by these locals for the whole call
     short_factor = fields.get("short_factor")
     long_factor = fields.get("long_factor")

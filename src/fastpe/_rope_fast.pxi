@@ -1,5 +1,5 @@
 # Included by kernel.pyx: the fast paths of fastpe.apply_rope and rope_cache, for
-# arguments whose plan is remembered (_rope_plans.pxi): one C call, no Python
+# arguments the library's plan cache serves (_rope_plans.pxi): one C call, no Python
 # validation; anything else falls through to the general path (fastpe._rope_apply).
 
 cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, RopeAxes axes) except -1:
@@ -316,8 +316,9 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     cdef bint have_k = False
     cdef char qkind, kkind = 0
     cdef int64_t off = 0, sa, hd, nd, batch, S
-    cdef int nt
-    cdef Encoder enc
+    cdef int nt, slot = -1
+    cdef const pe_rope_plan *pl = NULL
+    cdef pe_rope_handle *h
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
         return None
@@ -346,13 +347,13 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
         if head_dim is None:
             hd = qv.shape[nd - 1]
             head_dim = hd
-        key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
-        plan = (<dict?>rope_plans).get(key)
-        if plan is None:
+        pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
+                        inv_freq, &slot)
+        if pl == NULL:
             return None
-        enc = plan[0]
-        # (2 nf > hd: never planned so; the rows below rely on it)
-        if 2 * enc.sp.nf > hd or qv.shape[nd - 1] < hd:
+        h = <pe_rope_handle *>pl.h
+        # (2 nf <= hd: _rope_plan's; the rows below rely on it)
+        if qv.shape[nd - 1] < hd:
             return None
         if k is not None:
             kkind = _rope_fast_view(k, &kv, hd)
@@ -369,21 +370,23 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
             return None
         # every position checked against the exact reduction here, as the general path does
         if positions is not None:
-            if not _fast_ids(positions, batch, S, 0, enc.max_position):
+            if not _fast_ids(positions, batch, S, 0, h.max_position):
                 return None
             if (<object>positions).ndim == 1:
                 positions = (<object>positions).reshape(1, S)
         elif offsets is not None:
-            if not _fast_ids(offsets, 0, batch, S - 1, enc.max_position):
+            if not _fast_ids(offsets, 0, batch, S - 1, h.max_position):
                 return None
-        elif _extent(off, S) > enc.max_position:
+        elif _extent(off, S) > h.max_position:
             return None
-        _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, enc, sa, off, offsets, positions,
-                  layout == "half", plan[1], nt)
+        _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, &h.sp, h.plan,
+                  <pe_anchor_cache *>&pl.ac, sa, off, offsets, positions, layout == "half",
+                  h.attention, nt)
     finally:
         PyBuffer_Release(&qv)
         if have_k:
             PyBuffer_Release(&kv)
+        pe_rope_plan_done(pl, slot)
     return q if k is None else (q, k)
 
 
@@ -394,14 +397,14 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     offset or a 1-D int64 ndarray of positions, float32/float64 into new arrays or
     a pair of plain ndarrays of the result's shape -- through the C API's cache
     function, or None to decline (the general path then validates and explains)."""
-    cdef pe_rope_handle h
+    cdef const pe_rope_plan *pl = NULL
+    cdef pe_rope_handle *h
     cdef Py_buffer cv, sv, pv
     cdef bint have_out = False, have_pos = False
     cdef int64_t n, W, off = 0, crow = 0, srow = 0, cstride = 0, sstride = 0
     cdef const int64_t *pp = NULL
-    cdef int nt, lay, err
+    cdef int nt, lay, err, slot = -1
     cdef char want
-    cdef Encoder enc
     if attention_factor is not None or type(layout) is not str \
             or (layout != "half" and layout != "interleaved"):
         return None
@@ -410,12 +413,6 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x' or (out is not None and want != 0):
         return None
-    plan = rope_plans.get(_plan_key(rope_parameters, head_dim, max_position_embeddings,
-                                    precision, inv_freq))
-    if plan is None:
-        return None
-    enc = plan[0]
-    W = 2 * enc.sp.nf
     if positions is None:
         if type(seq_len) is not int or type(offset) is not int or not 1 <= seq_len <= 2**40 \
                 or not -2**62 <= offset <= 2**62:
@@ -431,6 +428,12 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             return None
         have_pos = True
     try:
+        pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
+                        inv_freq, &slot)
+        if pl == NULL:
+            return None
+        h = <pe_rope_handle *>pl.h
+        W = 2 * h.sp.nf
         if have_pos:
             if pv.ndim != 1 or pv.shape[0] < 1 or pv.itemsize != 8 \
                     or _native_code(pv.format) not in (c'l', c'q'):
@@ -439,12 +442,6 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             pp = <const int64_t *>pv.buf
         if (8 + 2 * 8) * <double>n * W >= _small_request:   # the general path checks memory
             return None
-        h.magic = PE_ROPE_MAGIC
-        h.sp = enc.sp
-        h.w = NULL
-        h.plan = <double *>enc.pmem
-        h.attention = plan[1]
-        h.max_position = enc.max_position
         if out is None:
             dt = _F64 if want == c'd' else _F32
             result = (_np_empty((n, W), dt), _np_empty((n, W), dt))
@@ -465,10 +462,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
                 return None
             with nogil:
                 if cv.itemsize == 4:
-                    err = fastpe_rope_cache_f32(<fastpe_rope *>&h, <float *>cv.buf,
+                    err = fastpe_rope_cache_f32(<fastpe_rope *>h, <float *>cv.buf,
                                                 <float *>sv.buf, n, cstride, pp, off, lay, nt)
                 else:
-                    err = fastpe_rope_cache_f64(<fastpe_rope *>&h, <double *>cv.buf,
+                    err = fastpe_rope_cache_f64(<fastpe_rope *>h, <double *>cv.buf,
                                                 <double *>sv.buf, n, cstride, pp, off, lay, nt)
         finally:
             PyBuffer_Release(&sv)
@@ -479,3 +476,4 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             PyBuffer_Release(&cv)
         if have_pos:
             PyBuffer_Release(&pv)
+        pe_rope_plan_done(pl, slot)

@@ -1,10 +1,46 @@
-# Included by kernel.pyx: the plan memories of fastpe.apply_rope and rope_cache, keyed
-# by the frequency arguments' values, so that a repeated call skips the checks.
+# Included by kernel.pyx: how the fast paths of fastpe.apply_rope and rope_cache reach
+# the library's plan cache (lib/src/plans.c, the only one): listed frequencies are read
+# in place and keyed by their values there; a rope_parameters dict is converted to the
+# library's fastpe_rope_params once, by the general path, and that conversion (no
+# frequencies: those live in the plan cache) is remembered here by the dict's values.
 
-#: rope_plan_key(...) -> (Encoder, attention factor): the frequency rules whose
-#: result does not depend on the sequence length, filled by fastpe._rope_rules after a
-#: full validation and read by rope_apply (_rope_fast.pxi).  Bounded by ENCODERS_MAX.
-rope_plans = {}
+cdef extern from "pe_lib.h" nogil:
+    ctypedef struct pe_rope_plan:
+        void *h             # struct fastpe_rope (pe_rope_handle)
+        pe_anchor_cache ac
+    const pe_rope_plan *pe_rope_plan_list(const void *w, int kind, int64_t nf, int *slot)
+    const pe_rope_plan *pe_rope_plan_rule(const void *p, int64_t head_dim, int *slot)
+    void pe_rope_plan_done(const pe_rope_plan *plan, int slot)
+    void pe_plans_stats(int64_t *out)
+    int pe_plans_set_max(int n)
+    void pe_plans_clear()
+
+
+cdef class RopeArgs:
+    """A rule's parameters as the library reads them (a fastpe_rope_params, made by
+    _capi.pxi's _new_params) and the head_dim they are for: what fastpe._rope_rules
+    converted from a rope_parameters dict after a full validation.  Immutable once
+    built."""
+    cdef void *p
+    cdef readonly int64_t head_dim
+
+    def __cinit__(self, int64_t head_dim, dict fields):
+        if "short_factor" in fields or "long_factor" in fields:
+            raise ValueError("rules with factor lists depend on the length: not remembered")
+        self.p = _new_params(fields)
+        self.head_dim = head_dim
+
+    def __dealloc__(self):
+        free(self.p)
+
+
+#: rope_plan_key(...) -> RopeArgs: the converted parameters of the rules whose
+#: frequencies do not depend on the sequence length, filled by fastpe._rope_rules after
+#: a full validation and read by the fast paths (_rope_fast.pxi).  Small entries (no
+#: frequencies), so ROPE_ARGS_MAX of them keep a caller cycling over many configurations
+#: on the fast path; oldest out first.
+rope_args = {}
+ROPE_ARGS_MAX = 4096
 cdef object _PLAIN = (float, int, str, bool)
 
 
@@ -53,11 +89,70 @@ cdef object _plan_key(rope_parameters, head_dim, max_position_embeddings, precis
     return (tuple(items), head_dim, max_position_embeddings, precision)
 
 
-def remember_rope_plan(key, Encoder enc, double attention):
+def remember_rope_args(key, int64_t head_dim, dict fields):
+    """Keep the converted parameters ``fields`` (fastpe_rope_params field names) of
+    the rope_plan_key ``key`` for the fast paths."""
+    args = RopeArgs(head_dim, fields)
     with _encoders_lock:
-        rope_plans[key] = (enc, attention)
-        while len(rope_plans) > ENCODERS_MAX:
-            del rope_plans[next(iter(rope_plans))]
+        rope_args[key] = args
+        while len(rope_args) > ROPE_ARGS_MAX:
+            del rope_args[next(iter(rope_args))]
+
+
+cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embeddings,
+                                    precision, inv_freq, int *slot) except? NULL:
+    """The library's plan of the frequency arguments, held until
+    pe_rope_plan_done(plan, slot[0]), or NULL to decline: arguments of other types, a
+    dict whose conversion is not remembered, frequencies the library refuses or that
+    rotate more than head_dim dims (the general path then explains)."""
+    cdef Py_buffer v
+    cdef char code
+    cdef const pe_rope_plan *pl = NULL
+    cdef RopeArgs args
+    cdef int64_t hd
+    slot[0] = -1
+    if not _as_i64(head_dim, &hd) or not 2 <= hd <= 2**31 or type(precision) is not str \
+            or (max_position_embeddings is not None and type(max_position_embeddings) is not int):
+        return NULL
+    if inv_freq is None:
+        key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, None)
+        found = (<dict>rope_args).get(key) if key is not None else None
+        if found is None:
+            return NULL
+        args = <RopeArgs>found
+        pl = pe_rope_plan_rule(args.p, args.head_dim, slot)
+    else:
+        # listed frequencies: read in place, no conversion to remember
+        if rope_parameters is not None or type(inv_freq) is not _NDARRAY:
+            return NULL
+        try:
+            PyObject_GetBuffer(inv_freq, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        except (BufferError, ValueError, TypeError):
+            return NULL
+        code = _native_code(v.format)
+        if v.ndim == 1 and v.shape[0] >= 1 and (code == c'f' or code == c'd') \
+                and 2 * v.shape[0] <= hd:
+            pl = pe_rope_plan_list(v.buf, code, v.shape[0], slot)
+        PyBuffer_Release(&v)
+    if pl != NULL and 2 * (<pe_rope_handle *>pl.h).sp.nf > hd:
+        pe_rope_plan_done(pl, slot[0])
+        return NULL
+    return pl
+
+
+def _c_plans(clear=False, max_entries=None):
+    """(entries, bytes, plans built since load, entry bound, byte bound) of the
+    library's plan cache (for tests); ``clear`` drops its idle entries first,
+    ``max_entries`` sets the entry bound (the old one is returned as well)."""
+    cdef int64_t st[5]
+    old = None
+    if clear:
+        pe_plans_clear()
+    if max_entries is not None:
+        old = pe_plans_set_max(max_entries)
+    pe_plans_stats(st)
+    stats = (st[0], st[1], st[2], st[3], st[4])
+    return stats if old is None else (stats, old)
 
 
 #: (rope_plan_key(...), sections, section_layout) -> (RopeAxes, attention factor):

@@ -80,8 +80,9 @@ cdef enum:
 
 
 cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
-                      Encoder enc, int sa, int64_t offset, offsets, positions, bint half,
-                      double attention, int num_threads):
+                      const pe_spec *sp, const double *pmem, pe_anchor_cache *ac, int sa,
+                      int64_t offset, offsets, positions, bint half, double attention,
+                      int num_threads):
     """Rotate the rows of the held buffer ``view`` of entries ``kind`` (see _rope_view;
     checked by the caller: writable, aligned, last axis contiguous holding 2 nf entries or more,
     rows not overlapping; ``sa`` an axis before the last), and those of ``kview`` (k: entries
@@ -97,7 +98,7 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
     cdef pe_rows rq
     cdef Py_buffer pview, oview
     cdef bint have_p = False, have_o = False
-    cdef int64_t nf = enc.sp.nf, batch, nrows = 0
+    cdef int64_t nf = sp.nf, batch, nrows = 0
     cdef int nR = 0, err
     if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
         Rs[nR] = &R
@@ -150,12 +151,10 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
         if nrows * 2 * nf <= _ROPE_HOLD_GIL:
             # a decoding step's few microseconds: releasing and taking back the GIL
             # would cost a tenth of them
-            err = pe_rope_run(Rs, nR, &enc.sp, &rq, num_threads, enc.pmem, &enc.ac,
-                              _poll_signals, NULL)
+            err = pe_rope_run(Rs, nR, sp, &rq, num_threads, pmem, ac, _poll_signals, NULL)
         else:
             with nogil:
-                err = pe_rope_run(Rs, nR, &enc.sp, &rq, num_threads, enc.pmem, &enc.ac,
-                                  _poll_signals, NULL)
+                err = pe_rope_run(Rs, nR, sp, &rq, num_threads, pmem, ac, _poll_signals, NULL)
         if err == PE_EINTR:
             _raise_pending()
         if err != FASTPE_OK:
@@ -211,8 +210,8 @@ def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions
                                  "float64 buffer whose last axis is contiguous and holds the "
                                  "rotated pairs")
         try:
-            _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc, seq_axis, offset,
-                      offsets, positions, half, attention, num_threads)
+            _rope_run(&view, kind, &kview if kkind else NULL, kkind, &enc.sp, enc.pmem, &enc.ac,
+                      seq_axis, offset, offsets, positions, half, attention, num_threads)
         finally:
             if kkind:
                 PyBuffer_Release(&kview)

@@ -152,6 +152,18 @@ def rope_frequencies(
     >>> w.shape, a
     ((64,), 1.0)
     """
+    return _rule(*_convert(head_dim, rope_parameters, max_position_embeddings, seq_len, precision))
+
+
+def _convert(
+    head_dim: Any,
+    rope_parameters: Any,
+    max_position_embeddings: Any,
+    seq_len: Any,
+    precision: Any,
+) -> tuple[dict[str, Any], dict[str, Any], _Params]:
+    """rope_frequencies' arguments as the library's fastpe_rope_params fields:
+    (given, fields, p), for _rule."""
     # The binding converts (Python types, dict keys, None, sizes beyond int64); every
     # value is the library's rule to check, and its refusal is named here as the
     # caller wrote it.
@@ -227,7 +239,7 @@ def rope_frequencies(
                 if factors is not None:
                     fields[key] = factors
     given = {"head_dim": head_dim, "max_position_embeddings": mpe, "seq_len": seq_len}
-    return _rule(given, fields, p)
+    return given, fields, p
 
 
 def _rule(given: dict[str, Any], fields: dict[str, Any], p: _Params) -> tuple[np.ndarray, float]:
@@ -540,19 +552,24 @@ def _encoder(w: np.ndarray) -> _kernel.Encoder:
 
 
 def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
-    """Remember checked frequency arguments for the small-call paths, when their
-    frequencies do not depend on the sequence length (and rotate at most
-    head_dim dims, which apply_rope's path relies on)."""
-    if rule.attention_factor is not None or _rope_type(rule.rope_parameters or {}) in (
-        "dynamic",
-        "longrope",
+    """Remember the conversion of checked rope_parameters for the small-call paths,
+    when their frequencies do not depend on the sequence length (and rotate at
+    most head_dim dims, which apply_rope's path relies on).  The frequencies are
+    the library's plan cache's; listed ones (inv_freq) need no conversion."""
+    if (
+        rule.attention_factor is not None
+        or rule.inv_freq is not None
+        or _rope_type(rule.rope_parameters or {}) in ("dynamic", "longrope")
     ):
         return
     key = _kernel.rope_plan_key(
-        rule.rope_parameters, head_dim, rule.max_position_embeddings, rule.precision, rule.inv_freq
+        rule.rope_parameters, head_dim, rule.max_position_embeddings, rule.precision
     )
     if key is not None and 2 * nf <= head_dim:  # (a key means an int head_dim)
-        _kernel.remember_rope_plan(key, enc, attention)
+        _, fields, _ = _convert(
+            head_dim, rule.rope_parameters, rule.max_position_embeddings, None, rule.precision
+        )
+        _kernel.remember_rope_args(key, head_dim, fields)
 
 
 def _per_axis_rules(rope_parameters: Any) -> bool:

@@ -138,7 +138,15 @@ def rope_cache_axes_fast(
     num_threads: Any,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
 
-rope_plans: dict[Any, tuple[Encoder, float]]
+@disjoint_base
+class RopeArgs:
+    """A rule's parameters as the library reads them, for one head_dim."""
+
+    head_dim: int
+    def __new__(cls, head_dim: int, fields: dict[str, Any]) -> Self: ...
+
+rope_args: dict[Any, RopeArgs]
+ROPE_ARGS_MAX: int
 
 def _rope_section_axes_native(
     sections: Any, section_layout: int, nf: int
@@ -171,7 +179,10 @@ def rope_plan_key(
     precision: Any,
     inv_freq: Any = None,
 ) -> tuple[Any, ...] | None: ...
-def remember_rope_plan(key: Any, enc: Encoder, attention: float) -> None: ...
+def remember_rope_args(key: Any, head_dim: int, fields: dict[str, Any]) -> None: ...
+def _c_plans(
+    clear: bool = False, max_entries: int | None = None
+) -> tuple[int, int, int, int, int] | tuple[tuple[int, int, int, int, int], int]: ...
 def rope_apply(
     q: Any,
     k: Any,

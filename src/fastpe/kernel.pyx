@@ -14,8 +14,8 @@ parts by job:
   _fast.pxi      the encoding cache and the fast paths table/table_at/add
   _rope_rotate.pxi  RoPE: the rotation of q/k rows in place, one pass
   _rope_axes.pxi    multi-axis RoPE: the RopeAxes handle, its tables and rotation
-  _rope_plans.pxi   the remembered plans of apply_rope / rope_cache, by argument values
-  _rope_fast.pxi    the fast paths of apply_rope and rope_cache over those plans
+  _rope_plans.pxi   apply_rope / rope_cache arguments -> the library's plan cache
+  _rope_fast.pxi    the fast paths of apply_rope and rope_cache over its plans
   _rope_native.pxi  the C library's multi-axis entry points, for the tests
   _rope_tables.pxi  RoPE rotations by the caller's angle tables (per head, mixed, xPos)
   _capi.pxi      the C API (include/fastpe.h, kernel.pxd) and its capsule
