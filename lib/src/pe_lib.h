@@ -216,6 +216,33 @@ PE_HIDDEN int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *ta
  * names the first that is not (inv_freq, its index and value, the bound).  The
  * handles and the Python binding both call it. */
 PE_HIDDEN int pe_rope_check_frequencies(const double *inv_freq, int64_t nf);
+/* An array rotated in place (q or k) as its buffer holds it: its argument
+ * name, first entry, entry size, axes and strides (bytes). */
+typedef struct {
+    const char *name;
+    const char *buf;
+    int64_t itemsize;
+    int ndim;
+    const int64_t *shape;
+    const int64_t *strides;
+} pe_rope_array;
+/* head_dim for pe_rope_check_arrays: q's last axis */
+#define PE_ROPE_HEAD_DIM_OF_Q INT64_MIN
+/* The checks of q and k (k NULL: q alone) for a rotation in place by head_dim
+ * (or PE_ROPE_HEAD_DIM_OF_Q) with sequence axis seq_axis (negative: from the
+ * end), in this order, each refusal's detail naming (argument, index, value,
+ * limit): each array aligned (EINVAL, name, -1, buf % itemsize, itemsize), of
+ * 2 to 65 axes (ESIZE, name, -1, ndim, 2 or 65), its last axis contiguous
+ * (ESTRIDE, name, ndim-1, stride, itemsize) and its rows nested so that none
+ * share an element (ESTRIDE, name, axis, stride, the span inside it); q and k
+ * sharing no element (EOVERLAP, "k"); head_dim within 2 .. 2^31 (ESIZE,
+ * "head_dim"); each last axis at least head_dim (ESIZE, name, ndim-1, length,
+ * head_dim); seq_axis an axis before the last (EINVAL, "seq_axis", 0 for q or
+ * 1 for k, seq_axis, ndim); k with q's number of axes (ESIZE, "k", -1, k's,
+ * q's) and its sequence and batch axes (ESIZE, "k", axis, k's, q's).  On
+ * success *hd is head_dim and *sa the sequence axis (0 .. ndim-2). */
+PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
+                                   int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                           int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                           void *poll_ctx);

@@ -146,34 +146,18 @@ def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
 
 
 def _rope_views(q: Any, k: Any, head_dim: Any, seq_axis: Any) -> tuple:
-    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch)."""
-    views = [_rope_target(q, "q")]
-    if k is not None:
-        views.append(_rope_target(k, "k"))
-        _disjoint(views[0], views[1], "q and k")
-    qv = views[0]
-    if head_dim is None:
-        head_dim = qv.shape[-1]
-    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch).
+    The conversions are made here; the sizes, strides, overlap, head_dim and
+    sequence axis are checked by the library (kernel.rope_check_arrays)."""
+    views = [_rope_array(q, "q")] + ([] if k is None else [_rope_array(k, "k")])
+    if head_dim is not None:
+        head_dim = as_int(head_dim, "head_dim")
     seq_axis = as_int(seq_axis, "seq_axis")
-    for v, name in zip(views, ("q", "k"), strict=False):
-        if v.shape[-1] < head_dim:
-            raise ValueError(
-                f"{name}'s last axis ({v.shape[-1]}) is shorter than head_dim={head_dim}"
-            )
-        if not -v.ndim <= seq_axis < v.ndim or seq_axis % v.ndim == v.ndim - 1:
-            raise ValueError(f"seq_axis={seq_axis} is not an axis of {name} before its last")
-    if qv.ndim < 2 or (k is not None and views[1].ndim != qv.ndim):
-        raise ValueError(
-            "q (and k) must have shape (..., seq, ..., head_dim), the same number of axes"
-        )
-    sa = seq_axis % qv.ndim
+    head_dim, sa = _kernel.rope_check_arrays(
+        kernel_view(views[0])[0], None if k is None else kernel_view(views[1])[0], head_dim, seq_axis
+    )
+    qv = views[0]
     seq = qv.shape[sa]
-    if k is not None and (views[1].shape[sa] != seq or views[1].shape[0] != qv.shape[0]):
-        raise ValueError(
-            f"q and k must agree on the batch and sequence axes, got {qv.shape} and "
-            f"{views[1].shape}"
-        )
     batch = qv.shape[0] if sa != 0 else 1
     return views, head_dim, sa, seq, batch
 
@@ -212,8 +196,8 @@ def _token_positions(
     return off_scalar, offsets, pos, lo, hi
 
 
-def _rope_target(x: Any, name: str) -> np.ndarray:
-    """A writable ndarray view of q or k whose rows do not overlap."""
+def _rope_array(x: Any, name: str) -> np.ndarray:
+    """q or k as a writable ndarray of a rotated dtype, viewing the caller's memory."""
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError(f"{name} must not be a masked array")
     try:
@@ -226,24 +210,4 @@ def _rope_target(x: Any, name: str) -> np.ndarray:
         )
     if not v.flags.writeable:
         raise ValueError(f"{name} must be writable (it is rotated in place)")
-    if not v.flags.aligned:
-        raise ValueError(f"{name} must be aligned to its dtype")
-    if v.ndim < 2:
-        raise ValueError(f"{name} must have shape (..., seq, ..., head_dim), got {v.shape}")
-    if v.size and v.shape[-1] > 1 and v.strides[-1] != v.itemsize:
-        raise ValueError(f"{name}'s last axis must be contiguous, got strides {v.strides}")
-    # rotated in place, so no two rows may share memory: sorted by stride, each axis
-    # must step over everything the axes inside it span (no broadcast axes, no overlap)
-    span = v.itemsize * v.shape[-1]
-    if v.size == 0:
-        return v
-    axes = sorted(
-        ((abs(st), n) for n, st in zip(v.shape[:-1], v.strides[:-1], strict=True) if n > 1)
-    )
-    for st, n in axes:
-        if st < span:
-            raise ValueError(
-                f"{name}'s rows overlap (strides {v.strides}): it cannot be rotated in place"
-            )
-        span = st * (n - 1) + span
     return v

@@ -41,8 +41,8 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
-    cdef int64_t sa, hd, nd, batch, S
-    cdef int nt
+    cdef int64_t sa, hd = PE_ROPE_HEAD_DIM_OF_Q, batch, S
+    cdef int nt, axis
     cdef RopeAxes axes
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY) \
@@ -51,37 +51,30 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
     if type(layout) is not str or (layout != "half" and layout != "interleaved"):
         return None
     nt = _fast_threads(num_threads)
-    shape = (<object>q).shape
-    nd = len(shape)
-    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+    if nt < 0 or (head_dim is not None and not _as_i64(head_dim, &hd)):
         return None
-    if sa < 0:
-        sa += nd
-    if sa == nd - 1:
-        return None
-    if head_dim is None:
-        head_dim = shape[nd - 1]
-    elif not _as_i64(head_dim, &hd):
-        return None
-    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                         inv_freq, sections, section_layout)
-    plan = rope_axes_plans.get(key) if key is not None else None
-    if plan is None:
-        return None
-    axes = plan[0]
-    hd = head_dim
-    if 2 * axes.nf > hd:    # (never planned so)
-        return None
-    qkind = _rope_fast_view(q, &qv, hd)
+    qkind = _rope_fast_buffer(q, &qv)
     if qkind == 0:
         return None
     try:
+        key = _axes_plan_key(rope_parameters,
+                             qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
+                             max_position_embeddings, precision, inv_freq, sections,
+                             section_layout)
+        plan = rope_axes_plans.get(key) if key is not None else None
+        if plan is None:
+            return None
+        axes = plan[0]
         if k is not None:
-            kkind = _rope_fast_view(k, &kv, hd)
+            kkind = _rope_fast_buffer(k, &kv)
             have_k = kkind != 0
-            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
-                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+            if not have_k:
                 return None
+        # the library's checks, as on the general path: one message either way
+        _rope_check_arrays(&qv, &kv if have_k else NULL, hd, sa, &hd, &axis)
+        if 2 * axes.nf > hd:    # (never planned so)
+            return None
+        sa = axis
         batch = qv.shape[0] if sa != 0 else 1
         S = qv.shape[sa]
         # positions kept in q's or k's memory would change while q is rotated
@@ -192,26 +185,26 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
     return cos, sin
 
 
-cdef inline char _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
-    """_rope_view for a plain C-contiguous ndarray (no two rows can overlap) of
-    float16/32/64 entries; 0 for anything else."""
+cdef inline char _rope_fast_buffer(x, Py_buffer *view) except -1:
+    """Hold the buffer of a plain writable ndarray of float16/32/64 entries with at
+    least two axes, none empty: its kind ('e', 'f', 'd'), or 0 (nothing held) for
+    anything else, which the general path converts or explains."""
     cdef int j
-    cdef Py_ssize_t step
     cdef char kind
     if type(x) is not _NDARRAY:
         return 0
     try:
-        kind = _rope_view(x, view, width, False)
-    except (BufferError, ValueError, TypeError):   # dtypes without a buffer format
+        PyObject_GetBuffer(x, view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE)
+    except (BufferError, ValueError, TypeError):   # read-only, or no buffer format
         return 0
-    if kind == 0:
+    kind = _native_code(view.format)
+    if (kind != c'f' and kind != c'd' and kind != c'e') or view.ndim < 2:
+        PyBuffer_Release(view)
         return 0
-    step = view.itemsize
-    for j in range(view.ndim - 1, -1, -1):
-        if view.shape[j] == 0 or (view.shape[j] > 1 and view.strides[j] != step):
+    for j in range(view.ndim):
+        if view.shape[j] == 0:
             PyBuffer_Release(view)
             return 0
-        step *= view.shape[j]
     return kind
 
 
@@ -315,8 +308,8 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
-    cdef int64_t off = 0, sa, hd, nd, batch, S
-    cdef int nt
+    cdef int64_t off = 0, sa, hd = PE_ROPE_HEAD_DIM_OF_Q, batch, S
+    cdef int nt, axis
     cdef Encoder enc
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
@@ -332,34 +325,28 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     if nt < 0 or (head_dim is not None and not _as_i64(head_dim, &hd)):
         return None
     # q's buffer first: its shape without a Python attribute, a tuple and an int each
-    qkind = _rope_fast_view(q, &qv, 0)
+    qkind = _rope_fast_buffer(q, &qv)
     if qkind == 0:
         return None
     try:
-        nd = qv.ndim
-        if not -nd <= sa < nd:
-            return None
-        if sa < 0:
-            sa += nd
-        if sa == nd - 1:
-            return None
-        if head_dim is None:
-            hd = qv.shape[nd - 1]
-            head_dim = hd
-        key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
+        key = _plan_key(rope_parameters,
+                        qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
+                        max_position_embeddings, precision, inv_freq)
         plan = (<dict?>rope_plans).get(key)
         if plan is None:
             return None
         enc = plan[0]
-        # (2 nf > hd: never planned so; the rows below rely on it)
-        if 2 * enc.sp.nf > hd or qv.shape[nd - 1] < hd:
-            return None
         if k is not None:
-            kkind = _rope_fast_view(k, &kv, hd)
+            kkind = _rope_fast_buffer(k, &kv)
             have_k = kkind != 0
-            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
-                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+            if not have_k:
                 return None
+        # the library's checks, as on the general path: one message either way
+        _rope_check_arrays(&qv, &kv if have_k else NULL, hd, sa, &hd, &axis)
+        # (2 nf > hd: never planned so; the rows below rely on it)
+        if 2 * enc.sp.nf > hd:
+            return None
+        sa = axis
         batch = qv.shape[0] if sa != 0 else 1
         S = qv.shape[sa]
         # positions or offsets kept in q's or k's memory would change while q is
