@@ -659,7 +659,9 @@ def test_small_call_path_refuses_what_the_general_path_refuses():
     fastpe.kernel.rope_axes_plans.clear()
     with pytest.raises(ValueError) as general:
         fastpe.apply_rope(q, rope_parameters=THETA, sections=(16, 24, 24), seq_axis=-1, **base)
-    assert str(fast.value) == str(general.value) == "seq_axis=-1 is not an axis of q before its last"
+    assert (
+        str(fast.value) == str(general.value) == "seq_axis=-1 is not an axis of q before its last"
+    )
 
 
 def test_small_call_path_declines_positions_in_q():

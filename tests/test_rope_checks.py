@@ -228,7 +228,12 @@ X = (1, 2, 3, 8)  # (batch, heads, seq, head_dim)
 # the library's pe_rope_check_arrays
 ARRAY_REFUSALS = [
     (lambda: _misaligned(X), None, {}, "q must be aligned to its dtype"),
-    (lambda: np.zeros(8, np.float32), None, {}, "q must have shape (..., seq, ..., head_dim), got (8,)"),
+    (
+        lambda: np.zeros(8, np.float32),
+        None,
+        {},
+        "q must have shape (..., seq, ..., head_dim), got (8,)",
+    ),
     (
         lambda: np.zeros((1, 2, 3, 16), np.float32)[..., ::2],
         None,
@@ -241,14 +246,24 @@ ARRAY_REFUSALS = [
         {},
         "q's rows overlap (strides (0, 32, 4)): it cannot be rotated in place",
     ),
-    (lambda: np.zeros(X, np.float32), lambda: _misaligned(X), {}, "k must be aligned to its dtype"),
+    (
+        lambda: np.zeros(X, np.float32),
+        lambda: _misaligned(X),
+        {},
+        "k must be aligned to its dtype",
+    ),
     (
         lambda: np.zeros(X, np.float32),
         _overlapping_rows,
         {},
         "k's rows overlap (strides (0, 32, 4)): it cannot be rotated in place",
     ),
-    (lambda: np.zeros(X, np.float32), None, {"head_dim": 1}, "head_dim must be an integer >= 2, got 1"),
+    (
+        lambda: np.zeros(X, np.float32),
+        None,
+        {"head_dim": 1},
+        "head_dim must be an integer >= 2, got 1",
+    ),
     (
         lambda: np.zeros(X, np.float32),
         None,
@@ -267,8 +282,18 @@ ARRAY_REFUSALS = [
         {},
         "k's last axis (4) is shorter than head_dim=8",
     ),
-    (lambda: np.zeros(X, np.float32), None, {"seq_axis": -1}, "seq_axis=-1 is not an axis of q before its last"),
-    (lambda: np.zeros(X, np.float32), None, {"seq_axis": 4}, "seq_axis=4 is not an axis of q before its last"),
+    (
+        lambda: np.zeros(X, np.float32),
+        None,
+        {"seq_axis": -1},
+        "seq_axis=-1 is not an axis of q before its last",
+    ),
+    (
+        lambda: np.zeros(X, np.float32),
+        None,
+        {"seq_axis": 4},
+        "seq_axis=4 is not an axis of q before its last",
+    ),
     (
         lambda: np.zeros(X, np.float32),
         lambda: np.zeros((2, 3, 8), np.float32),
@@ -364,7 +389,7 @@ def test_q_and_k_overlap_is_decided_on_elements(warm):
         for _ in range(2):
             c0 = int(rng.integers(0, 32))
             step = int(rng.choice([1, 2, -1]))
-            rows = buf[:, :: int(rng.integers(1, 3)), :: step][..., c0 : c0 + 8]
+            rows = buf[:, :: int(rng.integers(1, 3)), ::step][..., c0 : c0 + 8]
             views.append(rows[:, :1] if rng.integers(2) else rows)
         q, k = views
         if q.shape[0] != k.shape[0] or q.shape[2] != k.shape[2]:
@@ -372,7 +397,7 @@ def test_q_and_k_overlap_is_decided_on_elements(warm):
         shared = bool(np.shares_memory(q, k))
         tried.add(shared)
         if shared:
-            with pytest.raises(ValueError, match="^q and k must not share memory$"):
+            with pytest.raises(ValueError, match=r"^q and k must not share memory$"):
                 fastpe.apply_rope(q, k)
         else:
             buf[...] = rng.standard_normal(buf.shape)

@@ -45,16 +45,16 @@ static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_ax
     fastpe_last_error(&e);
     CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
           code);
-    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: argument %s, want %s",
-          what, e.argument != NULL ? e.argument : "(null)", argument);
+    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: argument %s, want %s", what,
+          e.argument != NULL ? e.argument : "(null)", argument);
     CHECK(e.index == index, "%s: index %lld, want %lld", what, (long long)e.index,
           (long long)index);
     CHECK(isnan(value) || e.value == value, "%s: value %g, want %g", what, e.value, value);
     CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
 }
 
-static void accepted(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis, int64_t want_hd,
-                     int want_sa, const char *what) {
+static void accepted(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis,
+                     int64_t want_hd, int want_sa, const char *what) {
     int64_t hd = -1;
     int sa = -1;
     int got = pe_rope_check_arrays(&q->a, k != NULL ? &k->a : NULL, head_dim, seq_axis, &hd, &sa);

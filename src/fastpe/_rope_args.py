@@ -154,7 +154,10 @@ def _rope_views(q: Any, k: Any, head_dim: Any, seq_axis: Any) -> tuple:
         head_dim = as_int(head_dim, "head_dim")
     seq_axis = as_int(seq_axis, "seq_axis")
     head_dim, sa = _kernel.rope_check_arrays(
-        kernel_view(views[0])[0], None if k is None else kernel_view(views[1])[0], head_dim, seq_axis
+        kernel_view(views[0])[0],
+        None if k is None else kernel_view(views[1])[0],
+        head_dim,
+        seq_axis,
     )
     qv = views[0]
     seq = qv.shape[sa]

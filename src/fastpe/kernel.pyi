@@ -43,6 +43,7 @@ def rope_rotate(
     k: Any = ...,
     k_bfloat16: bool = ...,
 ) -> None: ...
+def rope_check_arrays(q: Any, k: Any, head_dim: int | None, seq_axis: int) -> tuple[int, int]: ...
 def rope_rotate_tables(
     x: Any,
     table: np.ndarray,
