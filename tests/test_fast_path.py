@@ -270,7 +270,6 @@ def test_apply_rope_fast_equals_general(kw, rng):
         dict(positions=np.array([0.0, 1.0, 2.0])),
         dict(positions=np.arange(6)[::2]),  # not contiguous
         dict(positions=[0, 1, 2]),
-        dict(head_dim=16),  # wider than q: not planned
         dict(num_threads=0),
         dict(layout="split"),
         dict(inv_freq=np.ones(4)),  # not planned yet
@@ -316,6 +315,7 @@ def test_apply_rope_fast_path_declines(change):
             "q and k must agree on the batch and sequence axes, got (2, 2, 3, 8) and (2, 2, 4, 8)",
         ),
         (dict(seq_axis=-1), "seq_axis=-1 is not an axis of q before its last"),
+        (dict(head_dim=16), "q's last axis (8) is shorter than head_dim=16"),
     ],
 )
 def test_apply_rope_fast_path_refuses_as_the_general_path(change, message):
@@ -323,6 +323,7 @@ def test_apply_rope_fast_path_refuses_as_the_general_path(change, message):
     the arrays, the general path's: the same message, nothing declined."""
     q = np.zeros((2, 2, 3, 8), np.float32)
     fastpe.apply_rope(q.copy())  # the default rule for head_dim 8, planned
+    fastpe.apply_rope(np.zeros((1, 1, 1, 16)))  # and 16
     args = dict(q=q.copy(), k=None, rope_parameters=None, head_dim=None, offset=0)
     args.update(positions=None, seq_axis=-2, layout="half", max_position_embeddings=None)
     args.update(precision="float32", inv_freq=None, attention_factor=None, num_threads=None)

@@ -407,3 +407,34 @@ def test_q_and_k_overlap_is_decided_on_elements(warm):
             np.testing.assert_array_equal(q, q2)
             np.testing.assert_array_equal(k, k2)
     assert tried == {False, True}
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_cos_and_sin_overlap_is_decided_on_elements(warm):
+    """rope_cache's out: cos and sin views of one buffer are refused exactly when
+    they share an element (as numpy.shares_memory decides), cold and warm."""
+    rng = np.random.default_rng(11)
+    buf = np.zeros((2, 3, 24), np.float32)
+    positions = np.arange(6, dtype=np.int64).reshape(2, 3)
+    want = fastpe.rope_cache(8, positions=positions)
+    kernel.rope_plans.clear()
+    if warm:
+        fastpe.rope_cache(8, seq_len=1)
+    tried = set()
+    for _ in range(200):
+        c0, c1 = (int(c) for c in rng.integers(0, 17, 2))
+        cos = buf[..., c0 : c0 + 8]
+        sin = buf[:: int(rng.choice([1, -1])), :, c1 : c1 + 8]
+        shared = bool(np.shares_memory(cos, sin))
+        tried.add(shared)
+        if shared:
+            with pytest.raises(ValueError, match=r"^out's cos and sin must not share memory$"):
+                fastpe.rope_cache(8, positions=positions, out=(cos, sin))
+        else:
+            fastpe.rope_cache(8, positions=positions, out=(cos, sin))
+            np.testing.assert_array_equal(cos, want[0])
+            np.testing.assert_array_equal(sin, want[1])
+    assert tried == {False, True}
+    with pytest.raises(ValueError, match=r"^out's cos and sin must not share memory$"):
+        fastpe.rope_cache(8, seq_len=3, out=(buf[0, :, :8], buf[0, :, 7:15]))
+    assert kernel._last_error()[:2] == (9, "sin")  # FASTPE_EOVERLAP

@@ -241,6 +241,16 @@ typedef struct {
  * 1 for k, seq_axis, ndim); k with q's number of axes (ESIZE, "k", -1, k's,
  * q's) and its sequence and batch axes (ESIZE, "k", axis, k's, q's).  On
  * success *hd is head_dim and *sa the sequence axis (0 .. ndim-2). */
+/* Whether two arrays written by one call (rope_cache's cos and sin; rows: all
+ * but the last axis, contiguous) share no element: FASTPE_OK, else EOVERLAP
+ * naming b, or ESTRIDE (name, axis, stride, span) for an array whose own rows
+ * are not nested.  Decided on elements: side-by-side halves of one buffer are
+ * disjoint. */
+PE_HIDDEN int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b);
+/* Whether n rows of width bytes every stride bytes (stride >= width, or n == 1)
+ * from a and from b share a byte (the C API's cos and sin), decided as above. */
+PE_HIDDEN int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride,
+                                int64_t width);
 PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                                    int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,

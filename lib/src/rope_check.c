@@ -79,11 +79,13 @@ static int64_t nest_floor(const rope_nest *r, int64_t x) {
  * the one with fewer rows meets the other iff the other's last row start below
  * its end lies above its start minus the other's width. */
 static int nests_meet(const rope_nest *a, const rope_nest *b) {
-    int64_t na = 1, nb = 1, idx[PE_ROPE_MAX_AXES] = {0};
+    int64_t na = 1, nb = 1, ea = a->lo + a->w, eb = b->lo + b->w, idx[PE_ROPE_MAX_AXES] = {0};
     for (int k = 0; k < a->m; k++)
-        na *= a->n[k];
+        na *= a->n[k], ea += a->st[k] * (a->n[k] - 1);
     for (int k = 0; k < b->m; k++)
-        nb *= b->n[k];
+        nb *= b->n[k], eb += b->st[k] * (b->n[k] - 1);
+    if (ea <= b->lo || eb <= a->lo) /* apart: separate arrays, decided at once */
+        return 0;
     if (na > nb) {
         const rope_nest *t = a;
         a = b, b = t;
@@ -173,4 +175,30 @@ int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t
             return pe_fail(FASTPE_ESIZE, "k", 0, (double)k->shape[0], (double)q->shape[0]);
     }
     return FASTPE_OK;
+}
+
+int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b) {
+    static rope_nest zero;
+    rope_nest ra = zero, rb = zero;
+    const char *ref = a->buf < b->buf ? a->buf : b->buf;
+    int err;
+    if (array_size(a) == 0 || array_size(b) == 0 || a->ndim < 1 || b->ndim < 1)
+        return FASTPE_OK;
+    if ((err = nest_of(a, ref, &ra)) != FASTPE_OK || (err = nest_of(b, ref, &rb)) != FASTPE_OK)
+        return err;
+    return nests_meet(&ra, &rb) ? pe_fail(FASTPE_EOVERLAP, b->name, -1, NAN, NAN) : FASTPE_OK;
+}
+
+int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride, int64_t width) {
+    static rope_nest zero;
+    rope_nest r[2] = {zero, zero};
+    const char *ref = a < b ? a : b, *p[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        r[i].lo = (int64_t)((uintptr_t)p[i] - (uintptr_t)ref);
+        r[i].w = width;
+        r[i].m = n > 1;
+        r[i].n[0] = n;
+        r[i].st[0] = stride;
+    }
+    return nests_meet(&r[0], &r[1]);
 }

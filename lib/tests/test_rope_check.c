@@ -113,6 +113,20 @@ int main(void) {
     k.strides[2] = sizeof(float);
     k.a.ndim = 3;
     refused(&q, &k, Q, -2, FASTPE_ESIZE, "k", -1, 3.0, 4.0, "axes differ");
+    /* cos and sin of rope_cache: two rows of 8 floats side by side in rows of 16 */
+    make(&q, "cos", 0, 1, 1, 4, 8, 64, 64, 16);
+    make(&k, "sin", 8, 1, 1, 4, 8, 64, 64, 16);
+    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_OK, "side-by-side cos and sin");
+    CHECK(!pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "side-by-side rows");
+    make(&k, "sin", 7, 1, 1, 4, 8, 64, 64, 16);
+    refused(&q, &k, Q, -2, FASTPE_EOVERLAP, "k", -1, NAN, NAN, "(the q and k spelling)");
+    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_EOVERLAP, "sin on cos's last entry");
+    CHECK(pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "rows one entry over");
+    CHECK(!pe_rope_rows_meet(q.a.buf, q.a.buf + 32, 1, 0, 32) &&
+              pe_rope_rows_meet(q.a.buf, q.a.buf + 31, 1, 0, 32),
+          "one row each: adjacent, one byte in");
+    make(&k, "sin", 1000, 1, 1, 4, 8, 64, 64, 0);
+    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_ESTRIDE, "sin's rows broadcast");
     if (failures == 0)
         printf("rope_check: ok\n");
     return failures != 0;

@@ -53,7 +53,7 @@ def _write_caches(
             raise TypeError(
                 f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
             )
-        _disjoint(cos, sin, "out's cos and sin")
+        _kernel.rope_check_disjoint(kernel_view(cos)[0], kernel_view(sin)[0])
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
     # [sin | cos] of the nf frequencies, each entry rounded once into the table's
     # dtype (float64 when the attention factor is still to be applied)
@@ -112,29 +112,6 @@ def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
     if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**62:
         raise ValueError(f"{name} must stay below 2**62, got {int(arr.max())}")
     return arr.astype(np.int64, order="C", copy=False)  # (0-d stays 0-d)
-
-
-#: np.shares_memory's work bound: enough for any q/k or cos/sin pair of a real
-#: model (a fused QKV buffer's views take a few steps); past it the pair is refused.
-_OVERLAP_WORK = 1 << 16
-
-
-_TOO_HARD: type[Exception] = getattr(np, "exceptions", np).TooHardError  # (NumPy < 1.25: np.)
-
-
-def _disjoint(a: np.ndarray, b: np.ndarray, what: str) -> None:
-    """Refuse two outputs that share an element (decided exactly: disjoint views of
-    one buffer, such as q and k of a fused QKV projection, are fine)."""
-    try:
-        # (NumPy's stubs list only -1 and 0, but a positive bound is documented)
-        shared = np.shares_memory(a, b, max_work=_OVERLAP_WORK)  # type: ignore[arg-type]
-    except _TOO_HARD:
-        raise ValueError(
-            f"{what} may share memory (their strides are too irregular to decide it "
-            "quickly); pass copies"
-        ) from None
-    if shared:
-        raise ValueError(f"{what} must not share memory")
 
 
 def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:

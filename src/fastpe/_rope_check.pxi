@@ -11,6 +11,7 @@ cdef extern from "pe_lib.h" nogil:
         const int64_t *shape
         const int64_t *strides
     int64_t PE_ROPE_HEAD_DIM_OF_Q
+    int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b)
     int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                              int64_t seq_axis, int64_t *hd, int *sa)
 
@@ -124,3 +125,31 @@ def rope_check_arrays(q, k, head_dim, seq_axis):
         if have_k:
             PyBuffer_Release(&kv)
     return got, sa
+
+
+def rope_check_disjoint(cos, sin):
+    """rope_cache's ``out``: the library's check that cos and sin (ndarrays;
+    bfloat16 as its uint16 bits) share no element, each row of either its own."""
+    cdef Py_buffer cv, sv
+    cdef pe_rope_array c, s
+    cdef _RopeAxes64 ca, sa
+    cdef fastpe_error e
+    cdef int err
+    PyObject_GetBuffer(cos, &cv, PyBUF_STRIDES)
+    try:
+        PyObject_GetBuffer(sin, &sv, PyBUF_STRIDES)
+        try:
+            _rope_array_of(&c, &ca, &cv, b"cos")
+            _rope_array_of(&s, &sa, &sv, b"sin")
+            err = pe_rope_check_disjoint(&c, &s)
+            if err == FASTPE_ESTRIDE:
+                fastpe_last_error(&e)
+                arg = e.argument.decode()
+                raise ValueError(f"out's {arg} rows overlap (strides "
+                                 f"{_axes(&cv if arg == 'cos' else &sv, True)})")
+            if err != FASTPE_OK:
+                raise ValueError("out's cos and sin must not share memory")
+        finally:
+            PyBuffer_Release(&sv)
+    finally:
+        PyBuffer_Release(&cv)
