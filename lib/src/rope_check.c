@@ -79,7 +79,7 @@ static int64_t nest_floor(const rope_nest *r, int64_t x) {
  * the one with fewer rows meets the other iff the other's last row start below
  * its end lies above its start minus the other's width. */
 static int nests_meet(const rope_nest *a, const rope_nest *b) {
-    int64_t na = 1, nb = 1, ea = a->lo + a->w, eb = b->lo + b->w, idx[PE_ROPE_MAX_AXES] = {0};
+    int64_t na = 1, nb = 1, ea = a->lo + a->w, eb = b->lo + b->w, idx[PE_ROPE_MAX_AXES];
     for (int k = 0; k < a->m; k++)
         na *= a->n[k], ea += a->st[k] * (a->n[k] - 1);
     for (int k = 0; k < b->m; k++)
@@ -91,6 +91,8 @@ static int nests_meet(const rope_nest *a, const rope_nest *b) {
         a = b, b = t;
         na = nb;
     }
+    for (int k = 0; k < a->m; k++)
+        idx[k] = 0;
     for (int64_t r = 0, start = a->lo; r < na; r++) {
         int64_t f = nest_floor(b, start + a->w - 1);
         if (f != INT64_MIN && f > start - b->w)
@@ -136,8 +138,7 @@ static int check_array(const pe_rope_array *a, const char *ref, rope_nest *r, in
 
 int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                          int64_t seq_axis, int64_t *hd, int *sa) {
-    static rope_nest rq_zero;
-    rope_nest rq = rq_zero, rk = rq_zero;
+    rope_nest rq, rk; /* (filled by check_array when the array holds entries) */
     const pe_rope_array *v[2] = {q, k};
     const char *ref = q->buf;
     int nv = k != NULL ? 2 : 1, eq, ek = 1, err;
@@ -178,8 +179,7 @@ int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t
 }
 
 int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b) {
-    static rope_nest zero;
-    rope_nest ra = zero, rb = zero;
+    rope_nest ra, rb;
     const char *ref = a->buf < b->buf ? a->buf : b->buf;
     int err;
     if (array_size(a) == 0 || array_size(b) == 0 || a->ndim < 1 || b->ndim < 1)
@@ -190,8 +190,7 @@ int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b) {
 }
 
 int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride, int64_t width) {
-    static rope_nest zero;
-    rope_nest r[2] = {zero, zero};
+    rope_nest r[2];
     const char *ref = a < b ? a : b, *p[2] = {a, b};
     for (int i = 0; i < 2; i++) {
         r[i].lo = (int64_t)((uintptr_t)p[i] - (uintptr_t)ref);
