@@ -438,3 +438,46 @@ def test_cos_and_sin_overlap_is_decided_on_elements(warm):
     with pytest.raises(ValueError, match=r"^out's cos and sin must not share memory$"):
         fastpe.rope_cache(8, seq_len=3, out=(buf[0, :, :8], buf[0, :, 7:15]))
     assert kernel._last_error()[:2] == (9, "sin")  # FASTPE_EOVERLAP
+
+
+def test_rows_accepted_never_share_an_element():
+    """Random strided layouts of q over one buffer: whenever the library accepts
+    them, no two rows share an element (the rotation in place is well defined),
+    and broadcast axes are always refused."""
+    rng = np.random.default_rng(5)
+    base = np.zeros(4096, np.float32)
+    accepted = refused = 0
+    for _ in range(400):
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 4)), 4)
+        strides = (int(rng.integers(-40, 41)) * 4, int(rng.integers(-40, 41)) * 4, 4)
+        span = sum(abs(st) * (n - 1) for n, st in zip(shape, strides, strict=True))
+        q = np.lib.stride_tricks.as_strided(base[2048 - span // 4 :], shape, strides)
+        try:
+            kernel.rope_check_arrays(q, None, None, 0)
+        except ValueError as exc:
+            assert "rows overlap" in str(exc)
+            refused += 1
+            continue
+        accepted += 1
+        rows = [q[i, j] for i in range(shape[0]) for j in range(shape[1])]
+        for a in range(len(rows)):
+            for b in range(a):
+                assert not np.shares_memory(rows[a], rows[b]), (shape, strides)
+    assert accepted > 50 and refused > 50
+
+
+def test_a_fused_projection_prompt_rotates_as_copies():
+    """q, k and v of one (batch, seq, 3 * heads * head_dim) buffer: q and k are
+    views whose address ranges interleave; each rotated as its copy is."""
+    rng = np.random.default_rng(3)
+    qkv = rng.standard_normal((2, 64, 3 * 4 * 16)).astype(np.float32)
+    q = qkv[..., : 4 * 16].reshape(2, 64, 4, 16)
+    k = qkv[..., 4 * 16 : 8 * 16].reshape(2, 64, 4, 16)
+    q2, k2 = q.copy(), k.copy()
+    v = qkv[..., 8 * 16 :].copy()
+    for _ in range(2):  # cold, then a cached plan
+        fastpe.apply_rope(q, k, seq_axis=1, offset=5)
+        fastpe.apply_rope(q2, k2, seq_axis=1, offset=5)
+        np.testing.assert_array_equal(q, q2)
+        np.testing.assert_array_equal(k, k2)
+    np.testing.assert_array_equal(qkv[..., 8 * 16 :], v)
