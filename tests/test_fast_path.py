@@ -262,10 +262,7 @@ def test_apply_rope_fast_equals_general(kw, rng):
         dict(offset=np.array([0, 2**60])),
         dict(offset=np.array([0])),  # one offset as an array: the general path broadcasts
         dict(offset=np.array([0, 1], np.int32)),
-        dict(offset=np.array([[0], [1]])),
         dict(positions=np.array([0, 1, 2**60])),
-        dict(positions=np.array([0, 1])),  # not one per token
-        dict(positions=np.array([[0, 1, 2]] * 3)),  # 3 rows for a batch of 2
         dict(positions=np.array([0, 1, 2]), offset=1),
         dict(positions=np.array([0.0, 1.0, 2.0])),
         dict(positions=np.arange(6)[::2]),  # not contiguous
@@ -316,11 +313,20 @@ def test_apply_rope_fast_path_declines(change):
         ),
         (dict(seq_axis=-1), "seq_axis=-1 is not an axis of q before its last"),
         (dict(head_dim=16), "q's last axis (8) is shorter than head_dim=16"),
+        (
+            dict(offset=np.array([[0], [1]])),
+            "offset must be an int or one per batch entry (2), got shape (2, 1)",
+        ),
+        (dict(positions=np.array([0, 1])), "positions must have shape (3,) or (2, 3), got (2,)"),
+        (
+            dict(positions=np.array([[0, 1, 2]] * 3)),  # 3 rows for a batch of 2
+            "positions must have shape (3,) or (2, 3), got (3, 3)",
+        ),
     ],
 )
 def test_apply_rope_fast_path_refuses_as_the_general_path(change, message):
-    """With a plan cached, a bad q or k is refused by the library's one check of
-    the arrays, the general path's: the same message, nothing declined."""
+    """With a plan cached, a bad q, k, positions or offset is refused by the
+    library's one check, the general path's: the same message, nothing declined."""
     q = np.zeros((2, 2, 3, 8), np.float32)
     fastpe.apply_rope(q.copy())  # the default rule for head_dim 8, planned
     fastpe.apply_rope(np.zeros((1, 1, 1, 16)))  # and 16

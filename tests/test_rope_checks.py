@@ -481,3 +481,66 @@ def test_a_fused_projection_prompt_rotates_as_copies():
         np.testing.assert_array_equal(q, q2)
         np.testing.assert_array_equal(k, k2)
     np.testing.assert_array_equal(qkv[..., 8 * 16 :], v)
+
+
+B = (2, 2, 3, 8)  # a batch of 2
+
+# (keywords, message): apply_rope's positions and offsets, checked by the library's
+# pe_rope_check_tokens
+TOKEN_REFUSALS = [
+    ({"positions": np.array([0, 1])}, "positions must have shape (3,) or (2, 3), got (2,)"),
+    (
+        {"positions": np.zeros((3, 3), np.int64)},
+        "positions must have shape (3,) or (2, 3), got (3, 3)",
+    ),
+    (
+        {"positions": np.zeros((1, 1, 3), np.int64)},
+        "positions must have shape (3,) or (2, 3), got (1, 1, 3)",
+    ),
+    ({"positions": np.array([0.5, 1.0])}, "positions must have shape (3,) or (2, 3), got (2,)"),
+    (
+        {"offset": np.array([[0], [1]])},
+        "offset must be an int or one per batch entry (2), got shape (2, 1)",
+    ),
+    (
+        {"offset": np.array([0, 1, 2])},
+        "offset must be an int or one per batch entry (2), got shape (3,)",
+    ),
+    ({"offset": np.array([0, 2**62 + 1])}, "offset must stay within +-2**62"),
+    ({"offset": -(2**62) - 1}, "offset must stay within +-2**62"),
+]
+
+
+@pytest.mark.parametrize("kw, message", TOKEN_REFUSALS)
+def test_token_refusals_cold_and_warm(kw, message):
+    def call():
+        q = np.ones(B, np.float32)
+        with pytest.raises(ValueError) as info:
+            fastpe.apply_rope(q, **kw)
+        assert (q == 1).all()
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_plans.clear()
+    cold = call()
+    _plan_everything()
+    assert call() == cold == message
+
+
+def test_token_refusal_detail():
+    q = np.ones(B, np.float32)
+    with pytest.raises(ValueError):
+        fastpe.apply_rope(q, offset=np.array([0, 2**62 + 1]))
+    assert kernel._last_error() == (6, "offset", 1, float(2**62 + 1), float(2**62))
+    with pytest.raises(ValueError):
+        fastpe.apply_rope(q, positions=np.zeros((3, 3), np.int64))
+    assert kernel._last_error() == (2, "positions", -1, 2.0, 3.0)  # ndim 2, seq 3
+
+
+def test_token_span():
+    """The span the rules see (dynamic RoPE: the largest position + 1)."""
+    assert kernel.rope_check_tokens(np.array([[4, -2, 9]]), None, 1, 3) == (-2, 9)
+    assert kernel.rope_check_tokens(np.array([0.5, 7.25]), None, 1, 2) == (0.5, 7.25)
+    assert kernel.rope_check_tokens(None, np.array([3, 10]), 2, 4) == (3, 13)
+    assert kernel.rope_check_tokens(None, np.array(2**62), 1, 1) == (2**62, 2**62)
+    assert kernel.rope_check_tokens(None, np.array([5, 6]), 2, 0) == (0, -1)

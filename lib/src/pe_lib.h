@@ -251,6 +251,21 @@ PE_HIDDEN int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array
  * from a and from b share a byte (the C API's cos and sin), decided as above. */
 PE_HIDDEN int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride,
                                 int64_t width);
+/* The smallest and largest position of a rotation's tokens (ihi < ilo: none;
+ * lo, hi the same as doubles, or the float positions' own). */
+typedef struct {
+    int64_t ilo, ihi;
+    double lo, hi;
+} pe_rope_span;
+/* The positions of a rotation's batch x seq tokens: explicit ids (pos: int64,
+ * or float64 with pos_float, finite; shape (seq,) or (1 or batch, seq), else
+ * ESIZE "positions" (-1, ndim, seq)), or the offsets (off: int64 of shape (),
+ * (1,) or (batch,), else ESIZE "offset" (-1, ndim, batch); NULL: the scalar
+ * offset), each within +-2^62 (ERANGE "offset", its index or -1, value,
+ * 2^62); their span into *span. */
+PE_HIDDEN int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float,
+                                   const pe_rope_array *off, int64_t offset, int64_t batch,
+                                   int64_t seq, pe_rope_span *span);
 PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                                    int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,

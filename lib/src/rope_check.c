@@ -201,3 +201,59 @@ int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride, i
     }
     return nests_meet(&r[0], &r[1]);
 }
+
+/* the bound on offsets: offset + seq - 1 then stays far inside int64 */
+#define OFFSET_LIMIT ((int64_t)1 << 62)
+
+static int64_t id_at(const pe_rope_array *a, int64_t i) {
+    return *(const int64_t *)(a->buf + i * (a->ndim > 0 ? a->strides[a->ndim - 1] : 0));
+}
+
+int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_array *off,
+                         int64_t offset, int64_t batch, int64_t seq, pe_rope_span *span) {
+    span->ilo = 0, span->ihi = -1, span->lo = 0.0, span->hi = -1.0;
+    if (pos != NULL) {
+        int nd = pos->ndim;
+        int64_t rows = nd == 2 ? pos->shape[0] : 1, n = 0;
+        if (!(nd == 1 && pos->shape[0] == seq) &&
+            !(nd == 2 && pos->shape[1] == seq && (rows == 1 || rows == batch)))
+            return pe_fail(FASTPE_ESIZE, "positions", -1, (double)nd, (double)seq);
+        for (int64_t r = 0; r < rows; r++) {
+            const char *row = pos->buf + (nd == 2 ? r * pos->strides[0] : 0);
+            for (int64_t s = 0; s < seq; s++, n++) {
+                const char *p = row + s * pos->strides[nd - 1];
+                if (pos_float) {
+                    double v = *(const double *)p;
+                    span->lo = n == 0 || v < span->lo ? v : span->lo;
+                    span->hi = n == 0 || v > span->hi ? v : span->hi;
+                } else {
+                    int64_t v = *(const int64_t *)p;
+                    span->ilo = n == 0 || v < span->ilo ? v : span->ilo;
+                    span->ihi = n == 0 || v > span->ihi ? v : span->ihi;
+                }
+            }
+        }
+        if (!pos_float)
+            span->lo = (double)span->ilo, span->hi = (double)span->ihi;
+        return FASTPE_OK;
+    }
+    int64_t n = 1, lo = offset, hi = offset;
+    if (off != NULL) {
+        if (off->ndim > 1 || (off->ndim == 1 && off->shape[0] != 1 && off->shape[0] != batch))
+            return pe_fail(FASTPE_ESIZE, "offset", -1, (double)off->ndim, (double)batch);
+        n = off->ndim == 0 ? 1 : off->shape[0];
+    }
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = off != NULL ? id_at(off, i) : offset;
+        if (v > OFFSET_LIMIT || v < -OFFSET_LIMIT)
+            return pe_fail(FASTPE_ERANGE, "offset", off != NULL ? i : -1, (double)v,
+                           (double)OFFSET_LIMIT);
+        lo = i == 0 || v < lo ? v : lo;
+        hi = i == 0 || v > hi ? v : hi;
+    }
+    if (n > 0 && seq > 0) {
+        span->ilo = lo, span->ihi = hi + (seq - 1);
+        span->lo = (double)span->ilo, span->hi = (double)span->ihi;
+    }
+    return FASTPE_OK;
+}

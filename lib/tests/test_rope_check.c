@@ -127,6 +127,30 @@ int main(void) {
           "one row each: adjacent, one byte in");
     make(&k, "sin", 1000, 1, 1, 4, 8, 64, 64, 0);
     CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_ESTRIDE, "sin's rows broadcast");
+    /* the tokens: positions of shape (seq,) or (1 or batch, seq), offsets () to (batch,) */
+    {
+        int64_t ids[6] = {4, -2, 9, 1, 2, 3}, big[2] = {0, ((int64_t)1 << 62) + 1};
+        int64_t shape[2] = {2, 3}, strides[2] = {24, 8};
+        pe_rope_array p = {"positions", (const char *)ids, 8, 2, shape, strides};
+        pe_rope_span span;
+        fastpe_error e;
+        int err = pe_rope_check_tokens(&p, 0, NULL, 0, 2, 3, &span);
+        CHECK(err == FASTPE_OK && span.ilo == -2 && span.ihi == 9, "positions (2, 3): %d", err);
+        err = pe_rope_check_tokens(&p, 0, NULL, 0, 3, 3, &span);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ESIZE && strcmp(e.argument, "positions") == 0 && e.limit == 3.0,
+              "two rows for a batch of 3: %d", err);
+        p.name = "offset", p.ndim = 1, p.shape = shape, p.strides = strides + 1;
+        err = pe_rope_check_tokens(NULL, 0, &p, 0, 2, 5, &span);
+        CHECK(err == FASTPE_OK && span.ilo == -2 && span.ihi == 4 + 5 - 1,
+              "offsets (2,): %d [%lld, %lld]", err, (long long)span.ilo, (long long)span.ihi);
+        p.buf = (const char *)big;
+        err = pe_rope_check_tokens(NULL, 0, &p, 0, 2, 5, &span);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "offset") == 0 && e.index == 1 &&
+                  e.limit == (double)((int64_t)1 << 62),
+              "an offset past 2^62: %d", err);
+    }
     if (failures == 0)
         printf("rope_check: ok\n");
     return failures != 0;

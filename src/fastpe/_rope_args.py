@@ -146,33 +146,23 @@ def _token_positions(
     views: list[np.ndarray], seq: int, batch: int, offset: Any, positions: Any
 ) -> tuple[int, np.ndarray | None, np.ndarray | None, int, int]:
     """Each token's position, ``off_scalar`` or ``offsets[b]``, plus ``pos[b or 0, s]``
-    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none."""
+    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none.  The
+    shapes and the offsets' bound are checked by the library (kernel.rope_check_tokens)."""
     off_scalar, offsets, pos = 0, None, None
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
             raise ValueError("offset applies without positions; add it to positions instead")
         pos = _unaliased(_as_rope_positions(positions), views)
+        lo, hi = _kernel.rope_check_tokens(pos, None, batch, seq)
         if pos.ndim == 1:
             pos = pos[None]
-        if pos.ndim != 2 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
-            raise ValueError(
-                f"positions must have shape ({seq},) or ({batch}, {seq}), got "
-                f"{np.shape(positions)}"
-            )
-        lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     else:
         off = _unaliased(_as_position_ids(offset, "offset"), views)
-        if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
-            raise ValueError(
-                f"offset must be an int or one per batch entry ({batch}), got shape {off.shape}"
-            )
-        if off.size and int(np.max(np.abs(off))) > 2**62:
-            raise ValueError("offset must stay within +-2**62")
+        lo, hi = _kernel.rope_check_tokens(None, off, batch, seq)
         if off.size == 1:
             off_scalar = int(off.reshape(-1)[0])
         elif off.size:
             offsets = off
-        lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
     return off_scalar, offsets, pos, lo, hi
 
 

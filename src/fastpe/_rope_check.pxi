@@ -12,6 +12,13 @@ cdef extern from "pe_lib.h" nogil:
         const int64_t *strides
     int64_t PE_ROPE_HEAD_DIM_OF_Q
     int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b)
+    ctypedef struct pe_rope_span:
+        int64_t ilo
+        int64_t ihi
+        double lo
+        double hi
+    int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_array *off,
+                             int64_t offset, int64_t batch, int64_t seq, pe_rope_span *span)
     int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                              int64_t seq_axis, int64_t *hd, int *sa)
 
@@ -153,3 +160,48 @@ def rope_check_disjoint(cos, sin):
             PyBuffer_Release(&sv)
     finally:
         PyBuffer_Release(&cv)
+
+
+cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer *ov,
+                            int64_t batch, int64_t seq, pe_rope_span *span) except -1:
+    """The library's checks of apply_rope's positions (``pv``, int64 or float64)
+    or offsets (``ov``, int64; one of them NULL) for batch x seq tokens; raises
+    from the detail."""
+    cdef pe_rope_array a
+    cdef _RopeAxes64 ax
+    cdef fastpe_error e
+    cdef int err
+    _rope_array_of(&a, &ax, pv if pv != NULL else ov, b"positions" if pv != NULL else b"offset")
+    err = pe_rope_check_tokens(&a if pv != NULL else NULL, pos_float, &a if pv == NULL else NULL,
+                               0, batch, seq, span)
+    if err == FASTPE_OK:
+        return 0
+    fastpe_last_error(&e)
+    if err == FASTPE_ESIZE and pv != NULL:
+        raise ValueError(f"positions must have shape ({seq},) or ({batch}, {seq}), got "
+                         f"{_axes(pv, False)}")
+    if err == FASTPE_ESIZE:
+        raise ValueError(f"offset must be an int or one per batch entry ({batch}), got shape "
+                         f"{_axes(ov, False)}")
+    if err == FASTPE_ERANGE:
+        raise ValueError("offset must stay within +-2**62")
+    return _raise(err)
+
+
+def rope_check_tokens(positions, offset, int64_t batch, int64_t seq):
+    """(lo, hi): the smallest and largest position of apply_rope's batch x seq
+    tokens, after the library's checks of ``positions`` (an int64 or float64
+    ndarray) or, when it is None, of ``offset`` (an int64 ndarray of shape (),
+    (1,) or (batch,)); hi < lo when there are none."""
+    cdef Py_buffer v
+    cdef pe_rope_span span
+    cdef bint real = positions is not None and positions.dtype.kind == "f"
+    PyObject_GetBuffer(positions if positions is not None else offset, &v, PyBUF_STRIDES)
+    try:
+        _rope_check_tokens(&v if positions is not None else NULL, real,
+                           &v if positions is None else NULL, batch, seq, &span)
+    finally:
+        PyBuffer_Release(&v)
+    if real and span.hi >= span.lo:
+        return span.lo, span.hi
+    return span.ilo, span.ihi

@@ -208,33 +208,20 @@ cdef inline char _rope_fast_buffer(x, Py_buffer *view) except -1:
     return kind
 
 
-cdef bint _fast_ids(arr, int64_t rows, int64_t cols, int64_t step, double limit) except -1:
-    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols,), or
-    (1, cols) or (rows, cols) when rows > 0, whose every value v keeps v .. v + step
-    within +-limit."""
-    cdef Py_buffer v
-    cdef const int64_t *p
-    cdef Py_ssize_t i
-    cdef bint ok
+cdef bint _fast_int64(arr, Py_buffer *view) except -1:
+    """Hold the buffer of a C-contiguous native int64 ndarray (positions or
+    offsets); False (nothing held) for anything else, which the general path
+    converts."""
     if type(arr) is not _NDARRAY:
         return False
     try:
-        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        PyObject_GetBuffer(arr, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
     except (BufferError, ValueError, TypeError):
         return False
-    try:
-        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
-            (v.ndim == 1 and v.shape[0] == cols)
-            or (v.ndim == 2 and rows > 0 and v.shape[1] == cols
-                and (v.shape[0] == 1 or v.shape[0] == rows)))
-        if ok:
-            p = <const int64_t *>v.buf
-            for i in range(v.len // 8):
-                if _extent(p[i], step + 1) > limit:
-                    return False
-        return ok
-    finally:
-        PyBuffer_Release(&v)
+    if view.itemsize != 8 or _native_code(view.format) not in (c'l', c'q'):
+        PyBuffer_Release(view)
+        return False
+    return True
 
 
 cdef bint _aliases(arr, const Py_buffer *qv, const Py_buffer *kv, bint have_k) except -1:
@@ -311,6 +298,8 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     cdef int64_t off = 0, sa, hd = PE_ROPE_HEAD_DIM_OF_Q, batch, S
     cdef int nt, axis
     cdef Encoder enc
+    cdef Py_buffer iv
+    cdef pe_rope_span span
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
         return None
@@ -354,15 +343,24 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
         if (positions is not None and _aliases(positions, &qv, &kv, have_k)) \
                 or (offsets is not None and _aliases(offsets, &qv, &kv, have_k)):
             return None
-        # every position checked against the exact reduction here, as the general path does
-        if positions is not None:
-            if not _fast_ids(positions, batch, S, 0, enc.max_position):
+        # the library's checks of positions or offsets, as on the general path; a
+        # range beyond the exact reduction is the general path's to explain
+        if positions is not None or offsets is not None:
+            ids = positions if positions is not None else offsets
+            if not _fast_int64(ids, &iv):
                 return None
-            if (<object>positions).ndim == 1:
+            try:
+                _rope_check_tokens(&iv if positions is not None else NULL, False,
+                                   &iv if positions is None else NULL, batch, S, &span)
+                # (one offset per batch entry; the general path broadcasts the others)
+                if positions is None and (iv.ndim != 1 or iv.shape[0] != batch):
+                    return None
+            finally:
+                PyBuffer_Release(&iv)
+            if fabs(span.lo) > enc.max_position or fabs(span.hi) > enc.max_position:
+                return None
+            if positions is not None and (<object>positions).ndim == 1:
                 positions = (<object>positions).reshape(1, S)
-        elif offsets is not None:
-            if not _fast_ids(offsets, 0, batch, S - 1, enc.max_position):
-                return None
         elif _extent(off, S) > enc.max_position:
             return None
         _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, enc, sa, off, offsets, positions,
