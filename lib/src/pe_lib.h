@@ -258,7 +258,8 @@ typedef struct {
     double lo, hi;
 } pe_rope_span;
 /* The positions of a rotation's batch x seq tokens: explicit ids (pos: int64,
- * or float64 with pos_float, finite; shape (seq,) or (1 or batch, seq), else
+ * or float64 with pos_float, which the binding's conversion found finite;
+ * shape (seq,) or (1 or batch, seq), else
  * ESIZE "positions" (-1, ndim, seq)), or the offsets (off: int64 of shape (),
  * (1,) or (batch,), else ESIZE "offset" (-1, ndim, batch); NULL: the scalar
  * offset), each within +-2^62 (ERANGE "offset", its index or -1, value,

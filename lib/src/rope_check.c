@@ -2,8 +2,10 @@
  * The array checks of a rotation in place (fastpe.apply_rope's q and k, as the
  * binding holds their buffers): alignment, axes, the contiguous last axis, rows
  * that never share an element, q and k disjoint, head_dim and the sequence
- * axis.  Written once here; every refusal names its argument, axis, value and
- * bound in the error detail, which the binding turns into its messages.
+ * axis; its positions' and offsets' shapes and bounds; and the overlap of two
+ * outputs (rope_cache's cos and sin, also the C API's).  Written once here;
+ * every refusal names its argument, axis, value and bound in the error detail,
+ * which the binding turns into its messages.
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
