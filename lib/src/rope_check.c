@@ -37,7 +37,9 @@ static int nest_of(const pe_rope_array *a, const char *ref, rope_nest *r) {
         int64_t n = a->shape[i], st = a->strides[i];
         if (n <= 1)
             continue;
-        if (st > NEST_LIMIT / (n - 1) || st < -(NEST_LIMIT / (n - 1)))
+        /* (in double: a division per axis would cost a decoding step more than
+           the rest of the check) */
+        if (fabs((double)st) * (double)(n - 1) > (double)NEST_LIMIT)
             return pe_fail(FASTPE_ESTRIDE, a->name, i, (double)st, (double)NEST_LIMIT);
         if (st < 0) { /* the same rows walked upwards from the lowest */
             r->lo += st * (n - 1);
@@ -54,7 +56,7 @@ static int nest_of(const pe_rope_array *a, const char *ref, rope_nest *r) {
         if (r->st[k] < span)
             return pe_fail(FASTPE_ESTRIDE, a->name, axis[k], (double)a->strides[axis[k]],
                            (double)span);
-        if (r->st[k] * (r->n[k] - 1) > NEST_LIMIT - span)
+        if ((double)r->st[k] * (double)(r->n[k] - 1) > (double)(NEST_LIMIT - span))
             return pe_fail(FASTPE_ESTRIDE, a->name, axis[k], (double)a->strides[axis[k]],
                            (double)NEST_LIMIT);
         span += r->st[k] * (r->n[k] - 1);
@@ -122,11 +124,14 @@ static int64_t array_size(const pe_rope_array *a) {
  * axis contiguous, its rows nested (r, when it holds entries). */
 static int check_array(const pe_rope_array *a, const char *ref, rope_nest *r, int *empty) {
     int last = a->ndim - 1;
+    /* entries of 2, 4 or 8 bytes: a mask, not a division */
+    uintptr_t mis = a->itemsize < 1 ? 1
+                    : (a->itemsize & (a->itemsize - 1)) == 0
+                        ? (uintptr_t)a->buf & (uintptr_t)(a->itemsize - 1)
+                        : (uintptr_t)a->buf % (uintptr_t)a->itemsize;
     *empty = 1;
-    if (a->itemsize < 1 || (uintptr_t)a->buf % (uintptr_t)a->itemsize != 0)
-        return pe_fail(FASTPE_EINVAL, a->name, -1,
-                       (double)((uintptr_t)a->buf % (uintptr_t)(a->itemsize < 1 ? 1 : a->itemsize)),
-                       (double)a->itemsize);
+    if (mis != 0)
+        return pe_fail(FASTPE_EINVAL, a->name, -1, (double)mis, (double)a->itemsize);
     if (a->ndim < 2 || a->ndim > PE_ROPE_MAX_AXES + 1)
         return pe_fail(FASTPE_ESIZE, a->name, -1, (double)a->ndim, a->ndim < 2 ? 2.0 : 65.0);
     if (array_size(a) == 0)
@@ -164,11 +169,11 @@ int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t
         if (v[i]->shape[nd - 1] < head_dim)
             return pe_fail(FASTPE_ESIZE, v[i]->name, nd - 1, (double)v[i]->shape[nd - 1],
                            (double)head_dim);
-        if (seq_axis < -nd || seq_axis >= nd || (seq_axis + nd) % nd == nd - 1)
+        if (seq_axis < -nd || seq_axis >= nd - 1 || seq_axis == -1)
             return pe_fail(FASTPE_EINVAL, "seq_axis", i, (double)seq_axis, (double)nd);
     }
     *hd = head_dim;
-    *sa = (int)((seq_axis + q->ndim) % q->ndim);
+    *sa = (int)(seq_axis < 0 ? seq_axis + q->ndim : seq_axis);
     if (k != NULL) {
         if (k->ndim != q->ndim)
             return pe_fail(FASTPE_ESIZE, "k", -1, (double)k->ndim, (double)q->ndim);
