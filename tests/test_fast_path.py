@@ -256,24 +256,17 @@ def test_apply_rope_fast_equals_general(kw, rng):
     "change",
     [
         dict(rope_parameters={"rope_theta": 5000.0}),  # another rule: not planned yet
-        dict(q=np.zeros((2, 2, 3, 8), np.float32)[..., ::-1]),  # not C-contiguous
         dict(q=np.broadcast_to(np.zeros((1, 1, 3, 8), np.float32), (2, 2, 3, 8))),  # read-only
         dict(q=np.zeros((2, 2, 3, 8), np.int32)),
-        dict(k=np.zeros((2, 2, 4, 8), np.float32)),  # a sequence length that disagrees
         dict(offset=2**60),  # beyond the exact reduction
         dict(offset=np.array([0, 2**60])),
         dict(offset=np.array([0])),  # one offset as an array: the general path broadcasts
         dict(offset=np.array([0, 1], np.int32)),
-        dict(offset=np.array([[0], [1]])),
         dict(positions=np.array([0, 1, 2**60])),
-        dict(positions=np.array([0, 1])),  # not one per token
-        dict(positions=np.array([[0, 1, 2]] * 3)),  # 3 rows for a batch of 2
         dict(positions=np.array([0, 1, 2]), offset=1),
         dict(positions=np.array([0.0, 1.0, 2.0])),
         dict(positions=np.arange(6)[::2]),  # not contiguous
         dict(positions=[0, 1, 2]),
-        dict(seq_axis=-1),
-        dict(head_dim=16),  # wider than q
         dict(num_threads=0),
         dict(layout="split"),
         dict(inv_freq=[1.0, 0.5, 0.25, 0.125]),
@@ -304,6 +297,48 @@ def test_apply_rope_fast_path_declines(change):
     assert kernel.rope_apply(**args) is not None  # the call it changes is served
     args.update(change)
     assert kernel.rope_apply(**args) is None
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            dict(q=np.zeros((2, 2, 3, 8), np.float32)[..., ::-1]),
+            "q's last axis must be contiguous, got strides (192, 96, 32, -4)",
+        ),
+        (
+            dict(k=np.zeros((2, 2, 4, 8), np.float32)),
+            "q and k must agree on the batch and sequence axes, got (2, 2, 3, 8) and (2, 2, 4, 8)",
+        ),
+        (dict(seq_axis=-1), "seq_axis=-1 is not an axis of q before its last"),
+        (dict(head_dim=16), "q's last axis (8) is shorter than head_dim=16"),
+        (
+            dict(offset=np.array([[0], [1]])),
+            "offset must be an int or one per batch entry (2), got shape (2, 1)",
+        ),
+        (dict(positions=np.array([0, 1])), "positions must have shape (3,) or (2, 3), got (2,)"),
+        (
+            dict(positions=np.array([[0, 1, 2]] * 3)),  # 3 rows for a batch of 2
+            "positions must have shape (3,) or (2, 3), got (3, 3)",
+        ),
+    ],
+)
+def test_apply_rope_fast_path_refuses_as_the_general_path(change, message):
+    """With a plan cached, a bad q, k, positions or offset is refused by the
+    library's one check, the general path's: the same message, nothing declined."""
+    q = np.zeros((2, 2, 3, 8), np.float32)
+    fastpe.apply_rope(q.copy())  # the default rule for head_dim 8, planned
+    fastpe.apply_rope(np.zeros((1, 1, 1, 16)))  # and 16
+    args = dict(q=q.copy(), k=None, rope_parameters=None, head_dim=None, offset=0)
+    args.update(positions=None, seq_axis=-2, layout="half", max_position_embeddings=None)
+    args.update(precision="float32", inv_freq=None, attention_factor=None, num_threads=None)
+    args.update(change)
+    with pytest.raises(ValueError) as fast:
+        kernel.rope_apply(**args)
+    kernel.rope_args.clear()
+    with pytest.raises(ValueError) as general:
+        fastpe.apply_rope(args.pop("q"), **args)
+    assert str(fast.value) == str(general.value) == message
 
 
 def test_apply_rope_plans_follow_the_callers_inv_freq():

@@ -634,7 +634,6 @@ def kw_cache(kw):
         {"offset": np.array([0])},
         {"layout": "rotate_half"},
         {"attention_factor": 1.0},
-        {"seq_axis": -1},
         {"head_dim": 64},
         {"num_threads": 0},
         {"rope_parameters": [THETA, THETA, THETA]},
@@ -647,6 +646,22 @@ def test_small_call_path_declines(change):
     assert fastpe.kernel.rope_apply_axes(*_axes_args(q, **base)) is not None
     kw = {**base, **change}
     assert fastpe.kernel.rope_apply_axes(*_axes_args(q, **kw)) is None
+
+
+def test_small_call_path_refuses_what_the_general_path_refuses():
+    """A planned call with a bad q is refused by the same library check, with the
+    same message, as the general path's."""
+    q = np.zeros((1, 2, 1, 128), np.float32)
+    base = {"positions": np.array([[5, 6, 7]], np.int64)}
+    fastpe.apply_rope(q, rope_parameters=THETA, sections=(16, 24, 24), **base)  # planned
+    with pytest.raises(ValueError) as fast:
+        fastpe.kernel.rope_apply_axes(*_axes_args(q, **base, seq_axis=-1))
+    fastpe.kernel.rope_axes_plans.clear()
+    with pytest.raises(ValueError) as general:
+        fastpe.apply_rope(q, rope_parameters=THETA, sections=(16, 24, 24), seq_axis=-1, **base)
+    assert (
+        str(fast.value) == str(general.value) == "seq_axis=-1 is not an axis of q before its last"
+    )
 
 
 def test_small_call_path_declines_positions_in_q():

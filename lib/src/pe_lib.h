@@ -264,6 +264,59 @@ PE_HIDDEN int pe_rope_rotate_by(pe_rope_rows *const *R, int nR, const double *ta
  * names the first that is not (inv_freq, its index and value, the bound).  The
  * handles and the Python binding both call it. */
 PE_HIDDEN int pe_rope_check_frequencies(const double *inv_freq, int64_t nf);
+/* An array rotated in place (q or k) as its buffer holds it: its argument
+ * name, first entry, entry size, axes and strides (bytes). */
+typedef struct {
+    const char *name;
+    const char *buf;
+    int64_t itemsize;
+    int ndim;
+    const int64_t *shape;
+    const int64_t *strides;
+} pe_rope_array;
+/* head_dim for pe_rope_check_arrays: q's last axis */
+#define PE_ROPE_HEAD_DIM_OF_Q INT64_MIN
+/* The checks of q and k (k NULL: q alone) for a rotation in place by head_dim
+ * (or PE_ROPE_HEAD_DIM_OF_Q) with sequence axis seq_axis (negative: from the
+ * end), in this order, each refusal's detail naming (argument, index, value,
+ * limit): each array aligned (EINVAL, name, -1, buf % itemsize, itemsize), of
+ * 2 to 65 axes (ESIZE, name, -1, ndim, 2 or 65), its last axis contiguous
+ * (ESTRIDE, name, ndim-1, stride, itemsize) and its rows nested so that none
+ * share an element (ESTRIDE, name, axis, stride, the span inside it); q and k
+ * sharing no element (EOVERLAP, "k"); head_dim within 2 .. 2^31 (ESIZE,
+ * "head_dim"); each last axis at least head_dim (ESIZE, name, ndim-1, length,
+ * head_dim); seq_axis an axis before the last (EINVAL, "seq_axis", 0 for q or
+ * 1 for k, seq_axis, ndim); k with q's number of axes (ESIZE, "k", -1, k's,
+ * q's) and its sequence and batch axes (ESIZE, "k", axis, k's, q's).  On
+ * success *hd is head_dim and *sa the sequence axis (0 .. ndim-2). */
+/* Whether two arrays written by one call (rope_cache's cos and sin; rows: all
+ * but the last axis, contiguous) share no element: FASTPE_OK, else EOVERLAP
+ * naming b, or ESTRIDE (name, axis, stride, span) for an array whose own rows
+ * are not nested.  Decided on elements: side-by-side halves of one buffer are
+ * disjoint. */
+PE_HIDDEN int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b);
+/* Whether n rows of width bytes every stride bytes (stride >= width, or n == 1)
+ * from a and from b share a byte (the C API's cos and sin), decided as above. */
+PE_HIDDEN int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride,
+                                int64_t width);
+/* The smallest and largest position of a rotation's tokens (ihi < ilo: none;
+ * lo, hi the same as doubles, or the float positions' own). */
+typedef struct {
+    int64_t ilo, ihi;
+    double lo, hi;
+} pe_rope_span;
+/* The positions of a rotation's batch x seq tokens: explicit ids (pos: int64,
+ * or float64 with pos_float, which the binding's conversion found finite;
+ * shape (seq,) or (1 or batch, seq), else
+ * ESIZE "positions" (-1, ndim, seq)), or the offsets (off: int64 of shape (),
+ * (1,) or (batch,), else ESIZE "offset" (-1, ndim, batch); NULL: the scalar
+ * offset), each within +-2^62 (ERANGE "offset", its index or -1, value,
+ * 2^62); their span into *span. */
+PE_HIDDEN int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float,
+                                   const pe_rope_array *off, int64_t offset, int64_t batch,
+                                   int64_t seq, pe_rope_span *span);
+PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
+                                   int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                           int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                           void *poll_ctx);

@@ -428,27 +428,6 @@ static int rope_positions(const struct fastpe_rope *h, pe_rows *rq, int64_t nseq
     return FASTPE_OK;
 }
 
-/* Whether n rows of width bytes every stride bytes (stride >= width, or n == 1)
- * from a and from b share a byte: decided exactly, so that the two halves of
- * one buffer's rows (cos and sin side by side) are disjoint.  Row i of b meets
- * row j of a iff |d + (i - j) stride| < width, d = b - a: at most two
- * differences t = i - j in -(n-1) .. n-1 can qualify. */
-static int rows_meet(const char *a, const char *b, int64_t n, int64_t stride, int64_t width) {
-    int64_t d = (int64_t)((uintptr_t)b - (uintptr_t)a);
-    int64_t t0;
-    if (n <= 1 || stride == 0)
-        return -width < d && d < width;
-    t0 = pe_floordiv(-width - d, stride) + 1; /* the smallest t with d + t stride > -width */
-    for (int64_t t = t0; t < t0 + 2; t++) {
-        if (-(n - 1) <= t && t <= n - 1) {
-            int64_t e = d + t * stride;
-            if (-width < e && e < width)
-                return 1;
-        }
-    }
-    return 0;
-}
-
 /* Whether the rows of a rotation (m <= 3 axes of n[i] rows at st[i] elements,
  * each row w elements wide) share no element: FASTPE_OK, else FASTPE_ESTRIDE.  Axes
  * of one row are dropped first (their stride is never used, and may be anything,
@@ -458,7 +437,7 @@ static int rows_meet(const char *a, const char *b, int64_t n, int64_t stride, in
  * accepted at once; otherwise rows i and j meet iff some difference vector
  * d != 0 (|d_k| < n_k) has |sum d_k st_k| < w, searched exactly over the two
  * axes with the fewest differences, the third solved for (at most two
- * candidates, as in rows_meet).  A search beyond ROPE_OVERLAP_WORK steps is not
+ * candidates, as for two rows of one stride).  A search beyond ROPE_OVERLAP_WORK steps is not
  * run and the layout refused: real layouts are nested, or small. */
 #define ROPE_OVERLAP_WORK ((int64_t)1 << 22)
 static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, int64_t w) {

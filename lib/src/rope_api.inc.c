@@ -55,8 +55,8 @@ static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
                        (double)((INT64_MAX / 16) / (n - 1)));
     if (n == 1)
         row_stride = 0;
-    if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
-                  W * (int64_t)sizeof(ROPE_T)))
+    if (pe_rope_rows_meet((const char *)cos, (const char *)sin, n,
+                          row_stride * (int64_t)sizeof(ROPE_T), W * (int64_t)sizeof(ROPE_T)))
         return pe_fail(FASTPE_EOVERLAP, "sin", -1, NAN, NAN);
     err = rope_positions(h, &rq, 1, n, positions, offset);
     if (err != FASTPE_OK)
@@ -213,8 +213,8 @@ static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE
                        (double)((INT64_MAX / 16) / (n - 1)));
     if (n == 1)
         row_stride = 0;
-    if (rows_meet((const char *)cos, (const char *)sin, n, row_stride * (int64_t)sizeof(ROPE_T),
-                  W * (int64_t)sizeof(ROPE_T)))
+    if (pe_rope_rows_meet((const char *)cos, (const char *)sin, n,
+                          row_stride * (int64_t)sizeof(ROPE_T), W * (int64_t)sizeof(ROPE_T)))
         return pe_fail(FASTPE_EOVERLAP, "sin", -1, NAN, NAN);
     err = rope_axes_of(h, ax, &nax, positions, n);
     if (err != FASTPE_OK)

@@ -55,7 +55,7 @@ def _write_caches(
             raise TypeError(
                 f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
             )
-        _disjoint(cos, sin, "out's cos and sin")
+        _kernel.rope_check_disjoint(kernel_view(cos)[0], kernel_view(sin)[0])
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
     if accurate and cos.dtype != np.float64:
         raise ValueError(
@@ -121,29 +121,6 @@ def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
     return arr.astype(np.int64, order="C", copy=False)  # (0-d stays 0-d)
 
 
-#: np.shares_memory's work bound: enough for any q/k or cos/sin pair of a real
-#: model (a fused QKV buffer's views take a few steps); past it the pair is refused.
-_OVERLAP_WORK = 1 << 16
-
-
-_TOO_HARD: type[Exception] = getattr(np, "exceptions", np).TooHardError  # (NumPy < 1.25: np.)
-
-
-def _disjoint(a: np.ndarray, b: np.ndarray, what: str) -> None:
-    """Refuse two outputs that share an element (decided exactly: disjoint views of
-    one buffer, such as q and k of a fused QKV projection, are fine)."""
-    try:
-        # (NumPy's stubs list only -1 and 0, but a positive bound is documented)
-        shared = np.shares_memory(a, b, max_work=_OVERLAP_WORK)  # type: ignore[arg-type]
-    except _TOO_HARD:
-        raise ValueError(
-            f"{what} may share memory (their strides are too irregular to decide it "
-            "quickly); pass copies"
-        ) from None
-    if shared:
-        raise ValueError(f"{what} must not share memory")
-
-
 def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
     """``arr`` (an input read while the outputs are written), copied when it may
     share memory with any of them: q is rotated before k's angles are computed."""
@@ -153,34 +130,21 @@ def _unaliased(arr: np.ndarray, outputs: list[np.ndarray]) -> np.ndarray:
 
 
 def _rope_views(q: Any, k: Any, head_dim: Any, seq_axis: Any) -> tuple:
-    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch)."""
-    views = [_rope_target(q, "q")]
-    if k is not None:
-        views.append(_rope_target(k, "k"))
-        _disjoint(views[0], views[1], "q and k")
-    qv = views[0]
-    if head_dim is None:
-        head_dim = qv.shape[-1]
-    head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
+    """(q and k as checked ndarray views, head_dim, sequence axis, its length, batch).
+    The conversions are made here; the sizes, strides, overlap, head_dim and
+    sequence axis are checked by the library (kernel.rope_check_arrays)."""
+    views = [_rope_array(q, "q")] + ([] if k is None else [_rope_array(k, "k")])
+    if head_dim is not None:
+        head_dim = as_int(head_dim, "head_dim")
     seq_axis = as_int(seq_axis, "seq_axis")
-    for v, name in zip(views, ("q", "k"), strict=False):
-        if v.shape[-1] < head_dim:
-            raise ValueError(
-                f"{name}'s last axis ({v.shape[-1]}) is shorter than head_dim={head_dim}"
-            )
-        if not -v.ndim <= seq_axis < v.ndim or seq_axis % v.ndim == v.ndim - 1:
-            raise ValueError(f"seq_axis={seq_axis} is not an axis of {name} before its last")
-    if qv.ndim < 2 or (k is not None and views[1].ndim != qv.ndim):
-        raise ValueError(
-            "q (and k) must have shape (..., seq, ..., head_dim), the same number of axes"
-        )
-    sa = seq_axis % qv.ndim
+    head_dim, sa = _kernel.rope_check_arrays(
+        kernel_view(views[0])[0],
+        None if k is None else kernel_view(views[1])[0],
+        head_dim,
+        seq_axis,
+    )
+    qv = views[0]
     seq = qv.shape[sa]
-    if k is not None and (views[1].shape[sa] != seq or views[1].shape[0] != qv.shape[0]):
-        raise ValueError(
-            f"q and k must agree on the batch and sequence axes, got {qv.shape} and "
-            f"{views[1].shape}"
-        )
     batch = qv.shape[0] if sa != 0 else 1
     return views, head_dim, sa, seq, batch
 
@@ -189,38 +153,28 @@ def _token_positions(
     views: list[np.ndarray], seq: int, batch: int, offset: Any, positions: Any
 ) -> tuple[int, np.ndarray | None, np.ndarray | None, int, int]:
     """Each token's position, ``off_scalar`` or ``offsets[b]``, plus ``pos[b or 0, s]``
-    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none."""
+    or ``s``: (off_scalar, offsets, pos, lo, hi), hi < lo when there are none.  The
+    shapes and the offsets' bound are checked by the library (kernel.rope_check_tokens)."""
     off_scalar, offsets, pos = 0, None, None
     if positions is not None:
         if not (np.ndim(offset) == 0 and offset == 0):
             raise ValueError("offset applies without positions; add it to positions instead")
         pos = _unaliased(_as_rope_positions(positions), views)
+        lo, hi = _kernel.rope_check_tokens(pos, None, batch, seq)
         if pos.ndim == 1:
             pos = pos[None]
-        if pos.ndim != 2 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
-            raise ValueError(
-                f"positions must have shape ({seq},) or ({batch}, {seq}), got "
-                f"{np.shape(positions)}"
-            )
-        lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
     else:
         off = _unaliased(_as_position_ids(offset, "offset"), views)
-        if off.ndim > 1 or (off.ndim == 1 and off.shape[0] not in (1, batch)):
-            raise ValueError(
-                f"offset must be an int or one per batch entry ({batch}), got shape {off.shape}"
-            )
-        if off.size and int(np.max(np.abs(off))) > 2**62:
-            raise ValueError("offset must stay within +-2**62")
+        lo, hi = _kernel.rope_check_tokens(None, off, batch, seq)
         if off.size == 1:
             off_scalar = int(off.reshape(-1)[0])
         elif off.size:
             offsets = off
-        lo, hi = (int(off.min()), int(off.max()) + seq - 1) if off.size and seq else (0, -1)
     return off_scalar, offsets, pos, lo, hi
 
 
-def _rope_target(x: Any, name: str) -> np.ndarray:
-    """A writable ndarray view of q or k whose rows do not overlap."""
+def _rope_array(x: Any, name: str) -> np.ndarray:
+    """q or k as a writable ndarray of a rotated dtype, viewing the caller's memory."""
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError(f"{name} must not be a masked array")
     try:
@@ -233,24 +187,4 @@ def _rope_target(x: Any, name: str) -> np.ndarray:
         )
     if not v.flags.writeable:
         raise ValueError(f"{name} must be writable (it is rotated in place)")
-    if not v.flags.aligned:
-        raise ValueError(f"{name} must be aligned to its dtype")
-    if v.ndim < 2:
-        raise ValueError(f"{name} must have shape (..., seq, ..., head_dim), got {v.shape}")
-    if v.size and v.shape[-1] > 1 and v.strides[-1] != v.itemsize:
-        raise ValueError(f"{name}'s last axis must be contiguous, got strides {v.strides}")
-    # rotated in place, so no two rows may share memory: sorted by stride, each axis
-    # must step over everything the axes inside it span (no broadcast axes, no overlap)
-    span = v.itemsize * v.shape[-1]
-    if v.size == 0:
-        return v
-    axes = sorted(
-        ((abs(st), n) for n, st in zip(v.shape[:-1], v.strides[:-1], strict=True) if n > 1)
-    )
-    for st, n in axes:
-        if st < span:
-            raise ValueError(
-                f"{name}'s rows overlap (strides {v.strides}): it cannot be rotated in place"
-            )
-        span = st * (n - 1) + span
     return v

@@ -162,7 +162,8 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
     """_rope_run for multi-axis positions: token (b, s) takes the angles of
     ``positions[b or 0, s, a]`` for the frequencies of axis a, ``positions`` a
     C-contiguous (1 or batch, seq, n_axes) int64 or float64 array whose range the caller has
-    checked; q (``view``) and k (``kview`` unless NULL) held and checked as there."""
+    checked; q (``view``) and k (``kview`` unless NULL) held and checked as there
+    (their axes agree: pe_rope_check_arrays)."""
     cdef Py_buffer pv
     cdef pe_rope_rows R, RK
     cdef pe_rope_rows *Rs[2]
@@ -170,9 +171,6 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
     cdef const void *pp
     cdef int64_t nf = axes.nf, batch, nrows = 0, nseq
     cdef int nR = 0, err
-    if kview != NULL and (kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa]
-                          or kview.shape[0] != view.shape[0]):
-        raise ValueError("q and k must agree on the batch and sequence axes")
     if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
         Rs[nR] = &R
         nR += 1

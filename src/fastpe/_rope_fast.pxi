@@ -41,8 +41,8 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
-    cdef int64_t sa, hd, nd, batch, S
-    cdef int nt
+    cdef int64_t sa, hd = PE_ROPE_HEAD_DIM_OF_Q, batch, S
+    cdef int nt, axis
     cdef RopeAxes axes
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY) \
@@ -51,37 +51,30 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
     if type(layout) is not str or (layout != "half" and layout != "interleaved"):
         return None
     nt = _fast_threads(num_threads)
-    shape = (<object>q).shape
-    nd = len(shape)
-    if nt < 0 or nd < 2 or not -nd <= sa < nd:
+    if nt < 0 or (head_dim is not None and not _as_i64(head_dim, &hd)):
         return None
-    if sa < 0:
-        sa += nd
-    if sa == nd - 1:
-        return None
-    if head_dim is None:
-        head_dim = shape[nd - 1]
-    elif not _as_i64(head_dim, &hd):
-        return None
-    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                         inv_freq, sections, section_layout)
-    plan = rope_axes_plans.get(key) if key is not None else None
-    if plan is None:
-        return None
-    axes = plan[0]
-    hd = head_dim
-    if 2 * axes.nf > hd:    # (never planned so)
-        return None
-    qkind = _rope_fast_view(q, &qv, hd)
+    qkind = _rope_fast_buffer(q, &qv)
     if qkind == 0:
         return None
     try:
+        key = _axes_plan_key(rope_parameters,
+                             qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
+                             max_position_embeddings, precision, inv_freq, sections,
+                             section_layout)
+        plan = rope_axes_plans.get(key) if key is not None else None
+        if plan is None:
+            return None
+        axes = plan[0]
         if k is not None:
-            kkind = _rope_fast_view(k, &kv, hd)
+            kkind = _rope_fast_buffer(k, &kv)
             have_k = kkind != 0
-            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
-                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+            if not have_k:
                 return None
+        # the library's checks, as on the general path: one message either way
+        _rope_check_arrays(&qv, &kv if have_k else NULL, hd, sa, &hd, &axis)
+        if 2 * axes.nf > hd:    # (never planned so)
+            return None
+        sa = axis
         batch = qv.shape[0] if sa != 0 else 1
         S = qv.shape[sa]
         # positions kept in q's or k's memory would change while q is rotated
@@ -192,56 +185,43 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
     return cos, sin
 
 
-cdef inline char _rope_fast_view(x, Py_buffer *view, int64_t width) except -1:
-    """_rope_view for a plain C-contiguous ndarray (no two rows can overlap) of
-    float16/32/64 entries; 0 for anything else."""
+cdef inline char _rope_fast_buffer(x, Py_buffer *view) except -1:
+    """Hold the buffer of a plain writable ndarray of float16/32/64 entries with at
+    least two axes, none empty: its kind ('e', 'f', 'd'), or 0 (nothing held) for
+    anything else, which the general path converts or explains."""
     cdef int j
-    cdef Py_ssize_t step
     cdef char kind
     if type(x) is not _NDARRAY:
         return 0
     try:
-        kind = _rope_view(x, view, width, False)
-    except (BufferError, ValueError, TypeError):   # dtypes without a buffer format
+        PyObject_GetBuffer(x, view, PyBUF_STRIDES | PyBUF_FORMAT | PyBUF_WRITABLE)
+    except (BufferError, ValueError, TypeError):   # read-only, or no buffer format
         return 0
-    if kind == 0:
+    kind = _native_code(view.format)
+    if (kind != c'f' and kind != c'd' and kind != c'e') or view.ndim < 2:
+        PyBuffer_Release(view)
         return 0
-    step = view.itemsize
-    for j in range(view.ndim - 1, -1, -1):
-        if view.shape[j] == 0 or (view.shape[j] > 1 and view.strides[j] != step):
+    for j in range(view.ndim):
+        if view.shape[j] == 0:
             PyBuffer_Release(view)
             return 0
-        step *= view.shape[j]
     return kind
 
 
-cdef bint _fast_ids(arr, int64_t rows, int64_t cols, int64_t step, double limit) except -1:
-    """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols,), or
-    (1, cols) or (rows, cols) when rows > 0, whose every value v keeps v .. v + step
-    within +-limit."""
-    cdef Py_buffer v
-    cdef const int64_t *p
-    cdef Py_ssize_t i
-    cdef bint ok
+cdef bint _fast_int64(arr, Py_buffer *view) except -1:
+    """Hold the buffer of a C-contiguous native int64 ndarray (positions or
+    offsets); False (nothing held) for anything else, which the general path
+    converts."""
     if type(arr) is not _NDARRAY:
         return False
     try:
-        PyObject_GetBuffer(arr, &v, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        PyObject_GetBuffer(arr, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
     except (BufferError, ValueError, TypeError):
         return False
-    try:
-        ok = v.itemsize == 8 and _native_code(v.format) in (c'l', c'q') and (
-            (v.ndim == 1 and v.shape[0] == cols)
-            or (v.ndim == 2 and rows > 0 and v.shape[1] == cols
-                and (v.shape[0] == 1 or v.shape[0] == rows)))
-        if ok:
-            p = <const int64_t *>v.buf
-            for i in range(v.len // 8):
-                if _extent(p[i], step + 1) > limit:
-                    return False
-        return ok
-    finally:
-        PyBuffer_Release(&v)
+    if view.itemsize != 8 or _native_code(view.format) not in (c'l', c'q'):
+        PyBuffer_Release(view)
+        return False
+    return True
 
 
 cdef bint _aliases(arr, const Py_buffer *qv, const Py_buffer *kv, bint have_k) except -1:
@@ -315,10 +295,12 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
-    cdef int64_t off = 0, sa, hd, nd, batch, S
-    cdef int nt, slot = -1
+    cdef int64_t off = 0, sa, hd = PE_ROPE_HEAD_DIM_OF_Q, batch, S
+    cdef int nt, axis, slot = -1
     cdef const pe_rope_plan *pl = NULL
     cdef pe_rope_handle *h
+    cdef Py_buffer iv
+    cdef pe_rope_span span
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY):
         return None
@@ -333,34 +315,27 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     if nt < 0 or (head_dim is not None and not _as_i64(head_dim, &hd)):
         return None
     # q's buffer first: its shape without a Python attribute, a tuple and an int each
-    qkind = _rope_fast_view(q, &qv, 0)
+    qkind = _rope_fast_buffer(q, &qv)
     if qkind == 0:
         return None
     try:
-        nd = qv.ndim
-        if not -nd <= sa < nd:
-            return None
-        if sa < 0:
-            sa += nd
-        if sa == nd - 1:
-            return None
-        if head_dim is None:
-            hd = qv.shape[nd - 1]
-            head_dim = hd
-        pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
-                        inv_freq, &slot)
+        pl = _rope_plan(rope_parameters,
+                        qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
+                        max_position_embeddings, precision, inv_freq, &slot)
         if pl == NULL:
             return None
         h = <pe_rope_handle *>pl.h
-        # (2 nf <= hd: _rope_plan's; the rows below rely on it)
-        if qv.shape[nd - 1] < hd:
-            return None
         if k is not None:
-            kkind = _rope_fast_view(k, &kv, hd)
+            kkind = _rope_fast_buffer(k, &kv)
             have_k = kkind != 0
-            if not have_k or kv.ndim != qv.ndim or kv.shape[sa] != qv.shape[sa] \
-                    or kv.shape[0] != qv.shape[0] or _overlap(&qv, &kv):
+            if not have_k:
                 return None
+        # the library's checks, as on the general path: one message either way
+        _rope_check_arrays(&qv, &kv if have_k else NULL, hd, sa, &hd, &axis)
+        # (2 nf > hd: never planned so; the rows below rely on it)
+        if 2 * h.sp.nf > hd:
+            return None
+        sa = axis
         batch = qv.shape[0] if sa != 0 else 1
         S = qv.shape[sa]
         # positions or offsets kept in q's or k's memory would change while q is
@@ -368,15 +343,24 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
         if (positions is not None and _aliases(positions, &qv, &kv, have_k)) \
                 or (offsets is not None and _aliases(offsets, &qv, &kv, have_k)):
             return None
-        # every position checked against the exact reduction here, as the general path does
-        if positions is not None:
-            if not _fast_ids(positions, batch, S, 0, h.max_position):
+        # the library's checks of positions or offsets, as on the general path; a
+        # range beyond the exact reduction is the general path's to explain
+        if positions is not None or offsets is not None:
+            ids = positions if positions is not None else offsets
+            if not _fast_int64(ids, &iv):
                 return None
-            if (<object>positions).ndim == 1:
+            try:
+                _rope_check_tokens(&iv if positions is not None else NULL, False,
+                                   &iv if positions is None else NULL, batch, S, &span)
+                # (one offset per batch entry; the general path broadcasts the others)
+                if positions is None and (iv.ndim != 1 or iv.shape[0] != batch):
+                    return None
+            finally:
+                PyBuffer_Release(&iv)
+            if fabs(span.lo) > h.max_position or fabs(span.hi) > h.max_position:
+                return None
+            if positions is not None and (<object>positions).ndim == 1:
                 positions = (<object>positions).reshape(1, S)
-        elif offsets is not None:
-            if not _fast_ids(offsets, 0, batch, S - 1, h.max_position):
-                return None
         elif _extent(off, S) > h.max_position:
             return None
         _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, &h.sp, h.plan,

@@ -104,10 +104,7 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
         Rs[nR] = &R
         nR += 1
         nrows += pe_rope_nrows(&R)
-    if kview != NULL:
-        if kview.ndim != view.ndim or kview.shape[sa] != view.shape[sa] \
-                or kview.shape[0] != view.shape[0]:
-            raise ValueError("q and k must agree on the batch and sequence axes")
+    if kview != NULL:   # (its axes agree with q's: pe_rope_check_arrays)
         if _rope_rows_of(&RK, kview, kkind, sa, half, nf, attention):
             Rs[nR] = &RK
             nR += 1

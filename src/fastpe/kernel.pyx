@@ -293,6 +293,7 @@ def max_position(double base, int64_t d_model):
 
 include "_fast.pxi"
 include "_rope_rotate.pxi"
+include "_rope_check.pxi"
 include "_rope_axes.pxi"
 include "_rope_plans.pxi"
 include "_rope_fast.pxi"

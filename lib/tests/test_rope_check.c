@@ -1,0 +1,157 @@
+/*
+ * The array checks of a rotation in place (pe_rope_check_arrays, internal:
+ * built here from its sources, since the shared library does not export it):
+ * each refusal's error detail, as fastpe_last_error gives it, and the overlap
+ * of q and k decided on elements.
+ *     fastpe_test_rope_check
+ */
+#include "pe_lib.h"
+#include "fastpe/fastpe.h"
+
+#include "check.h"
+
+#include <string.h>
+
+static float mem[4096];
+
+/* a (b, h, s, d) array of floats at mem + off, strides in floats */
+typedef struct {
+    int64_t shape[4], strides[4];
+    pe_rope_array a;
+} arr;
+
+static void make(arr *x, const char *name, int64_t off, int64_t b, int64_t h, int64_t s, int64_t d,
+                 int64_t sb, int64_t sh, int64_t ss) {
+    int64_t shape[4] = {b, h, s, d}, st[4] = {sb, sh, ss, 1};
+    for (int i = 0; i < 4; i++) {
+        x->shape[i] = shape[i];
+        x->strides[i] = st[i] * (int64_t)sizeof(float);
+    }
+    x->a.name = name;
+    x->a.buf = (const char *)(mem + off);
+    x->a.itemsize = sizeof(float);
+    x->a.ndim = 4;
+    x->a.shape = x->shape;
+    x->a.strides = x->strides;
+}
+
+static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis, int code,
+                    const char *argument, int64_t index, double value, double limit,
+                    const char *what) {
+    int64_t hd = -1;
+    int sa = -1;
+    fastpe_error e;
+    int got = pe_rope_check_arrays(&q->a, k != NULL ? &k->a : NULL, head_dim, seq_axis, &hd, &sa);
+    fastpe_last_error(&e);
+    CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
+          code);
+    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: argument %s, want %s", what,
+          e.argument != NULL ? e.argument : "(null)", argument);
+    CHECK(e.index == index, "%s: index %lld, want %lld", what, (long long)e.index,
+          (long long)index);
+    CHECK(isnan(value) || e.value == value, "%s: value %g, want %g", what, e.value, value);
+    CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
+}
+
+static void accepted(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis,
+                     int64_t want_hd, int want_sa, const char *what) {
+    int64_t hd = -1;
+    int sa = -1;
+    int got = pe_rope_check_arrays(&q->a, k != NULL ? &k->a : NULL, head_dim, seq_axis, &hd, &sa);
+    CHECK(got == FASTPE_OK && hd == want_hd && sa == want_sa, "%s: returned %d, hd %lld, sa %d",
+          what, got, (long long)hd, sa);
+}
+
+int main(void) {
+    const int64_t Q = PE_ROPE_HEAD_DIM_OF_Q;
+    arr q, k;
+    /* (1, 2, 3, 8) C-contiguous; k beside it */
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 24, 8);
+    make(&k, "k", 64, 1, 2, 3, 8, 48, 24, 8);
+    accepted(&q, &k, Q, -2, 8, 2, "separate q and k");
+    accepted(&q, NULL, 4, 1, 4, 1, "head_dim below the last axis, seq_axis 1");
+    /* a fused projection: q and k the two halves of each 16-float row, interleaved */
+    make(&q, "q", 0, 1, 2, 3, 8, 96, 48, 16);
+    make(&k, "k", 8, 1, 2, 3, 8, 96, 48, 16);
+    accepted(&q, &k, Q, -2, 8, 2, "interleaved halves of one buffer");
+    make(&k, "k", 4, 1, 2, 3, 8, 96, 48, 16);
+    refused(&q, &k, Q, -2, FASTPE_EOVERLAP, "k", -1, NAN, NAN, "k half inside q's rows");
+    /* k's last row meets only q's last row */
+    make(&q, "q", 0, 1, 1, 3, 8, 24, 24, 8);
+    make(&k, "k", 23, 1, 1, 3, 8, 24, 24, 8);
+    refused(&q, &k, Q, -2, FASTPE_EOVERLAP, "k", -1, NAN, NAN, "k's first row on q's last entry");
+    make(&k, "k", 24, 1, 1, 3, 8, 24, 24, 8);
+    accepted(&q, &k, Q, -2, 8, 2, "k right after q");
+    /* rows backwards (a negative stride) and a broadcast axis */
+    make(&q, "q", 100, 1, 2, 3, 8, 48, 24, -8);
+    accepted(&q, NULL, Q, -2, 8, 2, "seq axis backwards");
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 0, 8);
+    refused(&q, NULL, Q, -2, FASTPE_ESTRIDE, "q", 1, 0.0, 32.0, "heads broadcast");
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 24, 4);
+    refused(&q, NULL, Q, -2, FASTPE_ESTRIDE, "q", 2, 16.0, 32.0, "rows half overlapping");
+    /* the last axis, alignment, head_dim, seq_axis, agreement */
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 24, 8);
+    q.strides[3] = 8;
+    refused(&q, NULL, Q, -2, FASTPE_ESTRIDE, "q", 3, 8.0, 4.0, "last axis strided");
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 24, 8);
+    q.a.buf += 1;
+    refused(&q, NULL, Q, -2, FASTPE_EINVAL, "q", -1, 1.0, 4.0, "misaligned");
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 24, 8);
+    q.a.ndim = 1;
+    q.shape[0] = 8;
+    refused(&q, NULL, Q, -2, FASTPE_ESIZE, "q", -1, 1.0, 2.0, "one axis");
+    make(&q, "q", 0, 1, 2, 3, 8, 48, 24, 8);
+    refused(&q, NULL, 1, -2, FASTPE_ESIZE, "head_dim", -1, 1.0, 2.0, "head_dim 1");
+    refused(&q, NULL, 16, -2, FASTPE_ESIZE, "q", 3, 8.0, 16.0, "head_dim past the last axis");
+    refused(&q, NULL, Q, -1, FASTPE_EINVAL, "seq_axis", 0, -1.0, 4.0, "seq_axis the last");
+    refused(&q, NULL, Q, 4, FASTPE_EINVAL, "seq_axis", 0, 4.0, 4.0, "seq_axis past the axes");
+    make(&k, "k", 64, 1, 2, 4, 8, 64, 32, 8);
+    refused(&q, &k, Q, -2, FASTPE_ESIZE, "k", 2, 4.0, 3.0, "sequence lengths differ");
+    make(&k, "k", 64, 2, 2, 3, 8, 48, 24, 8);
+    refused(&q, &k, Q, -2, FASTPE_ESIZE, "k", 0, 2.0, 1.0, "batches differ");
+    make(&k, "k", 64, 1, 3, 8, 1, 24, 8, 1); /* its first three axes: (1, 3, 8) */
+    k.strides[2] = sizeof(float);
+    k.a.ndim = 3;
+    refused(&q, &k, Q, -2, FASTPE_ESIZE, "k", -1, 3.0, 4.0, "axes differ");
+    /* cos and sin of rope_cache: two rows of 8 floats side by side in rows of 16 */
+    make(&q, "cos", 0, 1, 1, 4, 8, 64, 64, 16);
+    make(&k, "sin", 8, 1, 1, 4, 8, 64, 64, 16);
+    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_OK, "side-by-side cos and sin");
+    CHECK(!pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "side-by-side rows");
+    make(&k, "sin", 7, 1, 1, 4, 8, 64, 64, 16);
+    refused(&q, &k, Q, -2, FASTPE_EOVERLAP, "k", -1, NAN, NAN, "(the q and k spelling)");
+    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_EOVERLAP, "sin on cos's last entry");
+    CHECK(pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "rows one entry over");
+    CHECK(!pe_rope_rows_meet(q.a.buf, q.a.buf + 32, 1, 0, 32) &&
+              pe_rope_rows_meet(q.a.buf, q.a.buf + 31, 1, 0, 32),
+          "one row each: adjacent, one byte in");
+    make(&k, "sin", 1000, 1, 1, 4, 8, 64, 64, 0);
+    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_ESTRIDE, "sin's rows broadcast");
+    /* the tokens: positions of shape (seq,) or (1 or batch, seq), offsets () to (batch,) */
+    {
+        int64_t ids[6] = {4, -2, 9, 1, 2, 3}, big[2] = {0, ((int64_t)1 << 62) + 1};
+        int64_t shape[2] = {2, 3}, strides[2] = {24, 8};
+        pe_rope_array p = {"positions", (const char *)ids, 8, 2, shape, strides};
+        pe_rope_span span;
+        fastpe_error e;
+        int err = pe_rope_check_tokens(&p, 0, NULL, 0, 2, 3, &span);
+        CHECK(err == FASTPE_OK && span.ilo == -2 && span.ihi == 9, "positions (2, 3): %d", err);
+        err = pe_rope_check_tokens(&p, 0, NULL, 0, 3, 3, &span);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ESIZE && strcmp(e.argument, "positions") == 0 && e.limit == 3.0,
+              "two rows for a batch of 3: %d", err);
+        p.name = "offset", p.ndim = 1, p.shape = shape, p.strides = strides + 1;
+        err = pe_rope_check_tokens(NULL, 0, &p, 0, 2, 5, &span);
+        CHECK(err == FASTPE_OK && span.ilo == -2 && span.ihi == 4 + 5 - 1,
+              "offsets (2,): %d [%lld, %lld]", err, (long long)span.ilo, (long long)span.ihi);
+        p.buf = (const char *)big;
+        err = pe_rope_check_tokens(NULL, 0, &p, 0, 2, 5, &span);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "offset") == 0 && e.index == 1 &&
+                  e.limit == (double)((int64_t)1 << 62),
+              "an offset past 2^62: %d", err);
+    }
+    if (failures == 0)
+        printf("rope_check: ok\n");
+    return failures != 0;
+}
