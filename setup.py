@@ -5,7 +5,8 @@ Environment variables
 FASTPE_DISABLE_OPENMP=1   force the serial build (no OpenMP flags at all).
 FASTPE_REQUIRE_OPENMP=1   fail the build instead of falling back to serial when
                           the OpenMP probe fails (used for release wheels).
-FASTPE_SANITIZE=1         add -fsanitize=address,undefined (for the sanitizer CI job).
+FASTPE_SANITIZE=1         add -fsanitize=address,undefined (for the sanitizer CI job);
+                          FASTPE_SANITIZE=undefined: UBSan alone (no runtime to preload).
 FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
 """
 
@@ -104,7 +105,11 @@ class BuildExt(build_ext):
         cflags = list(BASE_CFLAGS["msvc" if family == "msvc" else "gcc-like"])
         ldflags: list[str] = []
         extra = os.environ.get("FASTPE_EXTRA_CFLAGS", "").split()
-        if _env_flag("FASTPE_SANITIZE") and family != "msvc":
+        sanitize = os.environ.get("FASTPE_SANITIZE", "").strip().lower()
+        if sanitize == "undefined" and family != "msvc":
+            cflags += ["-fsanitize=undefined", "-fno-sanitize-recover=undefined", "-g"]
+            ldflags += ["-fsanitize=undefined"]
+        elif _env_flag("FASTPE_SANITIZE") and family != "msvc":
             cflags += ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-g", "-O1"]
             cflags += ["-fno-sanitize-recover=undefined"]
             ldflags += ["-fsanitize=address,undefined"]

@@ -150,13 +150,44 @@ def pytest_configure(config):
             raise pytest.UsageError(f"{label} in tests/conftest.py names missing files {missing}")
 
 
+def pytest_ignore_collect(collection_path, config):
+    # `-m core` alone: the other files are not even imported (collecting the whole suite
+    # costs seconds natively, and several times that under ASan or Wine).
+    if config.getoption("markexpr", "") != "core" or collection_path.suffix != ".py":
+        return None
+    if not collection_path.name.startswith("test_"):
+        return None
+    return collection_path.name not in {t.split("::")[0] for t in CORE_TESTS} or None
+
+
+def _new_values(item, seen):
+    """Whether a parametrized test's parameter set brings a value that the earlier
+    sets of its function did not (a parameter's value is its id: "float16" of
+    "float16-vaswani-33"); records them.  Unparametrized tests always do."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return True
+    values = {(n, part) for n, part in enumerate(callspec.id.split("-"))}
+    fresh = values - seen
+    seen |= values
+    return bool(fresh)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    # tryfirst: the marks are set before `-m` selects on them
+    # tryfirst: the marks are set before `-m` selects on them.  The subset takes every
+    # function listed, but of a parametrized one only the parameter sets that bring a
+    # value not seen yet in the earlier sets (every dtype, layout, convention ... once,
+    # not each combination): the combinations run in the whole suite.
+    seen = {}
     for item in items:
         function = getattr(item, "originalname", None) or item.name
         left_out = f"{item.path.name}::{function}" in CORE_LEAVES_OUT
-        if _listed(CORE_TESTS, item.path.name, function) and not left_out:
+        if (
+            _listed(CORE_TESTS, item.path.name, function)
+            and not left_out
+            and _new_values(item, seen.setdefault((item.path.name, function), set()))
+        ):
             item.add_marker(pytest.mark.core)
         if _listed(FRAMEWORK_TESTS, item.path.name, function):
             item.add_marker(pytest.mark.frameworks)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Build the kernel with AddressSanitizer + UndefinedBehaviorSanitizer
-# (FASTPE_SANITIZE=1 in setup.py), with OpenMP and serial, and run the test
+# Build the kernel with the sanitizers (FASTPE_SANITIZE in setup.py) and run the test
 # suite under each build.  Any sanitizer report fails the script.
-#   bash tools/sanitize.sh
-#   FASTPE_SAN_VENV=/tmp/vsan HYPOTHESIS_PROFILE=ci bash tools/sanitize.sh
-#   FASTPE_SAN_SERIAL_MARK=core bash tools/sanitize.sh   # the serial build: -m core only
+#   bash tools/sanitize.sh [ubsan|asan|all]        (default all)
+#     ubsan: UBSan alone, the serial build, the whole suite (the runtime is light: no
+#            preload, Python's own allocator)
+#     asan:  ASan+UBSan, the OpenMP build, the core subset (-m core, tests/conftest.py);
+#            FASTPE_SAN_MARK="" runs the whole suite there too
+#   FASTPE_SAN_VENV=/tmp/vsan HYPOTHESIS_PROFILE=ci bash tools/sanitize.sh asan
 # The venv is its own (a sanitized fastpe must not end up in the dev venv).
 # Hypothesis runs with the short "sanitizers" profile by default (tests/conftest.py):
 # under ASan every call is several times slower, and the full profile runs in the normal job.
@@ -13,6 +15,9 @@ cd "$(dirname "$0")/.."
 VENV=${FASTPE_SAN_VENV:-$(mktemp -d)/venv}
 PY=${PYTHON:-python3}
 CC=${CC:-gcc}
+PARTS=${1:-all}
+case $PARTS in ubsan | asan | all) ;; *) echo "usage: sanitize.sh [ubsan|asan|all]" >&2; exit 2 ;; esac
+MARK=${FASTPE_SAN_MARK-core}
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-sanitizers}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
@@ -32,15 +37,15 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:strict_strin
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 LOG=$(mktemp)
 
-build() {
-    FASTPE_SANITIZE=1 bash tools/install_tree.sh "$VENV/bin/python"
+build() {  # $1: the FASTPE_SANITIZE value; $2: the runtime the extension must link
+    FASTPE_SANITIZE=$1 bash tools/install_tree.sh "$VENV/bin/python"
     # (located without importing it: that needs the preload; no `ldd | grep -q`,
     # which under pipefail fails whenever grep closes the pipe early)
     local deps
     deps=$(ldd "$VENV"/lib/python3*/site-packages/fastpe/kernel*.so)
     case "$deps" in
-        *libasan*) ;;
-        *) echo "sanitize.sh: the extension is not linked with ASan:" >&2; echo "$deps" >&2; exit 1 ;;
+        *"$2"*) ;;
+        *) echo "sanitize.sh: the extension is not linked with $2:" >&2; echo "$deps" >&2; exit 1 ;;
     esac
 }
 
@@ -52,21 +57,27 @@ build() {
 # about 110 s of CPU on the 2-core machine.
 SKIP=(--deselect tests/test_typing.py --deselect tests/test_readme.py::test_shell_section_runs)
 
-run() {  # $1: expected openmp (0/1); $2: a pytest -m expression, or nothing
-    # PYTHONMALLOC=malloc: Python objects come from malloc, so ASan sees them too.
-    LD_PRELOAD="$ASAN_LIB" PYTHONMALLOC=malloc FASTPE_EXPECT_OPENMP="$1" \
+run() {  # $1: expected openmp (0/1); $2: a pytest -m expression, or nothing; $3: preload
+    # PYTHONMALLOC=malloc under ASan: Python objects come from malloc, so ASan sees them too.
+    LD_PRELOAD="$3" PYTHONMALLOC=${3:+malloc} FASTPE_EXPECT_OPENMP="$1" \
         "$VENV/bin/python" -m pytest ${2:+-m "$2"} tests "${SKIP[@]}" -q -p no:cacheprovider \
         2>&1 | tee -a "$LOG"
     local rc=${PIPESTATUS[0]}
     [ "$rc" -eq 0 ] || { echo "sanitize.sh: test run failed (rc=$rc)" >&2; exit 1; }
 }
 
-echo "== ASan+UBSan, OpenMP build"
-build
-run 1
-echo "== ASan+UBSan, serial build (FASTPE_DISABLE_OPENMP=1)"
-FASTPE_DISABLE_OPENMP=1 build
-run 0 "${FASTPE_SAN_SERIAL_MARK:-}"
+# Each build under a sanitizer: the serial one under UBSan (whole suite), the OpenMP one
+# under ASan+UBSan (the threads' rows, partitions and scratch, where memory errors hide).
+if [ "$PARTS" != asan ]; then
+    echo "== UBSan, serial build (FASTPE_DISABLE_OPENMP=1), the whole suite"
+    FASTPE_DISABLE_OPENMP=1 build undefined libubsan
+    run 0 "" ""
+fi
+if [ "$PARTS" != ubsan ]; then
+    echo "== ASan+UBSan, OpenMP build${MARK:+, -m $MARK}"
+    build 1 libasan
+    run 1 "$MARK" "$ASAN_LIB"
+fi
 
 # Belt and braces: a report in a subprocess whose failure a test tolerated.
 if grep -Eq "ERROR: AddressSanitizer|runtime error:|SUMMARY: (Address|UndefinedBehavior)Sanitizer" "$LOG"; then
