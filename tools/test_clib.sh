@@ -114,6 +114,13 @@ for cc in "${compilers[@]}"; do
     echo "   exports the header's $(wc -l < "$WORK/header-api.txt") functions, nothing else"
 done
 
+# The library's files call each other in layers, never in a circle (tools/tu_calls.py:
+# which object file uses which one's symbols).
+echo "== calls between the library's files"
+python3 tools/tu_calls.py "$WORK/tu-calls" > "$WORK/tu-calls.log" \
+    || { cat "$WORK/tu-calls.log"; fail "the library's files call each other in a circle"; }
+tail -n 1 "$WORK/tu-calls.log"
+
 # (no ifunc clones: their resolvers run before TSan's runtime is ready)
 echo "== ThreadSanitizer: threads sharing the plan cache (serial build)"
 CC=gcc cmake -S "$LIBSRC" -B "$LIBSRC/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
