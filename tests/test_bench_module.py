@@ -256,11 +256,17 @@ def test_busy_section(monkeypatch):
 
 def test_spinners_run_and_stop():
     import os
+    import time
 
     with _bench.Spinners(19, 2, settle=0.5) as sp:
         for p in sp.procs:
             assert p.poll() is None
             if hasattr(os, "getpriority"):  # (Windows: a priority class, not readable here)
+                # (the child lowers its own priority once started: on a busy machine
+                # that can take longer than the settle time)
+                deadline = time.monotonic() + 30
+                while os.getpriority(os.PRIO_PROCESS, p.pid) != 19 and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 assert os.getpriority(os.PRIO_PROCESS, p.pid) == 19
     assert all(p.returncode is not None for p in sp.procs)
 
