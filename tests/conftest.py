@@ -160,6 +160,11 @@ def pytest_ignore_collect(collection_path, config):
     return collection_path.name not in {t.split("::")[0] for t in CORE_TESTS} or None
 
 
+# Of a parametrized function, the subset takes at most this many parameter sets
+# (FASTPE_CORE_MAX_SETS=1000000: all those that bring a new value).
+CORE_MAX_SETS = int(os.environ.get("FASTPE_CORE_MAX_SETS", "3"))
+
+
 def _new_values(item, seen):
     """Whether a parametrized test's parameter set brings a value that the earlier
     sets of its function did not (a parameter's value is its id: "float16" of
@@ -178,16 +183,20 @@ def pytest_collection_modifyitems(config, items):
     # tryfirst: the marks are set before `-m` selects on them.  The subset takes every
     # function listed, but of a parametrized one only the parameter sets that bring a
     # value not seen yet in the earlier sets (every dtype, layout, convention ... once,
-    # not each combination): the combinations run in the whole suite.
-    seen = {}
+    # not each combination), at most CORE_MAX_SETS of them: the rest run in the whole
+    # suite.  Under ASan and Wine each test costs several times its native time.
+    seen, taken = {}, {}
     for item in items:
         function = getattr(item, "originalname", None) or item.name
         left_out = f"{item.path.name}::{function}" in CORE_LEAVES_OUT
+        key = (item.path.name, function)
         if (
             _listed(CORE_TESTS, item.path.name, function)
             and not left_out
-            and _new_values(item, seen.setdefault((item.path.name, function), set()))
+            and taken.get(key, 0) < CORE_MAX_SETS
+            and _new_values(item, seen.setdefault(key, set()))
         ):
+            taken[key] = taken.get(key, 0) + 1
             item.add_marker(pytest.mark.core)
         if _listed(FRAMEWORK_TESTS, item.path.name, function):
             item.add_marker(pytest.mark.frameworks)
