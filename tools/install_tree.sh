@@ -12,7 +12,9 @@
 #
 # ccache, where installed, caches the C compiles: identical builds (the same flags,
 # Python and sources) in other venvs or later runs then cost a link.  FASTPE_NO_CCACHE=1
-# or a CC set by the caller turns that off.
+# or a CC set by the caller turns that off.  Cython's output is cached the same way
+# (setup.py's FASTPE_CYTHON_CACHE, keyed on the sources' content), unless
+# FASTPE_NO_CCACHE=1 or FASTPE_CYTHON_CACHE= (empty).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:?usage: install_tree.sh VENV/bin/python [pip options]}
@@ -24,5 +26,8 @@ if [ -z "${CC:-}" ] && [ "${FASTPE_NO_CCACHE:-0}" != 1 ] && command -v ccache >/
     CC="ccache $("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("CC") or "cc")')"
     export CC
     export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+fi
+if [ "${FASTPE_NO_CCACHE:-0}" != 1 ]; then
+    export FASTPE_CYTHON_CACHE=${FASTPE_CYTHON_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/fastpe/cython}
 fi
 "$PY" -m pip install -q --no-build-isolation --no-deps --force-reinstall "$@" . >/dev/null

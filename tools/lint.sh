@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=${FASTPE_LINT_VENV:-$(mktemp -d)/venv}
 [ -x "$VENV/bin/ruff" ] || {
-    "$PY" -m venv "$VENV"
+    source tools/venv.sh
+    new_venv "$PY" "$VENV"
     "$VENV/bin/python" -m pip install -q -r requirements-lint.txt numpy
 }
 export PATH="$VENV/bin:$PATH"

@@ -20,8 +20,12 @@ case $PARTS in ubsan | asan | all) ;; *) echo "usage: sanitize.sh [ubsan|asan|al
 MARK=${FASTPE_SAN_MARK-core}
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-sanitizers}
 
-[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
+source tools/venv.sh
+if [ -x "$VENV/bin/python" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+else
+    new_venv "$PY" "$VENV"
+fi
 "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
 
 # The interpreter is not instrumented, so the ASan runtime has to be loaded

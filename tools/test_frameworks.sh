@@ -11,8 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=$(mktemp -d)/venv
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
+source tools/venv.sh
+new_venv "$PY" "$VENV"
 "$VENV/bin/python" -m pip install -q -r requirements-frameworks.txt "setuptools>=77" wheel \
     "Cython>=3.1" "pytest>=7" "hypothesis>=6" "mpmath>=1.3" "threadpoolctl>=3" "ml_dtypes>=0.2"
 # timm requires torchvision, whose PyPI wheels are built for the CUDA torch and break

@@ -142,8 +142,8 @@ print("==", sys.version.replace("\n", " "))'
 
 VENV=$(mktemp -d)/venv
 trap 'rm -rf "$(dirname "$VENV")"' EXIT
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
+source tools/venv.sh
+new_venv "$PY" "$VENV"
 # Wheels only: NumPy from a free-threaded (cp3XXt) wheel, since a source build would take
 # longer than the rest of this script and hide a missing wheel; and pip then takes the
 # newest release of the test tools with a wheel for this interpreter instead of an sdist

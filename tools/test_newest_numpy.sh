@@ -15,8 +15,8 @@ PY=${PYTHON:-python3}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 VENV=$WORK/venv
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
+source tools/venv.sh
+new_venv "$PY" "$VENV"
 # --only-binary numpy: a pre-release without a wheel for this Python is skipped
 # for the newest one that has a wheel, instead of a long source build.
 "$VENV/bin/python" -m pip install -q --pre -U --only-binary=numpy numpy

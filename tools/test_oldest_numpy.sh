@@ -28,8 +28,8 @@ PY=$(find_python) || {
     exit 2
 }
 VENV=$(mktemp -d)/venv
-"$PY" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
+source tools/venv.sh
+new_venv "$PY" "$VENV"
 # --only-binary numpy: a NumPy this old cannot be built by today's compilers, so a
 # missing wheel must fail here rather than start a long source build.
 "$VENV/bin/python" -m pip install -q --only-binary=numpy "numpy==$NUMPY" "setuptools>=77" wheel \

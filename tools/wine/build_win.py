@@ -30,6 +30,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 CC = os.environ.get("FASTPE_WINE_CC", "x86_64-w64-mingw32-gcc-posix")
+# ccache, where installed, caches the compiles (the same sources and flags every run):
+# with CCACHE_BASEDIR=/ the paths in the key are relative to the compiler's working
+# folder, so the temporary folders each run makes do not change it.
+CCACHE = (
+    ["ccache"]
+    if shutil.which("ccache") and os.environ.get("FASTPE_NO_CCACHE", "0") != "1"
+    else []
+)
+CCACHE_ENV = {**os.environ, "CCACHE_BASEDIR": "/", "CCACHE_NOHASHDIR": "1"}
 EXT_SUFFIX = ".cp312-win_amd64.pyd"
 # What a module built with -fopenmp loads at run time: libgomp and the GCC and
 # winpthreads runtimes it depends on.  Windows looks for them beside the module.
@@ -83,8 +92,8 @@ def compile_and_link(
     def one(i_src):
         i, src = i_src
         obj = objdir / f"{i}_{Path(src).stem}.o"
-        cmd = [CC, "-c", str(src), "-o", str(obj), "-DNDEBUG", *incs, *defs, *cflags]
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        cmd = [*CCACHE, CC, "-c", str(src), "-o", str(obj), "-DNDEBUG", *incs, *defs, *cflags]
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=CCACHE_ENV)
         if proc.returncode:
             raise RuntimeError(f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         return obj
@@ -111,13 +120,12 @@ def build_fastpe(args) -> None:
     os.chdir(root)  # setup.py's paths are relative to the tree
     try:
         for ext in ns["EXTENSIONS"]:
-            (cy,) = cythonize(
-                ext,
-                compiler_directives=ns["CYTHON_DIRECTIVES"],
-                build_dir=str(Path(args.build_dir).resolve()),
-                force=True,
-                quiet=True,
-            )
+            # (the Linux build's options: its Cython cache, where one is set)
+            options = ns["_cython_options"](ext, args.build_dir)
+            with ns["_cache_lock"](options.get("cache")):
+                (cy,) = cythonize(
+                    ext, compiler_directives=ns["CYTHON_DIRECTIVES"], quiet=True, **options
+                )
             target = out / (ext.name.split(".", 1)[1].replace(".", "/") + EXT_SUFFIX)
             target.parent.mkdir(parents=True, exist_ok=True)
             compile_and_link(
