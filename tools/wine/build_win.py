@@ -34,9 +34,7 @@ CC = os.environ.get("FASTPE_WINE_CC", "x86_64-w64-mingw32-gcc-posix")
 # with CCACHE_BASEDIR=/ the paths in the key are relative to the compiler's working
 # folder, so the temporary folders each run makes do not change it.
 CCACHE = (
-    ["ccache"]
-    if shutil.which("ccache") and os.environ.get("FASTPE_NO_CCACHE", "0") != "1"
-    else []
+    ["ccache"] if shutil.which("ccache") and os.environ.get("FASTPE_NO_CCACHE", "0") != "1" else []
 )
 CCACHE_ENV = {**os.environ, "CCACHE_BASEDIR": "/", "CCACHE_NOHASHDIR": "1"}
 EXT_SUFFIX = ".cp312-win_amd64.pyd"
