@@ -255,7 +255,8 @@ def _fill_table(
     rows = math.prod(shape[:-1])
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(rows, nthreads, False))
-    view, bf16 = kernel_view(_rows(view))
+    # (_rows only where there is more than one row axis: it costs microseconds)
+    view, bf16 = kernel_view(_rows(view) if view.ndim != 2 else view)
     flat = None if positions is None else np.ascontiguousarray(positions).reshape(1, -1)
     enc.fill_rows(
         view,
