@@ -339,7 +339,8 @@ def _add_to_inplace_impl(
 
 
 # The schemas are written out (rather than read from the annotations) so that the
-# convention's knobs travel as *knobs, named once in _CONV_SCHEMA.
+# convention's knobs travel as *knobs, named once in _CONV_SCHEMA.  add_to's say
+# SymInt where the annotations' did: exported graphs keep the schema they met.
 _ADD_SCHEMA = (
     "SymInt offset, Tensor? offsets, Tensor? positions, float scale, "
     + _CONV_SCHEMA.replace("int? padding_idx", "SymInt? padding_idx")
