@@ -234,20 +234,40 @@ def sinusoidal(
     enc = _encoder(convention, base, layout, d_model)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
+    shape = (seq_len, d_model)
+    return _fill_table(enc, out, shape, explicit, nthreads, accurate, _kernel.TABLE_ERRORS, offset)
+
+
+def _fill_table(
+    enc: Any,
+    out: Any,
+    shape: tuple[int, ...],
+    explicit: np.dtype | None,
+    nthreads: int,
+    accurate: bool,
+    errctx: Any,
+    offset: int = 0,
+    positions: np.ndarray | None = None,
+) -> Any:
+    """sinusoidal's and sinusoidal_at's table, ``shape`` (..., d_model), into a new
+    array or ``out`` (returned): the rows of ``offset``, ``offset + 1``, ... or of
+    the ``positions`` (one a row, in C order)."""
+    rows = math.prod(shape[:-1])
     fresh = out is None
-    out, view = _output(
-        out, (seq_len, d_model), explicit, enc.scratch_nbytes(seq_len, nthreads, False)
-    )
-    view, bf16 = kernel_view(view)
+    out, view = _output(out, shape, explicit, enc.scratch_nbytes(rows, nthreads, False))
+    # (_rows only where there is more than one row axis: it costs microseconds)
+    view, bf16 = kernel_view(_rows(view) if view.ndim != 2 else view)
+    flat = None if positions is None else np.ascontiguousarray(positions).reshape(1, -1)
     enc.fill_rows(
         view,
         nseq=1,
-        seq_len=seq_len,
+        seq_len=rows,
         offset=offset,
+        positions=flat,
         num_threads=nthreads,
         fresh=fresh,
         bfloat16=bf16,
-        errctx=_kernel.TABLE_ERRORS,
+        errctx=errctx,
         accurate=accurate,
     )
     return out
@@ -412,22 +432,8 @@ def sinusoidal_at(
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)
     pos = _as_positions(positions, "positions", check_finite=False)
     shape = (*pos.shape, d_model)
-    fresh = out is None
-    out, view = _output(out, shape, explicit, enc.scratch_nbytes(pos.size, nthreads, False))
-    flat = np.ascontiguousarray(pos).reshape(1, -1)
-    rows, bf16 = kernel_view(_rows(view))
-    enc.fill_rows(
-        rows,
-        nseq=1,
-        seq_len=flat.shape[1],
-        positions=flat,
-        num_threads=nthreads,
-        fresh=fresh,
-        bfloat16=bf16,
-        errctx=(None, pos.shape, "positions"),
-        accurate=accurate,
-    )
-    return out
+    errctx = (None, pos.shape, "positions")
+    return _fill_table(enc, out, shape, explicit, nthreads, accurate, errctx, positions=pos)
 
 
 def add_to(

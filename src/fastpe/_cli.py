@@ -551,19 +551,31 @@ def build_parser(
     parser.add_argument("--version", action="version", version=f"%(prog)s {fastpe.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser(
+    def command(
+        name: str, help: str, description: str, example: str = "", what: str = ""
+    ) -> argparse.ArgumentParser:
+        """A subcommand's parser; with ``example``, one that writes a table's file
+        (its epilog shows the example and the output file's rules, and it takes
+        the table's arguments)."""
+        epilog = EXIT_CODES_EPILOG
+        if example:
+            epilog = f"example:\n  {example}\n\n{OUTPUT_EPILOG.format(what=what)}\n{epilog}"
+        p = sub.add_parser(
+            name, help=help, description=description, epilog=epilog, formatter_class=fmt
+        )
+        if example:
+            _add_table_options(p)
+        return p
+
+    p = command(
         "table",
-        help="write the encoding table to .npy, .npz or .csv",
-        description="Compute the (SEQ_LEN, D_MODEL) table with fastpe.sinusoidal and write it; "
+        "write the encoding table to .npy, .npz or .csv",
+        "Compute the (SEQ_LEN, D_MODEL) table with fastpe.sinusoidal and write it; "
         "the format comes from the file name: .npy (np.load), .npz (key 'table', "
         "plus the parameters) or .csv (comma-separated, round-trip precision).",
-        epilog="example:\n  fastpe table 2048 512 -o pe.npy\n\n"
-        + OUTPUT_EPILOG.format(what="table")
-        + "\n"
-        + EXIT_CODES_EPILOG,
-        formatter_class=fmt,
+        "fastpe table 2048 512 -o pe.npy",
+        "table",
     )
-    _add_table_options(p)
     p.add_argument("--offset", type=int, default=None, help="first position (default: 0)")
     p.add_argument(
         "--dtype",
@@ -595,35 +607,28 @@ def build_parser(
     )
     _add_output_options(p, "output file: .npy, .npz or .csv", _cmd_table)
 
-    p = sub.add_parser(
+    p = command(
         "plot",
-        help="draw the heatmap, sinusoids, vectors and similarity of a table",
-        description="One figure with four panels: (a) heatmap of the table with a colour bar, "
+        "draw the heatmap, sinusoids, vectors and similarity of a table",
+        "One figure with four panels: (a) heatmap of the table with a colour bar, "
         "(b) the sine wave of a few positions across dimensions (the seeds' "
         "plotSinusoid), (c) the encoding vectors of a few positions as lines, "
         "(d) the position-by-position dot-product matrix (near positions are "
         "alike). Needs matplotlib: pip install 'fastpe[plot]'.",
-        epilog="example:\n  fastpe plot 100 512 -o pe.png\n\n"
-        + OUTPUT_EPILOG.format(what="image")
-        + "\n"
-        + EXIT_CODES_EPILOG,
-        formatter_class=fmt,
+        "fastpe plot 100 512 -o pe.png",
+        "image",
     )
-    _add_table_options(p)
-    p.add_argument(
-        "--positions",
-        type=_positions_arg,
-        default=None,
-        metavar="K,K,...",
-        help="positions drawn as lines in panel (c) (default: 0,10,25, those below SEQ_LEN)",
-    )
-    p.add_argument(
-        "--wave-positions",
-        type=_positions_arg,
-        default=None,
-        metavar="K,K,...",
-        help="positions whose sinusoids panel (b) draws (default: 0,4,8,12, those below SEQ_LEN)",
-    )
+    for flag, shown, default in (
+        ("--positions", "positions drawn as lines in panel (c)", "0,10,25"),
+        ("--wave-positions", "positions whose sinusoids panel (b) draws", "0,4,8,12"),
+    ):
+        p.add_argument(
+            flag,
+            type=_positions_arg,
+            default=None,
+            metavar="K,K,...",
+            help=f"{shown} (default: {default}, those below SEQ_LEN)",
+        )
     p.add_argument(
         "--dpi",
         type=float,
@@ -632,26 +637,22 @@ def build_parser(
     )
     _add_output_options(p, "image file: .png (or .svg, .pdf)", _cmd_plot)
 
-    p = sub.add_parser(
+    p = command(
         "bench",
-        help="time fastpe against NumPy and PyTorch and print the table",
-        description="The benchmark comparison: fastpe against the NumPy and PyTorch "
+        "time fastpe against NumPy and PyTorch and print the table",
+        "The benchmark comparison: fastpe against the NumPy and PyTorch "
         "formulas, with a progress bar; --quick for a short run, --json for machines.",
-        epilog=EXIT_CODES_EPILOG,
-        formatter_class=fmt,
     )
     bench = _load_bench() if with_bench_options else None
     if bench is not None:
         bench.add_arguments(p)
     p.set_defaults(handler=_cmd_bench)
 
-    p = sub.add_parser(
+    p = command(
         "info",
-        help="version, OpenMP runtime, thread count and CPU features",
-        description="What fastpe.build_info() reports: version, OpenMP, the thread count "
+        "version, OpenMP runtime, thread count and CPU features",
+        "What fastpe.build_info() reports: version, OpenMP, the thread count "
         "num_threads=None uses, machine and CPU features.",
-        epilog=EXIT_CODES_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("--json", action="store_true", help="print build_info() as JSON")
     p.set_defaults(handler=_cmd_info)

@@ -7,15 +7,10 @@ from typing import Any, Literal
 
 from . import _rope_heads
 from . import kernel as _kernel
-from ._rope_args import _rope_views, _token_positions
+from ._rope_args import _kernel_pair, _rope_views, _token_positions
 from ._rope_axes import _rotate_axes
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
-from ._validate import (
-    as_choice,
-    as_num_threads,
-    check_table_size,
-    kernel_view,
-)
+from ._validate import as_choice, as_num_threads, check_table_size
 
 
 @_kernel.rope_front
@@ -117,12 +112,8 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
-    if (
-        xpos_scale_base is not None
-        or xpos_center is not None
-        or (type(section_layout) is str and section_layout == "mixed")
-        or inv_freq is not None
-    ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
+    # (the common case was rotated before this path, so no test is inlined here)
+    if _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
         return _rope_heads.rotate(
             q, k, rope_parameters=rope_parameters, head_dim=head_dim, offset=offset,
             positions=positions, sections=sections, section_layout=section_layout,
@@ -139,6 +130,8 @@ def apply_rope(
         and type(rope_parameters) is not dict
         and _per_axis_rules(rope_parameters)
     )
+    # the arguments after q, k and the positions, the same for both fast paths
+    tail = (seq_axis, layout, max_position_embeddings, precision, inv_freq, attention_factor)
     if multi:
         done = _kernel.rope_apply_axes(
             q,
@@ -149,29 +142,12 @@ def apply_rope(
             positions,
             sections,
             section_layout,
-            seq_axis,
-            layout,
-            max_position_embeddings,
-            precision,
-            inv_freq,
-            attention_factor,
+            *tail,
             num_threads,
         )
     else:
         done = _kernel.rope_apply(
-            q,
-            k,
-            rope_parameters,
-            head_dim,
-            offset,
-            positions,
-            seq_axis,
-            layout,
-            max_position_embeddings,
-            precision,
-            inv_freq,
-            attention_factor,
-            num_threads,
+            q, k, rope_parameters, head_dim, offset, positions, *tail, num_threads
         )
     if done is not None:  # the common arguments, frequencies already planned: rotated
         return done
@@ -194,10 +170,11 @@ def apply_rope(
         rows = (1 if offsets is None and (pos is None or pos.shape[0] == 1) else batch) * seq
         check_table_size(rows, 2 * w.size, 8)
         # q and k in one pass by one table
-        parts = [kernel_view(v) for v in views if v.size]
-        if parts:
+        pair = _kernel_pair(views)
+        if pair is not None:
+            x, x_bf16, other, other_bf16 = pair
             _kernel.rope_rotate(
-                parts[0][0],
+                x,
                 enc,
                 sa,
                 off_scalar,
@@ -206,9 +183,9 @@ def apply_rope(
                 layout == "half",
                 attention,
                 nthreads,
-                parts[0][1],
-                parts[1][0] if len(parts) > 1 else None,
-                len(parts) > 1 and parts[1][1],
+                x_bf16,
+                other,
+                other_bf16,
             )
     _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
     return q if k is None else (q, k)

@@ -28,6 +28,17 @@ from ._validate import (
 )
 
 
+def _kernel_pair(views: list[Any]) -> tuple[Any, bool, Any, bool] | None:
+    """The kernel's views of q and k for one rotation call, with their bfloat16
+    flags: ``(x, x_bf16, other, other_bf16)``, ``other`` None when there is one;
+    an empty view is left out (k then takes q's place), None when all are empty."""
+    parts = [kernel_view(v) for v in views if v.size]
+    if not parts:
+        return None
+    other, other_bf16 = parts[1] if len(parts) > 1 else (None, False)
+    return parts[0][0], parts[0][1], other, other_bf16
+
+
 def _write_caches(
     shape: tuple[int, ...],
     nf: int,

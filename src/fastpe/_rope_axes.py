@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import kernel as _kernel
-from ._rope_args import _as_rope_positions, _unaliased, _write_caches
+from ._rope_args import _as_rope_positions, _kernel_pair, _unaliased, _write_caches
 from ._rope_rules import (
     MAX_AXES,
     ROPE_LAYOUTS,
@@ -37,7 +37,6 @@ from ._validate import (
     as_int,
     as_num_threads,
     check_table_size,
-    kernel_view,
 )
 
 
@@ -307,19 +306,21 @@ def _rotate_axes(
     w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
     if pos.size:
         check_table_size(pos.shape[0] * seq, 2 * w.size, 8, working_copies=2)
-        parts = [kernel_view(v) for v in views if v.size]
-        if parts:
+        pair = _kernel_pair(views)
+        if pair is not None:
+            x, x_bf16, other, other_bf16 = pair
+            half = layout == "half"
             _kernel.rope_rotate_axes(
-                parts[0][0],
+                x,
                 axes,
                 sa,
                 np.ascontiguousarray(pos),
-                layout == "half",
+                half,
                 attention,
                 nthreads,
-                parts[0][1],
-                parts[1][0] if len(parts) > 1 else None,
-                len(parts) > 1 and parts[1][1],
+                x_bf16,
+                other,
+                other_bf16,
             )
     _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
 

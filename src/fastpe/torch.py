@@ -219,20 +219,9 @@ def _empty(shape: tuple[int, ...], dtype: Any, copies: int = 1) -> torch.Tensor:
 
 
 def _sinusoidal_impl(
-    seq_len: int,
-    d_model: int,
-    offset: int,
-    dtype: torch.dtype,
-    name: str,
-    base: float,
-    denominator: str,
-    shift: float,
-    position_scale: float,
-    layout: str,
-    odd: str,
-    padding_idx: int | None,
+    seq_len: int, d_model: int, offset: int, dtype: torch.dtype, *knobs: Any
 ) -> torch.Tensor:
-    conv = Convention(name, base, denominator, shift, position_scale, layout, odd, padding_idx)
+    conv = Convention(*knobs)
     seq_len = as_int(seq_len, "seq_len", minimum=0)
     d_model = as_int(d_model, "d_model", minimum=1)
     _api.sinusoidal(0, d_model, offset=offset, convention=conv)  # the checks, no table
@@ -285,20 +274,10 @@ def _positions(positions: Any) -> np.ndarray:
 
 
 def _sinusoidal_at_impl(
-    positions: torch.Tensor,
-    d_model: int,
-    dtype: torch.dtype,
-    name: str,
-    base: float,
-    denominator: str,
-    shift: float,
-    position_scale: float,
-    layout: str,
-    odd: str,
-    padding_idx: int | None,
+    positions: torch.Tensor, d_model: int, dtype: torch.dtype, *knobs: Any
 ) -> torch.Tensor:
     pos = _positions(positions)
-    conv = Convention(name, base, denominator, shift, position_scale, layout, odd, padding_idx)
+    conv = Convention(*knobs)
     d_model = as_int(d_model, "d_model", minimum=1)
     _api.sinusoidal_at(pos.reshape(-1)[:0], d_model, convention=conv)  # the checks, no table
     out = _empty((*pos.shape, d_model), dtype)
@@ -339,13 +318,13 @@ def sinusoidal_at(
 # ---------------------------------------------------------------- add_to
 
 
-def _add(
+def _add_to_inplace_impl(
     x: torch.Tensor,
     offset: int,
     offsets: torch.Tensor | None,
     positions: torch.Tensor | None,
     scale: float,
-    knobs: tuple[Any, ...],
+    *knobs: Any,
 ) -> None:
     _float_tensor(x, "x")
     off = _ids(offsets, "offset")
@@ -359,28 +338,16 @@ def _add(
     )
 
 
-def _add_to_inplace_impl(
-    x: torch.Tensor,
-    offset: int,
-    offsets: torch.Tensor | None,
-    positions: torch.Tensor | None,
-    scale: float,
-    name: str,
-    base: float,
-    denominator: str,
-    shift: float,
-    position_scale: float,
-    layout: str,
-    odd: str,
-    padding_idx: int | None,
-) -> None:
-    knobs = (name, base, denominator, shift, position_scale, layout, odd, padding_idx)
-    _add(x, offset, offsets, positions, scale, knobs)
-
-
-_add_to_inplace_op = torch.library.custom_op("fastpe::add_to_", mutates_args=("x",))(
-    _add_to_inplace_impl
+# The schemas are written out (rather than read from the annotations) so that the
+# convention's knobs travel as *knobs, named once in _CONV_SCHEMA.  add_to's say
+# SymInt where the annotations' did: exported graphs keep the schema they met.
+_ADD_SCHEMA = (
+    "SymInt offset, Tensor? offsets, Tensor? positions, float scale, "
+    + _CONV_SCHEMA.replace("int? padding_idx", "SymInt? padding_idx")
 )
+_add_to_inplace_op = torch.library.custom_op(
+    "fastpe::add_to_", mutates_args=("x",), schema=f"(Tensor(a0!) x, {_ADD_SCHEMA}) -> ()"
+)(_add_to_inplace_impl)
 
 
 @_add_to_inplace_op.register_fake
@@ -388,35 +355,29 @@ def _(x, offset, offsets, positions, *rest):
     _float_tensor(x, "x", fake=True)
 
 
-def _add_to_impl(
-    x: torch.Tensor,
-    offset: int,
-    offsets: torch.Tensor | None,
-    positions: torch.Tensor | None,
-    scale: float,
-    name: str,
-    base: float,
-    denominator: str,
-    shift: float,
-    position_scale: float,
-    layout: str,
-    odd: str,
-    padding_idx: int | None,
-) -> torch.Tensor:
-    _float_tensor(x, "x")
-    out = x.clone(memory_format=torch.contiguous_format)
-    knobs = (name, base, denominator, shift, position_scale, layout, odd, padding_idx)
-    _add(out, offset, offsets, positions, scale, knobs)
-    return out
+def _copy_op(name: str, arg: str, schema: str, in_place: Any) -> tuple[Any, Any]:
+    """The out-of-place operator ``name`` (and its implementation) of an in-place
+    one that writes its first argument, the tensor ``arg``: a contiguous copy of
+    that tensor, written.  The caller registers the backward."""
+
+    def impl(x: torch.Tensor, *args: Any) -> torch.Tensor:
+        _float_tensor(x, arg)
+        out = x.clone(memory_format=torch.contiguous_format)
+        in_place(out, *args)
+        return out
+
+    def fake(x: Any, *args: Any) -> torch.Tensor:
+        _float_tensor(x, arg, fake=True)
+        return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+    op = torch.library.custom_op(
+        f"fastpe::{name}", mutates_args=(), schema=f"(Tensor {arg}, {schema}) -> Tensor"
+    )(impl)
+    op.register_fake(fake)
+    return impl, op
 
 
-_add_to_op = torch.library.custom_op("fastpe::add_to", mutates_args=())(_add_to_impl)
-
-
-@_add_to_op.register_fake
-def _(x, *rest):
-    _float_tensor(x, "x", fake=True)
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+_add_to_impl, _add_to_op = _copy_op("add_to", "x", _ADD_SCHEMA, _add_to_inplace_impl)
 
 
 def _add_to_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -701,9 +662,16 @@ def _rotate_impl(
     )
 
 
-_apply_rope_inplace_op = torch.library.custom_op("fastpe::apply_rope_", mutates_args=("q", "k"))(
-    _rotate_impl
+# the rotation's arguments after q (and k), for both operators
+_ROPE_SCHEMA = (
+    "Tensor? positions, SymInt offset, Tensor? offsets, SymInt seq_axis, str layout, "
+    "float[] inv_freq, float attention_factor"
 )
+_apply_rope_inplace_op = torch.library.custom_op(
+    "fastpe::apply_rope_",
+    mutates_args=("q", "k"),
+    schema=f"(Tensor(a0!) q, Tensor(a1!)? k, {_ROPE_SCHEMA}) -> ()",
+)(_rotate_impl)
 
 
 @_apply_rope_inplace_op.register_fake
@@ -713,31 +681,9 @@ def _(q, k, *rest):
         _float_tensor(k, "k", fake=True)
 
 
-def _apply_rope_impl(
-    q: torch.Tensor,
-    positions: torch.Tensor | None,
-    offset: int,
-    offsets: torch.Tensor | None,
-    seq_axis: int,
-    layout: str,
-    inv_freq: list[float],
-    attention_factor: float,
-) -> torch.Tensor:
-    _float_tensor(q, "q")
-    out = q.clone(memory_format=torch.contiguous_format)
-    _rotate_impl(
-        out, None, positions, offset, offsets, seq_axis, layout, inv_freq, attention_factor
-    )
-    return out
-
-
-_apply_rope_op = torch.library.custom_op("fastpe::apply_rope", mutates_args=())(_apply_rope_impl)
-
-
-@_apply_rope_op.register_fake
-def _(q, *rest):
-    _float_tensor(q, "q", fake=True)
-    return torch.empty_like(q, memory_format=torch.contiguous_format)
+_apply_rope_impl, _apply_rope_op = _copy_op(
+    "apply_rope", "q", _ROPE_SCHEMA, lambda out, *args: _rotate_impl(out, None, *args)
+)
 
 
 def _apply_rope_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
