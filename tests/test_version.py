@@ -3,6 +3,7 @@ its metadata and the module a build writes all carry it (the C library's pc file
 CMake package are checked by tools/test_clib.sh)."""
 
 import importlib.metadata
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -30,6 +31,9 @@ def test_the_package_and_its_metadata_carry_the_version_file():
 
 
 @needs_repo
+@pytest.mark.skipif(
+    importlib.util.find_spec("setuptools") is None, reason="setup.py needs setuptools"
+)
 def test_a_build_writes_the_number_into_the_module(tmp_path):
     """An installed package has no VERSION beside it: the build's _version.py holds the
     number itself, and importing it reads no file."""
