@@ -544,3 +544,163 @@ def test_token_span():
     assert kernel.rope_check_tokens(None, np.array([3, 10]), 2, 4) == (3, 13)
     assert kernel.rope_check_tokens(None, np.array(2**62), 1, 1) == (2**62, 2**62)
     assert kernel.rope_check_tokens(None, np.array([5, 6]), 2, 0) == (0, -1)
+
+
+def _strided(shape, strides, dtype=np.float32):
+    """An array of ``shape`` and byte ``strides`` over a buffer of fives."""
+    base = np.full(4096, 5, dtype)
+    return np.lib.stride_tricks.as_strided(base, shape, strides)
+
+
+def _misaligned(shape):
+    raw = np.zeros(4 * int(np.prod(shape)) + 1, np.uint8)
+    return raw[1:].view(np.float32).reshape(shape)
+
+
+def _pair(make):
+    return lambda: (make(), np.full((2, 3, 8), 5, np.float32))
+
+
+# (the out rope_cache(8, positions=(2, 3) ids, **kw) is given, error type, message)
+OUT_REFUSALS = [
+    (
+        lambda: (np.zeros((2, 3, 9), np.float32), np.zeros((2, 3, 8), np.float32)),
+        {},
+        ValueError,
+        "out must have shape (2, 3, 8), got (2, 3, 9)",
+    ),
+    (
+        lambda: (np.zeros((2, 3, 8), np.float32), np.zeros((3, 8), np.float32)),
+        {},
+        ValueError,
+        "out must have shape (2, 3, 8), got (3, 8)",
+    ),
+    (
+        _pair(lambda: _misaligned((2, 3, 8))),
+        {},
+        ValueError,
+        "out must be aligned to its dtype (got a misaligned buffer)",
+    ),
+    (
+        _pair(lambda: np.full((2, 3, 16), 5, np.float32)[..., ::2]),
+        {},
+        ValueError,
+        "out's last axis must be contiguous (stride 4), got strides (192, 64, 8)",
+    ),
+    (
+        _pair(lambda: _strided((2, 3, 8), (96, 16, 4))),
+        {},
+        ValueError,
+        "out's rows must not overlap or run backwards (row stride >= 32 bytes), got strides "
+        "(96, 16, 4)",
+    ),
+    (
+        _pair(lambda: _strided((2, 3, 8), (96, -32, 4))),
+        {},
+        ValueError,
+        "out's rows must not overlap or run backwards (row stride >= 32 bytes), got strides "
+        "(96, -32, 4)",
+    ),
+    (  # a broadcast outer axis: both sequences would land in the same rows
+        _pair(lambda: _strided((2, 3, 8), (0, 32, 4))),
+        {},
+        ValueError,
+        "out's cos rows overlap (strides (0, 32, 4))",
+    ),
+    (  # (sin's, reported the same way)
+        lambda: _pair(lambda: _strided((2, 3, 8), (64, 32, 4)))()[::-1],
+        {},
+        ValueError,
+        "out's sin rows overlap (strides (64, 32, 4))",
+    ),
+    (
+        lambda: (np.full((2, 3, 8), 5, np.float32),) * 2,
+        {},
+        ValueError,
+        "out's cos and sin must not share memory",
+    ),
+    (
+        _pair(lambda: np.full((2, 3, 8), 5, np.float32)),
+        {"dtype": np.float64},
+        TypeError,
+        "out has dtype float32 but dtype=float64 was requested",
+    ),
+    (
+        _pair(lambda: np.full((2, 3, 8), 5, np.float32)),
+        {"dtype": np.float32, "correctly_rounded": True},
+        ValueError,
+        "correctly_rounded=True applies to float64 caches (dtype=np.float64 or a float64 out), "
+        "got float32",
+    ),
+]
+
+
+@pytest.mark.parametrize("make_out, kw, kind, message", OUT_REFUSALS)
+def test_out_refusals_cold_and_warm(make_out, kw, kind, message):
+    """rope_cache's out, checked by the library (pe_check_out): the same type and
+    message cold (nothing cached) and warm (a cached plan, where the small-call
+    path declines to the same check), out left as it was."""
+    positions = np.arange(6, dtype=np.int64).reshape(2, 3)
+
+    def call():
+        out = make_out()
+        before = [np.array(o, copy=True) for o in out]
+        with pytest.raises(kind) as info:
+            fastpe.rope_cache(8, positions=positions, out=out, **kw)
+        for o, b in zip(out, before, strict=True):
+            np.testing.assert_array_equal(o, b)
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    cold = call()
+    fastpe.rope_cache(8, positions=positions)
+    fastpe.rope_cache(8, seq_len=3)
+    assert call() == cold == message
+
+
+def test_out_refusal_detail():
+    """The detail a C caller reads: the array, the axis, its stride and the span
+    inside it (a broadcast axis repeats rows of 32 bytes)."""
+    with pytest.raises(ValueError):
+        kernel.check_out(_strided((2, 3, 8), (0, 32, 4)), None, (2, 3, 8))
+    assert kernel._last_error() == (3, "out", 0, 0.0, 32.0)  # FASTPE_ESTRIDE
+    with pytest.raises(ValueError):
+        kernel.check_out(np.zeros((2, 3, 8), np.float32), np.zeros((2, 3, 7)), (2, 3, 8))
+    assert kernel._last_error() == (2, "sin", 2, 7.0, 8.0)  # FASTPE_ESIZE
+
+
+def test_table_out_with_a_broadcast_axis_is_refused():
+    """The tables' out goes through the same check: a stride-0 outer axis would
+    write two sequences into one set of rows."""
+    out = _strided((2, 3, 8), (0, 64, 8), np.float64)
+    with pytest.raises(ValueError, match=r"^out's rows overlap \(strides \(0, 64, 8\)\)$"):
+        fastpe.sinusoidal_at(np.arange(6).reshape(2, 3), 8, out=out)
+    assert (out == 5).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "float64", np.dtype(np.float32)])
+def test_rope_cache_with_dtype_and_out_takes_the_small_call_path(dtype):
+    """A dtype that agrees with out: the small-call path writes the same bits as
+    the general path; one that does not raises the same TypeError cold and warm."""
+    dt = np.dtype(dtype)
+    fastpe.rope_cache(8, seq_len=3)  # the default rule for head_dim 8, planned
+    args = [None, 3, 0, None, "half", dtype, None, "float32", None, None]
+    out = (np.full((3, 8), 5, dt), np.full((3, 8), 5, dt))
+    assert kernel.rope_cache_fast(8, *args, out, None) is out
+    want = fastpe.rope_cache(np.int64(8), seq_len=3, dtype=dt)  # (the general path)
+    for o, w in zip(out, want, strict=True):
+        np.testing.assert_array_equal(o, w)
+    other = np.float64 if dt == np.float32 else np.float32
+    bad = (np.full((3, 8), 5, other), np.full((3, 8), 5, other))
+    assert kernel.rope_cache_fast(8, *args, bad, None) is None
+    messages = set()
+    for clear in (True, False):
+        if clear:
+            kernel.encoders.clear()
+            kernel.rope_args.clear()
+        with pytest.raises(TypeError) as info:
+            fastpe.rope_cache(8, seq_len=3, dtype=dtype, out=bad)
+        messages.add(str(info.value))
+        assert all((b == 5).all() for b in bad)
+    assert len(messages) == 1

@@ -289,12 +289,18 @@ typedef struct {
  * 1 for k, seq_axis, ndim); k with q's number of axes (ESIZE, "k", -1, k's,
  * q's) and its sequence and batch axes (ESIZE, "k", axis, k's, q's).  On
  * success *hd is head_dim and *sa the sequence axis (0 .. ndim-2). */
-/* Whether two arrays written by one call (rope_cache's cos and sin; rows: all
- * but the last axis, contiguous) share no element: FASTPE_OK, else EOVERLAP
- * naming b, or ESTRIDE (name, axis, stride, span) for an array whose own rows
- * are not nested.  Decided on elements: side-by-side halves of one buffer are
- * disjoint. */
-PE_HIDDEN int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b);
+/* The checks of an output written row by row (a table's out, rope_cache's cos
+ * and sin: b NULL or the second of the pair), each refusal naming the array,
+ * in this order: exactly nd axes of the given shape (ESIZE, name, -1, ndim,
+ * nd; or name, axis, length, shape[axis]), aligned to its entries, strides
+ * included (EINVAL, name, -1, misalignment, itemsize); then, when it holds
+ * entries: its last axis contiguous (ESTRIDE, name, nd-1, stride, itemsize),
+ * its rows (axis nd-2) forwards and apart (ESTRIDE, name, nd-2, stride, row
+ * width) and no two elements sharing memory on any axis (ESTRIDE, name, axis,
+ * stride, the span inside it: a broadcast axis); a and b sharing no element
+ * (EOVERLAP, b's name). */
+PE_HIDDEN int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape,
+                           int nd);
 /* Whether n rows of width bytes every stride bytes (stride >= width, or n == 1)
  * from a and from b share a byte (the C API's cos and sin), decided as above. */
 PE_HIDDEN int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride,

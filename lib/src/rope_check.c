@@ -3,7 +3,9 @@
  * binding holds their buffers): alignment, axes, the contiguous last axis, rows
  * that never share an element, q and k disjoint, head_dim and the sequence
  * axis; its positions' and offsets' shapes and bounds; and the overlap of two
- * outputs (rope_cache's cos and sin, also the C API's).  Written once here;
+ * outputs (rope_cache's cos and sin, also the C API's); an output array's
+ * shape, alignment and rows (pe_check_out: the caches and the tables' out).
+ * Written once here;
  * every refusal names its argument, axis, value and bound in the error detail,
  * which the binding turns into its messages.
  */
@@ -185,14 +187,50 @@ int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t
     return FASTPE_OK;
 }
 
-int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b) {
-    rope_nest ra, rb;
-    const char *ref = a->buf < b->buf ? a->buf : b->buf;
-    int err;
-    if (array_size(a) == 0 || array_size(b) == 0 || a->ndim < 1 || b->ndim < 1)
+/* One output array's own checks (see pe_check_out). */
+static int check_out_one(const pe_rope_array *a, const char *ref, const int64_t *shape, int nd,
+                         rope_nest *r, int *empty) {
+    uintptr_t mis = a->itemsize < 1 ? 1 : (uintptr_t)a->buf % (uintptr_t)a->itemsize;
+    *empty = 1;
+    if (a->ndim != nd)
+        return pe_fail(FASTPE_ESIZE, a->name, -1, (double)a->ndim, (double)nd);
+    for (int i = 0; i < nd; i++)
+        if (a->shape[i] != shape[i])
+            return pe_fail(FASTPE_ESIZE, a->name, i, (double)a->shape[i], (double)shape[i]);
+    /* (an element stride that is not a multiple of the entry size misaligns
+       every other row, as NumPy's aligned flag says) */
+    for (int i = 0; i < nd && mis == 0 && a->itemsize > 0; i++)
+        if (a->shape[i] > 1)
+            mis = (uintptr_t)(a->strides[i] % a->itemsize);
+    if (mis != 0)
+        return pe_fail(FASTPE_EINVAL, a->name, -1, (double)mis, (double)a->itemsize);
+    if (nd == 0 || array_size(a) == 0)
         return FASTPE_OK;
-    if ((err = nest_of(a, ref, &ra)) != FASTPE_OK || (err = nest_of(b, ref, &rb)) != FASTPE_OK)
+    if (a->shape[nd - 1] > 1 && a->strides[nd - 1] != a->itemsize)
+        return pe_fail(FASTPE_ESTRIDE, a->name, nd - 1, (double)a->strides[nd - 1],
+                       (double)a->itemsize);
+    /* rows are written forwards: the C API's fills take a row stride >= the width */
+    if (nd >= 2 && a->shape[nd - 2] > 1 && a->strides[nd - 2] < a->itemsize * a->shape[nd - 1])
+        return pe_fail(FASTPE_ESTRIDE, a->name, nd - 2, (double)a->strides[nd - 2],
+                       (double)(a->itemsize * a->shape[nd - 1]));
+    *empty = 0;
+    return nest_of(a, ref, r);
+}
+
+int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape, int nd) {
+    rope_nest ra, rb;
+    const char *ref = b != NULL && b->buf < a->buf ? b->buf : a->buf;
+    int ea, eb, err;
+    if (nd < 0 || nd > PE_ROPE_MAX_AXES + 1)
+        return pe_fail(FASTPE_ESIZE, a->name, -1, (double)nd, (double)(PE_ROPE_MAX_AXES + 1));
+    if ((err = check_out_one(a, ref, shape, nd, &ra, &ea)) != FASTPE_OK)
         return err;
+    if (b == NULL)
+        return FASTPE_OK;
+    if ((err = check_out_one(b, ref, shape, nd, &rb, &eb)) != FASTPE_OK)
+        return err;
+    if (ea || eb)
+        return FASTPE_OK;
     return nests_meet(&ra, &rb) ? pe_fail(FASTPE_EOVERLAP, b->name, -1, NAN, NAN) : FASTPE_OK;
 }
 

@@ -53,6 +53,23 @@ static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_ax
     CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
 }
 
+/* pe_check_out of out (and sin) for the shape want */
+static void out_refused(const arr *out, const arr *sin, const int64_t *want, int code,
+                        const char *argument, int64_t index, double value, double limit,
+                        const char *what) {
+    fastpe_error e;
+    int got = pe_check_out(&out->a, sin != NULL ? &sin->a : NULL, want, 4);
+    fastpe_last_error(&e);
+    CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
+          code);
+    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: argument %s, want %s", what,
+          e.argument != NULL ? e.argument : "(null)", argument);
+    CHECK(e.index == index, "%s: index %lld, want %lld", what, (long long)e.index,
+          (long long)index);
+    CHECK(isnan(value) || e.value == value, "%s: value %g, want %g", what, e.value, value);
+    CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
+}
+
 static void accepted(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis,
                      int64_t want_hd, int want_sa, const char *what) {
     int64_t hd = -1;
@@ -116,17 +133,37 @@ int main(void) {
     /* cos and sin of rope_cache: two rows of 8 floats side by side in rows of 16 */
     make(&q, "cos", 0, 1, 1, 4, 8, 64, 64, 16);
     make(&k, "sin", 8, 1, 1, 4, 8, 64, 64, 16);
-    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_OK, "side-by-side cos and sin");
+    CHECK(pe_check_out(&q.a, &k.a, q.shape, 4) == FASTPE_OK, "side-by-side cos and sin");
     CHECK(!pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "side-by-side rows");
     make(&k, "sin", 7, 1, 1, 4, 8, 64, 64, 16);
     refused(&q, &k, Q, -2, FASTPE_EOVERLAP, "k", -1, NAN, NAN, "(the q and k spelling)");
-    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_EOVERLAP, "sin on cos's last entry");
+    out_refused(&q, &k, q.shape, FASTPE_EOVERLAP, "sin", -1, NAN, NAN, "sin on cos's last entry");
     CHECK(pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "rows one entry over");
     CHECK(!pe_rope_rows_meet(q.a.buf, q.a.buf + 32, 1, 0, 32) &&
               pe_rope_rows_meet(q.a.buf, q.a.buf + 31, 1, 0, 32),
           "one row each: adjacent, one byte in");
     make(&k, "sin", 1000, 1, 1, 4, 8, 64, 64, 0);
-    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_ESTRIDE, "sin's rows broadcast");
+    out_refused(&q, &k, q.shape, FASTPE_ESTRIDE, "sin", 2, 0.0, 32.0, "sin's rows broadcast");
+    /* an outer axis of stride 0 repeats every row: refused on that axis */
+    {
+        /* (the span inside a stride-0 axis: one row, as it sorts innermost) */
+        int64_t want[4] = {2, 1, 4, 8};
+        make(&q, "out", 0, 2, 1, 4, 8, 0, 64, 16);
+        out_refused(&q, NULL, want, FASTPE_ESTRIDE, "out", 0, 0.0, 32.0, "a broadcast outer axis");
+        make(&q, "out", 0, 2, 1, 4, 8, 128, 64, 16);
+        CHECK(pe_check_out(&q.a, NULL, want, 4) == FASTPE_OK, "the same rows, apart");
+        q.shape[2] = 5;
+        out_refused(&q, NULL, want, FASTPE_ESIZE, "out", 2, 5.0, 4.0, "a sequence axis too long");
+        q.shape[2] = 4;
+        q.a.ndim = 3;
+        out_refused(&q, NULL, want, FASTPE_ESIZE, "out", -1, 3.0, 4.0, "an axis missing");
+        q.a.ndim = 4;
+        q.a.buf += 2;
+        out_refused(&q, NULL, want, FASTPE_EINVAL, "out", -1, 2.0, 4.0, "misaligned");
+        make(&q, "out", 0, 2, 1, 4, 8, 128, 64, 16);
+        q.strides[3] = 8;
+        out_refused(&q, NULL, want, FASTPE_ESTRIDE, "out", 3, 8.0, 4.0, "a strided last axis");
+    }
     /* the tokens: positions of shape (seq,) or (1 or batch, seq), offsets () to (batch,) */
     {
         int64_t ids[6] = {4, -2, 9, 1, 2, 3}, big[2] = {0, ((int64_t)1 << 62) + 1};

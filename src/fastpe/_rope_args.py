@@ -19,12 +19,13 @@ from ._validate import (
     SUPPORTED,
     as_int,
     as_out_array,
-    check_out,
+    check_out_dtype,
     check_table_size,
     dtype_name,
     is_bfloat16,
     is_output_dtype,
     kernel_view,
+    writable_out,
 )
 
 
@@ -50,12 +51,13 @@ def _write_caches(
     else:
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError("out must be a (cos, sin) pair of arrays")
-        cos, sin = (check_out(o, full, explicit) for o in out)
+        cos, sin = (writable_out(o) for o in out)
+        _kernel.check_out(kernel_view(cos)[0], kernel_view(sin)[0], full)
+        cos, sin = (check_out_dtype(o, explicit) for o in (cos, sin))
         if cos.dtype != sin.dtype:
             raise TypeError(
                 f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
             )
-        _kernel.rope_check_disjoint(kernel_view(cos)[0], kernel_view(sin)[0])
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
     if accurate and cos.dtype != np.float64:
         raise ValueError(

@@ -1,6 +1,7 @@
-# Included by kernel.pyx: the array checks of apply_rope's q and k, made once by
-# the library (lib/src/rope_check.c, pe_rope_check_arrays) for the general path
-# and the fast paths alike; a refusal's error detail becomes the message here.
+# Included by kernel.pyx: the array checks of apply_rope's q and k and of a
+# caller's out, made once by the library (lib/src/rope_check.c,
+# pe_rope_check_arrays, pe_check_out) for the general path and the fast paths
+# alike; a refusal's error detail becomes the message here.
 
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_array:
@@ -11,7 +12,7 @@ cdef extern from "pe_lib.h" nogil:
         const int64_t *shape
         const int64_t *strides
     int64_t PE_ROPE_HEAD_DIM_OF_Q
-    int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b)
+    int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape, int nd)
     ctypedef struct pe_rope_span:
         int64_t ilo
         int64_t ihi
@@ -134,32 +135,51 @@ def rope_check_arrays(q, k, head_dim, seq_axis):
     return got, sa
 
 
-def rope_check_disjoint(cos, sin):
-    """rope_cache's ``out``: the library's check that cos and sin (ndarrays;
-    bfloat16 as its uint16 bits) share no element, each row of either its own."""
-    cdef Py_buffer cv, sv
-    cdef pe_rope_array c, s
-    cdef _RopeAxes64 ca, sa
+def check_out(out, other, tuple shape):
+    """The library's checks of a caller's output (pe_check_out): ``out`` of
+    ``shape``, or rope_cache's pair (``out``, ``other``), as ndarrays (bfloat16 as
+    its uint16 bits) whose dtype and writability the caller checked; raises
+    ValueError naming out."""
+    cdef Py_buffer v[2]
+    cdef pe_rope_array a[2]
+    cdef _RopeAxes64 ax[2]
+    cdef int64_t want[65]
     cdef fastpe_error e
-    cdef int err
-    PyObject_GetBuffer(cos, &cv, PyBUF_STRIDES)
+    cdef int i, err, held = 0, n = 1 if other is None else 2
+    # (more axes than any array has: the library refuses the count)
+    cdef int nd = len(shape) if len(shape) <= 65 else 66
+    for i in range(min(nd, 65)):
+        want[i] = shape[i]
     try:
-        PyObject_GetBuffer(sin, &sv, PyBUF_STRIDES)
-        try:
-            _rope_array_of(&c, &ca, &cv, b"cos")
-            _rope_array_of(&s, &sa, &sv, b"sin")
-            err = pe_rope_check_disjoint(&c, &s)
-            if err == FASTPE_ESTRIDE:
-                fastpe_last_error(&e)
-                arg = e.argument.decode()
-                raise ValueError(f"out's {arg} rows overlap (strides "
-                                 f"{_axes(&cv if arg == 'cos' else &sv, True)})")
-            if err != FASTPE_OK:
-                raise ValueError("out's cos and sin must not share memory")
-        finally:
-            PyBuffer_Release(&sv)
+        for i in range(n):
+            PyObject_GetBuffer(out if i == 0 else other, &v[i], PyBUF_STRIDES)
+            held += 1
+            _rope_array_of(&a[i], &ax[i], &v[i], b"out" if n == 1 else (b"cos", b"sin")[i])
+        err = pe_check_out(&a[0], &a[1] if n == 2 else NULL, want, nd)
+        if err == FASTPE_OK:
+            return
+        fastpe_last_error(&e)
+        if err == FASTPE_EOVERLAP:
+            raise ValueError("out's cos and sin must not share memory")
+        i = 1 if n == 2 and e.argument != NULL and e.argument.decode() == "sin" else 0
+        if err == FASTPE_ESIZE:
+            raise ValueError(f"out must have shape {shape}, got {_axes(&v[i], False)}")
+        if err == PE_EINVAL:
+            raise ValueError("out must be aligned to its dtype (got a misaligned buffer)")
+        if err == FASTPE_ESTRIDE and e.index == v[i].ndim - 1:
+            raise ValueError(f"out's last axis must be contiguous (stride {v[i].itemsize}), "
+                             f"got strides {_axes(&v[i], True)}")
+        if err == FASTPE_ESTRIDE and e.index != v[i].ndim - 2:  # an outer axis
+            raise ValueError(f"out's {'' if n == 1 else ('cos ', 'sin ')[i]}rows overlap "
+                             f"(strides {_axes(&v[i], True)})")
+        if err == FASTPE_ESTRIDE:
+            raise ValueError("out's rows must not overlap or run backwards (row stride >= "
+                             f"{v[i].shape[v[i].ndim - 1] * v[i].itemsize} bytes), got strides "
+                             f"{_axes(&v[i], True)}")
+        _raise(err)
     finally:
-        PyBuffer_Release(&cv)
+        for i in range(held):
+            PyBuffer_Release(&v[i])
 
 
 cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer *ov,

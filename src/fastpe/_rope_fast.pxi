@@ -395,7 +395,7 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     lay = FASTPE_LAYOUT_SPLIT if layout == "half" else FASTPE_LAYOUT_INTERLEAVED
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
-    if nt < 0 or want == c'x' or (out is not None and want != 0):
+    if nt < 0 or want == c'x':
         return None
     if positions is None:
         if type(seq_len) is not int or type(offset) is not int or not 1 <= seq_len <= 2**40 \
@@ -433,7 +433,8 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             if type(out) is not tuple or len(<tuple>out) != 2:
                 return None
             result = out
-        if not _fast_out(result[0], &cv, 0, &crow, W, &cstride):
+        # (a dtype given with out: out's must be it, else the general path explains)
+        if not _fast_out(result[0], &cv, want, &crow, W, &cstride):
             return None
         have_out = True
         if not _fast_out(result[1], &sv, c'f' if cv.itemsize == 4 else c'd', &srow, W,
