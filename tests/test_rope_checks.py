@@ -5,6 +5,8 @@ element and the bound, into the message that names the key as written
 (``rope_parameters['beta_fast']``) with the value given.  RoPE calls raise the
 same message cold (nothing cached) and warm (a cached plan)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -704,3 +706,80 @@ def test_rope_cache_with_dtype_and_out_takes_the_small_call_path(dtype):
         messages.add(str(info.value))
         assert all((b == 5).all() for b in bad)
     assert len(messages) == 1
+
+
+W2 = np.array([[1.0, 0.5], [0.25, 0.125]])  # per-head frequencies: 2 heads of 2
+FINITE = "positions must be finite (got NaN or inf)"
+WITHIN = r"positions must stay within \+-\d+ for these frequencies \(exact angle reduction\)"
+# (the call, with positions built fresh each time; the expected message, a regex)
+POSITION_REFUSALS = [
+    (lambda p: fastpe.rope_cache(8, positions=p), [0.5, np.nan], f"^{re.escape(FINITE)}$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [0.5, -np.inf], f"^{re.escape(FINITE)}$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [0.5, 1e300], f"^{WITHIN}; got up to 1e\\+300$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [3, 2**62], f"^{WITHIN}; got up to {2**62}$"),
+    (
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), positions=p),
+        [0.0, np.inf, 1.0],
+        f"^{re.escape(FINITE)}$",
+    ),
+    (
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), positions=p),
+        [0, 1, -(2**61)],
+        f"^{WITHIN}; got up to {2**61}$",
+    ),
+    (  # multi-axis: a coordinate of one axis
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        [[0, 0, 0], [1.0, np.nan, 2.0]],
+        f"^{re.escape(FINITE)}$",
+    ),
+    (
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        [[0, 0, 0], [1, 2**60, 2]],
+        r"^positions\[\.\.\., 1\] must stay within \+-\d+ for the frequencies of axis 1 "
+        rf"\(exact angle reduction\); got up to {2**60}$",
+    ),
+    (  # per-head frequencies
+        lambda p: fastpe.rope_cache(4, inv_freq=W2, positions=p),
+        [0, 2**60],
+        f"^{WITHIN}; got up to {2**60}$",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, given, message", POSITION_REFUSALS)
+def test_position_refusals_cold_and_warm(call, given, message):
+    """Positions that are not finite, or beyond the exact reduction of their
+    frequencies, refused by the library's checks (pe_rope_check_tokens,
+    pe_rope_check_span) with the same type and message cold and warm, the
+    positions untouched."""
+
+    def refused():
+        p = np.array(given)
+        before = p.copy()
+        with pytest.raises(ValueError, match=message) as info:
+            call(p)
+        np.testing.assert_array_equal(p, before)
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    kernel.rope_axes_plans.clear()
+    cold = refused()
+    _plan_everything()
+    fastpe.rope_cache(8, seq_len=3)
+    fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
+    assert refused() == cold
+
+
+def test_position_refusal_detail():
+    """The detail a C caller reads: the first position that is not finite, its
+    index; a span beyond the reduction, its extreme and the bound."""
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(8, positions=np.array([0.5, 2.0, np.inf]))
+    code, arg, index, value, limit = kernel._last_error()
+    assert (code, arg, index, value, limit) == (6, "positions", 2, np.inf, np.finfo(float).max)
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(8, positions=np.array([7, -(2**60), 3]))
+    code, arg, index, value, limit = kernel._last_error()
+    assert (code, arg, index, value) == (6, "positions", -1, -float(2**60))
+    assert 2**40 < limit < 2**60

@@ -312,8 +312,8 @@ typedef struct {
     double lo, hi;
 } pe_rope_span;
 /* The positions of a rotation's batch x seq tokens: explicit ids (pos: int64,
- * or float64 with pos_float, which the binding's conversion found finite;
- * shape (seq,) or (1 or batch, seq), else
+ * or float64 with pos_float, each finite, else ERANGE "positions" (its flat
+ * index, value, DBL_MAX)); shape (seq,) or (1 or batch, seq), else
  * ESIZE "positions" (-1, ndim, seq)), or the offsets (off: int64 of shape (),
  * (1,) or (batch,), else ESIZE "offset" (-1, ndim, batch); NULL: the scalar
  * offset), each within +-2^62 (ERANGE "offset", its index or -1, value,
@@ -321,6 +321,11 @@ typedef struct {
 PE_HIDDEN int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float,
                                    const pe_rope_array *off, int64_t offset, int64_t batch,
                                    int64_t seq, pe_rope_span *span);
+/* The span's positions within +-limit, the exact angle reduction of the
+ * frequencies that rotate them (pe_max_position), else ERANGE "positions"
+ * (axis: -1, or the axis of multi-axis positions; the extreme position;
+ * limit).  No tokens (hi < lo): nothing to check. */
+PE_HIDDEN int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis);
 PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                                    int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,

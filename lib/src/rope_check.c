@@ -12,6 +12,8 @@
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
 
+#include <float.h>
+
 /* A layout whose rows nest (sorted by stride, each axis steps over all that the
  * axes inside it span), normalised: its lowest row starts lo bytes after the
  * reference address, m axes of n[i] > 1 rows at st[i] > 0 bytes, ascending. */
@@ -269,6 +271,9 @@ int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_
                 const char *p = row + s * pos->strides[nd - 1];
                 if (pos_float) {
                     double v = *(const double *)p;
+                    /* (before the rules see the span: a NaN would pass every comparison) */
+                    if (!isfinite(v))
+                        return pe_fail(FASTPE_ERANGE, "positions", n, v, DBL_MAX);
                     span->lo = n == 0 || v < span->lo ? v : span->lo;
                     span->hi = n == 0 || v > span->hi ? v : span->hi;
                 } else {
@@ -301,4 +306,11 @@ int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_
         span->lo = (double)span->ilo, span->hi = (double)span->ihi;
     }
     return FASTPE_OK;
+}
+
+int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis) {
+    double v = fabs(span->lo) > fabs(span->hi) ? span->lo : span->hi;
+    if (!(span->hi >= span->lo) || fabs(v) <= limit) /* (no tokens, or all within) */
+        return FASTPE_OK;
+    return pe_fail(FASTPE_ERANGE, "positions", axis, v, limit);
 }

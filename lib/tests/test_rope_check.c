@@ -10,6 +10,7 @@
 
 #include "check.h"
 
+#include <float.h>
 #include <string.h>
 
 static float mem[4096];
@@ -187,6 +188,31 @@ int main(void) {
         CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "offset") == 0 && e.index == 1 &&
                   e.limit == (double)((int64_t)1 << 62),
               "an offset past 2^62: %d", err);
+    }
+    /* float positions: each finite, the detail naming the first that is not */
+    {
+        double xs[4] = {0.5, -3.0, INFINITY, NAN};
+        int64_t shape[1] = {4}, strides[1] = {8};
+        pe_rope_array p = {"positions", (const char *)xs, 8, 1, shape, strides};
+        pe_rope_span span;
+        fastpe_error e;
+        int err = pe_rope_check_tokens(&p, 1, NULL, 0, 1, 4, &span);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "positions") == 0 && e.index == 2 &&
+                  isinf(e.value) && e.limit == DBL_MAX,
+              "an infinite position: %d at %lld", err, (long long)e.index);
+        shape[0] = 2;
+        err = pe_rope_check_tokens(&p, 1, NULL, 0, 1, 2, &span);
+        CHECK(err == FASTPE_OK && span.lo == -3.0 && span.hi == 0.5, "finite: %d", err);
+        /* the span against the exact reduction: the extreme beyond it named */
+        CHECK(pe_rope_check_span(&span, 3.0, -1) == FASTPE_OK, "within +-3");
+        err = pe_rope_check_span(&span, 2.5, 1);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "positions") == 0 && e.index == 1 &&
+                  e.value == -3.0 && e.limit == 2.5,
+              "beyond +-2.5: %d (%g)", err, e.value);
+        span.lo = 0.0, span.hi = -1.0;
+        CHECK(pe_rope_check_span(&span, 0.0, -1) == FASTPE_OK, "no tokens: nothing to check");
     }
     if (failures == 0)
         printf("rope_check: ok\n");

@@ -92,17 +92,28 @@ def _write_caches(
 
 def _as_rope_positions(positions: Any) -> np.ndarray:
     """RoPE positions: integer ids as int64 (see _as_position_ids), or a non-empty
-    float array as C-contiguous float64 (fractional grids), finite."""
+    float array as C-contiguous float64 (fractional grids)."""
     if positions is not None and not isinstance(positions, np.ma.MaskedArray):
         try:
             arr = np.asarray(positions)
         except Exception:  # ragged nested lists: explained by _as_position_ids
             arr = None
         if arr is not None and arr.dtype.kind == "f" and arr.size:
-            real = _as_positions(arr, "positions")
+            # (NaN and inf: the library's check of the positions refuses them)
+            real = _as_positions(arr, "positions", check_finite=False)
             # (np.ascontiguousarray would make a 0-d position 1-d)
             return real if real.flags.c_contiguous else np.ascontiguousarray(real)
     return _as_position_ids(positions)
+
+
+def _spans(flat: np.ndarray) -> tuple[list[Any], list[Any]]:
+    """(lo, hi): the smallest and largest position in each column of ``flat``
+    (tokens x axes, int64 or float64), after the library's check of them (finite;
+    kernel.rope_check_tokens); hi < lo for a column without tokens."""
+    spans = [
+        _kernel.rope_check_tokens(flat[:, a], None, 1, flat.shape[0]) for a in range(flat.shape[1])
+    ]
+    return [s[0] for s in spans], [s[1] for s in spans]
 
 
 def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import kernel as _kernel
-from ._rope_args import _as_rope_positions, _unaliased, _write_caches
+from ._rope_args import _as_rope_positions, _spans, _unaliased, _write_caches
 from ._rope_rules import (
     MAX_AXES,
     ROPE_LAYOUTS,
@@ -86,10 +86,7 @@ def _axes_angles(
     head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     n = len(sections)
     flat = pos.reshape(-1, n)
-    if flat.shape[0]:
-        lo, hi = flat.min(axis=0).tolist(), flat.max(axis=0).tolist()
-    else:
-        lo, hi = [0] * n, [-1] * n
+    lo, hi = _spans(flat)
     nf = sum(sections)
     cols = None
     if _per_axis_rules(rule.rope_parameters):
@@ -173,12 +170,8 @@ def _rope_axes(
     encs = []
     for a, c in enumerate(cols):
         enc = _encoder(w[c]) if c.size else None
-        largest = max(abs(lo[a]), abs(hi[a])) if hi[a] >= lo[a] else 0
-        if enc is not None and largest > enc.max_position:
-            raise ValueError(
-                f"positions[..., {a}] must stay within +-{int(enc.max_position)} for the "
-                f"frequencies of axis {a} (exact angle reduction); got up to {largest}"
-            )
+        if enc is not None:
+            _kernel.rope_check_range(lo[a], hi[a], enc.max_position, a)
         encs.append(enc)
     key = (w.tobytes(), tuple(c.tobytes() for c in cols))
     axes = _AXES.get(key)

@@ -20,6 +20,7 @@ cdef extern from "pe_lib.h" nogil:
         double hi
     int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_array *off,
                              int64_t offset, int64_t batch, int64_t seq, pe_rope_span *span)
+    int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis)
     int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                              int64_t seq_axis, int64_t *hd, int *sa)
 
@@ -184,8 +185,8 @@ def check_out(out, other, tuple shape):
 
 cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer *ov,
                             int64_t batch, int64_t seq, pe_rope_span *span) except -1:
-    """The library's checks of apply_rope's positions (``pv``, int64 or float64)
-    or offsets (``ov``, int64; one of them NULL) for batch x seq tokens; raises
+    """The library's checks of apply_rope's positions (``pv``, int64 or float64,
+    finite) or offsets (``ov``, int64; one of them NULL) for batch x seq tokens; raises
     from the detail."""
     cdef pe_rope_array a
     cdef _RopeAxes64 ax
@@ -203,6 +204,8 @@ cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer
     if err == FASTPE_ESIZE:
         raise ValueError(f"offset must be an int or one per batch entry ({batch}), got shape "
                          f"{_axes(ov, False)}")
+    if err == FASTPE_ERANGE and pv != NULL:
+        raise ValueError("positions must be finite (got NaN or inf)")
     if err == FASTPE_ERANGE:
         raise ValueError("offset must stay within +-2**62")
     return _raise(err)
@@ -225,3 +228,21 @@ def rope_check_tokens(positions, offset, int64_t batch, int64_t seq):
     if real and span.hi >= span.lo:
         return span.lo, span.hi
     return span.ilo, span.ihi
+
+
+def rope_check_range(lo, hi, double limit, int64_t axis=-1):
+    """The library's check that positions lo .. hi (none when hi < lo; axis: of
+    multi-axis positions, or -1) stay within +-limit, the exact angle reduction
+    of their frequencies (Encoder.max_position); ValueError naming them."""
+    cdef pe_rope_span span
+    span.lo = lo
+    span.hi = hi
+    span.ilo = span.ihi = 0
+    if pe_rope_check_span(&span, limit, axis) == FASTPE_OK:
+        return
+    largest = max(abs(lo), abs(hi))
+    if axis < 0:
+        raise ValueError(f"positions must stay within +-{int(limit)} for these frequencies "
+                         f"(exact angle reduction); got up to {largest}")
+    raise ValueError(f"positions[..., {axis}] must stay within +-{int(limit)} for the "
+                     f"frequencies of axis {axis} (exact angle reduction); got up to {largest}")

@@ -357,7 +357,7 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
                     return None
             finally:
                 PyBuffer_Release(&iv)
-            if fabs(span.lo) > h.max_position or fabs(span.hi) > h.max_position:
+            if pe_rope_check_span(&span, h.max_position, -1) != FASTPE_OK:
                 return None
             if positions is not None and (<object>positions).ndim == 1:
                 positions = (<object>positions).reshape(1, S)

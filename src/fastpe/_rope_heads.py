@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 
 from . import kernel as _kernel
-from ._rope_args import _as_position_ids, _rope_views, _token_positions, _unaliased, _write_caches
+from ._rope_args import (
+    _as_position_ids,
+    _rope_views,
+    _spans,
+    _token_positions,
+    _unaliased,
+    _write_caches,
+)
 from ._rope_rules import (
     ROPE_LAYOUTS,
     SECTION_LAYOUTS,
@@ -304,8 +311,7 @@ def rotate(
             )
         nb = pos.shape[0]
         flat = pos.reshape(-1, n)
-        lo = flat.min(axis=0).tolist() if flat.size else [0] * n
-        hi = flat.max(axis=0).tolist() if flat.size else [-1] * n
+        lo, hi = _spans(flat)
         axes_pos = [
             {"nseq": nb, "seq_len": seq, "positions": np.ascontiguousarray(pos[:, :, a])}
             for a in range(n)
@@ -419,8 +425,7 @@ def cache(
             )
         shape = pos.shape[:-1]
         flat = pos.reshape(-1, n)
-        lo = flat.min(axis=0).tolist() if flat.size else [0] * n
-        hi = flat.max(axis=0).tolist() if flat.size else [-1] * n
+        lo, hi = _spans(flat)
         axes_pos = [
             {
                 "nseq": 1,
@@ -443,7 +448,7 @@ def cache(
                 raise ValueError("offset applies to seq_len; add it to positions instead")
             p = _as_position_ids(positions)
             shape = p.shape
-            lo, hi = [int(p.min()) if p.size else 0], [int(p.max()) if p.size else -1]
+            lo, hi = _spans(p.reshape(-1, 1))
             axes_pos = [{"nseq": 1, "seq_len": p.size, "positions": p.reshape(1, -1)}]
             tok = p.reshape(-1).astype(np.float64)
     rule = _Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)
