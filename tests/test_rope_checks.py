@@ -549,9 +549,10 @@ def test_token_span():
 
 
 def _strided(shape, strides, dtype=np.float32):
-    """An array of ``shape`` and byte ``strides`` over a buffer of fives."""
+    """An array of ``shape`` and byte ``strides`` from the middle of a buffer of
+    fives (negative strides stay inside it)."""
     base = np.full(4096, 5, dtype)
-    return np.lib.stride_tricks.as_strided(base, shape, strides)
+    return np.lib.stride_tricks.as_strided(base[2048:], shape, strides)
 
 
 def _misaligned(shape):
@@ -783,3 +784,29 @@ def test_position_refusal_detail():
     code, arg, index, value, limit = kernel._last_error()
     assert (code, arg, index, value) == (6, "positions", -1, -float(2**60))
     assert 2**40 < limit < 2**60
+
+
+def test_a_list_of_positions_takes_the_small_call_path():
+    """rope_cache(..., positions=[777]), a decoding step: a short list of ints is
+    converted on the small-call path into the same checked library call, with the
+    general path's bits; other lists are left to the general path's conversion."""
+    fastpe.rope_cache(8, seq_len=3)  # the default rule for head_dim 8, planned
+    args = [None, None, 0]
+    rest = ["half", None, None, "float32", None, None, None, None]
+    for given in ([777], [5, -3, 2**40], list(range(64))):
+        fast = kernel.rope_cache_fast(8, *args, given, *rest)
+        assert fast is not None
+        want = fastpe.rope_cache(np.int64(8), positions=np.array(given))  # the general path
+        for f, w in zip(fast, want, strict=True):
+            assert f.dtype == w.dtype
+            np.testing.assert_array_equal(f, w)
+    for given in ([], [True], [1.0], [[1]], [np.int64(1)], [2**63], [2**62 + 1], [0] * 65):
+        assert kernel.rope_cache_fast(8, *args, given, *rest) is None, given
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    with pytest.raises(ValueError, match=f"^{WITHIN}") as cold:
+        fastpe.rope_cache(8, positions=[1, 2**62 + 1])
+    fastpe.rope_cache(8, seq_len=3)
+    with pytest.raises(ValueError, match=f"^{WITHIN}") as warm:
+        fastpe.rope_cache(8, positions=[1, 2**62 + 1])
+    assert str(cold.value) == str(warm.value)
