@@ -810,3 +810,84 @@ def test_a_list_of_positions_takes_the_small_call_path():
     with pytest.raises(ValueError, match=f"^{WITHIN}") as warm:
         fastpe.rope_cache(8, positions=[1, 2**62 + 1])
     assert str(cold.value) == str(warm.value)
+
+
+WMIX = np.array([[1.0, 0.5], [0.25, 0.125]])  # mixed axes: 2 axes of 2 frequencies
+# multi-axis positions of the wrong shape: (the call, positions given, message)
+AXES_SHAPE_REFUSALS = [
+    (
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        np.zeros((4, 2), np.int64),
+        "positions must have shape (..., 3) for sections=[2, 2, 4] (one coordinate per axis), "
+        "got (4, 2)",
+    ),
+    (
+        lambda p: fastpe.apply_rope(
+            np.ones((2, 3, 16), np.float32), positions=p, sections=(2, 2, 4)
+        ),
+        np.zeros((4, 3), np.int64),
+        "positions must have shape (3, 3) or (2, 3, 3) for sections=[2, 2, 4] (one coordinate "
+        "per axis), got (4, 3)",
+    ),
+    (
+        lambda p: fastpe.apply_rope(
+            np.ones((2, 3, 16), np.float32), positions=p, sections=(2, 2, 4)
+        ),
+        np.zeros((3, 3, 3), np.float64),
+        "positions must have shape (3, 3) or (2, 3, 3) for sections=[2, 2, 4] (one coordinate "
+        "per axis), got (3, 3, 3)",
+    ),
+    (
+        lambda p: fastpe.rope_cache(8, inv_freq=WMIX, positions=p, section_layout="mixed"),
+        np.zeros((4, 3), np.int64),
+        "positions must have shape (..., 2) for inv_freq of 2 axes, got (4, 3)",
+    ),
+    (
+        lambda p: fastpe.apply_rope(
+            np.ones((2, 3, 8), np.float32), inv_freq=WMIX, positions=p, section_layout="mixed"
+        ),
+        np.zeros((4, 2), np.int64),
+        "positions must have shape (3, 2) or (2, 3, 2) for inv_freq of 2 axes, got (4, 2)",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, given, message", AXES_SHAPE_REFUSALS)
+def test_multi_axis_shape_refusals_cold_and_warm(call, given, message):
+    """Multi-axis and mixed-axes positions of the wrong shape, refused by the
+    library's check (pe_rope_check_axes_tokens) with the same message cold and
+    warm, nothing written."""
+
+    def refused():
+        p = given.copy()
+        with pytest.raises(ValueError) as info:
+            call(p)
+        np.testing.assert_array_equal(p, given)
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    kernel.rope_axes_plans.clear()
+    cold = refused()
+    _plan_everything()
+    fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
+    fastpe.apply_rope(np.ones((2, 3, 16), np.float32), positions=np.zeros((3, 3), np.int64),
+                      sections=(2, 2, 4))  # fmt: skip
+    assert refused() == cold == message
+
+
+def test_multi_axis_position_detail():
+    """The detail of a multi-axis refusal: the flat index of the coordinate that
+    is not finite; the last axis's length against the number of axes."""
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(
+            16, positions=np.array([[0, 1, 2], [3, np.inf, 5.0]]), sections=(2, 2, 4)
+        )
+    assert kernel._last_error()[:3] == (6, "positions", 4)
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(16, positions=np.zeros((4, 2), np.int64), sections=(2, 2, 4))
+    assert kernel._last_error() == (2, "positions", 1, 2.0, 3.0)
+    assert kernel.rope_check_axes_tokens(np.array([[4, -2], [1, 7]]), 2, -1, -1, "") == (
+        [1, -2],
+        [4, 7],
+    )

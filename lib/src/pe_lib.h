@@ -326,6 +326,14 @@ PE_HIDDEN int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float,
  * (axis: -1, or the axis of multi-axis positions; the extreme position;
  * limit).  No tokens (hi < lo): nothing to check. */
 PE_HIDDEN int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis);
+/* Multi-axis positions (pos: int64, or float64 with pos_float), the last axis
+ * holding a token's n coordinates (1 .. 64, else ESIZE "n_axes"), else ESIZE
+ * (name, its last axis (0 for no axes), length, n); a rotation's (seq >= 0) of
+ * shape (seq, n) or (1 or batch, seq, n), else ESIZE (name, -1, ndim, seq), a
+ * cache's (seq < 0) of any shape (..., n); each coordinate finite, else ERANGE
+ * (name, flat index, value, DBL_MAX).  Each axis's span into spans[0 .. n-1]. */
+PE_HIDDEN int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n,
+                                        int64_t batch, int64_t seq, pe_rope_span *spans);
 PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                                    int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,

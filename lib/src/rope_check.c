@@ -314,3 +314,51 @@ int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis) {
         return FASTPE_OK;
     return pe_fail(FASTPE_ERANGE, "positions", axis, v, limit);
 }
+
+int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n, int64_t batch,
+                              int64_t seq, pe_rope_span *spans) {
+    int nd = pos->ndim;
+    int64_t rows = 1, idx[PE_ROPE_MAX_AXES];
+    const char *row = pos->buf;
+    if (n < 1 || n > PE_ROPE_MAX_AXES)
+        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n, (double)PE_ROPE_MAX_AXES);
+    if (nd < 1 || nd > PE_ROPE_MAX_AXES || pos->shape[nd - 1] != n)
+        return pe_fail(FASTPE_ESIZE, pos->name, nd > 0 ? nd - 1 : 0,
+                       nd > 0 ? (double)pos->shape[nd - 1] : 0.0, (double)n);
+    if (seq >= 0 && !(nd == 2 && pos->shape[0] == seq) &&
+        !(nd == 3 && pos->shape[1] == seq && (pos->shape[0] == 1 || pos->shape[0] == batch)))
+        return pe_fail(FASTPE_ESIZE, pos->name, -1, (double)nd, (double)seq);
+    for (int64_t a = 0; a < n; a++) {
+        spans[a].ilo = 0, spans[a].ihi = -1, spans[a].lo = 0.0, spans[a].hi = -1.0;
+    }
+    for (int i = 0; i < nd - 1; i++)
+        rows *= pos->shape[i], idx[i] = 0;
+    for (int64_t t = 0; t < rows; t++) {
+        for (int64_t a = 0; a < n; a++) {
+            const char *p = row + a * pos->strides[nd - 1];
+            pe_rope_span *s = &spans[a];
+            if (pos_float) {
+                double v = *(const double *)p;
+                if (!isfinite(v))
+                    return pe_fail(FASTPE_ERANGE, pos->name, t * n + a, v, DBL_MAX);
+                s->lo = t == 0 || v < s->lo ? v : s->lo;
+                s->hi = t == 0 || v > s->hi ? v : s->hi;
+            } else {
+                int64_t v = *(const int64_t *)p;
+                s->ilo = t == 0 || v < s->ilo ? v : s->ilo;
+                s->ihi = t == 0 || v > s->ihi ? v : s->ihi;
+            }
+        }
+        for (int i = nd - 2; i >= 0; i--) { /* the next token: a mixed-radix step */
+            if (++idx[i] < pos->shape[i]) {
+                row += pos->strides[i];
+                break;
+            }
+            row -= (pos->shape[i] - 1) * pos->strides[i];
+            idx[i] = 0;
+        }
+    }
+    for (int64_t a = 0; a < n && !pos_float; a++)
+        spans[a].lo = (double)spans[a].ilo, spans[a].hi = (double)spans[a].ihi;
+    return FASTPE_OK;
+}

@@ -214,6 +214,35 @@ int main(void) {
         span.lo = 0.0, span.hi = -1.0;
         CHECK(pe_rope_check_span(&span, 0.0, -1) == FASTPE_OK, "no tokens: nothing to check");
     }
+    /* multi-axis positions: (..., n) of a cache, (seq, n) or (1 or batch, seq, n) of a
+       rotation; each axis's span */
+    {
+        int64_t ids[6] = {4, -2, 9, 1, 2, 3}, shape[3] = {2, 3}, strides[3] = {24, 8};
+        double xs[4] = {0.5, 1.0, -2.0, NAN};
+        pe_rope_array p = {"positions", (const char *)ids, 8, 2, shape, strides};
+        pe_rope_span sp[3];
+        fastpe_error e;
+        int err = pe_rope_check_axes_tokens(&p, 0, 3, -1, -1, sp);
+        CHECK(err == FASTPE_OK && sp[0].ilo == 1 && sp[0].ihi == 4 && sp[1].ilo == -2 &&
+                  sp[1].ihi == 2 && sp[2].lo == 3.0 && sp[2].hi == 9.0,
+              "(2, 3) of 3 axes: %d", err);
+        err = pe_rope_check_axes_tokens(&p, 0, 2, -1, -1, sp);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ESIZE && e.index == 1 && e.value == 3.0 && e.limit == 2.0,
+              "3 coordinates for 2 axes: %d", err);
+        CHECK(pe_rope_check_axes_tokens(&p, 0, 3, 4, 2, sp) == FASTPE_OK, "(seq 2, 3)");
+        err = pe_rope_check_axes_tokens(&p, 0, 3, 4, 3, sp);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ESIZE && e.index == -1 && e.value == 2.0 && e.limit == 3.0,
+              "(2, 3) for a sequence of 3: %d", err);
+        p.buf = (const char *)xs, shape[0] = 2, shape[1] = 2, strides[0] = 16;
+        err = pe_rope_check_axes_tokens(&p, 1, 2, -1, -1, sp);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && e.index == 3 && isnan(e.value), "a NaN coordinate: %d", err);
+        shape[0] = 1;
+        err = pe_rope_check_axes_tokens(&p, 1, 2, -1, -1, sp);
+        CHECK(err == FASTPE_OK && sp[0].lo == 0.5 && sp[1].hi == 1.0, "finite: %d", err);
+    }
     if (failures == 0)
         printf("rope_check: ok\n");
     return failures != 0;

@@ -21,6 +21,8 @@ cdef extern from "pe_lib.h" nogil:
     int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_array *off,
                              int64_t offset, int64_t batch, int64_t seq, pe_rope_span *span)
     int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis)
+    int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n,
+                                  int64_t batch, int64_t seq, pe_rope_span *spans)
     int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                              int64_t seq_axis, int64_t *hd, int *sa)
 
@@ -246,3 +248,39 @@ def rope_check_range(lo, hi, double limit, int64_t axis=-1):
                          f"(exact angle reduction); got up to {largest}")
     raise ValueError(f"positions[..., {axis}] must stay within +-{int(limit)} for the "
                      f"frequencies of axis {axis} (exact angle reduction); got up to {largest}")
+
+
+def rope_check_axes_tokens(positions, int64_t n, int64_t batch, int64_t seq, str what):
+    """(lo, hi): lists of each axis's smallest and largest coordinate (hi < lo:
+    no tokens) of multi-axis positions (an int64 or float64 ndarray whose last axis
+    holds a token's n coordinates) after the library's checks: a cache's (seq < 0)
+    of any shape (..., n), a rotation's of batch x seq tokens (seq, n) or (1 or
+    batch, seq, n).  ``what`` ends the shape messages (" for sections=...")."""
+    cdef Py_buffer v
+    cdef pe_rope_array a
+    cdef _RopeAxes64 ax
+    cdef pe_rope_span spans[64]
+    cdef fastpe_error e
+    cdef int err
+    cdef int64_t i
+    cdef bint real = positions.dtype.kind == "f"
+    PyObject_GetBuffer(positions, &v, PyBUF_STRIDES)
+    try:
+        _rope_array_of(&a, &ax, &v, b"positions")
+        err = pe_rope_check_axes_tokens(&a, real, n, batch, seq, spans)
+        if err != FASTPE_OK:
+            fastpe_last_error(&e)
+            if err == FASTPE_ESIZE and e.index >= 0:
+                raise ValueError(f"positions must have shape (..., {n}){what}, got "
+                                 f"{_axes(&v, False)}")
+            if err == FASTPE_ESIZE and e.argument != NULL and e.argument.decode() == "positions":
+                raise ValueError(f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, "
+                                 f"{n}){what}, got {_axes(&v, False)}")
+            if err == FASTPE_ERANGE:
+                raise ValueError("positions must be finite (got NaN or inf)")
+            _raise(err)
+    finally:
+        PyBuffer_Release(&v)
+    if real and n > 0 and spans[0].hi >= spans[0].lo:
+        return [spans[i].lo for i in range(n)], [spans[i].hi for i in range(n)]
+    return [spans[i].ilo for i in range(n)], [spans[i].ihi for i in range(n)]

@@ -297,21 +297,10 @@ def rotate(
                 f"({batch}, {seq}, {n})"
             )
         pos = _unaliased(_as_position_ids(positions), views)
+        lo, hi = _kernel.rope_check_axes_tokens(pos, n, batch, seq, f" for inv_freq of {n} axes")
         if pos.ndim == 2:
             pos = pos[None]
-        if (
-            pos.ndim != 3
-            or pos.shape[1] != seq
-            or pos.shape[0] not in (1, batch)
-            or (pos.shape[2] != n)
-        ):
-            raise ValueError(
-                f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, {n}) for "
-                f"inv_freq of {n} axes, got {np.shape(positions)}"
-            )
         nb = pos.shape[0]
-        flat = pos.reshape(-1, n)
-        lo, hi = _spans(flat)
         axes_pos = [
             {"nseq": nb, "seq_len": seq, "positions": np.ascontiguousarray(pos[:, :, a])}
             for a in range(n)
@@ -419,13 +408,9 @@ def cache(
                 'xpos_scale_base applies to 1-axis positions, not section_layout="mixed"'
             )
         pos = _as_position_ids(positions)
-        if pos.ndim < 1 or pos.shape[-1] != n:
-            raise ValueError(
-                f"positions must have shape (..., {n}) for inv_freq of {n} axes, got {pos.shape}"
-            )
+        lo, hi = _kernel.rope_check_axes_tokens(pos, n, -1, -1, f" for inv_freq of {n} axes")
         shape = pos.shape[:-1]
         flat = pos.reshape(-1, n)
-        lo, hi = _spans(flat)
         axes_pos = [
             {
                 "nseq": 1,
