@@ -728,6 +728,11 @@ POSITION_REFUSALS = [
         [0, 1, -(2**61)],
         f"^{WITHIN}; got up to {2**61}$",
     ),
+    (  # a scalar offset: the small-call path declines through the same check
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), offset=int(p[0])),
+        [2**61],
+        f"^{WITHIN}; got up to {2**61 + 2}$",
+    ),
     (  # multi-axis: a coordinate of one axis
         lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
         [[0, 0, 0], [1.0, np.nan, 2.0]],
