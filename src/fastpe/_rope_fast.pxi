@@ -361,9 +361,12 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
                 return None
             if positions is not None and (<object>positions).ndim == 1:
                 positions = (<object>positions).reshape(1, S)
-        elif pe_rope_check_tokens(NULL, 0, NULL, off, 1, S, &span) != FASTPE_OK \
-                or pe_rope_check_span(&span, h.max_position, -1) != FASTPE_OK:
-            return None
+        else:
+            # (the span in doubles: no int64 overflow; beyond the reduction's bound, far
+            # inside +-2^62, the general path explains)
+            span.lo, span.hi = <double>off, <double>off + <double>(S - 1)
+            if pe_rope_check_span(&span, h.max_position, -1) != FASTPE_OK:
+                return None
         _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, &h.sp, h.plan,
                   <pe_anchor_cache *>&pl.ac, sa, off, offsets, positions, layout == "half",
                   h.attention, nt)
