@@ -106,16 +106,6 @@ def _as_rope_positions(positions: Any) -> np.ndarray:
     return _as_position_ids(positions)
 
 
-def _spans(flat: np.ndarray) -> tuple[list[Any], list[Any]]:
-    """(lo, hi): the smallest and largest position in each column of ``flat``
-    (tokens x axes, int64 or float64), after the library's check of them (finite;
-    kernel.rope_check_tokens); hi < lo for a column without tokens."""
-    spans = [
-        _kernel.rope_check_tokens(flat[:, a], None, 1, flat.shape[0]) for a in range(flat.shape[1])
-    ]
-    return [s[0] for s in spans], [s[1] for s in spans]
-
-
 def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
     """Integer position ids (or offsets: ``name``) as a C-contiguous int64 array
     (RoPE positions are token indices)."""

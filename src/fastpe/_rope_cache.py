@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _rope_heads
 from . import kernel as _kernel
-from ._rope_args import _as_rope_positions, _spans, _write_caches
+from ._rope_args import _as_rope_positions, _write_caches
 from ._rope_axes import _rope_cache_axes
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
 from ._validate import (
@@ -214,7 +214,8 @@ def rope_cache(
             raise ValueError("offset applies to seq_len; add it to positions instead")
         pos = _as_rope_positions(positions)
         shape = pos.shape
-        (lo,), (hi,) = _spans(pos.reshape(-1, 1))
+        # (the library's check of the positions, one axis: finite; their span)
+        (lo,), (hi,) = _kernel.rope_check_axes_tokens(pos.reshape(-1, 1), 1, -1, -1, "")
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
 

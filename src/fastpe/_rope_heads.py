@@ -17,7 +17,6 @@ from . import kernel as _kernel
 from ._rope_args import (
     _as_position_ids,
     _rope_views,
-    _spans,
     _token_positions,
     _unaliased,
     _write_caches,
@@ -433,7 +432,7 @@ def cache(
                 raise ValueError("offset applies to seq_len; add it to positions instead")
             p = _as_position_ids(positions)
             shape = p.shape
-            lo, hi = _spans(p.reshape(-1, 1))
+            lo, hi = _kernel.rope_check_axes_tokens(p.reshape(-1, 1), 1, -1, -1, "")
             axes_pos = [{"nseq": 1, "seq_len": p.size, "positions": p.reshape(1, -1)}]
             tok = p.reshape(-1).astype(np.float64)
     rule = _Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)
