@@ -14,13 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import kernel as _kernel
-from ._rope_args import (
-    _as_position_ids,
-    _rope_views,
-    _token_positions,
-    _unaliased,
-    _write_caches,
-)
+from ._rope_args import _as_position_ids, _rope_views, _token_positions, _unaliased, _write_caches
 from ._rope_rules import (
     ROPE_LAYOUTS,
     SECTION_LAYOUTS,
