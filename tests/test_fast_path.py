@@ -437,7 +437,7 @@ def test_rope_cache_fast_equals_general(kw):
         dict(seq_len=None, positions=np.array([0, 1, 2**60])),
         dict(seq_len=None, positions=np.array([[0, 1, 2]])),  # 2-D: the general path
         dict(seq_len=None, positions=np.array([0, 1, 2], np.int32)),
-        dict(seq_len=None, positions=[0, 1, 2]),
+        dict(seq_len=None, positions=[0.0, 1.0, 2.0]),  # (a list of ints: converted)
         dict(seq_len=None, positions=np.array([0, 1, 2]), offset=1),
         dict(seq_len=10**7),  # a big request: the general path checks memory
         dict(out=(np.empty((3, 8), np.float32), np.empty((3, 8), np.float64))),
@@ -445,7 +445,8 @@ def test_rope_cache_fast_equals_general(kw):
         dict(out=(np.empty((3, 8), np.float32), np.empty((3, 9), np.float32))),
         dict(out=[np.empty((3, 8), np.float32), np.empty((3, 8), np.float32)]),
         dict(out=(np.empty((3, 8), np.float32),) * 2),  # the same array twice
-        dict(out=(np.empty((3, 8), np.float32), np.empty((3, 8), np.float32)), dtype=np.float32),
+        # (a dtype that out does not have: the general path raises)
+        dict(out=(np.empty((3, 8), np.float32), np.empty((3, 8), np.float32)), dtype=np.float64),
         dict(out=(np.empty((3, 16), np.float32)[:, ::2], np.empty((3, 8), np.float32))),
     ],
 )

@@ -5,6 +5,8 @@ element and the bound, into the message that names the key as written
 (``rope_parameters['beta_fast']``) with the value given.  RoPE calls raise the
 same message cold (nothing cached) and warm (a cached plan)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -544,3 +546,353 @@ def test_token_span():
     assert kernel.rope_check_tokens(None, np.array([3, 10]), 2, 4) == (3, 13)
     assert kernel.rope_check_tokens(None, np.array(2**62), 1, 1) == (2**62, 2**62)
     assert kernel.rope_check_tokens(None, np.array([5, 6]), 2, 0) == (0, -1)
+
+
+def _strided(shape, strides, dtype=np.float32):
+    """An array of ``shape`` and byte ``strides`` from the middle of a buffer of
+    fives (negative strides stay inside it)."""
+    base = np.full(4096, 5, dtype)
+    return np.lib.stride_tricks.as_strided(base[2048:], shape, strides)
+
+
+def _misaligned(shape):
+    raw = np.zeros(4 * int(np.prod(shape)) + 1, np.uint8)
+    return raw[1:].view(np.float32).reshape(shape)
+
+
+def _pair(make):
+    return lambda: (make(), np.full((2, 3, 8), 5, np.float32))
+
+
+# (the out rope_cache(8, positions=(2, 3) ids, **kw) is given, error type, message)
+OUT_REFUSALS = [
+    (
+        lambda: (np.zeros((2, 3, 9), np.float32), np.zeros((2, 3, 8), np.float32)),
+        {},
+        ValueError,
+        "out must have shape (2, 3, 8), got (2, 3, 9)",
+    ),
+    (
+        lambda: (np.zeros((2, 3, 8), np.float32), np.zeros((3, 8), np.float32)),
+        {},
+        ValueError,
+        "out must have shape (2, 3, 8), got (3, 8)",
+    ),
+    (
+        _pair(lambda: _misaligned((2, 3, 8))),
+        {},
+        ValueError,
+        "out must be aligned to its dtype (got a misaligned buffer)",
+    ),
+    (
+        _pair(lambda: np.full((2, 3, 16), 5, np.float32)[..., ::2]),
+        {},
+        ValueError,
+        "out's last axis must be contiguous (stride 4), got strides (192, 64, 8)",
+    ),
+    (
+        _pair(lambda: _strided((2, 3, 8), (96, 16, 4))),
+        {},
+        ValueError,
+        "out's rows must not overlap or run backwards (row stride >= 32 bytes), got strides "
+        "(96, 16, 4)",
+    ),
+    (
+        _pair(lambda: _strided((2, 3, 8), (96, -32, 4))),
+        {},
+        ValueError,
+        "out's rows must not overlap or run backwards (row stride >= 32 bytes), got strides "
+        "(96, -32, 4)",
+    ),
+    (  # a broadcast outer axis: both sequences would land in the same rows
+        _pair(lambda: _strided((2, 3, 8), (0, 32, 4))),
+        {},
+        ValueError,
+        "out's cos rows overlap (strides (0, 32, 4))",
+    ),
+    (  # (sin's, reported the same way)
+        lambda: _pair(lambda: _strided((2, 3, 8), (64, 32, 4)))()[::-1],
+        {},
+        ValueError,
+        "out's sin rows overlap (strides (64, 32, 4))",
+    ),
+    (
+        lambda: (np.full((2, 3, 8), 5, np.float32),) * 2,
+        {},
+        ValueError,
+        "out's cos and sin must not share memory",
+    ),
+    (
+        _pair(lambda: np.full((2, 3, 8), 5, np.float32)),
+        {"dtype": np.float64},
+        TypeError,
+        "out has dtype float32 but dtype=float64 was requested",
+    ),
+    (
+        _pair(lambda: np.full((2, 3, 8), 5, np.float32)),
+        {"dtype": np.float32, "correctly_rounded": True},
+        ValueError,
+        "correctly_rounded=True applies to float64 caches (dtype=np.float64 or a float64 out), "
+        "got float32",
+    ),
+]
+
+
+@pytest.mark.parametrize("make_out, kw, kind, message", OUT_REFUSALS)
+def test_out_refusals_cold_and_warm(make_out, kw, kind, message):
+    """rope_cache's out, checked by the library (pe_check_out): the same type and
+    message cold (nothing cached) and warm (a cached plan, where the small-call
+    path declines to the same check), out left as it was."""
+    positions = np.arange(6, dtype=np.int64).reshape(2, 3)
+
+    def call():
+        out = make_out()
+        before = [np.array(o, copy=True) for o in out]
+        with pytest.raises(kind) as info:
+            fastpe.rope_cache(8, positions=positions, out=out, **kw)
+        for o, b in zip(out, before, strict=True):
+            np.testing.assert_array_equal(o, b)
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    cold = call()
+    fastpe.rope_cache(8, positions=positions)
+    fastpe.rope_cache(8, seq_len=3)
+    assert call() == cold == message
+
+
+def test_out_refusal_detail():
+    """The detail a C caller reads: the array, the axis, its stride and the span
+    inside it (a broadcast axis repeats rows of 32 bytes)."""
+    with pytest.raises(ValueError):
+        kernel.check_out(_strided((2, 3, 8), (0, 32, 4)), None, (2, 3, 8))
+    assert kernel._last_error() == (3, "out", 0, 0.0, 32.0)  # FASTPE_ESTRIDE
+    with pytest.raises(ValueError):
+        kernel.check_out(np.zeros((2, 3, 8), np.float32), np.zeros((2, 3, 7)), (2, 3, 8))
+    assert kernel._last_error() == (2, "sin", 2, 7.0, 8.0)  # FASTPE_ESIZE
+
+
+def test_table_out_with_a_broadcast_axis_is_refused():
+    """The tables' out goes through the same check: a stride-0 outer axis would
+    write two sequences into one set of rows."""
+    out = _strided((2, 3, 8), (0, 64, 8), np.float64)
+    with pytest.raises(ValueError, match=r"^out's rows overlap \(strides \(0, 64, 8\)\)$"):
+        fastpe.sinusoidal_at(np.arange(6).reshape(2, 3), 8, out=out)
+    assert (out == 5).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, "float64", np.dtype(np.float32)])
+def test_rope_cache_with_dtype_and_out_takes_the_small_call_path(dtype):
+    """A dtype that agrees with out: the small-call path writes the same bits as
+    the general path; one that does not raises the same TypeError cold and warm."""
+    dt = np.dtype(dtype)
+    fastpe.rope_cache(8, seq_len=3)  # the default rule for head_dim 8, planned
+    args = [None, 3, 0, None, "half", dtype, None, "float32", None, None]
+    out = (np.full((3, 8), 5, dt), np.full((3, 8), 5, dt))
+    assert kernel.rope_cache_fast(8, *args, out, None) is out
+    want = fastpe.rope_cache(np.int64(8), seq_len=3, dtype=dt)  # (the general path)
+    for o, w in zip(out, want, strict=True):
+        np.testing.assert_array_equal(o, w)
+    other = np.float64 if dt == np.float32 else np.float32
+    bad = (np.full((3, 8), 5, other), np.full((3, 8), 5, other))
+    assert kernel.rope_cache_fast(8, *args, bad, None) is None
+    messages = set()
+    for clear in (True, False):
+        if clear:
+            kernel.encoders.clear()
+            kernel.rope_args.clear()
+        with pytest.raises(TypeError) as info:
+            fastpe.rope_cache(8, seq_len=3, dtype=dtype, out=bad)
+        messages.add(str(info.value))
+        assert all((b == 5).all() for b in bad)
+    assert len(messages) == 1
+
+
+W2 = np.array([[1.0, 0.5], [0.25, 0.125]])  # per-head frequencies: 2 heads of 2
+FINITE = "positions must be finite (got NaN or inf)"
+WITHIN = r"positions must stay within \+-\d+ for these frequencies \(exact angle reduction\)"
+# (the call, with positions built fresh each time; the expected message, a regex)
+POSITION_REFUSALS = [
+    (lambda p: fastpe.rope_cache(8, positions=p), [0.5, np.nan], f"^{re.escape(FINITE)}$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [0.5, -np.inf], f"^{re.escape(FINITE)}$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [0.5, 1e300], f"^{WITHIN}; got up to 1e\\+300$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [3, 2**62], f"^{WITHIN}; got up to {2**62}$"),
+    (
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), positions=p),
+        [0.0, np.inf, 1.0],
+        f"^{re.escape(FINITE)}$",
+    ),
+    (
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), positions=p),
+        [0, 1, -(2**61)],
+        f"^{WITHIN}; got up to {2**61}$",
+    ),
+    (  # a scalar offset: the small-call path declines through the same check
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), offset=int(p[0])),
+        [2**61],
+        f"^{WITHIN}; got up to {2**61 + 2}$",
+    ),
+    (  # multi-axis: a coordinate of one axis
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        [[0, 0, 0], [1.0, np.nan, 2.0]],
+        f"^{re.escape(FINITE)}$",
+    ),
+    (
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        [[0, 0, 0], [1, 2**60, 2]],
+        r"^positions\[\.\.\., 1\] must stay within \+-\d+ for the frequencies of axis 1 "
+        rf"\(exact angle reduction\); got up to {2**60}$",
+    ),
+    (  # per-head frequencies
+        lambda p: fastpe.rope_cache(4, inv_freq=W2, positions=p),
+        [0, 2**60],
+        f"^{WITHIN}; got up to {2**60}$",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, given, message", POSITION_REFUSALS)
+def test_position_refusals_cold_and_warm(call, given, message):
+    """Positions that are not finite, or beyond the exact reduction of their
+    frequencies, refused by the library's checks (pe_rope_check_tokens,
+    pe_rope_check_span) with the same type and message cold and warm, the
+    positions untouched."""
+
+    def refused():
+        p = np.array(given)
+        before = p.copy()
+        with pytest.raises(ValueError, match=message) as info:
+            call(p)
+        np.testing.assert_array_equal(p, before)
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    kernel.rope_axes_plans.clear()
+    cold = refused()
+    _plan_everything()
+    fastpe.rope_cache(8, seq_len=3)
+    fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
+    assert refused() == cold
+
+
+def test_position_refusal_detail():
+    """The detail a C caller reads: the first position that is not finite, its
+    index; a span beyond the reduction, its extreme and the bound."""
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(8, positions=np.array([0.5, 2.0, np.inf]))
+    code, arg, index, value, limit = kernel._last_error()
+    assert (code, arg, index, value, limit) == (6, "positions", 2, np.inf, np.finfo(float).max)
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(8, positions=np.array([7, -(2**60), 3]))
+    code, arg, index, value, limit = kernel._last_error()
+    assert (code, arg, index, value) == (6, "positions", -1, -float(2**60))
+    assert 2**40 < limit < 2**60
+
+
+def test_a_list_of_positions_takes_the_small_call_path():
+    """rope_cache(..., positions=[777]), a decoding step: a short list of ints is
+    converted on the small-call path into the same checked library call, with the
+    general path's bits; other lists are left to the general path's conversion."""
+    fastpe.rope_cache(8, seq_len=3)  # the default rule for head_dim 8, planned
+    args = [None, None, 0]
+    rest = ["half", None, None, "float32", None, None, None, None]
+    for given in ([777], [5, -3, 2**40], list(range(64))):
+        fast = kernel.rope_cache_fast(8, *args, given, *rest)
+        assert fast is not None
+        want = fastpe.rope_cache(np.int64(8), positions=np.array(given))  # the general path
+        for f, w in zip(fast, want, strict=True):
+            assert f.dtype == w.dtype
+            np.testing.assert_array_equal(f, w)
+    for given in ([], [True], [1.0], [[1]], [np.int64(1)], [2**63], [2**62 + 1], [0] * 65):
+        assert kernel.rope_cache_fast(8, *args, given, *rest) is None, given
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    with pytest.raises(ValueError, match=f"^{WITHIN}") as cold:
+        fastpe.rope_cache(8, positions=[1, 2**62 + 1])
+    fastpe.rope_cache(8, seq_len=3)
+    with pytest.raises(ValueError, match=f"^{WITHIN}") as warm:
+        fastpe.rope_cache(8, positions=[1, 2**62 + 1])
+    assert str(cold.value) == str(warm.value)
+
+
+WMIX = np.array([[1.0, 0.5], [0.25, 0.125]])  # mixed axes: 2 axes of 2 frequencies
+# multi-axis positions of the wrong shape: (the call, positions given, message)
+AXES_SHAPE_REFUSALS = [
+    (
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        np.zeros((4, 2), np.int64),
+        "positions must have shape (..., 3) for sections=[2, 2, 4] (one coordinate per axis), "
+        "got (4, 2)",
+    ),
+    (
+        lambda p: fastpe.apply_rope(
+            np.ones((2, 3, 16), np.float32), positions=p, sections=(2, 2, 4)
+        ),
+        np.zeros((4, 3), np.int64),
+        "positions must have shape (3, 3) or (2, 3, 3) for sections=[2, 2, 4] (one coordinate "
+        "per axis), got (4, 3)",
+    ),
+    (
+        lambda p: fastpe.apply_rope(
+            np.ones((2, 3, 16), np.float32), positions=p, sections=(2, 2, 4)
+        ),
+        np.zeros((3, 3, 3), np.float64),
+        "positions must have shape (3, 3) or (2, 3, 3) for sections=[2, 2, 4] (one coordinate "
+        "per axis), got (3, 3, 3)",
+    ),
+    (
+        lambda p: fastpe.rope_cache(8, inv_freq=WMIX, positions=p, section_layout="mixed"),
+        np.zeros((4, 3), np.int64),
+        "positions must have shape (..., 2) for inv_freq of 2 axes, got (4, 3)",
+    ),
+    (
+        lambda p: fastpe.apply_rope(
+            np.ones((2, 3, 8), np.float32), inv_freq=WMIX, positions=p, section_layout="mixed"
+        ),
+        np.zeros((4, 2), np.int64),
+        "positions must have shape (3, 2) or (2, 3, 2) for inv_freq of 2 axes, got (4, 2)",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, given, message", AXES_SHAPE_REFUSALS)
+def test_multi_axis_shape_refusals_cold_and_warm(call, given, message):
+    """Multi-axis and mixed-axes positions of the wrong shape, refused by the
+    library's check (pe_rope_check_axes_tokens) with the same message cold and
+    warm, nothing written."""
+
+    def refused():
+        p = given.copy()
+        with pytest.raises(ValueError) as info:
+            call(p)
+        np.testing.assert_array_equal(p, given)
+        return str(info.value)
+
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    kernel.rope_axes_plans.clear()
+    cold = refused()
+    _plan_everything()
+    fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
+    fastpe.apply_rope(np.ones((2, 3, 16), np.float32), positions=np.zeros((3, 3), np.int64),
+                      sections=(2, 2, 4))  # fmt: skip
+    assert refused() == cold == message
+
+
+def test_multi_axis_position_detail():
+    """The detail of a multi-axis refusal: the flat index of the coordinate that
+    is not finite; the last axis's length against the number of axes."""
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(
+            16, positions=np.array([[0, 1, 2], [3, np.inf, 5.0]]), sections=(2, 2, 4)
+        )
+    assert kernel._last_error()[:3] == (6, "positions", 4)
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(16, positions=np.zeros((4, 2), np.int64), sections=(2, 2, 4))
+    assert kernel._last_error() == (2, "positions", 1, 2.0, 3.0)
+    assert kernel.rope_check_axes_tokens(np.array([[4, -2], [1, 7]]), 2, -1, -1, "") == (
+        [1, -2],
+        [4, 7],
+    )

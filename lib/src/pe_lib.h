@@ -289,12 +289,18 @@ typedef struct {
  * 1 for k, seq_axis, ndim); k with q's number of axes (ESIZE, "k", -1, k's,
  * q's) and its sequence and batch axes (ESIZE, "k", axis, k's, q's).  On
  * success *hd is head_dim and *sa the sequence axis (0 .. ndim-2). */
-/* Whether two arrays written by one call (rope_cache's cos and sin; rows: all
- * but the last axis, contiguous) share no element: FASTPE_OK, else EOVERLAP
- * naming b, or ESTRIDE (name, axis, stride, span) for an array whose own rows
- * are not nested.  Decided on elements: side-by-side halves of one buffer are
- * disjoint. */
-PE_HIDDEN int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b);
+/* The checks of an output written row by row (a table's out, rope_cache's cos
+ * and sin: b NULL or the second of the pair), each refusal naming the array,
+ * in this order: exactly nd axes of the given shape (ESIZE, name, -1, ndim,
+ * nd; or name, axis, length, shape[axis]), aligned to its entries, strides
+ * included (EINVAL, name, -1, misalignment, itemsize); then, when it holds
+ * entries: its last axis contiguous (ESTRIDE, name, nd-1, stride, itemsize),
+ * its rows (axis nd-2) forwards and apart (ESTRIDE, name, nd-2, stride, row
+ * width) and no two elements sharing memory on any axis (ESTRIDE, name, axis,
+ * stride, the span inside it: a broadcast axis); a and b sharing no element
+ * (EOVERLAP, b's name). */
+PE_HIDDEN int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape,
+                           int nd);
 /* Whether n rows of width bytes every stride bytes (stride >= width, or n == 1)
  * from a and from b share a byte (the C API's cos and sin), decided as above. */
 PE_HIDDEN int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride,
@@ -306,8 +312,8 @@ typedef struct {
     double lo, hi;
 } pe_rope_span;
 /* The positions of a rotation's batch x seq tokens: explicit ids (pos: int64,
- * or float64 with pos_float, which the binding's conversion found finite;
- * shape (seq,) or (1 or batch, seq), else
+ * or float64 with pos_float, each finite, else ERANGE "positions" (its flat
+ * index, value, DBL_MAX)); shape (seq,) or (1 or batch, seq), else
  * ESIZE "positions" (-1, ndim, seq)), or the offsets (off: int64 of shape (),
  * (1,) or (batch,), else ESIZE "offset" (-1, ndim, batch); NULL: the scalar
  * offset), each within +-2^62 (ERANGE "offset", its index or -1, value,
@@ -315,6 +321,19 @@ typedef struct {
 PE_HIDDEN int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float,
                                    const pe_rope_array *off, int64_t offset, int64_t batch,
                                    int64_t seq, pe_rope_span *span);
+/* The span's positions within +-limit, the exact angle reduction of the
+ * frequencies that rotate them (pe_max_position), else ERANGE "positions"
+ * (axis: -1, or the axis of multi-axis positions; the extreme position;
+ * limit).  No tokens (hi < lo): nothing to check. */
+PE_HIDDEN int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis);
+/* Multi-axis positions (pos: int64, or float64 with pos_float), the last axis
+ * holding a token's n coordinates (1 .. 64, else ESIZE "n_axes"), else ESIZE
+ * (name, its last axis (0 for no axes), length, n); a rotation's (seq >= 0) of
+ * shape (seq, n) or (1 or batch, seq, n), else ESIZE (name, -1, ndim, seq), a
+ * cache's (seq < 0) of any shape (..., n); each coordinate finite, else ERANGE
+ * (name, flat index, value, DBL_MAX).  Each axis's span into spans[0 .. n-1]. */
+PE_HIDDEN int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n,
+                                        int64_t batch, int64_t seq, pe_rope_span *spans);
 PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                                    int64_t seq_axis, int64_t *hd, int *sa);
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,

@@ -3,12 +3,16 @@
  * binding holds their buffers): alignment, axes, the contiguous last axis, rows
  * that never share an element, q and k disjoint, head_dim and the sequence
  * axis; its positions' and offsets' shapes and bounds; and the overlap of two
- * outputs (rope_cache's cos and sin, also the C API's).  Written once here;
+ * outputs (rope_cache's cos and sin, also the C API's); an output array's
+ * shape, alignment and rows (pe_check_out: the caches and the tables' out).
+ * Written once here;
  * every refusal names its argument, axis, value and bound in the error detail,
  * which the binding turns into its messages.
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
+
+#include <float.h>
 
 /* A layout whose rows nest (sorted by stride, each axis steps over all that the
  * axes inside it span), normalised: its lowest row starts lo bytes after the
@@ -185,14 +189,50 @@ int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t
     return FASTPE_OK;
 }
 
-int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b) {
-    rope_nest ra, rb;
-    const char *ref = a->buf < b->buf ? a->buf : b->buf;
-    int err;
-    if (array_size(a) == 0 || array_size(b) == 0 || a->ndim < 1 || b->ndim < 1)
+/* One output array's own checks (see pe_check_out). */
+static int check_out_one(const pe_rope_array *a, const char *ref, const int64_t *shape, int nd,
+                         rope_nest *r, int *empty) {
+    uintptr_t mis = a->itemsize < 1 ? 1 : (uintptr_t)a->buf % (uintptr_t)a->itemsize;
+    *empty = 1;
+    if (a->ndim != nd)
+        return pe_fail(FASTPE_ESIZE, a->name, -1, (double)a->ndim, (double)nd);
+    for (int i = 0; i < nd; i++)
+        if (a->shape[i] != shape[i])
+            return pe_fail(FASTPE_ESIZE, a->name, i, (double)a->shape[i], (double)shape[i]);
+    /* (an element stride that is not a multiple of the entry size misaligns
+       every other row, as NumPy's aligned flag says) */
+    for (int i = 0; i < nd && mis == 0 && a->itemsize > 0; i++)
+        if (a->shape[i] > 1)
+            mis = (uintptr_t)(a->strides[i] % a->itemsize);
+    if (mis != 0)
+        return pe_fail(FASTPE_EINVAL, a->name, -1, (double)mis, (double)a->itemsize);
+    if (nd == 0 || array_size(a) == 0)
         return FASTPE_OK;
-    if ((err = nest_of(a, ref, &ra)) != FASTPE_OK || (err = nest_of(b, ref, &rb)) != FASTPE_OK)
+    if (a->shape[nd - 1] > 1 && a->strides[nd - 1] != a->itemsize)
+        return pe_fail(FASTPE_ESTRIDE, a->name, nd - 1, (double)a->strides[nd - 1],
+                       (double)a->itemsize);
+    /* rows are written forwards: the C API's fills take a row stride >= the width */
+    if (nd >= 2 && a->shape[nd - 2] > 1 && a->strides[nd - 2] < a->itemsize * a->shape[nd - 1])
+        return pe_fail(FASTPE_ESTRIDE, a->name, nd - 2, (double)a->strides[nd - 2],
+                       (double)(a->itemsize * a->shape[nd - 1]));
+    *empty = 0;
+    return nest_of(a, ref, r);
+}
+
+int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape, int nd) {
+    rope_nest ra, rb;
+    const char *ref = b != NULL && b->buf < a->buf ? b->buf : a->buf;
+    int ea, eb, err;
+    if (nd < 0 || nd > PE_ROPE_MAX_AXES + 1)
+        return pe_fail(FASTPE_ESIZE, a->name, -1, (double)nd, (double)(PE_ROPE_MAX_AXES + 1));
+    if ((err = check_out_one(a, ref, shape, nd, &ra, &ea)) != FASTPE_OK)
         return err;
+    if (b == NULL)
+        return FASTPE_OK;
+    if ((err = check_out_one(b, ref, shape, nd, &rb, &eb)) != FASTPE_OK)
+        return err;
+    if (ea || eb)
+        return FASTPE_OK;
     return nests_meet(&ra, &rb) ? pe_fail(FASTPE_EOVERLAP, b->name, -1, NAN, NAN) : FASTPE_OK;
 }
 
@@ -231,6 +271,9 @@ int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_
                 const char *p = row + s * pos->strides[nd - 1];
                 if (pos_float) {
                     double v = *(const double *)p;
+                    /* (before the rules see the span: a NaN would pass every comparison) */
+                    if (!isfinite(v))
+                        return pe_fail(FASTPE_ERANGE, "positions", n, v, DBL_MAX);
                     span->lo = n == 0 || v < span->lo ? v : span->lo;
                     span->hi = n == 0 || v > span->hi ? v : span->hi;
                 } else {
@@ -262,5 +305,60 @@ int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_
         span->ilo = lo, span->ihi = hi + (seq - 1);
         span->lo = (double)span->ilo, span->hi = (double)span->ihi;
     }
+    return FASTPE_OK;
+}
+
+int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis) {
+    double v = fabs(span->lo) > fabs(span->hi) ? span->lo : span->hi;
+    if (!(span->hi >= span->lo) || fabs(v) <= limit) /* (no tokens, or all within) */
+        return FASTPE_OK;
+    return pe_fail(FASTPE_ERANGE, "positions", axis, v, limit);
+}
+
+int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n, int64_t batch,
+                              int64_t seq, pe_rope_span *spans) {
+    int nd = pos->ndim;
+    int64_t rows = 1, idx[PE_ROPE_MAX_AXES];
+    const char *row = pos->buf;
+    if (n < 1 || n > PE_ROPE_MAX_AXES)
+        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n, (double)PE_ROPE_MAX_AXES);
+    if (nd < 1 || nd > PE_ROPE_MAX_AXES || pos->shape[nd - 1] != n)
+        return pe_fail(FASTPE_ESIZE, pos->name, nd > 0 ? nd - 1 : 0,
+                       nd > 0 ? (double)pos->shape[nd - 1] : 0.0, (double)n);
+    if (seq >= 0 && !(nd == 2 && pos->shape[0] == seq) &&
+        !(nd == 3 && pos->shape[1] == seq && (pos->shape[0] == 1 || pos->shape[0] == batch)))
+        return pe_fail(FASTPE_ESIZE, pos->name, -1, (double)nd, (double)seq);
+    for (int64_t a = 0; a < n; a++) {
+        spans[a].ilo = 0, spans[a].ihi = -1, spans[a].lo = 0.0, spans[a].hi = -1.0;
+    }
+    for (int i = 0; i < nd - 1; i++)
+        rows *= pos->shape[i], idx[i] = 0;
+    for (int64_t t = 0; t < rows; t++) {
+        for (int64_t a = 0; a < n; a++) {
+            const char *p = row + a * pos->strides[nd - 1];
+            pe_rope_span *s = &spans[a];
+            if (pos_float) {
+                double v = *(const double *)p;
+                if (!isfinite(v))
+                    return pe_fail(FASTPE_ERANGE, pos->name, t * n + a, v, DBL_MAX);
+                s->lo = t == 0 || v < s->lo ? v : s->lo;
+                s->hi = t == 0 || v > s->hi ? v : s->hi;
+            } else {
+                int64_t v = *(const int64_t *)p;
+                s->ilo = t == 0 || v < s->ilo ? v : s->ilo;
+                s->ihi = t == 0 || v > s->ihi ? v : s->ihi;
+            }
+        }
+        for (int i = nd - 2; i >= 0; i--) { /* the next token: a mixed-radix step */
+            if (++idx[i] < pos->shape[i]) {
+                row += pos->strides[i];
+                break;
+            }
+            row -= (pos->shape[i] - 1) * pos->strides[i];
+            idx[i] = 0;
+        }
+    }
+    for (int64_t a = 0; a < n && !pos_float; a++)
+        spans[a].lo = (double)spans[a].ilo, spans[a].hi = (double)spans[a].ihi;
     return FASTPE_OK;
 }

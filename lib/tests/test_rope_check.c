@@ -10,6 +10,7 @@
 
 #include "check.h"
 
+#include <float.h>
 #include <string.h>
 
 static float mem[4096];
@@ -42,6 +43,23 @@ static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_ax
     int sa = -1;
     fastpe_error e;
     int got = pe_rope_check_arrays(&q->a, k != NULL ? &k->a : NULL, head_dim, seq_axis, &hd, &sa);
+    fastpe_last_error(&e);
+    CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
+          code);
+    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: argument %s, want %s", what,
+          e.argument != NULL ? e.argument : "(null)", argument);
+    CHECK(e.index == index, "%s: index %lld, want %lld", what, (long long)e.index,
+          (long long)index);
+    CHECK(isnan(value) || e.value == value, "%s: value %g, want %g", what, e.value, value);
+    CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
+}
+
+/* pe_check_out of out (and sin) for the shape want */
+static void out_refused(const arr *out, const arr *sin, const int64_t *want, int code,
+                        const char *argument, int64_t index, double value, double limit,
+                        const char *what) {
+    fastpe_error e;
+    int got = pe_check_out(&out->a, sin != NULL ? &sin->a : NULL, want, 4);
     fastpe_last_error(&e);
     CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
           code);
@@ -116,17 +134,37 @@ int main(void) {
     /* cos and sin of rope_cache: two rows of 8 floats side by side in rows of 16 */
     make(&q, "cos", 0, 1, 1, 4, 8, 64, 64, 16);
     make(&k, "sin", 8, 1, 1, 4, 8, 64, 64, 16);
-    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_OK, "side-by-side cos and sin");
+    CHECK(pe_check_out(&q.a, &k.a, q.shape, 4) == FASTPE_OK, "side-by-side cos and sin");
     CHECK(!pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "side-by-side rows");
     make(&k, "sin", 7, 1, 1, 4, 8, 64, 64, 16);
     refused(&q, &k, Q, -2, FASTPE_EOVERLAP, "k", -1, NAN, NAN, "(the q and k spelling)");
-    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_EOVERLAP, "sin on cos's last entry");
+    out_refused(&q, &k, q.shape, FASTPE_EOVERLAP, "sin", -1, NAN, NAN, "sin on cos's last entry");
     CHECK(pe_rope_rows_meet(q.a.buf, k.a.buf, 4, 64, 32), "rows one entry over");
     CHECK(!pe_rope_rows_meet(q.a.buf, q.a.buf + 32, 1, 0, 32) &&
               pe_rope_rows_meet(q.a.buf, q.a.buf + 31, 1, 0, 32),
           "one row each: adjacent, one byte in");
     make(&k, "sin", 1000, 1, 1, 4, 8, 64, 64, 0);
-    CHECK(pe_rope_check_disjoint(&q.a, &k.a) == FASTPE_ESTRIDE, "sin's rows broadcast");
+    out_refused(&q, &k, q.shape, FASTPE_ESTRIDE, "sin", 2, 0.0, 32.0, "sin's rows broadcast");
+    /* an outer axis of stride 0 repeats every row: refused on that axis */
+    {
+        /* (the span inside a stride-0 axis: one row, as it sorts innermost) */
+        int64_t want[4] = {2, 1, 4, 8};
+        make(&q, "out", 0, 2, 1, 4, 8, 0, 64, 16);
+        out_refused(&q, NULL, want, FASTPE_ESTRIDE, "out", 0, 0.0, 32.0, "a broadcast outer axis");
+        make(&q, "out", 0, 2, 1, 4, 8, 128, 64, 16);
+        CHECK(pe_check_out(&q.a, NULL, want, 4) == FASTPE_OK, "the same rows, apart");
+        q.shape[2] = 5;
+        out_refused(&q, NULL, want, FASTPE_ESIZE, "out", 2, 5.0, 4.0, "a sequence axis too long");
+        q.shape[2] = 4;
+        q.a.ndim = 3;
+        out_refused(&q, NULL, want, FASTPE_ESIZE, "out", -1, 3.0, 4.0, "an axis missing");
+        q.a.ndim = 4;
+        q.a.buf += 2;
+        out_refused(&q, NULL, want, FASTPE_EINVAL, "out", -1, 2.0, 4.0, "misaligned");
+        make(&q, "out", 0, 2, 1, 4, 8, 128, 64, 16);
+        q.strides[3] = 8;
+        out_refused(&q, NULL, want, FASTPE_ESTRIDE, "out", 3, 8.0, 4.0, "a strided last axis");
+    }
     /* the tokens: positions of shape (seq,) or (1 or batch, seq), offsets () to (batch,) */
     {
         int64_t ids[6] = {4, -2, 9, 1, 2, 3}, big[2] = {0, ((int64_t)1 << 62) + 1};
@@ -150,6 +188,60 @@ int main(void) {
         CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "offset") == 0 && e.index == 1 &&
                   e.limit == (double)((int64_t)1 << 62),
               "an offset past 2^62: %d", err);
+    }
+    /* float positions: each finite, the detail naming the first that is not */
+    {
+        double xs[4] = {0.5, -3.0, INFINITY, NAN};
+        int64_t shape[1] = {4}, strides[1] = {8};
+        pe_rope_array p = {"positions", (const char *)xs, 8, 1, shape, strides};
+        pe_rope_span span;
+        fastpe_error e;
+        int err = pe_rope_check_tokens(&p, 1, NULL, 0, 1, 4, &span);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "positions") == 0 && e.index == 2 &&
+                  isinf(e.value) && e.limit == DBL_MAX,
+              "an infinite position: %d at %lld", err, (long long)e.index);
+        shape[0] = 2;
+        err = pe_rope_check_tokens(&p, 1, NULL, 0, 1, 2, &span);
+        CHECK(err == FASTPE_OK && span.lo == -3.0 && span.hi == 0.5, "finite: %d", err);
+        /* the span against the exact reduction: the extreme beyond it named */
+        CHECK(pe_rope_check_span(&span, 3.0, -1) == FASTPE_OK, "within +-3");
+        err = pe_rope_check_span(&span, 2.5, 1);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && strcmp(e.argument, "positions") == 0 && e.index == 1 &&
+                  e.value == -3.0 && e.limit == 2.5,
+              "beyond +-2.5: %d (%g)", err, e.value);
+        span.lo = 0.0, span.hi = -1.0;
+        CHECK(pe_rope_check_span(&span, 0.0, -1) == FASTPE_OK, "no tokens: nothing to check");
+    }
+    /* multi-axis positions: (..., n) of a cache, (seq, n) or (1 or batch, seq, n) of a
+       rotation; each axis's span */
+    {
+        int64_t ids[6] = {4, -2, 9, 1, 2, 3}, shape[3] = {2, 3}, strides[3] = {24, 8};
+        double xs[4] = {0.5, 1.0, -2.0, NAN};
+        pe_rope_array p = {"positions", (const char *)ids, 8, 2, shape, strides};
+        pe_rope_span sp[3];
+        fastpe_error e;
+        int err = pe_rope_check_axes_tokens(&p, 0, 3, -1, -1, sp);
+        CHECK(err == FASTPE_OK && sp[0].ilo == 1 && sp[0].ihi == 4 && sp[1].ilo == -2 &&
+                  sp[1].ihi == 2 && sp[2].lo == 3.0 && sp[2].hi == 9.0,
+              "(2, 3) of 3 axes: %d", err);
+        err = pe_rope_check_axes_tokens(&p, 0, 2, -1, -1, sp);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ESIZE && e.index == 1 && e.value == 3.0 && e.limit == 2.0,
+              "3 coordinates for 2 axes: %d", err);
+        CHECK(pe_rope_check_axes_tokens(&p, 0, 3, 4, 2, sp) == FASTPE_OK, "(seq 2, 3)");
+        err = pe_rope_check_axes_tokens(&p, 0, 3, 4, 3, sp);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ESIZE && e.index == -1 && e.value == 2.0 && e.limit == 3.0,
+              "(2, 3) for a sequence of 3: %d", err);
+        p.buf = (const char *)xs, shape[0] = 2, shape[1] = 2, strides[0] = 16;
+        err = pe_rope_check_axes_tokens(&p, 1, 2, -1, -1, sp);
+        fastpe_last_error(&e);
+        CHECK(err == FASTPE_ERANGE && e.index == 3 && isnan(e.value), "a NaN coordinate: %d", err);
+        shape[0] = 1;
+        err = pe_rope_check_axes_tokens(&p, 1, 2, -1, -1, sp);
+        CHECK(err == FASTPE_OK && sp[0].lo == 0.5 && sp[1].hi == 1.0, "finite: %d", err);
     }
     if (failures == 0)
         printf("rope_check: ok\n");

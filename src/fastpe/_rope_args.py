@@ -19,12 +19,13 @@ from ._validate import (
     SUPPORTED,
     as_int,
     as_out_array,
-    check_out,
+    check_out_dtype,
     check_table_size,
     dtype_name,
     is_bfloat16,
     is_output_dtype,
     kernel_view,
+    writable_out,
 )
 
 
@@ -61,12 +62,13 @@ def _write_caches(
     else:
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError("out must be a (cos, sin) pair of arrays")
-        cos, sin = (check_out(o, full, explicit) for o in out)
+        cos, sin = (writable_out(o) for o in out)
+        _kernel.check_out(kernel_view(cos)[0], kernel_view(sin)[0], full)
+        cos, sin = (check_out_dtype(o, explicit) for o in (cos, sin))
         if cos.dtype != sin.dtype:
             raise TypeError(
                 f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
             )
-        _kernel.rope_check_disjoint(kernel_view(cos)[0], kernel_view(sin)[0])
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
     if accurate and cos.dtype != np.float64:
         raise ValueError(
@@ -101,14 +103,15 @@ def _write_caches(
 
 def _as_rope_positions(positions: Any) -> np.ndarray:
     """RoPE positions: integer ids as int64 (see _as_position_ids), or a non-empty
-    float array as C-contiguous float64 (fractional grids), finite."""
+    float array as C-contiguous float64 (fractional grids)."""
     if positions is not None and not isinstance(positions, np.ma.MaskedArray):
         try:
             arr = np.asarray(positions)
         except Exception:  # ragged nested lists: explained by _as_position_ids
             arr = None
         if arr is not None and arr.dtype.kind == "f" and arr.size:
-            real = _as_positions(arr, "positions")
+            # (NaN and inf: the library's check of the positions refuses them)
+            real = _as_positions(arr, "positions", check_finite=False)
             # (np.ascontiguousarray would make a 0-d position 1-d)
             return real if real.flags.c_contiguous else np.ascontiguousarray(real)
     return _as_position_ids(positions)

@@ -78,17 +78,14 @@ def _axes_angles(
     rule: _Rule,
     sections: tuple[int, ...],
     section_layout: str,
-    pos: np.ndarray,
+    lo: list[Any],
+    hi: list[Any],
 ) -> tuple[np.ndarray, float, _kernel.RopeAxes]:
     """(frequencies in column order, attention factor, compiled axes) of a multi-axis
-    RoPE for the positions ``pos`` (shape (..., n_axes)), every argument checked."""
+    RoPE for positions whose axis a spans lo[a] .. hi[a] (hi < lo: no tokens), every
+    argument checked."""
     head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     n = len(sections)
-    flat = pos.reshape(-1, n)
-    if flat.shape[0]:
-        lo, hi = flat.min(axis=0).tolist(), flat.max(axis=0).tolist()
-    else:
-        lo, hi = [0] * n, [-1] * n
     nf = sum(sections)
     cols = None
     if _per_axis_rules(rule.rope_parameters):
@@ -145,7 +142,7 @@ def _axes_angles(
             head_dim,
             rule.rope_parameters,
             max_position_embeddings=rule.max_position_embeddings,
-            seq_len=_length(top) if flat.shape[0] else None,
+            seq_len=_length(top) if hi[0] >= lo[0] else None,
             precision=rule.precision,
         )
     if 2 * w.size > head_dim:
@@ -172,12 +169,8 @@ def _rope_axes(
     encs = []
     for a, c in enumerate(cols):
         enc = _encoder(w[c]) if c.size else None
-        largest = max(abs(lo[a]), abs(hi[a])) if hi[a] >= lo[a] else 0
-        if enc is not None and largest > enc.max_position:
-            raise ValueError(
-                f"positions[..., {a}] must stay within +-{int(enc.max_position)} for the "
-                f"frequencies of axis {a} (exact angle reduction); got up to {largest}"
-            )
+        if enc is not None:
+            _kernel.rope_check_range(lo[a], hi[a], enc.max_position, a)
         encs.append(enc)
     key = (w.tobytes(), tuple(c.tobytes() for c in cols))
     axes = _AXES.get(key)
@@ -198,20 +191,20 @@ _AXES: dict[Any, _kernel.RopeAxes] = {}
 _AXES_LOCK = threading.Lock()
 
 
-def _axes_positions(positions: Any, sections: Any, section_layout: Any) -> tuple:
-    """(sections, section_layout, positions as int64 or float64 of shape (..., n_axes))
-    checked."""
+def _axes_positions(
+    positions: Any, sections: Any, section_layout: Any, batch: int = -1, seq: int = -1
+) -> tuple:
+    """(sections, section_layout, positions as int64 or float64 of shape (..., n_axes),
+    each axis's smallest and largest coordinate) after the library's checks
+    (kernel.rope_check_axes_tokens; ``seq``: a rotation's batch x seq tokens)."""
     sections = _as_sections(sections)
     section_layout = as_choice(section_layout, "section_layout", SECTION_LAYOUTS)
     if positions is None:
         raise ValueError("sections needs positions of shape (..., n_axes)")
     pos = _as_rope_positions(positions)
-    if pos.ndim < 1 or pos.shape[-1] != len(sections):
-        raise ValueError(
-            f"positions must have shape (..., {len(sections)}) for sections={list(sections)} "
-            f"(one coordinate per axis), got {pos.shape}"
-        )
-    return sections, section_layout, pos
+    what = f" for sections={list(sections)} (one coordinate per axis)"
+    lo, hi = _kernel.rope_check_axes_tokens(pos, len(sections), batch, seq, what)
+    return sections, section_layout, pos, lo, hi
 
 
 def _rope_cache_axes(
@@ -248,9 +241,9 @@ def _rope_cache_axes(
             "every token's coordinates in positions"
         )
     sections_given = sections
-    sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
+    sections, section_layout, pos, lo, hi = _axes_positions(positions, sections, section_layout)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
-    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
+    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, lo, hi)
     flat = pos.reshape(-1, len(sections))
 
     def fill(view: np.ndarray, bf16: bool) -> None:
@@ -292,18 +285,14 @@ def _rotate_axes(
             "offset does not apply with sections (multi-axis positions); add it to positions"
         )
     sections_given = sections
-    sections, section_layout, pos = _axes_positions(positions, sections, section_layout)
-    n = len(sections)
+    sections, section_layout, pos, lo, hi = _axes_positions(
+        positions, sections, section_layout, batch, seq
+    )
     pos = _unaliased(pos, views)
     if pos.ndim == 2:
         pos = pos[None]
-    if pos.ndim != 3 or pos.shape[1] != seq or pos.shape[0] not in (1, batch):
-        raise ValueError(
-            f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, {n}), got "
-            f"{np.shape(positions)}"
-        )
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
-    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, pos)
+    w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, lo, hi)
     if pos.size:
         check_table_size(pos.shape[0] * seq, 2 * w.size, 8, working_copies=2)
         pair = _kernel_pair(views)

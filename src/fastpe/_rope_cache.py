@@ -214,7 +214,8 @@ def rope_cache(
             raise ValueError("offset applies to seq_len; add it to positions instead")
         pos = _as_rope_positions(positions)
         shape = pos.shape
-        lo, hi = (pos.min().item(), pos.max().item()) if pos.size else (0, -1)
+        # (the library's check of the positions, one axis: finite; their span)
+        (lo,), (hi,) = _kernel.rope_check_axes_tokens(pos.reshape(-1, 1), 1, -1, -1, "")
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, enc = _angles(head_dim, rule, lo, hi)
 

@@ -1,6 +1,7 @@
-# Included by kernel.pyx: the array checks of apply_rope's q and k, made once by
-# the library (lib/src/rope_check.c, pe_rope_check_arrays) for the general path
-# and the fast paths alike; a refusal's error detail becomes the message here.
+# Included by kernel.pyx: the array checks of apply_rope's q and k and of a
+# caller's out, made once by the library (lib/src/rope_check.c,
+# pe_rope_check_arrays, pe_check_out) for the general path and the fast paths
+# alike; a refusal's error detail becomes the message here.
 
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_array:
@@ -11,7 +12,7 @@ cdef extern from "pe_lib.h" nogil:
         const int64_t *shape
         const int64_t *strides
     int64_t PE_ROPE_HEAD_DIM_OF_Q
-    int pe_rope_check_disjoint(const pe_rope_array *a, const pe_rope_array *b)
+    int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape, int nd)
     ctypedef struct pe_rope_span:
         int64_t ilo
         int64_t ihi
@@ -19,6 +20,9 @@ cdef extern from "pe_lib.h" nogil:
         double hi
     int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_array *off,
                              int64_t offset, int64_t batch, int64_t seq, pe_rope_span *span)
+    int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t axis)
+    int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n,
+                                  int64_t batch, int64_t seq, pe_rope_span *spans)
     int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,
                              int64_t seq_axis, int64_t *hd, int *sa)
 
@@ -134,38 +138,57 @@ def rope_check_arrays(q, k, head_dim, seq_axis):
     return got, sa
 
 
-def rope_check_disjoint(cos, sin):
-    """rope_cache's ``out``: the library's check that cos and sin (ndarrays;
-    bfloat16 as its uint16 bits) share no element, each row of either its own."""
-    cdef Py_buffer cv, sv
-    cdef pe_rope_array c, s
-    cdef _RopeAxes64 ca, sa
+def check_out(out, other, tuple shape):
+    """The library's checks of a caller's output (pe_check_out): ``out`` of
+    ``shape``, or rope_cache's pair (``out``, ``other``), as ndarrays (bfloat16 as
+    its uint16 bits) whose dtype and writability the caller checked; raises
+    ValueError naming out."""
+    cdef Py_buffer v[2]
+    cdef pe_rope_array a[2]
+    cdef _RopeAxes64 ax[2]
+    cdef int64_t want[65]
     cdef fastpe_error e
-    cdef int err
-    PyObject_GetBuffer(cos, &cv, PyBUF_STRIDES)
+    cdef int i, err, held = 0, n = 1 if other is None else 2
+    # (more axes than any array has: the library refuses the count)
+    cdef int nd = len(shape) if len(shape) <= 65 else 66
+    for i in range(min(nd, 65)):
+        want[i] = shape[i]
     try:
-        PyObject_GetBuffer(sin, &sv, PyBUF_STRIDES)
-        try:
-            _rope_array_of(&c, &ca, &cv, b"cos")
-            _rope_array_of(&s, &sa, &sv, b"sin")
-            err = pe_rope_check_disjoint(&c, &s)
-            if err == FASTPE_ESTRIDE:
-                fastpe_last_error(&e)
-                arg = e.argument.decode()
-                raise ValueError(f"out's {arg} rows overlap (strides "
-                                 f"{_axes(&cv if arg == 'cos' else &sv, True)})")
-            if err != FASTPE_OK:
-                raise ValueError("out's cos and sin must not share memory")
-        finally:
-            PyBuffer_Release(&sv)
+        for i in range(n):
+            PyObject_GetBuffer(out if i == 0 else other, &v[i], PyBUF_STRIDES)
+            held += 1
+            _rope_array_of(&a[i], &ax[i], &v[i], b"out" if n == 1 else (b"cos", b"sin")[i])
+        err = pe_check_out(&a[0], &a[1] if n == 2 else NULL, want, nd)
+        if err == FASTPE_OK:
+            return
+        fastpe_last_error(&e)
+        if err == FASTPE_EOVERLAP:
+            raise ValueError("out's cos and sin must not share memory")
+        i = 1 if n == 2 and e.argument != NULL and e.argument.decode() == "sin" else 0
+        if err == FASTPE_ESIZE:
+            raise ValueError(f"out must have shape {shape}, got {_axes(&v[i], False)}")
+        if err == PE_EINVAL:
+            raise ValueError("out must be aligned to its dtype (got a misaligned buffer)")
+        if err == FASTPE_ESTRIDE and e.index == v[i].ndim - 1:
+            raise ValueError(f"out's last axis must be contiguous (stride {v[i].itemsize}), "
+                             f"got strides {_axes(&v[i], True)}")
+        if err == FASTPE_ESTRIDE and e.index != v[i].ndim - 2:  # an outer axis
+            raise ValueError(f"out's {'' if n == 1 else ('cos ', 'sin ')[i]}rows overlap "
+                             f"(strides {_axes(&v[i], True)})")
+        if err == FASTPE_ESTRIDE:
+            raise ValueError("out's rows must not overlap or run backwards (row stride >= "
+                             f"{v[i].shape[v[i].ndim - 1] * v[i].itemsize} bytes), got strides "
+                             f"{_axes(&v[i], True)}")
+        _raise(err)
     finally:
-        PyBuffer_Release(&cv)
+        for i in range(held):
+            PyBuffer_Release(&v[i])
 
 
 cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer *ov,
                             int64_t batch, int64_t seq, pe_rope_span *span) except -1:
-    """The library's checks of apply_rope's positions (``pv``, int64 or float64)
-    or offsets (``ov``, int64; one of them NULL) for batch x seq tokens; raises
+    """The library's checks of apply_rope's positions (``pv``, int64 or float64,
+    finite) or offsets (``ov``, int64; one of them NULL) for batch x seq tokens; raises
     from the detail."""
     cdef pe_rope_array a
     cdef _RopeAxes64 ax
@@ -183,6 +206,8 @@ cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer
     if err == FASTPE_ESIZE:
         raise ValueError(f"offset must be an int or one per batch entry ({batch}), got shape "
                          f"{_axes(ov, False)}")
+    if err == FASTPE_ERANGE and pv != NULL:
+        raise ValueError("positions must be finite (got NaN or inf)")
     if err == FASTPE_ERANGE:
         raise ValueError("offset must stay within +-2**62")
     return _raise(err)
@@ -205,3 +230,57 @@ def rope_check_tokens(positions, offset, int64_t batch, int64_t seq):
     if real and span.hi >= span.lo:
         return span.lo, span.hi
     return span.ilo, span.ihi
+
+
+def rope_check_range(lo, hi, double limit, int64_t axis=-1):
+    """The library's check that positions lo .. hi (none when hi < lo; axis: of
+    multi-axis positions, or -1) stay within +-limit, the exact angle reduction
+    of their frequencies (Encoder.max_position); ValueError naming them."""
+    cdef pe_rope_span span
+    span.lo = lo
+    span.hi = hi
+    span.ilo = span.ihi = 0
+    if pe_rope_check_span(&span, limit, axis) == FASTPE_OK:
+        return
+    largest = max(abs(lo), abs(hi))
+    if axis < 0:
+        raise ValueError(f"positions must stay within +-{int(limit)} for these frequencies "
+                         f"(exact angle reduction); got up to {largest}")
+    raise ValueError(f"positions[..., {axis}] must stay within +-{int(limit)} for the "
+                     f"frequencies of axis {axis} (exact angle reduction); got up to {largest}")
+
+
+def rope_check_axes_tokens(positions, int64_t n, int64_t batch, int64_t seq, str what):
+    """(lo, hi): lists of each axis's smallest and largest coordinate (hi < lo:
+    no tokens) of multi-axis positions (an int64 or float64 ndarray whose last axis
+    holds a token's n coordinates) after the library's checks: a cache's (seq < 0)
+    of any shape (..., n), a rotation's of batch x seq tokens (seq, n) or (1 or
+    batch, seq, n).  ``what`` ends the shape messages (" for sections=...")."""
+    cdef Py_buffer v
+    cdef pe_rope_array a
+    cdef _RopeAxes64 ax
+    cdef pe_rope_span spans[64]
+    cdef fastpe_error e
+    cdef int err
+    cdef int64_t i
+    cdef bint real = positions.dtype.kind == "f"
+    PyObject_GetBuffer(positions, &v, PyBUF_STRIDES)
+    try:
+        _rope_array_of(&a, &ax, &v, b"positions")
+        err = pe_rope_check_axes_tokens(&a, real, n, batch, seq, spans)
+        if err != FASTPE_OK:
+            fastpe_last_error(&e)
+            if err == FASTPE_ESIZE and e.index >= 0:
+                raise ValueError(f"positions must have shape (..., {n}){what}, got "
+                                 f"{_axes(&v, False)}")
+            if err == FASTPE_ESIZE and e.argument != NULL and e.argument.decode() == "positions":
+                raise ValueError(f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, "
+                                 f"{n}){what}, got {_axes(&v, False)}")
+            if err == FASTPE_ERANGE:
+                raise ValueError("positions must be finite (got NaN or inf)")
+            _raise(err)
+    finally:
+        PyBuffer_Release(&v)
+    if real and n > 0 and spans[0].hi >= spans[0].lo:
+        return [spans[i].lo for i in range(n)], [spans[i].hi for i in range(n)]
+    return [spans[i].ilo for i in range(n)], [spans[i].ihi for i in range(n)]

@@ -357,12 +357,16 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
                     return None
             finally:
                 PyBuffer_Release(&iv)
-            if fabs(span.lo) > h.max_position or fabs(span.hi) > h.max_position:
+            if pe_rope_check_span(&span, h.max_position, -1) != FASTPE_OK:
                 return None
             if positions is not None and (<object>positions).ndim == 1:
                 positions = (<object>positions).reshape(1, S)
-        elif _extent(off, S) > h.max_position:
-            return None
+        else:
+            # (the span in doubles: no int64 overflow; beyond the reduction's bound, far
+            # inside +-2^62, the general path explains)
+            span.lo, span.hi = <double>off, <double>off + <double>(S - 1)
+            if pe_rope_check_span(&span, h.max_position, -1) != FASTPE_OK:
+                return None
         _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, &h.sp, h.plan,
                   <pe_anchor_cache *>&pl.ac, sa, off, offsets, positions, layout == "half",
                   h.attention, nt)
@@ -374,11 +378,37 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     return q if k is None else (q, k)
 
 
+# the most positions a list may hold on rope_cache's small-call path (a decoding
+# step's few; longer lists take the general path's conversion)
+cdef enum:
+    _LIST_IDS = 64
+
+
+cdef bint _int64_list(list xs, int64_t *ids, int64_t *n) except -1:
+    """A short list of Python ints (rope_cache's positions) into ids, exactly as
+    the general path converts them; False for anything else, which the general
+    path converts and checks."""
+    cdef Py_ssize_t i, m = len(xs)
+    cdef int overflow = 0
+    if m < 1 or m > _LIST_IDS:
+        return False
+    for i in range(m):
+        x = xs[i]
+        if type(x) is not int:
+            return False
+        ids[i] = PyLong_AsLongLongAndOverflow(x, &overflow)
+        if overflow:
+            return False
+    n[0] = m
+    return True
+
+
 def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layout, dtype,
                     max_position_embeddings, precision, inv_freq, attention_factor, out,
                     num_threads):
     """fastpe.rope_cache for the common case -- a planned rule, an int seq_len and
-    offset or a 1-D int64 ndarray of positions, float32/float64 into new arrays or
+    offset or 1-D positions (an int64 ndarray, or a short list of ints), float32/float64
+    into new arrays or
     a pair of plain ndarrays of the result's shape -- through the C API's cache
     function, or None to decline (the general path then validates and explains)."""
     cdef const pe_rope_plan *pl = NULL
@@ -387,6 +417,7 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     cdef bint have_out = False, have_pos = False
     cdef int64_t n, W, off = 0, crow = 0, srow = 0, cstride = 0, sstride = 0
     cdef const int64_t *pp = NULL
+    cdef int64_t ids[_LIST_IDS]
     cdef int nt, lay, err, slot = -1
     cdef char want
     if attention_factor is not None or type(layout) is not str \
@@ -395,7 +426,7 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     lay = FASTPE_LAYOUT_SPLIT if layout == "half" else FASTPE_LAYOUT_INTERLEAVED
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
-    if nt < 0 or want == c'x' or (out is not None and want != 0):
+    if nt < 0 or want == c'x':
         return None
     if positions is None:
         if type(seq_len) is not int or type(offset) is not int or not 1 <= seq_len <= 2**40 \
@@ -403,14 +434,20 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             return None
         n, off = seq_len, offset
     else:
-        if seq_len is not None or type(offset) is not int or offset != 0 \
-                or type(positions) is not _NDARRAY:
+        if seq_len is not None or type(offset) is not int or offset != 0:
             return None
-        try:
-            PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
-        except (BufferError, ValueError, TypeError):
+        if type(positions) is list:
+            if not _int64_list(<list>positions, ids, &n):
+                return None
+            pp = ids
+        elif type(positions) is not _NDARRAY:
             return None
-        have_pos = True
+        else:
+            try:
+                PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+            except (BufferError, ValueError, TypeError):
+                return None
+            have_pos = True
     try:
         pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
                         inv_freq, &slot)
@@ -433,7 +470,8 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             if type(out) is not tuple or len(<tuple>out) != 2:
                 return None
             result = out
-        if not _fast_out(result[0], &cv, 0, &crow, W, &cstride):
+        # (a dtype given with out: out's must be it, else the general path explains)
+        if not _fast_out(result[0], &cv, want, &crow, W, &cstride):
             return None
         have_out = True
         if not _fast_out(result[1], &sv, c'f' if cv.itemsize == 4 else c'd', &srow, W,

@@ -290,22 +290,10 @@ def rotate(
                 f"({batch}, {seq}, {n})"
             )
         pos = _unaliased(_as_position_ids(positions), views)
+        lo, hi = _kernel.rope_check_axes_tokens(pos, n, batch, seq, f" for inv_freq of {n} axes")
         if pos.ndim == 2:
             pos = pos[None]
-        if (
-            pos.ndim != 3
-            or pos.shape[1] != seq
-            or pos.shape[0] not in (1, batch)
-            or (pos.shape[2] != n)
-        ):
-            raise ValueError(
-                f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, {n}) for "
-                f"inv_freq of {n} axes, got {np.shape(positions)}"
-            )
         nb = pos.shape[0]
-        flat = pos.reshape(-1, n)
-        lo = flat.min(axis=0).tolist() if flat.size else [0] * n
-        hi = flat.max(axis=0).tolist() if flat.size else [-1] * n
         axes_pos = [
             {"nseq": nb, "seq_len": seq, "positions": np.ascontiguousarray(pos[:, :, a])}
             for a in range(n)
@@ -413,14 +401,9 @@ def cache(
                 'xpos_scale_base applies to 1-axis positions, not section_layout="mixed"'
             )
         pos = _as_position_ids(positions)
-        if pos.ndim < 1 or pos.shape[-1] != n:
-            raise ValueError(
-                f"positions must have shape (..., {n}) for inv_freq of {n} axes, got {pos.shape}"
-            )
+        lo, hi = _kernel.rope_check_axes_tokens(pos, n, -1, -1, f" for inv_freq of {n} axes")
         shape = pos.shape[:-1]
         flat = pos.reshape(-1, n)
-        lo = flat.min(axis=0).tolist() if flat.size else [0] * n
-        hi = flat.max(axis=0).tolist() if flat.size else [-1] * n
         axes_pos = [
             {
                 "nseq": 1,
@@ -443,7 +426,7 @@ def cache(
                 raise ValueError("offset applies to seq_len; add it to positions instead")
             p = _as_position_ids(positions)
             shape = p.shape
-            lo, hi = [int(p.min()) if p.size else 0], [int(p.max()) if p.size else -1]
+            lo, hi = _kernel.rope_check_axes_tokens(p.reshape(-1, 1), 1, -1, -1, "")
             axes_pos = [{"nseq": 1, "seq_len": p.size, "positions": p.reshape(1, -1)}]
             tok = p.reshape(-1).astype(np.float64)
     rule = _Rule(rope_parameters, None, attention_factor, max_position_embeddings, precision)

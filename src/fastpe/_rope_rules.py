@@ -503,12 +503,7 @@ def _angles(
     if rule.attention_factor is not None:
         attention = as_base(rule.attention_factor, "attention_factor")
     enc = _encoder(w)
-    largest = max(abs(lo), abs(hi)) if hi >= lo else 0
-    if largest > enc.max_position:
-        raise ValueError(
-            f"positions must stay within +-{int(enc.max_position)} for these "
-            f"frequencies (exact angle reduction); got up to {largest}"
-        )
+    _kernel.rope_check_range(lo, hi, enc.max_position)
     return w, attention, enc
 
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 
+from . import kernel as _kernel
 from ._system import SMALL_REQUEST, memory_limit, physical_memory  # noqa: F401  (re-export)
 
 LAYOUTS = ("interleaved", "split")
@@ -312,15 +313,19 @@ def _bfloat16_tensor(t: Any) -> np.ndarray | None:
         return arr.view(BF16_BITS)
 
 
-def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.ndarray:
-    """Validate a caller-supplied output array and return an ndarray view of it
-    (``out`` itself for an ndarray; see :func:`as_out_array` for other objects).
-    Accepted: writable, aligned, exactly ``shape``, dtype float16/bfloat16/float32/
-    float64 (native byte order), last axis contiguous; rows may be strided (a column slice of a
-    wider matrix) but may not overlap or run backwards."""
+def writable_out(out: Any) -> np.ndarray:
+    """A caller's output as a writable ndarray view (:func:`as_out_array`)."""
     out = as_out_array(out)
-    if out.shape != shape:
-        raise ValueError(f"out must have shape {shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writable (got a read-only array)")
+    return out
+
+
+def check_out_dtype(out: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    """``out`` (an ndarray view of a caller's output, see :func:`as_out_array`)
+    after the checks only Python can make: dtype float16/bfloat16/float32/float64
+    (native byte order), ``dtype`` when one was requested.  Its shape and layout
+    are the library's to check (kernel.check_out), before this."""
     if not is_output_dtype(out.dtype):
         raise TypeError(
             f"out must have dtype {SUPPORTED} (native byte order), got {dtype_name(out.dtype)}"
@@ -329,24 +334,19 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.nd
         pass  # ml_dtypes' type, or the bits of a tensor's bfloat16 without it
     elif dtype is not None and out.dtype != dtype:
         raise TypeError(f"out has dtype {out.dtype} but dtype={dtype} was requested")
-    if not out.flags.writeable:
-        raise ValueError("out must be writable (got a read-only array)")
-    if not out.flags.aligned:
-        raise ValueError("out must be aligned to its dtype (got a misaligned buffer)")
-    itemsize = out.dtype.itemsize
-    if out.size:
-        if shape[-1] > 1 and out.strides[-1] != itemsize:
-            raise ValueError(
-                f"out's last axis must be contiguous (stride {itemsize}), "
-                f"got strides {out.strides}"
-            )
-        if len(shape) >= 2 and shape[-2] > 1:
-            row = out.strides[-2]
-            if row < shape[-1] * itemsize or row % itemsize:
-                raise ValueError(
-                    "out's rows must not overlap or run backwards "
-                    f"(row stride >= {shape[-1] * itemsize} bytes), got strides {out.strides}"
-                )
+    return out
+
+
+def check_out(out: Any, shape: tuple[int, ...], dtype: np.dtype | None) -> np.ndarray:
+    """Validate a caller-supplied output array and return an ndarray view of it
+    (``out`` itself for an ndarray; see :func:`as_out_array` for other objects).
+    Accepted: exactly ``shape``, aligned, last axis contiguous, rows strided (a
+    column slice of a wider matrix) but not running backwards, no two elements
+    sharing memory on any axis (the library's pe_check_out); then the dtype
+    (:func:`check_out_dtype`)."""
+    out = writable_out(out)
+    _kernel.check_out(kernel_view(out)[0], None, shape)
+    check_out_dtype(out, dtype)
     # (a native dtype spelled explicitly, "<f8" as NumPy keeps it for ctypes buffers,
     # needs no conversion: the kernel accepts native byte-order prefixes)
     return out
