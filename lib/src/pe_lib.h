@@ -142,6 +142,7 @@ PE_HIDDEN void pe_fork_child(void);
 #define PE_PLAN_TABLE     1 /* a table's plan (api.c) */
 #define PE_PLAN_ROPE_LIST 2 /* a RoPE handle of listed frequencies (rope.c) */
 #define PE_PLAN_ROPE_RULE 3 /* a RoPE handle of a rule's parameters (rope_rules.c) */
+#define PE_PLAN_ROPE_AXES 4 /* a multi-axis RoPE handle (rope.c) */
 typedef void (*pe_plan_drop)(void *value);
 PE_HIDDEN void *pe_plans_find(const void *key, size_t len, int *slot);
 PE_HIDDEN void *pe_plans_add(const void *key, size_t len, void *value, size_t bytes,
@@ -335,6 +336,33 @@ typedef struct {
     pe_rows rq;
     const int64_t *cols;
 } pe_rope_axis;
+
+/* A multi-axis RoPE handle kept by the plan cache: the nf frequencies of a rule
+ * or a list laid out over n_axes axes by their sections (fastpe_rope_from_axes
+ * with fastpe_rope_section_axes' assignment), and what a call reads of it: the
+ * axes with frequencies as ax[0 .. nax-1] (their rq left to the caller; each
+ * with its own anchor cache), which[i] the index of ax[i] among all axes, and
+ * max_position[a] the largest |position| of axis a (HUGE_VAL for an axis
+ * without frequencies).  Never freed while held. */
+typedef struct {
+    struct fastpe_rope *h;
+    int n_axes;
+    int nax;
+    int64_t nf;
+    const pe_rope_axis *ax;
+    const int *which;
+    const double *max_position;
+} pe_rope_axes_plan;
+/* The multi-axis plan of the nf frequencies w (float64) with sections[0 ..
+ * n_axes-1] laid out as section_layout (FASTPE_SECTIONS_*): cached, or built
+ * and added, under the frequencies' and the sections' values; held by the
+ * caller until pe_rope_axes_plan_done(plan, *slot).  NULL when the library
+ * refuses them (the error detail says why, as fastpe_rope_section_axes and
+ * fastpe_rope_from_axes) or memory ran out. */
+PE_HIDDEN const pe_rope_axes_plan *pe_rope_plan_axes(const double *w, int64_t nf,
+                                                     const int64_t *sections, int n_axes,
+                                                     int section_layout, int *slot);
+PE_HIDDEN void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot);
 
 /* The [sin | cos] table of nf frequencies for ntab tokens whose frequencies
  * follow n_axes axes: each axis's rows filled (kind PE_KIND_*, each entry

@@ -155,36 +155,43 @@ def _c_plans(clear=False, max_entries=None):
     return stats if old is None else (stats, old)
 
 
-#: (rope_plan_key(...), sections, section_layout) -> (RopeAxes, attention factor):
-#: multi-axis frequency arguments already checked by fastpe._rope_axes, read by
-#: rope_apply_axes (_rope_fast.pxi).  Bounded by ENCODERS_MAX.
-rope_axes_plans = {}
-
-
-def rope_axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq,
-                       sections, section_layout):
-    """The cache key of multi-axis RoPE arguments, or None when they are not plain
-    values (see rope_plan_key; ``sections`` a list or tuple of ints)."""
-    return _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                          inv_freq, sections, section_layout)
-
-
-cdef object _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                           inv_freq, sections, section_layout):
-    if (type(sections) is not tuple and type(sections) is not list) \
-            or type(section_layout) is not str:
-        return None
-    for v in sections:
-        if type(v) is not int:
-            return None
-    key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
-    if key is None:
-        return None
-    return (key, tuple(sections), section_layout)
-
-
-def remember_rope_axes_plan(key, RopeAxes axes, double attention):
-    with _encoders_lock:
-        rope_axes_plans[key] = (axes, attention)
-        while len(rope_axes_plans) > ENCODERS_MAX:
-            del rope_axes_plans[next(iter(rope_axes_plans))]
+cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_position_embeddings,
+                                              precision, inv_freq, sections, section_layout,
+                                              double *attention, int *slot) except? NULL:
+    """The library's multi-axis plan of the frequency arguments (as _rope_plan) laid
+    out by ``sections`` (a list or tuple of ints) and ``section_layout``, held until
+    pe_rope_axes_plan_done(plan, slot[0]), with the rule's attention factor; or NULL
+    to decline (arguments of other types, sections the library refuses: the general
+    path then explains)."""
+    cdef int64_t secs[64]
+    cdef int n, i, layout, rslot
+    cdef const pe_rope_plan *pl
+    cdef const pe_rope_axes_plan *apl
+    cdef pe_rope_handle *h
+    slot[0] = -1
+    if type(section_layout) is not str:
+        return NULL
+    # (FASTPE_SECTIONS_*: the index in fastpe._rope_rules.SECTION_LAYOUTS)
+    if section_layout == "contiguous":
+        layout = 0
+    elif section_layout == "interleaved":
+        layout = 1
+    else:
+        return NULL
+    if type(sections) is not tuple and type(sections) is not list:
+        return NULL
+    n = len(sections)
+    if not 1 <= n <= ROPE_MAX_AXES:
+        return NULL
+    for i in range(n):
+        if not _as_i64(sections[i], &secs[i]):
+            return NULL
+    pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq,
+                    &rslot)
+    if pl == NULL:
+        return NULL
+    h = <pe_rope_handle *>pl.h
+    attention[0] = h.attention
+    apl = pe_rope_plan_axes(h.w, h.sp.nf, secs, n, layout, slot)
+    pe_rope_plan_done(pl, rslot)
+    return apl

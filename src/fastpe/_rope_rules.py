@@ -551,7 +551,9 @@ def _encoder(w: np.ndarray) -> _kernel.Encoder:
     return enc
 
 
-def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
+def _plan(
+    rule: _Rule, head_dim: Any, enc: _kernel.Encoder | None, attention: float, nf: int
+) -> None:
     """Remember the conversion of checked rope_parameters for the small-call paths,
     when their frequencies do not depend on the sequence length (and rotate at
     most head_dim dims, which apply_rope's path relies on).  The frequencies are

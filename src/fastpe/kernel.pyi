@@ -62,15 +62,15 @@ def rope_rotate_tables(
 
 @disjoint_base
 class RopeAxes:
-    """A multi-axis RoPE: each axis's encoding and the table columns it fills."""
+    """A multi-axis RoPE plan of the library's cache, held while the object lives."""
 
-    n_axes: int
-    nf: int
-    encoders: tuple[Encoder | None, ...]
-    columns: tuple[np.ndarray, ...]
-    def __new__(
-        cls, encoders: tuple[Encoder | None, ...], columns: tuple[Any, ...], nf: int
-    ) -> Self: ...
+    @property
+    def n_axes(self) -> int: ...
+    @property
+    def nf(self) -> int: ...
+    @property
+    def max_positions(self) -> tuple[float, ...]: ...
+    def __new__(cls, w: Any, sections: Any, section_layout: int) -> Self: ...
 
 def rope_table_axes(
     axes: RopeAxes,
@@ -94,18 +94,6 @@ def rope_rotate_axes(
     k_bfloat16: bool = ...,
 ) -> None: ...
 
-rope_axes_plans: dict[Any, tuple[RopeAxes, float]]
-
-def rope_axes_plan_key(
-    rope_parameters: Any,
-    head_dim: Any,
-    max_position_embeddings: Any,
-    precision: Any,
-    inv_freq: Any,
-    sections: Any,
-    section_layout: Any,
-) -> tuple[Any, ...] | None: ...
-def remember_rope_axes_plan(key: Any, axes: RopeAxes, attention: float) -> None: ...
 def rope_apply_axes(
     q: Any,
     k: Any,
