@@ -96,8 +96,10 @@ def test_a_changed_array_or_dict_is_a_new_plan():
     built = _builds()
     params["factor"] = 3.0
     fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)  # converted (general path)
-    got = fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)
+    # (the general path's plan of the frequencies, then the small-call path's of the rule)
     assert _builds() == built + 1
+    got = fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)
+    assert _builds() == built + 2
     np.testing.assert_array_equal(
         got, fastpe.apply_rope.__wrapped__(q.copy(), offset=10, rope_parameters=dict(params))
     )

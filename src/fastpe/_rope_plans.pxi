@@ -140,6 +140,55 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
     return pl
 
 
+cdef class RopePlan:
+    """The library's plan of a list of frequencies ([sin | cos] rows of nf
+    frequencies: pe_rope_plan_list), held while this object lives: what the
+    general path of apply_rope and rope_cache fills and rotates by.  The cache
+    keeps the plan; the small-call paths find the same entry by the frequencies'
+    values."""
+    cdef const pe_rope_plan *pl
+    cdef int slot
+    cdef const pe_spec *sp
+    cdef const double *pmem
+    cdef pe_anchor_cache *ac
+
+    def __cinit__(self, w):
+        cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
+        cdef pe_rope_handle *h
+        self.slot = -1
+        if wv.shape[0] < 1:
+            raise ValueError("w must list at least one frequency")
+        self.pl = pe_rope_plan_list(&wv[0], c'd', wv.shape[0], &self.slot)
+        if self.pl == NULL:
+            _raise_for(_last_error()[0] or FASTPE_ENOMEM)
+        h = <pe_rope_handle *>self.pl.h
+        self.sp = &h.sp
+        self.pmem = h.plan
+        self.ac = <pe_anchor_cache *>&self.pl.ac
+
+    def __dealloc__(self):
+        if self.pl != NULL:
+            pe_rope_plan_done(self.pl, self.slot)
+
+    @property
+    def nf(self):
+        return self.sp.nf
+
+    @property
+    def max_position(self):
+        """The largest |position| the exact angle reduction allows."""
+        return (<pe_rope_handle *>self.pl.h).max_position
+
+    def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
+                  positions=None, bint add=False, double scale=1.0, int num_threads=0,
+                  bint fresh=False, bint bfloat16=False, tuple errctx=None,
+                  bint accurate=False):
+        """Fill ``out`` with the [sin | cos] rows (as Encoder.fill_rows)."""
+        return _fill_buffers(out, self.sp, self.pmem, nseq, seq_len, offset, offsets,
+                             positions, None, add, scale, num_threads, fresh, self.ac,
+                             bfloat16, errctx, accurate)
+
+
 def _c_plans(clear=False, max_entries=None):
     """(entries, bytes, plans built since load, entry bound, byte bound) of the
     library's plan cache (for tests); ``clear`` drops its idle entries first,

@@ -31,7 +31,7 @@ class Plan:
 def plan_nbytes(spec: dict[str, Any]) -> int: ...
 def rope_rotate(
     x: Any,
-    enc: Encoder,
+    enc: RopePlan,
     seq_axis: int,
     offset: int,
     offsets: np.ndarray | None,
@@ -272,6 +272,33 @@ class Encoder:
         accurate: bool = ...,
     ) -> Any: ...
     def scratch_nbytes(self, rows: int, num_threads: int, add: bool) -> int: ...
+
+@disjoint_base
+class RopePlan:
+    """The library's plan of a list of frequencies, held while the object lives."""
+
+    def __new__(cls, w: Any) -> Self: ...
+    @property
+    def nf(self) -> int: ...
+    @property
+    def max_position(self) -> float: ...
+    def fill_rows(
+        self,
+        out: Any,
+        *,
+        nseq: int,
+        seq_len: int,
+        offset: int = ...,
+        offsets: np.ndarray | None = ...,
+        positions: np.ndarray | None = ...,
+        add: bool = ...,
+        scale: float = ...,
+        num_threads: int = ...,
+        fresh: bool = ...,
+        bfloat16: bool = ...,
+        errctx: tuple[dict[str, str] | None, tuple[int, ...] | None, str] | None = ...,
+        accurate: bool = ...,
+    ) -> Any: ...
 
 PLAN_MAX_BYTES: int
 ENCODERS_MAX: int
