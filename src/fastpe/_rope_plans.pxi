@@ -12,6 +12,8 @@ cdef extern from "pe_lib.h" nogil:
     const pe_rope_plan *pe_rope_plan_rule(const void *p, int64_t head_dim, int *slot)
     void pe_rope_plan_done(const pe_rope_plan *plan, int slot)
     void pe_plans_stats(int64_t *out)
+    void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len, int64_t refs) noexcept nogil,
+                        void *ctx)
     int pe_plans_set_max(int n)
     void pe_plans_clear()
 
@@ -244,3 +246,24 @@ cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_pos
     apl = pe_rope_plan_axes(h.w, h.sp.nf, secs, n, layout, slot)
     pe_rope_plan_done(pl, rslot)
     return apl
+
+
+cdef void _count_kind(void *ctx, const void *key, size_t len, int64_t refs) noexcept nogil:
+    # ctx: (entries, holds) per PE_PLAN_* tag 0 .. 7 (tag 0: any other)
+    cdef int64_t tag = 0
+    if len >= 8:
+        memcpy(&tag, key, 8)
+    if not 0 <= tag < 8:
+        tag = 0
+    (<int64_t *>ctx)[2 * tag] += 1
+    (<int64_t *>ctx)[2 * tag + 1] += refs
+
+
+def _c_plan_kinds():
+    """{kind: (entries, holds)} of the library's plan cache, by the tag its keys start
+    with ("table", "rope list", "rope rule", "rope axes"; for tests)."""
+    cdef int64_t n[16]
+    memset(n, 0, sizeof(n))
+    pe_plans_visit(_count_kind, n)
+    names = {1: "table", 2: "rope list", 3: "rope rule", 4: "rope axes"}
+    return {name: (n[2 * t], n[2 * t + 1]) for t, name in names.items()}

@@ -174,6 +174,7 @@ def remember_rope_args(key: Any, head_dim: int, fields: dict[str, Any]) -> None:
 def _c_plans(
     clear: bool = False, max_entries: int | None = None
 ) -> tuple[int, int, int, int, int] | tuple[tuple[int, int, int, int, int], int]: ...
+def _c_plan_kinds() -> dict[str, tuple[int, int]]: ...
 def rope_apply(
     q: Any,
     k: Any,
