@@ -246,7 +246,8 @@ def test_cold_and_warm_multi_axis_calls_agree_bitwise_and_in_their_errors():
     ]
 
     def run():
-        out = [_mrope_step(params), _mrope_step(params, layout="interleaved", sections=(24, 20, 20))]
+        out = [_mrope_step(params)]
+        out.append(_mrope_step(params, layout="interleaved", sections=(24, 20, 20)))
         out.append(fastpe.rope_cache(128, params, positions=STEP[0], sections=SEC))
         errors = []
         for kw in bad:

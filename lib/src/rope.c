@@ -477,7 +477,8 @@ const pe_rope_axes_plan *pe_rope_plan_axes(const double *w, int64_t nf, const in
         int32_t *axis = (int32_t *)malloc((size_t)nf * sizeof(int32_t));
         struct fastpe_rope *h = NULL;
         axes_plan *p = NULL;
-        if (axis != NULL && section_axes_body(sections, n_axes, section_layout, axis, nf) == FASTPE_OK)
+        if (axis != NULL &&
+            section_axes_body(sections, n_axes, section_layout, axis, nf) == FASTPE_OK)
             h = rope_from_axes_body(w, nf, axis, n_axes, 1.0);
         free(axis);
         if (h != NULL)

@@ -4,6 +4,10 @@
 # library's fastpe_rope_params once, by the general path, and that conversion (no
 # frequencies: those live in the plan cache) is remembered here by the dict's values.
 
+ctypedef void (*pe_plans_visitor)(void *ctx, const void *key, size_t len,
+                                  int64_t refs) noexcept nogil
+
+
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_plan:
         void *h             # struct fastpe_rope (pe_rope_handle)
@@ -12,8 +16,7 @@ cdef extern from "pe_lib.h" nogil:
     const pe_rope_plan *pe_rope_plan_rule(const void *p, int64_t head_dim, int *slot)
     void pe_rope_plan_done(const pe_rope_plan *plan, int slot)
     void pe_plans_stats(int64_t *out)
-    void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len, int64_t refs) noexcept nogil,
-                        void *ctx)
+    void pe_plans_visit(pe_plans_visitor fn, void *ctx)
     int pe_plans_set_max(int n)
     void pe_plans_clear()
 

@@ -19,7 +19,6 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from . import kernel as _kernel
-from ._conventions import kernel_spec
 from ._validate import (
     MAX_SCALE,
     _is_torch_bfloat16,

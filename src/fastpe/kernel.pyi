@@ -93,7 +93,6 @@ def rope_rotate_axes(
     k: Any = ...,
     k_bfloat16: bool = ...,
 ) -> None: ...
-
 def rope_apply_axes(
     q: Any,
     k: Any,
