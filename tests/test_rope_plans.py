@@ -293,7 +293,7 @@ def test_a_held_multi_axis_plan_outlives_a_clear():
     assert kernel._c_plan_kinds()["rope axes"] == (1, 1)
     kernel._c_plans(clear=True)  # a caller's plan is never dropped under it
     assert kernel._c_plan_kinds()["rope axes"] == (1, 1)
-    assert axes.n_axes == 3 and axes.nf == 64 and len(axes.max_positions) == 3
+    assert len(axes.max_positions) == 3
     del axes
     assert kernel._c_plan_kinds()["rope axes"] == (1, 0)
     kernel._c_plans(clear=True)

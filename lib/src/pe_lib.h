@@ -154,6 +154,10 @@ PE_HIDDEN void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len,
 /* out[0 .. 4]: entries, bytes held, values added since load (each one built),
  * the entry bound, the byte bound. */
 PE_HIDDEN void pe_plans_stats(int64_t *out);
+/* out[2 t], out[2 t + 1]: the entries whose key starts with tag t (0: any other)
+ * and the holds on them, t < PE_PLAN_KINDS (tests). */
+#define PE_PLAN_KINDS 8
+PE_HIDDEN void pe_plans_kinds(int64_t *out);
 /* The entry bound (1 .. 1024; tests), the old one returned. */
 PE_HIDDEN int pe_plans_set_max(int n);
 /* The cache's lock taken (1) or released (0), for the fork handlers; the idle

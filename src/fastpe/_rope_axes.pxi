@@ -55,14 +55,6 @@ cdef class RopeAxes:
             pe_rope_axes_plan_done(self.pl, self.slot)
 
     @property
-    def n_axes(self):
-        return self.pl.n_axes
-
-    @property
-    def nf(self):
-        return self.pl.nf
-
-    @property
     def max_positions(self):
         """The largest |position| of each axis (inf for one without frequencies)."""
         return tuple(self.pl.max_position[a] for a in range(self.pl.n_axes))

@@ -4,10 +4,6 @@
 # library's fastpe_rope_params once, by the general path, and that conversion (no
 # frequencies: those live in the plan cache) is remembered here by the dict's values.
 
-ctypedef void (*pe_plans_visitor)(void *ctx, const void *key, size_t len,
-                                  int64_t refs) noexcept nogil
-
-
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_plan:
         void *h             # struct fastpe_rope (pe_rope_handle)
@@ -16,7 +12,7 @@ cdef extern from "pe_lib.h" nogil:
     const pe_rope_plan *pe_rope_plan_rule(const void *p, int64_t head_dim, int *slot)
     void pe_rope_plan_done(const pe_rope_plan *plan, int slot)
     void pe_plans_stats(int64_t *out)
-    void pe_plans_visit(pe_plans_visitor fn, void *ctx)
+    void pe_plans_kinds(int64_t *out)
     int pe_plans_set_max(int n)
     void pe_plans_clear()
 
@@ -176,10 +172,6 @@ cdef class RopePlan:
             pe_rope_plan_done(self.pl, self.slot)
 
     @property
-    def nf(self):
-        return self.sp.nf
-
-    @property
     def max_position(self):
         """The largest |position| the exact angle reduction allows."""
         return (<pe_rope_handle *>self.pl.h).max_position
@@ -251,22 +243,10 @@ cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_pos
     return apl
 
 
-cdef void _count_kind(void *ctx, const void *key, size_t len, int64_t refs) noexcept nogil:
-    # ctx: (entries, holds) per PE_PLAN_* tag 0 .. 7 (tag 0: any other)
-    cdef int64_t tag = 0
-    if len >= 8:
-        memcpy(&tag, key, 8)
-    if not 0 <= tag < 8:
-        tag = 0
-    (<int64_t *>ctx)[2 * tag] += 1
-    (<int64_t *>ctx)[2 * tag + 1] += refs
-
-
 def _c_plan_kinds():
     """{kind: (entries, holds)} of the library's plan cache, by the tag its keys start
-    with ("table", "rope list", "rope rule", "rope axes"; for tests)."""
+    with (for tests)."""
     cdef int64_t n[16]
-    memset(n, 0, sizeof(n))
-    pe_plans_visit(_count_kind, n)
+    pe_plans_kinds(n)
     names = {1: "table", 2: "rope list", 3: "rope rule", 4: "rope axes"}
     return {name: (n[2 * t], n[2 * t + 1]) for t, name in names.items()}
