@@ -414,6 +414,7 @@ static axes_plan *axes_plan_new(struct fastpe_rope *h, size_t *bytes) {
     p->pub.h = h;
     p->pub.n_axes = n;
     p->pub.nf = h->sp.nf;
+    p->pub.attention = h->attention;
     /* the whole list's copy and plan (the handle's), then each axis's */
     *bytes = sizeof(*p) + (size_t)n * (sizeof(pe_rope_axis) + sizeof(pe_anchor_cache) + 12) +
              sizeof(*h) + (size_t)h->sp.nf * sizeof(double) +
@@ -442,50 +443,73 @@ static axes_plan *axes_plan_new(struct fastpe_rope *h, size_t *bytes) {
     return p;
 }
 
-/* (keys of up to this many words live on the stack: 3 axes and 256 frequencies) */
-#define AXES_KEY_STACK (ROPE_KEY_STACK + 8)
-
-const pe_rope_axes_plan *pe_rope_plan_axes(const double *w, int64_t nf, const int64_t *sections,
-                                           int n_axes, int section_layout, int *slot) {
-    int64_t stack[AXES_KEY_STACK], *key = stack;
-    const pe_rope_axes_plan *pl = NULL;
-    size_t words, bytes = 0;
-    *slot = -1;
-    if (w == NULL || sections == NULL)
-        return pe_fail(FASTPE_ENULL, w == NULL ? "inv_freq" : "sections", -1, NAN, NAN), NULL;
+int pe_rope_axes_key(void *key, const int64_t *sections, int n_axes, int section_layout) {
+    const int64_t head[3] = {PE_PLAN_ROPE_AXES, n_axes, section_layout};
+    if (sections == NULL)
+        return pe_fail(FASTPE_ENULL, "sections", -1, NAN, NAN), -1;
     if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
         return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes,
                        n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES),
-               NULL;
-    if (rope_check_list(w, nf) != FASTPE_OK)
+               -1;
+    memcpy(key, head, sizeof(head));
+    memcpy((char *)key + sizeof(head), sections, (size_t)n_axes * 8);
+    return 3 + n_axes;
+}
+
+const pe_rope_axes_plan *pe_rope_plan_axes_add(const void *key, size_t len, const double *w,
+                                               int64_t nf, double attention,
+                                               const int64_t *sections, int n_axes,
+                                               int section_layout, int *slot) {
+    int32_t *axis = (int32_t *)malloc((size_t)(nf > 0 ? nf : 1) * sizeof(int32_t));
+    struct fastpe_rope *h = NULL;
+    axes_plan *p = NULL;
+    size_t bytes = 0;
+    *slot = -1;
+    if (axis != NULL && section_axes_body(sections, n_axes, section_layout, axis, nf) == FASTPE_OK)
+        h = rope_from_axes_body(w, nf, axis, n_axes, attention);
+    free(axis);
+    if (h != NULL)
+        p = axes_plan_new(h, &bytes);
+    if (p == NULL)
         return NULL;
-    /* the tag, the sizes and layout, the sections, then the frequencies' bits */
-    words = 4 + (size_t)n_axes + (size_t)nf;
+    return (const pe_rope_axes_plan *)pe_plans_add(key, len, p, bytes, axes_plan_drop, slot);
+}
+
+/* (keys of up to this many words live on the stack: 3 axes and 256 frequencies) */
+#define AXES_KEY_STACK (ROPE_KEY_STACK + 8)
+
+const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
+                                           const int64_t *sections, int n_axes, int section_layout,
+                                           int *slot) {
+    double stack[AXES_KEY_STACK], *key = stack;
+    const pe_rope_axes_plan *pl;
+    const int64_t list[2] = {PE_PLAN_ROPE_LIST, nf};
+    int head;
+    size_t words;
+    *slot = -1;
+    if ((kind != PE_KIND_F32 && kind != PE_KIND_F64) ||
+        rope_check_list((const double *)w, nf) != FASTPE_OK)
+        return NULL;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return (void)pe_rope_axes_key(key, sections, n_axes, section_layout), NULL;
+    /* the sections' words, then the list's as pe_rope_plan_list keys it */
+    words = 3 + (size_t)n_axes + 2 + (size_t)nf;
     if (words > AXES_KEY_STACK) {
-        key = (int64_t *)malloc(words * 8);
+        key = (double *)malloc(words * 8);
         if (key == NULL)
             return NULL;
     }
-    key[0] = PE_PLAN_ROPE_AXES;
-    key[1] = nf;
-    key[2] = n_axes;
-    key[3] = section_layout;
-    memcpy(key + 4, sections, (size_t)n_axes * 8);
-    memcpy(key + 4 + n_axes, w, (size_t)nf * 8);
-    pl = (const pe_rope_axes_plan *)pe_plans_find(key, words * 8, slot);
-    if (pl == NULL) {
-        int32_t *axis = (int32_t *)malloc((size_t)nf * sizeof(int32_t));
-        struct fastpe_rope *h = NULL;
-        axes_plan *p = NULL;
-        if (axis != NULL &&
-            section_axes_body(sections, n_axes, section_layout, axis, nf) == FASTPE_OK)
-            h = rope_from_axes_body(w, nf, axis, n_axes, 1.0);
-        free(axis);
-        if (h != NULL)
-            p = axes_plan_new(h, &bytes);
-        if (p != NULL)
-            pl = (const pe_rope_axes_plan *)pe_plans_add(key, words * 8, p, bytes, axes_plan_drop,
-                                                         slot);
+    head = pe_rope_axes_key(key, sections, n_axes, section_layout);
+    pl = NULL;
+    if (head >= 0) {
+        double *kw = key + head + 2;
+        memcpy(key + head, list, sizeof(list));
+        for (int64_t i = 0; i < nf; i++)
+            kw[i] = kind == PE_KIND_F64 ? ((const double *)w)[i] : (double)((const float *)w)[i];
+        pl = (const pe_rope_axes_plan *)pe_plans_find(key, words * 8, slot);
+        if (pl == NULL)
+            pl = pe_rope_plan_axes_add(key, words * 8, kw, nf, 1.0, sections, n_axes,
+                                       section_layout, slot);
     }
     if (key != stack)
         free(key);

@@ -15,12 +15,16 @@ cdef extern from "pe_lib.h" nogil:
         int n_axes
         int nax
         int64_t nf
+        double attention
         const pe_rope_axis *ax
         const int *which
         const double *max_position
-    const pe_rope_axes_plan *pe_rope_plan_axes(const double *w, int64_t nf,
+    const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
                                                const int64_t *sections, int n_axes,
                                                int section_layout, int *slot)
+    const pe_rope_axes_plan *pe_rope_plan_axes_rule(const void *p, int64_t head_dim,
+                                                    const int64_t *sections, int n_axes,
+                                                    int section_layout, int *slot)
     void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot)
     int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab,
                            const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
@@ -45,7 +49,7 @@ cdef class RopeAxes:
         self.slot = -1
         if wv.shape[0] < 1 or not 1 <= sv.shape[0] <= ROPE_MAX_AXES:
             raise ValueError("w must list frequencies and sections 1 to 64 axes")
-        self.pl = pe_rope_plan_axes(&wv[0], wv.shape[0], &sv[0], <int>sv.shape[0],
+        self.pl = pe_rope_plan_axes(&wv[0], c'd', wv.shape[0], &sv[0], <int>sv.shape[0],
                                     section_layout, &self.slot)
         if self.pl == NULL:
             _raise_for(_last_error()[0] or FASTPE_ENOMEM)

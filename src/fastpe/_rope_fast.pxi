@@ -61,9 +61,10 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
         pl = _rope_axes_plan(rope_parameters,
                              qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
                              max_position_embeddings, precision, inv_freq, sections,
-                             section_layout, &attention, &slot)
+                             section_layout, &slot)
         if pl == NULL:
             return None
+        attention = pl.attention
         if k is not None:
             kkind = _rope_fast_buffer(k, &kv)
             have_k = kkind != 0
@@ -151,9 +152,10 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
         return None
     n = shape[0]
     pl = _rope_axes_plan(rope_parameters, head_dim, max_position_embeddings, precision,
-                         inv_freq, sections, section_layout, &attention, &slot)
+                         inv_freq, sections, section_layout, &slot)
     if pl == NULL:
         return None
+    attention = pl.attention
     try:
         nf = pl.nf
         # (the general path checks the memory of large requests; and every position
@@ -323,9 +325,9 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     if qkind == 0:
         return None
     try:
-        pl = _rope_plan(rope_parameters,
-                        qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
-                        max_position_embeddings, precision, inv_freq, &slot)
+        pl = <const pe_rope_plan *>_rope_plan(
+            rope_parameters, qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
+            max_position_embeddings, precision, inv_freq, &slot)
         if pl == NULL:
             return None
         h = <pe_rope_handle *>pl.h
@@ -416,8 +418,9 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             return None
         have_pos = True
     try:
-        pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
-                        inv_freq, &slot)
+        pl = <const pe_rope_plan *>_rope_plan(rope_parameters, head_dim,
+                                              max_position_embeddings, precision, inv_freq,
+                                              &slot)
         if pl == NULL:
             return None
         h = <pe_rope_handle *>pl.h

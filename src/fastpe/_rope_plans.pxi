@@ -100,17 +100,20 @@ def remember_rope_args(key, int64_t head_dim, dict fields):
             del rope_args[next(iter(rope_args))]
 
 
-cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embeddings,
-                                    precision, inv_freq, int *slot) except? NULL:
-    """The library's plan of the frequency arguments, held until
-    pe_rope_plan_done(plan, slot[0]), or NULL to decline: arguments of other types, a
-    dict whose conversion is not remembered, frequencies the library refuses or that
-    rotate more than head_dim dims (the general path then explains)."""
+cdef const void *_rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
+                            inv_freq, int *slot, const int64_t *secs=NULL, int n_axes=0,
+                            int layout=0) except? NULL:
+    """The library's plan of the frequency arguments -- a pe_rope_plan, held until
+    pe_rope_plan_done(plan, slot[0]); with ``n_axes`` sections ``secs`` in ``layout``
+    (FASTPE_SECTIONS_*) a pe_rope_axes_plan, held until pe_rope_axes_plan_done -- or
+    NULL to decline: arguments of other types, a dict whose conversion is not
+    remembered, frequencies or sections the library refuses, frequencies that rotate
+    more than head_dim dims (the general path then explains)."""
     cdef Py_buffer v
     cdef char code
-    cdef const pe_rope_plan *pl = NULL
+    cdef const void *pl = NULL
     cdef RopeArgs args
-    cdef int64_t hd
+    cdef int64_t hd, nf
     slot[0] = -1
     if not _as_i64(head_dim, &hd) or not 2 <= hd <= 2**31 or type(precision) is not str \
             or (max_position_embeddings is not None and type(max_position_embeddings) is not int):
@@ -121,7 +124,10 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
         if found is None:
             return NULL
         args = <RopeArgs>found
-        pl = pe_rope_plan_rule(args.p, args.head_dim, slot)
+        if n_axes:
+            pl = pe_rope_plan_axes_rule(args.p, args.head_dim, secs, n_axes, layout, slot)
+        else:
+            pl = pe_rope_plan_rule(args.p, args.head_dim, slot)
     else:
         # listed frequencies: read in place, no conversion to remember
         if rope_parameters is not None or type(inv_freq) is not _NDARRAY:
@@ -133,10 +139,19 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
         code = _native_code(v.format)
         if v.ndim == 1 and v.shape[0] >= 1 and (code == c'f' or code == c'd') \
                 and 2 * v.shape[0] <= hd:
-            pl = pe_rope_plan_list(v.buf, code, v.shape[0], slot)
+            if n_axes:
+                pl = pe_rope_plan_axes(v.buf, code, v.shape[0], secs, n_axes, layout, slot)
+            else:
+                pl = pe_rope_plan_list(v.buf, code, v.shape[0], slot)
         PyBuffer_Release(&v)
-    if pl != NULL and 2 * (<pe_rope_handle *>pl.h).sp.nf > hd:
-        pe_rope_plan_done(pl, slot[0])
+    if pl == NULL:
+        return NULL
+    if n_axes:
+        if 2 * (<const pe_rope_axes_plan *>pl).nf > hd:
+            pe_rope_axes_plan_done(<const pe_rope_axes_plan *>pl, slot[0])
+            return NULL
+    elif 2 * (<pe_rope_handle *>(<const pe_rope_plan *>pl).h).sp.nf > hd:
+        pe_rope_plan_done(<const pe_rope_plan *>pl, slot[0])
         return NULL
     return pl
 
@@ -203,21 +218,16 @@ def _c_plans(clear=False, max_entries=None):
 
 cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_position_embeddings,
                                               precision, inv_freq, sections, section_layout,
-                                              double *attention, int *slot) except? NULL:
-    """The library's multi-axis plan of the frequency arguments (as _rope_plan) laid
-    out by ``sections`` (a list or tuple of ints) and ``section_layout``, held until
-    pe_rope_axes_plan_done(plan, slot[0]), with the rule's attention factor; or NULL
-    to decline (arguments of other types, sections the library refuses: the general
-    path then explains)."""
+                                              int *slot) except? NULL:
+    """The library's multi-axis plan of the frequency arguments laid out by
+    ``sections`` (a list or tuple of ints) and ``section_layout`` (see _rope_plan),
+    or NULL to decline."""
     cdef int64_t secs[64]
-    cdef int n, i, layout, rslot
-    cdef const pe_rope_plan *pl
-    cdef const pe_rope_axes_plan *apl
-    cdef pe_rope_handle *h
+    cdef int n, i, layout
     slot[0] = -1
+    # (FASTPE_SECTIONS_*: the index in fastpe._rope_rules.SECTION_LAYOUTS)
     if type(section_layout) is not str:
         return NULL
-    # (FASTPE_SECTIONS_*: the index in fastpe._rope_rules.SECTION_LAYOUTS)
     if section_layout == "contiguous":
         layout = 0
     elif section_layout == "interleaved":
@@ -232,15 +242,9 @@ cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_pos
     for i in range(n):
         if not _as_i64(sections[i], &secs[i]):
             return NULL
-    pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq,
-                    &rslot)
-    if pl == NULL:
-        return NULL
-    h = <pe_rope_handle *>pl.h
-    attention[0] = h.attention
-    apl = pe_rope_plan_axes(h.w, h.sp.nf, secs, n, layout, slot)
-    pe_rope_plan_done(pl, rslot)
-    return apl
+    return <const pe_rope_axes_plan *>_rope_plan(rope_parameters, head_dim,
+                                                 max_position_embeddings, precision, inv_freq,
+                                                 slot, secs, n, layout)
 
 
 def _c_plan_kinds():
