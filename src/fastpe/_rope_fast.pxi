@@ -35,9 +35,9 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
                     section_layout, seq_axis, layout, max_position_embeddings, precision,
                     inv_freq, attention_factor, num_threads):
     """fastpe.apply_rope with multi-axis positions for the common case --
-    C-contiguous ndarrays, C-contiguous int64 positions, frequencies and sections
-    already planned -- or None to decline (the general path then validates and
-    explains)."""
+    C-contiguous ndarrays, C-contiguous int64 positions, listed frequencies or a
+    remembered rule, sections the library accepts (_rope_axes_plan) -- or None to
+    decline (the general path then validates and explains)."""
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
@@ -124,10 +124,10 @@ cdef void _axes_caches(const void *tab, bint tab64, real *cos, real *sin, int64_
 def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, sections,
                          section_layout, layout, dtype, max_position_embeddings, precision,
                          inv_freq, attention_factor, out, num_threads):
-    """fastpe.rope_cache with sections for the common case -- frequencies and
-    sections already planned, a C-contiguous (n, n_axes) int64 ndarray of
-    positions, float32/float64 into new arrays -- or None to decline (the general
-    path then validates and explains)."""
+    """fastpe.rope_cache with sections for the common case -- the arguments
+    rope_apply_axes serves, a C-contiguous (n, n_axes) int64 ndarray of positions,
+    float32/float64 into new arrays -- or None to decline (the general path then
+    validates and explains)."""
     cdef const pe_rope_axes_plan *pl
     cdef Py_buffer pv
     cdef pe_rope_axis ax[64]

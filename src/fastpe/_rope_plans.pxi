@@ -3,6 +3,8 @@
 # in place and keyed by their values there; a rope_parameters dict is converted to the
 # library's fastpe_rope_params once, by the general path, and that conversion (no
 # frequencies: those live in the plan cache) is remembered here by the dict's values.
+# Multi-axis plans are entries of the same cache, keyed by their sections and by the
+# list's or the rule's key.
 
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_plan:
