@@ -490,7 +490,7 @@ const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
     if ((kind != PE_KIND_F32 && kind != PE_KIND_F64) ||
         rope_check_list((const double *)w, nf) != FASTPE_OK)
         return NULL;
-    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES) /* (refused there, with its detail) */
         return (void)pe_rope_axes_key(key, sections, n_axes, section_layout), NULL;
     /* the sections' words, then the list's as pe_rope_plan_list keys it */
     words = 3 + (size_t)n_axes + 2 + (size_t)nf;
