@@ -383,6 +383,10 @@ PE_HIDDEN const pe_rope_axes_plan *pe_rope_plan_axes_add(const void *key, size_t
                                                          double attention, const int64_t *sections,
                                                          int n_axes, int section_layout, int *slot);
 PE_HIDDEN void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot);
+/* ax[0 .. plan->nax-1]: the plan's axes reading the columns of positions, a
+ * C-contiguous (nseq, S, n_axes) int64 array (float64 when real). */
+PE_HIDDEN void pe_rope_axes_rows(const pe_rope_axes_plan *plan, pe_rope_axis *ax,
+                                 const void *positions, int real, int64_t nseq, int64_t S);
 
 /* The [sin | cos] table of nf frequencies for ntab tokens whose frequencies
  * follow n_axes axes: each axis's rows filled (kind PE_KIND_*, each entry

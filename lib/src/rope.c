@@ -516,6 +516,21 @@ const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
     return pl;
 }
 
+void pe_rope_axes_rows(const pe_rope_axes_plan *pl, pe_rope_axis *ax, const void *positions,
+                       int real, int64_t nseq, int64_t S) {
+    for (int i = 0; i < pl->nax; i++) {
+        ax[i] = pl->ax[i];
+        pe_init_rows(&ax[i].rq, nseq, S, 0, 0);
+        if (real)
+            ax[i].rq.pos_f = (const double *)positions + pl->which[i];
+        else
+            ax[i].rq.pos_i = (const int64_t *)positions + pl->which[i];
+        ax[i].rq.psb = S * pl->n_axes;
+        ax[i].rq.pss = pl->n_axes;
+        ax[i].rq.fresh = 1;
+    }
+}
+
 void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot) {
     if (slot >= 0)
         pe_plans_release(slot);

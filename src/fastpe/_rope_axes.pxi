@@ -26,6 +26,9 @@ cdef extern from "pe_lib.h" nogil:
                                                     const int64_t *sections, int n_axes,
                                                     int section_layout, int *slot)
     void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot)
+    void _axes_rows "pe_rope_axes_rows"(const pe_rope_axes_plan *plan, pe_rope_axis *ax,
+                                        const void *positions, bint real, int64_t nseq,
+                                        int64_t S)
     int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab,
                            const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
                            void *poll_ctx)
@@ -62,23 +65,6 @@ cdef class RopeAxes:
     def max_positions(self):
         """The largest |position| of each axis (inf for one without frequencies)."""
         return tuple(self.pl.max_position[a] for a in range(self.pl.n_axes))
-
-
-cdef void _axes_rows(const pe_rope_axes_plan *pl, pe_rope_axis *ax, const void *pos, bint real,
-                     int64_t nseq, int64_t S) noexcept nogil:
-    """ax: the axes of plan pl reading the columns of pos, a C-contiguous
-    (nseq, S, n_axes) int64 array (float64 when real)."""
-    cdef int i
-    for i in range(pl.nax):
-        ax[i] = pl.ax[i]
-        _init_rows(&ax[i].rq, nseq, S, False, 0)
-        if real:
-            ax[i].rq.pos_f = <const double *>pos + pl.which[i]
-        else:
-            ax[i].rq.pos_i = <const int64_t *>pos + pl.which[i]
-        ax[i].rq.psb = S * pl.n_axes
-        ax[i].rq.pss = pl.n_axes
-        ax[i].rq.fresh = 1
 
 
 cdef int64_t _ZERO64 = 0

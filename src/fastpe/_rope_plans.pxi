@@ -227,17 +227,10 @@ cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_pos
     cdef int64_t secs[64]
     cdef int n, i, layout
     slot[0] = -1
-    # (FASTPE_SECTIONS_*: the index in fastpe._rope_rules.SECTION_LAYOUTS)
-    if type(section_layout) is not str:
+    if type(section_layout) is not str or section_layout not in ("contiguous", "interleaved") \
+            or (type(sections) is not tuple and type(sections) is not list):
         return NULL
-    if section_layout == "contiguous":
-        layout = 0
-    elif section_layout == "interleaved":
-        layout = 1
-    else:
-        return NULL
-    if type(sections) is not tuple and type(sections) is not list:
-        return NULL
+    layout = section_layout == "interleaved"    # (FASTPE_SECTIONS_*)
     n = len(sections)
     if not 1 <= n <= ROPE_MAX_AXES:
         return NULL
