@@ -577,10 +577,10 @@ AXES_BASE = dict(positions=np.array([[1, 2, 3], [4, 5, 6]]), sections=(2, 1, 1))
         dict(rope_parameters={"rope_type": "dynamic", "factor": 2.0}),
         dict(rope_parameters=[None, None, None]),  # one rule per axis
         dict(attention_factor=2.0),
-        dict(sections=(1, 2, 1)),  # other sections: not planned
+        dict(sections=(2, 1, 2)),  # sections the library refuses: the general path explains
+        dict(sections=(2, 2, 0), section_layout="interleaved"),  # (axis 1 cannot interleave)
         dict(sections=np.array([2, 1, 1])),
         dict(sections=(np.int64(2), 1, 1)),
-        dict(section_layout="interleaved"),
         dict(section_layout=None),
         dict(layout="split"),
         dict(dtype=np.float16),
@@ -628,10 +628,10 @@ def test_rope_cache_axes_fast_path_declines(change):
 )
 def test_planned_axes_caches_keep_the_general_errors(change, exc, match):
     fastpe.rope_cache(8, **AXES_BASE)  # planned: the same call with a change still fails so
-    before = dict(kernel.rope_axes_plans)
+    before = dict(kernel.rope_args)
     with pytest.raises(exc, match=match):
         fastpe.rope_cache(8, **{**AXES_BASE, **change})
-    assert kernel.rope_axes_plans == before  # and plans nothing
+    assert kernel.rope_args == before  # and remembers no conversion
 
 
 def test_apply_rope_is_compiled_with_the_general_paths_signature():

@@ -27,7 +27,7 @@ def _keep_rope_plans():
     """The many 1-axis reference calls here plan their frequencies for the small-call
     paths; the plans are put back as they were, so that tests counting them stay
     independent of the order they run in."""
-    saved = [(d, dict(d)) for d in (fastpe.kernel.rope_args, fastpe.kernel.rope_axes_plans)]
+    saved = [(d, dict(d)) for d in (fastpe.kernel.rope_args,)]
     yield
     for d, was in saved:
         d.clear()
@@ -600,7 +600,7 @@ def test_small_call_path_gives_the_general_bits(section_layout):
     k = rng.standard_normal((1, 4, 1, 128)).astype(np.float32)
     pos = np.array([[100000, 17, 33]], np.int64)
     kw = {"positions": pos, "sections": sections, "section_layout": section_layout}
-    fastpe.kernel.rope_axes_plans.clear()
+    fastpe.kernel.rope_args.clear()
     assert fastpe.kernel.rope_apply_axes(*_axes_args(q.copy(), k.copy(), **kw)) is None
     q1, k1 = q.copy(), k.copy()
     fastpe.apply_rope(q1, k1, rope_parameters=THETA, **kw)  # the general path, which plans
@@ -656,7 +656,7 @@ def test_small_call_path_refuses_what_the_general_path_refuses():
     fastpe.apply_rope(q, rope_parameters=THETA, sections=(16, 24, 24), **base)  # planned
     with pytest.raises(ValueError) as fast:
         fastpe.kernel.rope_apply_axes(*_axes_args(q, **base, seq_axis=-1))
-    fastpe.kernel.rope_axes_plans.clear()
+    fastpe.kernel.rope_args.clear()
     with pytest.raises(ValueError) as general:
         fastpe.apply_rope(q, rope_parameters=THETA, sections=(16, 24, 24), seq_axis=-1, **base)
     assert (
@@ -690,7 +690,7 @@ def test_planned_calls_refuse_as_before():
         if planned:
             fastpe.apply_rope(q.copy(), rope_parameters=THETA, positions=ok, sections=(16, 24, 24))
         else:
-            fastpe.kernel.rope_axes_plans.clear()
+            fastpe.kernel.rope_args.clear()
         for change, exc in cases:
             kw = {"positions": ok, "sections": (16, 24, 24), **change}
             with pytest.raises(exc) as info:

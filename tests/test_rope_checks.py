@@ -352,7 +352,6 @@ def test_array_refusals_cold_and_warm(make_q, make_k, kw, message, sections):
 
     kernel.encoders.clear()
     kernel.rope_args.clear()
-    kernel.rope_axes_plans.clear()
     cold = call()
     _plan_everything()
     assert call() == cold == message

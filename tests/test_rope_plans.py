@@ -96,8 +96,10 @@ def test_a_changed_array_or_dict_is_a_new_plan():
     built = _builds()
     params["factor"] = 3.0
     fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)  # converted (general path)
-    got = fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)
+    # (the general path's plan of the frequencies, then the small-call path's of the rule)
     assert _builds() == built + 1
+    got = fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)
+    assert _builds() == built + 2
     np.testing.assert_array_equal(
         got, fastpe.apply_rope.__wrapped__(q.copy(), offset=10, rope_parameters=dict(params))
     )
@@ -155,3 +157,190 @@ def test_threads_sharing_the_cache_get_a_single_threads_bits():
     stats = kernel._c_plans()
     assert stats[0] <= 8  # bounded while the bound was 8
     assert all(refs == 0 for *_, refs in kernel._c_plan_cache())
+
+
+# ---- multi-axis plans: one entry of the same cache each ----------------------------
+
+SEC = (16, 24, 24)  # Qwen2-VL's mrope sections for head_dim 128
+STEP = np.array([[[4321, 17, 33]]], np.int64)  # one decoding step's coordinates
+
+
+def _axes_entries():
+    return kernel._c_plan_kinds()["rope axes"][0]
+
+
+def _mrope_step(params=None, inv_freq=None, sections=SEC, layout="contiguous", pos=STEP):
+    q = np.linspace(-1, 1, 2 * 128, dtype=np.float32).reshape(1, 2, 1, 128)
+    k = q[:, :1].copy()
+    return fastpe.apply_rope(
+        q, k, rope_parameters=params, inv_freq=inv_freq, positions=pos, sections=sections,
+        section_layout=layout,
+    )  # fmt: skip
+
+
+def _axes_args(q, k, params, pos, sections, layout="contiguous", inv_freq=None):
+    """kernel.rope_apply_axes's arguments: the small-call path alone (None: declined)."""
+    return (q, k, params, None, 0, pos, sections, layout, -2, "half", None, "float32",
+            inv_freq, None, None)  # fmt: skip
+
+
+def test_a_caller_cycling_over_many_multi_axis_configs_builds_each_plan_once():
+    configs = [{"rope_theta": 1e6 + 7 * i} for i in range(100)]
+    kernel._c_plans(clear=True)
+    for params in configs:  # the general path converts each rule and builds its plans
+        _mrope_step(params)
+    for params in configs:  # the small-call path builds the rule's plan
+        _mrope_step(params)
+    built = _builds()
+    assert _axes_entries() >= len(configs)
+    for _ in range(2):
+        for params in configs:
+            _mrope_step(params)
+            fastpe.rope_cache(128, params, positions=STEP[0], sections=SEC)
+    assert _builds() == built, "a cycling caller rebuilt its multi-axis plans"
+
+
+def test_other_sections_or_layouts_are_other_plans_and_equal_ones_hit():
+    params = {"rope_theta": 54321.0}
+    _mrope_step(params)
+    _mrope_step(params)
+    built, entries = _builds(), _axes_entries()
+    _mrope_step(params)  # a hit
+    assert (_builds(), _axes_entries()) == (built, entries)
+    q = np.ones((1, 1, 1, 128), np.float32)
+    for sections, layout in [
+        ((24, 20, 20), "interleaved"),
+        ((24, 20, 20), "contiguous"),
+        ((30, 17, 17), "interleaved"),
+    ]:
+        built = _builds()
+        got = kernel.rope_apply_axes(*_axes_args(q.copy(), None, params, STEP, sections, layout))
+        assert got is not None  # served at once: the library checks the sections
+        assert _builds() == built + 1  # a new plan
+        kernel.rope_args.clear()  # (the general path alone, which converts the rule again)
+        want = fastpe.apply_rope(
+            q.copy(), rope_parameters=params, positions=STEP, sections=sections,
+            section_layout=layout,
+        )  # fmt: skip
+        np.testing.assert_array_equal(got, want)
+
+
+def test_the_small_call_path_serves_a_cold_listed_call():
+    """Listed frequencies need no conversion: the first call is the small-call path's,
+    bitwise the general path's."""
+    w = np.geomspace(1.0, 1e-5, 64) * 1.000123
+    kernel._c_plans(clear=True)
+    q = np.linspace(-1, 1, 128, dtype=np.float32).reshape(1, 1, 1, 128)
+    got = kernel.rope_apply_axes(*_axes_args(q.copy(), None, None, STEP, SEC, inv_freq=w))
+    assert got is not None
+    want = fastpe.apply_rope.__wrapped__(
+        q.copy(), inv_freq=w.tolist(), positions=STEP.tolist(), sections=list(SEC)
+    )
+    np.testing.assert_array_equal(got, want)
+
+
+def test_cold_and_warm_multi_axis_calls_agree_bitwise_and_in_their_errors():
+    params = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+    bad = [
+        {"pos": np.array([[[0, 0, 2**60]]])},
+        {"pos": np.array([[[0, 0]]])},
+        {"sections": (16, 24, 25)},
+        {"sections": (24, 24, 16), "layout": "interleaved"},
+        {"sections": (-1, 24, 41)},
+    ]
+
+    def run():
+        out = [_mrope_step(params)]
+        out.append(_mrope_step(params, layout="interleaved", sections=(24, 20, 20)))
+        out.append(fastpe.rope_cache(128, params, positions=STEP[0], sections=SEC))
+        errors = []
+        for kw in bad:
+            with pytest.raises(ValueError) as info:
+                _mrope_step(params, **kw)
+            errors.append(str(info.value))
+        return out, errors
+
+    kernel.rope_args.clear()
+    kernel._c_plans(clear=True)
+    cold = run()
+    warm = run()
+    q = np.zeros((1, 1, 1, 128))
+    assert kernel.rope_apply_axes(*_axes_args(q, None, params, STEP, SEC)) is not None
+    for a, b in zip(cold[0], warm[0], strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x.tobytes() == y.tobytes()
+    assert cold[1] == warm[1]
+
+
+def test_a_smaller_cache_evicts_and_rebuilds_multi_axis_plans():
+    configs = [{"rope_theta": 2e5 + i} for i in range(20)]
+    want = [_mrope_step(p) for p in configs]
+    _, old = kernel._c_plans(clear=True, max_entries=8)
+    try:
+        for _ in range(2):
+            for p, w in zip(configs, want, strict=True):
+                got = _mrope_step(p)
+                assert all(np.array_equal(g, x) for g, x in zip(got, w, strict=True))
+        built = _builds()
+        for p in configs:
+            _mrope_step(p)
+        assert _builds() - built >= len(configs)  # evicted, so built again
+        assert kernel._c_plans()[0] <= 8
+    finally:
+        kernel._c_plans(max_entries=old)
+
+
+def test_a_held_multi_axis_plan_outlives_a_clear():
+    w = np.geomspace(1.0, 1e-4, 64) * 1.000321
+    kernel._c_plans(clear=True)
+    axes = kernel.RopeAxes(w, SEC, 0)
+    assert kernel._c_plan_kinds()["rope axes"] == (1, 1)
+    kernel._c_plans(clear=True)  # a caller's plan is never dropped under it
+    assert kernel._c_plan_kinds()["rope axes"] == (1, 1)
+    assert len(axes.max_positions) == 3
+    del axes
+    assert kernel._c_plan_kinds()["rope axes"] == (1, 0)
+    kernel._c_plans(clear=True)
+    assert kernel._c_plan_kinds()["rope axes"] == (0, 0)
+
+
+def test_the_python_side_keeps_no_multi_axis_plans_or_rope_encodings():
+    from fastpe import _rope_axes
+
+    assert not hasattr(kernel, "rope_axes_plans") and not hasattr(_rope_axes, "_AXES")
+    _mrope_step({"rope_theta": 999.0})
+    fastpe.apply_rope(np.ones((1, 1, 1, 8)), rope_parameters={"rope_theta": 998.0}, offset=3)
+    assert not [key for key in kernel.encoders if key[0] == "rope"]
+
+
+def test_threads_sharing_multi_axis_plans_get_a_single_threads_bits():
+    """Eight threads over more multi-axis configurations than the cache holds, the
+    general and small-call paths mixed: every result is bitwise the serial one and
+    no hold is left behind."""
+    configs = [{"rope_theta": 3e5 + 11 * i} for i in range(12)]
+    lists = [np.geomspace(1.0, 1e-4, 64) * (1 + i / 64) for i in range(12)]
+    want = {}
+    for i in range(12):
+        want["r", i] = _mrope_step(configs[i])
+        want["w", i] = _mrope_step(inv_freq=lists[i])
+    errors = []
+    _, old = kernel._c_plans(clear=True, max_entries=8)
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for i in rng.permutation(12 * 4) % 12:
+            kind = "r" if rng.random() < 0.5 else "w"
+            got = _mrope_step(configs[i]) if kind == "r" else _mrope_step(inv_freq=lists[i])
+            if not all(np.array_equal(g, x) for g, x in zip(got, want[kind, i], strict=True)):
+                errors.append((kind, int(i)))
+
+    try:
+        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        kernel._c_plans(max_entries=old)
+    assert not errors, errors[:5]
+    assert all(holds == 0 for _, holds in kernel._c_plan_kinds().values())

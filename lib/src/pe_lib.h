@@ -142,6 +142,7 @@ PE_HIDDEN void pe_fork_child(void);
 #define PE_PLAN_TABLE     1 /* a table's plan (api.c) */
 #define PE_PLAN_ROPE_LIST 2 /* a RoPE handle of listed frequencies (rope.c) */
 #define PE_PLAN_ROPE_RULE 3 /* a RoPE handle of a rule's parameters (rope_rules.c) */
+#define PE_PLAN_ROPE_AXES 4 /* a multi-axis RoPE handle (rope.c) */
 typedef void (*pe_plan_drop)(void *value);
 PE_HIDDEN void *pe_plans_find(const void *key, size_t len, int *slot);
 PE_HIDDEN void *pe_plans_add(const void *key, size_t len, void *value, size_t bytes,
@@ -153,6 +154,10 @@ PE_HIDDEN void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len,
 /* out[0 .. 4]: entries, bytes held, values added since load (each one built),
  * the entry bound, the byte bound. */
 PE_HIDDEN void pe_plans_stats(int64_t *out);
+/* out[2 t], out[2 t + 1]: the entries whose key starts with tag t (0: any other)
+ * and the holds on them, t < PE_PLAN_KINDS (tests). */
+#define PE_PLAN_KINDS 8
+PE_HIDDEN void pe_plans_kinds(int64_t *out);
 /* The entry bound (1 .. 1024; tests), the old one returned. */
 PE_HIDDEN int pe_plans_set_max(int n);
 /* The cache's lock taken (1) or released (0), for the fork handlers; the idle
@@ -354,6 +359,53 @@ typedef struct {
     pe_rows rq;
     const int64_t *cols;
 } pe_rope_axis;
+
+/* A multi-axis RoPE handle kept by the plan cache: the nf frequencies of a rule
+ * or a list laid out over n_axes axes by their sections (fastpe_rope_from_axes
+ * with fastpe_rope_section_axes' assignment), and what a call reads of it: the
+ * axes with frequencies as ax[0 .. nax-1] (their rq left to the caller; each
+ * with its own anchor cache), which[i] the index of ax[i] among all axes,
+ * max_position[a] the largest |position| of axis a (HUGE_VAL for an axis
+ * without frequencies), and the rule's attention factor (1 for a list).  Never
+ * freed while held. */
+typedef struct {
+    struct fastpe_rope *h;
+    int n_axes;
+    int nax;
+    int64_t nf;
+    double attention;
+    const pe_rope_axis *ax;
+    const int *which;
+    const double *max_position;
+} pe_rope_axes_plan;
+/* The multi-axis plan of nf listed frequencies w (kind PE_KIND_F32 or
+ * PE_KIND_F64), or of a rule's parameters p for head_dim (rope_rules.c), with
+ * sections[0 .. n_axes-1] laid out as section_layout (FASTPE_SECTIONS_*):
+ * cached, or built and added, under the sections and the list's (or the
+ * rule's) key; held by the caller until pe_rope_axes_plan_done(plan, *slot).
+ * NULL when the library refuses them (the error detail says why, as
+ * fastpe_rope_section_axes and fastpe_rope_from_axes) or memory ran out. */
+PE_HIDDEN const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
+                                                     const int64_t *sections, int n_axes,
+                                                     int section_layout, int *slot);
+PE_HIDDEN const pe_rope_axes_plan *pe_rope_plan_axes_rule(const struct fastpe_rope_params *p,
+                                                          int64_t head_dim, const int64_t *sections,
+                                                          int n_axes, int section_layout,
+                                                          int *slot);
+/* The first words of a multi-axis plan's key (the tag, n_axes, the layout, the
+ * sections: 3 + n_axes of 8 bytes, their count returned; -1 when refused), and
+ * the plan of the nf frequencies w built and added under key (as pe_plans_add;
+ * NULL: refused or out of memory). */
+PE_HIDDEN int pe_rope_axes_key(void *key, const int64_t *sections, int n_axes, int section_layout);
+PE_HIDDEN const pe_rope_axes_plan *pe_rope_plan_axes_add(const void *key, size_t len,
+                                                         const double *w, int64_t nf,
+                                                         double attention, const int64_t *sections,
+                                                         int n_axes, int section_layout, int *slot);
+PE_HIDDEN void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot);
+/* ax[0 .. plan->nax-1]: the plan's axes reading the columns of positions, a
+ * C-contiguous (nseq, S, n_axes) int64 array (float64 when real). */
+PE_HIDDEN void pe_rope_axes_rows(const pe_rope_axes_plan *plan, pe_rope_axis *ax,
+                                 const void *positions, int real, int64_t nseq, int64_t S);
 
 /* The [sin | cos] table of nf frequencies for ntab tokens whose frequencies
  * follow n_axes axes: each axis's rows filled (kind PE_KIND_*, each entry

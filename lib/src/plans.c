@@ -190,6 +190,23 @@ void pe_plans_stats(int64_t *out) {
     pe_mutex_unlock(&plans_lock);
 }
 
+void pe_plans_kinds(int64_t *out) {
+    memset(out, 0, 2 * PE_PLAN_KINDS * sizeof(int64_t));
+    pe_mutex_lock(&plans_lock);
+    for (int s = 0; s < PE_PLANS_MAX; s++) {
+        int64_t tag = 0;
+        if (plans[s].key == NULL)
+            continue;
+        if (plans[s].len >= 8)
+            memcpy(&tag, plans[s].key, 8);
+        if (tag < 0 || tag >= PE_PLAN_KINDS)
+            tag = 0;
+        out[2 * tag] += 1;
+        out[2 * tag + 1] += plans[s].refs;
+    }
+    pe_mutex_unlock(&plans_lock);
+}
+
 int pe_plans_set_max(int n) {
     int old;
     pe_mutex_lock(&plans_lock);

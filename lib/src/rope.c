@@ -365,6 +365,179 @@ int fastpe_rope_section_axes(const int64_t *sections, int n_axes, int section_la
     return pe_settle(section_axes_body(sections, n_axes, section_layout, axis, nf));
 }
 
+/* ---- Multi-axis plans ----------------------------------------------------------
+ * fastpe.apply_rope's and rope_cache's handles of multi-axis positions, one plan
+ * cache entry each: the handle, and the per-axis views a call copies. */
+
+typedef struct {
+    pe_rope_axes_plan pub;
+    pe_rope_axis *ax;
+    pe_anchor_cache *ac; /* n_axes of them, ax[i].ac = &ac[i] */
+    int *which;
+    double *max_position;
+} axes_plan;
+
+static void axes_plan_drop(void *v) {
+    axes_plan *p = (axes_plan *)v;
+    for (int a = 0; a < p->pub.n_axes; a++)
+        pe_anchor_free(&p->ac[a]);
+    fastpe_rope_free(p->pub.h);
+    free(p->ax);
+    free(p->ac);
+    free(p->which);
+    free(p->max_position);
+    free(p);
+}
+
+/* The plan of handle h (PE_ROPE_AXES_MAGIC, taken over), or NULL (h freed). */
+static axes_plan *axes_plan_new(struct fastpe_rope *h, size_t *bytes) {
+    axes_plan *p = (axes_plan *)calloc(1, sizeof(*p));
+    int n = h->n_axes, k = 0;
+    if (p != NULL) {
+        p->ax = (pe_rope_axis *)calloc((size_t)n, sizeof(pe_rope_axis));
+        p->ac = (pe_anchor_cache *)calloc((size_t)n, sizeof(pe_anchor_cache));
+        p->which = (int *)calloc((size_t)n, sizeof(int));
+        p->max_position = (double *)calloc((size_t)n, sizeof(double));
+    }
+    if (p == NULL || p->ax == NULL || p->ac == NULL || p->which == NULL ||
+        p->max_position == NULL) {
+        if (p != NULL) {
+            free(p->ax);
+            free(p->ac);
+            free(p->which);
+            free(p->max_position);
+            free(p);
+        }
+        fastpe_rope_free(h);
+        return NULL;
+    }
+    p->pub.h = h;
+    p->pub.n_axes = n;
+    p->pub.nf = h->sp.nf;
+    p->pub.attention = h->attention;
+    /* the whole list's copy and plan (the handle's), then each axis's */
+    *bytes = sizeof(*p) + (size_t)n * (sizeof(pe_rope_axis) + sizeof(pe_anchor_cache) + 12) +
+             sizeof(*h) + (size_t)h->sp.nf * sizeof(double) +
+             (h->plan != NULL ? pe_plan_doubles(h->sp.nf, pe_block_rows(h->sp.nf)) * 8 : 0);
+    for (int a = 0; a < n; a++) {
+        const pe_rope_axis_data *d = &h->axes[a];
+        pe_anchor_init(&p->ac[a]);
+        p->max_position[a] = d->max_position;
+        if (d->sp.nf == 0)
+            continue;
+        p->ax[k].sp = &d->sp;
+        p->ax[k].wide = d->has_wide ? &d->wide : NULL;
+        p->ax[k].plan = d->plan;
+        p->ax[k].ac = &p->ac[k];
+        p->ax[k].cols = d->cols;
+        p->which[k] = a;
+        k++;
+        /* its frequencies, columns and plan, and the anchor row of its steps */
+        *bytes += (size_t)d->sp.nf * 4 * sizeof(double) +
+                  (d->plan != NULL ? pe_plan_doubles(d->sp.nf, pe_block_rows(d->sp.nf)) * 8 : 0);
+    }
+    p->pub.nax = k;
+    p->pub.ax = p->ax;
+    p->pub.which = p->which;
+    p->pub.max_position = p->max_position;
+    return p;
+}
+
+int pe_rope_axes_key(void *key, const int64_t *sections, int n_axes, int section_layout) {
+    const int64_t head[3] = {PE_PLAN_ROPE_AXES, n_axes, section_layout};
+    if (sections == NULL)
+        return pe_fail(FASTPE_ENULL, "sections", -1, NAN, NAN), -1;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES)
+        return pe_fail(FASTPE_ESIZE, "n_axes", -1, (double)n_axes,
+                       n_axes < 1 ? 1.0 : PE_ROPE_MAX_AXES),
+               -1;
+    memcpy(key, head, sizeof(head));
+    memcpy((char *)key + sizeof(head), sections, (size_t)n_axes * 8);
+    return 3 + n_axes;
+}
+
+const pe_rope_axes_plan *pe_rope_plan_axes_add(const void *key, size_t len, const double *w,
+                                               int64_t nf, double attention,
+                                               const int64_t *sections, int n_axes,
+                                               int section_layout, int *slot) {
+    int32_t *axis = (int32_t *)malloc((size_t)(nf > 0 ? nf : 1) * sizeof(int32_t));
+    struct fastpe_rope *h = NULL;
+    axes_plan *p = NULL;
+    size_t bytes = 0;
+    *slot = -1;
+    if (axis != NULL && section_axes_body(sections, n_axes, section_layout, axis, nf) == FASTPE_OK)
+        h = rope_from_axes_body(w, nf, axis, n_axes, attention);
+    free(axis);
+    if (h != NULL)
+        p = axes_plan_new(h, &bytes);
+    if (p == NULL)
+        return NULL;
+    return (const pe_rope_axes_plan *)pe_plans_add(key, len, p, bytes, axes_plan_drop, slot);
+}
+
+/* (keys of up to this many words live on the stack: 3 axes and 256 frequencies) */
+#define AXES_KEY_STACK (ROPE_KEY_STACK + 8)
+
+const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
+                                           const int64_t *sections, int n_axes, int section_layout,
+                                           int *slot) {
+    double stack[AXES_KEY_STACK], *key = stack;
+    const pe_rope_axes_plan *pl;
+    const int64_t list[2] = {PE_PLAN_ROPE_LIST, nf};
+    int head;
+    size_t words;
+    *slot = -1;
+    if ((kind != PE_KIND_F32 && kind != PE_KIND_F64) ||
+        rope_check_list((const double *)w, nf) != FASTPE_OK)
+        return NULL;
+    if (n_axes < 1 || n_axes > PE_ROPE_MAX_AXES) /* (refused there, with its detail) */
+        return (void)pe_rope_axes_key(key, sections, n_axes, section_layout), NULL;
+    /* the sections' words, then the list's as pe_rope_plan_list keys it */
+    words = 3 + (size_t)n_axes + 2 + (size_t)nf;
+    if (words > AXES_KEY_STACK) {
+        key = (double *)malloc(words * 8);
+        if (key == NULL)
+            return NULL;
+    }
+    head = pe_rope_axes_key(key, sections, n_axes, section_layout);
+    pl = NULL;
+    if (head >= 0) {
+        double *kw = key + head + 2;
+        memcpy(key + head, list, sizeof(list));
+        for (int64_t i = 0; i < nf; i++)
+            kw[i] = kind == PE_KIND_F64 ? ((const double *)w)[i] : (double)((const float *)w)[i];
+        pl = (const pe_rope_axes_plan *)pe_plans_find(key, words * 8, slot);
+        if (pl == NULL)
+            pl = pe_rope_plan_axes_add(key, words * 8, kw, nf, 1.0, sections, n_axes,
+                                       section_layout, slot);
+    }
+    if (key != stack)
+        free(key);
+    return pl;
+}
+
+void pe_rope_axes_rows(const pe_rope_axes_plan *pl, pe_rope_axis *ax, const void *positions,
+                       int real, int64_t nseq, int64_t S) {
+    for (int i = 0; i < pl->nax; i++) {
+        ax[i] = pl->ax[i];
+        pe_init_rows(&ax[i].rq, nseq, S, 0, 0);
+        if (real)
+            ax[i].rq.pos_f = (const double *)positions + pl->which[i];
+        else
+            ax[i].rq.pos_i = (const int64_t *)positions + pl->which[i];
+        ax[i].rq.psb = S * pl->n_axes;
+        ax[i].rq.pss = pl->n_axes;
+        ax[i].rq.fresh = 1;
+    }
+}
+
+void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot) {
+    if (slot >= 0)
+        pe_plans_release(slot);
+    else if (plan != NULL) /* (one the cache had no room for: the caller's) */
+        axes_plan_drop((void *)plan);
+}
+
 /* ax[0 .. *nax-1]: the axes of h (a plain handle: one axis, its whole list) for
  * ntab tokens of positions[t * n_axes + a], their range checked. */
 static int rope_axes_of(const struct fastpe_rope *h, pe_rope_axis *ax, int *nax,

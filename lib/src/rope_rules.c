@@ -700,3 +700,41 @@ const pe_rope_plan *pe_rope_plan_rule(const fastpe_rope_params *p, int64_t head_
         free(key);
     return pl;
 }
+
+const pe_rope_axes_plan *pe_rope_plan_axes_rule(const fastpe_rope_params *p, int64_t head_dim,
+                                                const int64_t *sections, int n_axes,
+                                                int section_layout, int *slot) {
+    uint64_t stack[3 + PE_ROPE_MAX_AXES + RULE_KEY_WORDS + 64], *key = stack;
+    const size_t cap = sizeof(stack) / 8;
+    const pe_rope_axes_plan *pl = NULL;
+    const pe_rope_plan *r;
+    int head, rslot;
+    size_t n;
+    *slot = -1;
+    if (p == NULL)
+        return NULL;
+    /* the sections' words, then the rule's as pe_rope_plan_rule keys it */
+    head = pe_rope_axes_key(key, sections, n_axes, section_layout);
+    if (head < 0)
+        return NULL;
+    n = (size_t)head + rule_key(p, head_dim, key + head, cap - (size_t)head);
+    if (n > cap) { /* (longrope's lists) */
+        key = (uint64_t *)malloc(n * 8);
+        if (key == NULL)
+            return NULL;
+        memcpy(key, stack, (size_t)head * 8);
+        rule_key(p, head_dim, key + head, n - (size_t)head);
+    }
+    pl = (const pe_rope_axes_plan *)pe_plans_find(key, n * 8, slot);
+    if (pl == NULL) {
+        r = pe_rope_plan_rule(p, head_dim, &rslot);
+        if (r != NULL) {
+            pl = pe_rope_plan_axes_add(key, n * 8, r->h->w, r->h->sp.nf, r->h->attention, sections,
+                                       n_axes, section_layout, slot);
+            pe_rope_plan_done(r, rslot);
+        }
+    }
+    if (key != stack)
+        free(key);
+    return pl;
+}

@@ -1,6 +1,6 @@
 # Included by kernel.pyx: multi-axis RoPE (Qwen2-VL's mrope, 2-D and 3-D RoPE), each
-# frequency following one coordinate of its token: the RopeAxes handle, its tables
-# and the rotation by them (the library's, lib/src).
+# frequency following one coordinate of its token: the library's multi-axis plans
+# (RopeAxes holds one for the general path), their tables and the rotation by them.
 
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_axis:
@@ -10,6 +10,25 @@ cdef extern from "pe_lib.h" nogil:
         pe_anchor_cache *ac
         pe_rows rq
         const int64_t *cols
+    ctypedef struct pe_rope_axes_plan:
+        void *h
+        int n_axes
+        int nax
+        int64_t nf
+        double attention
+        const pe_rope_axis *ax
+        const int *which
+        const double *max_position
+    const pe_rope_axes_plan *pe_rope_plan_axes(const void *w, int kind, int64_t nf,
+                                               const int64_t *sections, int n_axes,
+                                               int section_layout, int *slot)
+    const pe_rope_axes_plan *pe_rope_plan_axes_rule(const void *p, int64_t head_dim,
+                                                    const int64_t *sections, int n_axes,
+                                                    int section_layout, int *slot)
+    void pe_rope_axes_plan_done(const pe_rope_axes_plan *plan, int slot)
+    void _axes_rows "pe_rope_axes_rows"(const pe_rope_axes_plan *plan, pe_rope_axis *ax,
+                                        const void *positions, bint real, int64_t nseq,
+                                        int64_t S)
     int pe_rope_table_axes(void *table, int kind, int64_t nf, int64_t ntab,
                            const pe_rope_axis *ax, int n_axes, int num_threads, pe_poll_fn poll,
                            void *poll_ctx)
@@ -19,78 +38,33 @@ cdef extern from "pe_lib.h" nogil:
 
 
 cdef class RopeAxes:
-    """A multi-axis RoPE compiled for the kernel: for each axis with frequencies,
-    the Encoder of its own frequencies (in column order) and the table columns
-    they go to.  Immutable once built, shared between threads."""
-    cdef readonly int n_axes
-    cdef readonly int64_t nf
-    cdef readonly tuple encoders    # one per axis: an Encoder, or None (no frequencies)
-    cdef readonly tuple columns     # one per axis: a C-contiguous int64 array
-    cdef pe_rope_axis ax[64]
-    cdef pe_spec wide[64]           # ax[i].wide: the spec writing into the table's columns
-    cdef int nax                    # the axes with frequencies, in ax[0 .. nax-1]
-    cdef int which[64]              # their index among all axes
-    cdef double maxpos[64]          # the largest |position| of each axis (all axes)
+    """A multi-axis RoPE plan of the library's cache (lib/src/rope.c,
+    pe_rope_plan_axes), held while this object lives: the frequencies ``w``
+    (float64) laid out over the axes by ``sections`` (``section_layout``, one of
+    FASTPE_SECTIONS_*).  The general path makes one per call; the cache keeps
+    the plan, and the small-call paths read the same entry without this object."""
+    cdef const pe_rope_axes_plan *pl
+    cdef int slot
 
-    def __cinit__(self, tuple encoders, tuple columns, int64_t nf):
-        cdef int a
-        cdef Encoder enc
-        cdef const int64_t[::1] c
-        cdef int64_t total = 0
-        if not 1 <= len(encoders) <= ROPE_MAX_AXES or len(columns) != len(encoders):
-            raise ValueError("one encoder and one column list per axis, 1 to 64 axes")
-        self.n_axes = len(encoders)
-        self.nf = nf
-        self.encoders = encoders
-        self.columns = tuple(_np.ascontiguousarray(col, dtype=_np.int64) for col in columns)
-        self.nax = 0
-        for a in range(self.n_axes):
-            self.maxpos[a] = float("inf")
-            if encoders[a] is None:
-                if len(self.columns[a]):
-                    raise ValueError("an axis without an encoder must have no columns")
-                continue
-            enc = encoders[a]
-            self.maxpos[a] = enc.max_position
-            c = self.columns[a]
-            if c.shape[0] != enc.sp.nf or (c.shape[0] and not (
-                    0 <= c[0] and c[c.shape[0] - 1] < nf and (_np.diff(c) > 0).all())):
-                raise ValueError("each axis needs one column in 0 .. nf-1 per frequency, "
-                                 "in increasing order")
-            self.ax[self.nax].sp = &enc.sp
-            self.ax[self.nax].wide = NULL
-            if c.shape[0] and c[c.shape[0] - 1] - c[0] == c.shape[0] - 1:
-                # one run of columns: the axis's rows go straight into the table,
-                # its sines at columns c[0].., its cosines at nf + c[0]..
-                self.wide[self.nax] = enc.sp
-                self.wide[self.nax].d = 2 * nf
-                self.wide[self.nax].s_off = c[0]
-                self.wide[self.nax].c_off = nf + c[0]
-                self.ax[self.nax].wide = &self.wide[self.nax]
-            self.ax[self.nax].plan = enc.pmem
-            self.ax[self.nax].ac = &enc.ac
-            self.ax[self.nax].cols = &c[0]
-            self.which[self.nax] = a
-            self.nax += 1
-            total += c.shape[0]
-        if total != nf or len(_np.unique(_np.concatenate(self.columns))) != nf:
-            raise ValueError("every column 0 .. nf-1 must belong to exactly one axis")
+    def __cinit__(self, w, sections, int section_layout):
+        cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
+        cdef const int64_t[::1] sv = _np.ascontiguousarray(sections, dtype=_np.int64)
+        self.slot = -1
+        if wv.shape[0] < 1 or not 1 <= sv.shape[0] <= ROPE_MAX_AXES:
+            raise ValueError("w must list frequencies and sections 1 to 64 axes")
+        self.pl = pe_rope_plan_axes(&wv[0], c'd', wv.shape[0], &sv[0], <int>sv.shape[0],
+                                    section_layout, &self.slot)
+        if self.pl == NULL:
+            _raise_for(_last_error()[0] or FASTPE_ENOMEM)
 
-    cdef void _positions(self, pe_rope_axis *ax, const void *pos, bint real, int64_t nseq,
-                         int64_t S) noexcept nogil:
-        # ax: this handle's axes reading the columns of pos, a C-contiguous
-        # (nseq, S, n_axes) int64 array (float64 when real)
-        cdef int i
-        for i in range(self.nax):
-            ax[i] = self.ax[i]
-            _init_rows(&ax[i].rq, nseq, S, False, 0)
-            if real:
-                ax[i].rq.pos_f = <const double *>pos + self.which[i]
-            else:
-                ax[i].rq.pos_i = <const int64_t *>pos + self.which[i]
-            ax[i].rq.psb = S * self.n_axes
-            ax[i].rq.pss = self.n_axes
-            ax[i].rq.fresh = 1
+    def __dealloc__(self):
+        if self.pl != NULL:
+            pe_rope_axes_plan_done(self.pl, self.slot)
+
+    @property
+    def max_positions(self):
+        """The largest |position| of each axis (inf for one without frequencies)."""
+        return tuple(self.pl.max_position[a] for a in range(self.pl.n_axes))
 
 
 cdef int64_t _ZERO64 = 0
@@ -132,20 +106,20 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
             kind = c'b'
         elif bfloat16 or kind not in (c'f', c'd', c'e'):
             raise ValueError("out must hold float16, bfloat16, float32 or float64 entries")
-        if ov.ndim != 2 or ov.shape[1] != 2 * axes.nf:
+        if ov.ndim != 2 or ov.shape[1] != 2 * axes.pl.nf:
             raise ValueError("out must have shape (n, 2 nf)")
         n = ov.shape[0]
-        pp = _axes_positions(&pv, positions, 2, axes.n_axes)
+        pp = _axes_positions(&pv, positions, 2, axes.pl.n_axes)
         try:
             if pv.shape[0] != n:
                 raise ValueError("positions must have one row per row of out")
-            axes._positions(ax, pp, _real_positions(&pv), 1, n)
-            for i in range(axes.nax):
+            _axes_rows(axes.pl, ax, pp, _real_positions(&pv), 1, n)
+            for i in range(axes.pl.nax):
                 ax[i].rq.accurate = accurate
                 ax[i].rq.scale = scale if accurate else 1.0
             with nogil:
-                err = pe_rope_table_axes(ov.buf, kind, axes.nf, n, ax, axes.nax, num_threads,
-                                         _poll_signals, NULL)
+                err = pe_rope_table_axes(ov.buf, kind, axes.pl.nf, n, ax, axes.pl.nax,
+                                         num_threads, _poll_signals, NULL)
             if err == PE_EINTR:
                 _raise_pending()
             if err != FASTPE_OK:
@@ -157,8 +131,8 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
 
 
 cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
-                           RopeAxes axes, int sa, positions, bint half, double attention,
-                           int num_threads):
+                           const pe_rope_axes_plan *pl, int sa, positions, bint half,
+                           double attention, int num_threads):
     """_rope_run for multi-axis positions: token (b, s) takes the angles of
     ``positions[b or 0, s, a]`` for the frequencies of axis a, ``positions`` a
     C-contiguous (1 or batch, seq, n_axes) int64 or float64 array whose range the caller has
@@ -169,7 +143,7 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
     cdef pe_rope_rows *Rs[2]
     cdef pe_rope_axis ax[64]
     cdef const void *pp
-    cdef int64_t nf = axes.nf, batch, nrows = 0, nseq
+    cdef int64_t nf = pl.nf, batch, nrows = 0, nseq
     cdef int nR = 0, err
     if _rope_rows_of(&R, view, kind, sa, half, nf, attention):
         Rs[nR] = &R
@@ -180,7 +154,7 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
         nR += 1
         nrows += pe_rope_nrows(&RK)
     batch = view.shape[0] if sa != 0 else 1
-    pp = _axes_positions(&pv, positions, 3, axes.n_axes)
+    pp = _axes_positions(&pv, positions, 3, pl.n_axes)
     try:
         nseq = pv.shape[0]
         if pv.shape[1] != view.shape[sa] or nseq not in (1, batch):
@@ -188,13 +162,13 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
         R.per_batch = RK.per_batch = nseq > 1
         if nR == 0:
             return
-        axes._positions(ax, pp, _real_positions(&pv), nseq, pv.shape[1])
+        _axes_rows(pl, ax, pp, _real_positions(&pv), nseq, pv.shape[1])
         if nrows * 2 * nf <= _ROPE_HOLD_GIL:
-            err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax, num_threads,
+            err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, pl.nax, num_threads,
                                    _poll_signals, NULL)
         else:
             with nogil:
-                err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, axes.nax,
+                err = pe_rope_run_axes(Rs, nR, nf, nseq * pv.shape[1], ax, pl.nax,
                                        num_threads, _poll_signals, NULL)
         if err == PE_EINTR:
             _raise_pending()
@@ -209,7 +183,7 @@ def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, doubl
     """rope_rotate for multi-axis positions (see _rope_run_axes): the table of every
     token's angles, then q and k by it, in one library call."""
     cdef Py_buffer view, kview
-    cdef int64_t nf = axes.nf
+    cdef int64_t nf = axes.pl.nf
     cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16), kkind = 0
     if kind == 0:
         raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
@@ -224,7 +198,7 @@ def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, doubl
                                  "float64 buffer whose last axis is contiguous and holds the "
                                  "rotated pairs")
         try:
-            _rope_run_axes(&view, kind, &kview if kkind else NULL, kkind, axes, seq_axis,
+            _rope_run_axes(&view, kind, &kview if kkind else NULL, kkind, axes.pl, seq_axis,
                            positions, half, attention, num_threads)
         finally:
             if kkind:

@@ -3,14 +3,13 @@ follows one coordinate of its token.
 
 ``sections`` split the frequencies among the coordinates (contiguous or
 interleaved columns), each axis with its own rule or one rule for all; the
-kernel's RopeAxes plans are kept in a small cache keyed by the frequencies and
-columns.
+compiled axes are the library's plan cache's, keyed by the frequencies and
+sections.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,10 +22,9 @@ from ._rope_rules import (
     ROPE_LAYOUTS,
     SECTION_LAYOUTS,
     _as_frequencies,
-    _encoder,
     _length,
     _per_axis_rules,
-    _rope_type,
+    _plan,
     _Rule,
     rope_frequencies,
 )
@@ -158,37 +156,23 @@ def _axes_angles(
         cols = _axis_columns(sections, section_layout)
     if rule.attention_factor is not None:
         attention = as_base(rule.attention_factor, "attention_factor")
-    return w, attention, _rope_axes(w, cols, lo, hi)
+    return w, attention, _rope_axes(w, sections, section_layout, lo, hi)
 
 
 def _rope_axes(
-    w: np.ndarray, cols: list[np.ndarray], lo: list[float], hi: list[float]
+    w: np.ndarray,
+    sections: tuple[int, ...],
+    section_layout: str,
+    lo: list[float],
+    hi: list[float],
 ) -> _kernel.RopeAxes:
-    """The compiled axes (each axis's frequencies an encoding, cached by value), the
-    positions of each axis checked against its exact reduction."""
-    encs = []
-    for a, c in enumerate(cols):
-        enc = _encoder(w[c]) if c.size else None
-        if enc is not None:
-            _kernel.rope_check_range(lo[a], hi[a], enc.max_position, a)
-        encs.append(enc)
-    key = (w.tobytes(), tuple(c.tobytes() for c in cols))
-    axes = _AXES.get(key)
-    if axes is None:
-        axes = _kernel.RopeAxes(tuple(encs), tuple(cols), w.size)
-        with _AXES_LOCK:
-            _AXES[key] = axes
-            while len(_AXES) > _kernel.ENCODERS_MAX:
-                del _AXES[next(iter(_AXES))]
+    """The compiled axes (the library's plan of the frequencies and sections, which
+    its cache keeps), the positions of each axis checked against its exact reduction."""
+    axes = _kernel.RopeAxes(w, sections, SECTION_LAYOUTS.index(section_layout))
+    for a, limit in enumerate(axes.max_positions):
+        if sections[a]:
+            _kernel.rope_check_range(lo[a], hi[a], limit, a)
     return axes
-
-
-#: (frequencies, columns of each axis) -> RopeAxes, the most recent ENCODERS_MAX
-#: (each holds its axes' encodings, which the encoding cache may drop meanwhile)
-_AXES: dict[Any, _kernel.RopeAxes] = {}
-
-
-_AXES_LOCK = threading.Lock()
 
 
 def _axes_positions(
@@ -240,7 +224,6 @@ def _rope_cache_axes(
             "seq_len and offset do not apply with sections (multi-axis positions); give "
             "every token's coordinates in positions"
         )
-    sections_given = sections
     sections, section_layout, pos, lo, hi = _axes_positions(positions, sections, section_layout)
     rule = _Rule(rope_parameters, inv_freq, attention_factor, max_position_embeddings, precision)
     w, attention, axes = _axes_angles(head_dim, rule, sections, section_layout, lo, hi)
@@ -252,7 +235,7 @@ def _rope_cache_axes(
     result = _write_caches(
         pos.shape[:-1], w.size, attention, fill, layout, explicit, out, accurate
     )
-    _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
+    _remember_axes_plan(rule, head_dim, w.size)
     return result
 
 
@@ -284,7 +267,6 @@ def _rotate_axes(
         raise ValueError(
             "offset does not apply with sections (multi-axis positions); add it to positions"
         )
-    sections_given = sections
     sections, section_layout, pos, lo, hi = _axes_positions(
         positions, sections, section_layout, batch, seq
     )
@@ -311,33 +293,13 @@ def _rotate_axes(
                 other,
                 other_bf16,
             )
-    _remember_axes_plan(rule, head_dim, sections_given, section_layout, axes, attention)
+    _remember_axes_plan(rule, head_dim, w.size)
 
 
-def _remember_axes_plan(
-    rule: _Rule,
-    head_dim: Any,
-    sections_given: Any,
-    section_layout: str,
-    axes: _kernel.RopeAxes,
-    attention: float,
-) -> None:
-    """Keep the checked multi-axis arguments for the small-call paths of apply_rope and
-    rope_cache (a call that failed plans nothing; nor one whose frequencies depend on
-    the length)."""
-    if (
-        rule.attention_factor is None
-        and not _per_axis_rules(rule.rope_parameters)
-        and _rope_type(rule.rope_parameters or {}) not in ("dynamic", "longrope")
-    ):
-        key = _kernel.rope_axes_plan_key(
-            rule.rope_parameters,
-            head_dim,
-            rule.max_position_embeddings,
-            rule.precision,
-            rule.inv_freq,
-            sections_given,
-            section_layout,
-        )
-        if key is not None:
-            _kernel.remember_rope_axes_plan(key, axes, attention)
+def _remember_axes_plan(rule: _Rule, head_dim: Any, nf: int) -> None:
+    """Remember the conversion of a checked rule for the small-call paths of apply_rope
+    and rope_cache (a call that failed remembers nothing; nor one whose frequencies
+    depend on the length, or with a rule per axis): the multi-axis plan itself is
+    the library's cache's, found there by the frequencies and sections."""
+    if not _per_axis_rules(rule.rope_parameters):
+        _plan(rule, head_dim, None, 1.0, nf)

@@ -2,13 +2,13 @@
 # arguments the library's plan cache serves (_rope_plans.pxi): one C call, no Python
 # validation; anything else falls through to the general path (fastpe._rope_apply).
 
-cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, RopeAxes axes) except -1:
+cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, const pe_rope_axes_plan *pl) except -1:
     """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
     or (1 or rows, cols, n_axes), whose column a stays within the exact reduction of
     axis a's frequencies."""
     cdef Py_buffer v
     cdef const int64_t *p
-    cdef Py_ssize_t i, n = axes.n_axes
+    cdef Py_ssize_t i, n = pl.n_axes
     cdef bint ok
     if type(arr) is not _NDARRAY:
         return False
@@ -24,7 +24,7 @@ cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, RopeAxes axes) except 
         if ok:
             p = <const int64_t *>v.buf
             for i in range(v.len // 8):
-                if fabs(<double>p[i]) > axes.maxpos[i % n]:
+                if fabs(<double>p[i]) > pl.max_position[i % n]:
                     return False
         return ok
     finally:
@@ -35,15 +35,16 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
                     section_layout, seq_axis, layout, max_position_embeddings, precision,
                     inv_freq, attention_factor, num_threads):
     """fastpe.apply_rope with multi-axis positions for the common case --
-    C-contiguous ndarrays, C-contiguous int64 positions, frequencies and sections
-    already planned -- or None to decline (the general path then validates and
-    explains)."""
+    C-contiguous ndarrays, C-contiguous int64 positions, listed frequencies or a
+    remembered rule, sections the library accepts (_rope_axes_plan) -- or None to
+    decline (the general path then validates and explains)."""
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
     cdef int64_t sa, hd = PE_ROPE_HEAD_DIM_OF_Q, batch, S
-    cdef int nt, axis
-    cdef RopeAxes axes
+    cdef int nt, axis, slot = -1
+    cdef double attention = 1.0
+    cdef const pe_rope_axes_plan *pl = NULL
     if attention_factor is not None or not _as_i64(seq_axis, &sa) \
             or type(q) is not _NDARRAY or (k is not None and type(k) is not _NDARRAY) \
             or not (type(offset) is int and offset == 0):
@@ -57,14 +58,13 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
     if qkind == 0:
         return None
     try:
-        key = _axes_plan_key(rope_parameters,
+        pl = _rope_axes_plan(rope_parameters,
                              qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
                              max_position_embeddings, precision, inv_freq, sections,
-                             section_layout)
-        plan = rope_axes_plans.get(key) if key is not None else None
-        if plan is None:
+                             section_layout, &slot)
+        if pl == NULL:
             return None
-        axes = plan[0]
+        attention = pl.attention
         if k is not None:
             kkind = _rope_fast_buffer(k, &kv)
             have_k = kkind != 0
@@ -72,20 +72,21 @@ def rope_apply_axes(q, k, rope_parameters, head_dim, offset, positions, sections
                 return None
         # the library's checks, as on the general path: one message either way
         _rope_check_arrays(&qv, &kv if have_k else NULL, hd, sa, &hd, &axis)
-        if 2 * axes.nf > hd:    # (never planned so)
+        if 2 * pl.nf > hd:    # (the general path explains)
             return None
         sa = axis
         batch = qv.shape[0] if sa != 0 else 1
         S = qv.shape[sa]
         # positions kept in q's or k's memory would change while q is rotated
         if _aliases(positions, &qv, &kv, have_k) \
-                or not _fast_axes_ids(positions, batch, S, axes):
+                or not _fast_axes_ids(positions, batch, S, pl):
             return None
         if (<object>positions).ndim == 2:
-            positions = (<object>positions).reshape(1, S, axes.n_axes)
-        _rope_run_axes(&qv, qkind, &kv if have_k else NULL, kkind, axes, sa, positions,
-                       layout == "half", plan[1], nt)
+            positions = (<object>positions).reshape(1, S, pl.n_axes)
+        _rope_run_axes(&qv, qkind, &kv if have_k else NULL, kkind, pl, sa, positions,
+                       layout == "half", attention, nt)
     finally:
+        pe_rope_axes_plan_done(pl, slot)
         PyBuffer_Release(&qv)
         if have_k:
             PyBuffer_Release(&kv)
@@ -123,18 +124,21 @@ cdef void _axes_caches(const void *tab, bint tab64, real *cos, real *sin, int64_
 def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, sections,
                          section_layout, layout, dtype, max_position_embeddings, precision,
                          inv_freq, attention_factor, out, num_threads):
-    """fastpe.rope_cache with sections for the common case -- frequencies and
-    sections already planned, a C-contiguous (n, n_axes) int64 ndarray of
-    positions, float32/float64 into new arrays -- or None to decline (the general
-    path then validates and explains)."""
-    cdef RopeAxes axes
+    """fastpe.rope_cache with sections for the common case -- the arguments
+    rope_apply_axes serves, a C-contiguous (n, n_axes) int64 ndarray of positions,
+    float32/float64 into new arrays -- or None to decline (the general path then
+    validates and explains)."""
+    cdef const pe_rope_axes_plan *pl
     cdef Py_buffer pv
     cdef pe_rope_axis ax[64]
     cdef int64_t n, nf
-    cdef int nt, err
+    cdef int nt, err, slot = -1
     cdef char want, kind
-    cdef double attention
-    cdef bint tab64
+    cdef double attention = 1.0
+    cdef bint tab64, half, scaled
+    cdef void *tp
+    cdef void *cp
+    cdef void *sp
     if attention_factor is not None or out is not None or seq_len is not None \
             or not (type(offset) is int and offset == 0) or type(positions) is not _NDARRAY \
             or type(layout) is not str or (layout != "half" and layout != "interleaved"):
@@ -143,39 +147,41 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
-    key = _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                         inv_freq, sections, section_layout)
-    plan = rope_axes_plans.get(key) if key is not None else None
-    if plan is None:
-        return None
-    axes = plan[0]
-    attention = plan[1]
-    nf = axes.nf
     shape = (<object>positions).shape
     if len(shape) != 2 or shape[0] < 1:
         return None
     n = shape[0]
-    # (the general path checks the memory of large requests; and every position
-    # against its axis's exact reduction, as _fast_axes_ids does here)
-    if (8 + 2 * 8) * <double>n * 2 * nf >= _small_request \
-            or not _fast_axes_ids(positions, 0, n, axes):
+    pl = _rope_axes_plan(rope_parameters, head_dim, max_position_embeddings, precision,
+                         inv_freq, sections, section_layout, &slot)
+    if pl == NULL:
         return None
-    dt = _F64 if want == c'd' else _F32
-    tab64 = attention != 1.0 or want == c'd'
-    kind = c'd' if tab64 else c'f'
-    table = _np_empty((n, 2 * nf), _F64 if tab64 else _F32)
-    cos, sin = _np_empty((n, 2 * nf), dt), _np_empty((n, 2 * nf), dt)
-    cdef void *tp = _data(table)
-    cdef void *cp = _data(cos)
-    cdef void *sp = _data(sin)
-    cdef bint half = layout == "half", scaled = attention != 1.0
-    PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    attention = pl.attention
     try:
-        axes._positions(ax, pv.buf, False, 1, n)  # (int64: _fast_axes_ids)
-        with nogil:
-            err = pe_rope_table_axes(tp, kind, nf, n, ax, axes.nax, nt, _poll_signals, NULL)
+        nf = pl.nf
+        # (the general path checks the memory of large requests; and every position
+        # against its axis's exact reduction, as _fast_axes_ids does here)
+        if (8 + 2 * 8) * <double>n * 2 * nf >= _small_request \
+                or not _fast_axes_ids(positions, 0, n, pl):
+            return None
+        dt = _F64 if want == c'd' else _F32
+        tab64 = attention != 1.0 or want == c'd'
+        kind = c'd' if tab64 else c'f'
+        table = _np_empty((n, 2 * nf), _F64 if tab64 else _F32)
+        cos, sin = _np_empty((n, 2 * nf), dt), _np_empty((n, 2 * nf), dt)
+        tp = _data(table)
+        cp = _data(cos)
+        sp = _data(sin)
+        half = layout == "half"
+        scaled = attention != 1.0
+        PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        try:
+            _axes_rows(pl, ax, pv.buf, False, 1, n)  # (int64: _fast_axes_ids)
+            with nogil:
+                err = pe_rope_table_axes(tp, kind, nf, n, ax, pl.nax, nt, _poll_signals, NULL)
+        finally:
+            PyBuffer_Release(&pv)
     finally:
-        PyBuffer_Release(&pv)
+        pe_rope_axes_plan_done(pl, slot)
     if err != FASTPE_OK:    # (an interrupt, or memory: the general path raises it)
         return None
     if want == c'd':
@@ -319,9 +325,9 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     if qkind == 0:
         return None
     try:
-        pl = _rope_plan(rope_parameters,
-                        qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
-                        max_position_embeddings, precision, inv_freq, &slot)
+        pl = <const pe_rope_plan *>_rope_plan(
+            rope_parameters, qv.shape[qv.ndim - 1] if head_dim is None else head_dim,
+            max_position_embeddings, precision, inv_freq, &slot)
         if pl == NULL:
             return None
         h = <pe_rope_handle *>pl.h
@@ -449,8 +455,9 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
                 return None
             have_pos = True
     try:
-        pl = _rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
-                        inv_freq, &slot)
+        pl = <const pe_rope_plan *>_rope_plan(rope_parameters, head_dim,
+                                              max_position_embeddings, precision, inv_freq,
+                                              &slot)
         if pl == NULL:
             return None
         h = <pe_rope_handle *>pl.h

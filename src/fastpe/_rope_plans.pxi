@@ -3,6 +3,8 @@
 # in place and keyed by their values there; a rope_parameters dict is converted to the
 # library's fastpe_rope_params once, by the general path, and that conversion (no
 # frequencies: those live in the plan cache) is remembered here by the dict's values.
+# Multi-axis plans are entries of the same cache, keyed by their sections and by the
+# list's or the rule's key.
 
 cdef extern from "pe_lib.h" nogil:
     ctypedef struct pe_rope_plan:
@@ -12,6 +14,7 @@ cdef extern from "pe_lib.h" nogil:
     const pe_rope_plan *pe_rope_plan_rule(const void *p, int64_t head_dim, int *slot)
     void pe_rope_plan_done(const pe_rope_plan *plan, int slot)
     void pe_plans_stats(int64_t *out)
+    void pe_plans_kinds(int64_t *out)
     int pe_plans_set_max(int n)
     void pe_plans_clear()
 
@@ -99,17 +102,20 @@ def remember_rope_args(key, int64_t head_dim, dict fields):
             del rope_args[next(iter(rope_args))]
 
 
-cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embeddings,
-                                    precision, inv_freq, int *slot) except? NULL:
-    """The library's plan of the frequency arguments, held until
-    pe_rope_plan_done(plan, slot[0]), or NULL to decline: arguments of other types, a
-    dict whose conversion is not remembered, frequencies the library refuses or that
-    rotate more than head_dim dims (the general path then explains)."""
+cdef const void *_rope_plan(rope_parameters, head_dim, max_position_embeddings, precision,
+                            inv_freq, int *slot, const int64_t *secs=NULL, int n_axes=0,
+                            int layout=0) except? NULL:
+    """The library's plan of the frequency arguments -- a pe_rope_plan, held until
+    pe_rope_plan_done(plan, slot[0]); with ``n_axes`` sections ``secs`` in ``layout``
+    (FASTPE_SECTIONS_*) a pe_rope_axes_plan, held until pe_rope_axes_plan_done -- or
+    NULL to decline: arguments of other types, a dict whose conversion is not
+    remembered, frequencies or sections the library refuses, frequencies that rotate
+    more than head_dim dims (the general path then explains)."""
     cdef Py_buffer v
     cdef char code
-    cdef const pe_rope_plan *pl = NULL
+    cdef const void *pl = NULL
     cdef RopeArgs args
-    cdef int64_t hd
+    cdef int64_t hd, nf
     slot[0] = -1
     if not _as_i64(head_dim, &hd) or not 2 <= hd <= 2**31 or type(precision) is not str \
             or (max_position_embeddings is not None and type(max_position_embeddings) is not int):
@@ -120,7 +126,10 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
         if found is None:
             return NULL
         args = <RopeArgs>found
-        pl = pe_rope_plan_rule(args.p, args.head_dim, slot)
+        if n_axes:
+            pl = pe_rope_plan_axes_rule(args.p, args.head_dim, secs, n_axes, layout, slot)
+        else:
+            pl = pe_rope_plan_rule(args.p, args.head_dim, slot)
     else:
         # listed frequencies: read in place, no conversion to remember
         if rope_parameters is not None or type(inv_freq) is not _NDARRAY:
@@ -132,12 +141,66 @@ cdef const pe_rope_plan *_rope_plan(rope_parameters, head_dim, max_position_embe
         code = _native_code(v.format)
         if v.ndim == 1 and v.shape[0] >= 1 and (code == c'f' or code == c'd') \
                 and 2 * v.shape[0] <= hd:
-            pl = pe_rope_plan_list(v.buf, code, v.shape[0], slot)
+            if n_axes:
+                pl = pe_rope_plan_axes(v.buf, code, v.shape[0], secs, n_axes, layout, slot)
+            else:
+                pl = pe_rope_plan_list(v.buf, code, v.shape[0], slot)
         PyBuffer_Release(&v)
-    if pl != NULL and 2 * (<pe_rope_handle *>pl.h).sp.nf > hd:
-        pe_rope_plan_done(pl, slot[0])
+    if pl == NULL:
+        return NULL
+    if n_axes:
+        if 2 * (<const pe_rope_axes_plan *>pl).nf > hd:
+            pe_rope_axes_plan_done(<const pe_rope_axes_plan *>pl, slot[0])
+            return NULL
+    elif 2 * (<pe_rope_handle *>(<const pe_rope_plan *>pl).h).sp.nf > hd:
+        pe_rope_plan_done(<const pe_rope_plan *>pl, slot[0])
         return NULL
     return pl
+
+
+cdef class RopePlan:
+    """The library's plan of a list of frequencies ([sin | cos] rows of nf
+    frequencies: pe_rope_plan_list), held while this object lives: what the
+    general path of apply_rope and rope_cache fills and rotates by.  The cache
+    keeps the plan; the small-call paths find the same entry by the frequencies'
+    values."""
+    cdef const pe_rope_plan *pl
+    cdef int slot
+    cdef const pe_spec *sp
+    cdef const double *pmem
+    cdef pe_anchor_cache *ac
+
+    def __cinit__(self, w):
+        cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
+        cdef pe_rope_handle *h
+        self.slot = -1
+        if wv.shape[0] < 1:
+            raise ValueError("w must list at least one frequency")
+        self.pl = pe_rope_plan_list(&wv[0], c'd', wv.shape[0], &self.slot)
+        if self.pl == NULL:
+            _raise_for(_last_error()[0] or FASTPE_ENOMEM)
+        h = <pe_rope_handle *>self.pl.h
+        self.sp = &h.sp
+        self.pmem = h.plan
+        self.ac = <pe_anchor_cache *>&self.pl.ac
+
+    def __dealloc__(self):
+        if self.pl != NULL:
+            pe_rope_plan_done(self.pl, self.slot)
+
+    @property
+    def max_position(self):
+        """The largest |position| the exact angle reduction allows."""
+        return (<pe_rope_handle *>self.pl.h).max_position
+
+    def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
+                  positions=None, bint add=False, double scale=1.0, int num_threads=0,
+                  bint fresh=False, bint bfloat16=False, tuple errctx=None,
+                  bint accurate=False):
+        """Fill ``out`` with the [sin | cos] rows (as Encoder.fill_rows)."""
+        return _fill_buffers(out, self.sp, self.pmem, nseq, seq_len, offset, offsets,
+                             positions, None, add, scale, num_threads, fresh, self.ac,
+                             bfloat16, errctx, accurate)
 
 
 def _c_plans(clear=False, max_entries=None):
@@ -155,36 +218,34 @@ def _c_plans(clear=False, max_entries=None):
     return stats if old is None else (stats, old)
 
 
-#: (rope_plan_key(...), sections, section_layout) -> (RopeAxes, attention factor):
-#: multi-axis frequency arguments already checked by fastpe._rope_axes, read by
-#: rope_apply_axes (_rope_fast.pxi).  Bounded by ENCODERS_MAX.
-rope_axes_plans = {}
+cdef const pe_rope_axes_plan *_rope_axes_plan(rope_parameters, head_dim, max_position_embeddings,
+                                              precision, inv_freq, sections, section_layout,
+                                              int *slot) except? NULL:
+    """The library's multi-axis plan of the frequency arguments laid out by
+    ``sections`` (a list or tuple of ints) and ``section_layout`` (see _rope_plan),
+    or NULL to decline."""
+    cdef int64_t secs[64]
+    cdef int n, i, layout
+    slot[0] = -1
+    if type(section_layout) is not str or section_layout not in ("contiguous", "interleaved") \
+            or (type(sections) is not tuple and type(sections) is not list):
+        return NULL
+    layout = section_layout == "interleaved"    # (FASTPE_SECTIONS_*)
+    n = len(sections)
+    if not 1 <= n <= ROPE_MAX_AXES:
+        return NULL
+    for i in range(n):
+        if not _as_i64(sections[i], &secs[i]):
+            return NULL
+    return <const pe_rope_axes_plan *>_rope_plan(rope_parameters, head_dim,
+                                                 max_position_embeddings, precision, inv_freq,
+                                                 slot, secs, n, layout)
 
 
-def rope_axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq,
-                       sections, section_layout):
-    """The cache key of multi-axis RoPE arguments, or None when they are not plain
-    values (see rope_plan_key; ``sections`` a list or tuple of ints)."""
-    return _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                          inv_freq, sections, section_layout)
-
-
-cdef object _axes_plan_key(rope_parameters, head_dim, max_position_embeddings, precision,
-                           inv_freq, sections, section_layout):
-    if (type(sections) is not tuple and type(sections) is not list) \
-            or type(section_layout) is not str:
-        return None
-    for v in sections:
-        if type(v) is not int:
-            return None
-    key = _plan_key(rope_parameters, head_dim, max_position_embeddings, precision, inv_freq)
-    if key is None:
-        return None
-    return (key, tuple(sections), section_layout)
-
-
-def remember_rope_axes_plan(key, RopeAxes axes, double attention):
-    with _encoders_lock:
-        rope_axes_plans[key] = (axes, attention)
-        while len(rope_axes_plans) > ENCODERS_MAX:
-            del rope_axes_plans[next(iter(rope_axes_plans))]
+def _c_plan_kinds():
+    """{kind: (entries, holds)} of the library's plan cache, by the tag its keys start
+    with (for tests)."""
+    cdef int64_t n[16]
+    pe_plans_kinds(n)
+    names = {1: "table", 2: "rope list", 3: "rope rule", 4: "rope axes"}
+    return {name: (n[2 * t], n[2 * t + 1]) for t, name in names.items()}

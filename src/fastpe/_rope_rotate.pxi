@@ -182,11 +182,11 @@ cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16) except -1
     return code
 
 
-def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions, bint half,
+def rope_rotate(x, RopePlan enc, int seq_axis, int64_t offset, offsets, positions, bint half,
                 double attention, int num_threads, bint bfloat16=False, k=None,
                 bint k_bfloat16=False):
-    """Rotate the rows of ``x`` in place by the angles of ``enc`` (a RoPE encoding:
-    [sin | cos] of nf frequencies) at each token's position (see _rope_run), and
+    """Rotate the rows of ``x`` in place by the angles of ``enc`` (the library's plan
+    of nf frequencies) at each token's position (see _rope_run), and
     those of ``k`` (if not None; the same batch and sequence axes) by the same
     table in the same pass; ``bfloat16``, ``k_bfloat16``: x, k hold bfloat16
     entries as uint16 bits.  The buffer checks are made here; the range of the
@@ -207,7 +207,7 @@ def rope_rotate(x, Encoder enc, int seq_axis, int64_t offset, offsets, positions
                                  "float64 buffer whose last axis is contiguous and holds the "
                                  "rotated pairs")
         try:
-            _rope_run(&view, kind, &kview if kkind else NULL, kkind, &enc.sp, enc.pmem, &enc.ac,
+            _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc.sp, enc.pmem, enc.ac,
                       seq_axis, offset, offsets, positions, half, attention, num_threads)
         finally:
             if kkind:

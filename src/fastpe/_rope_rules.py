@@ -19,7 +19,6 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from . import kernel as _kernel
-from ._conventions import kernel_spec
 from ._validate import (
     MAX_SCALE,
     _is_torch_bfloat16,
@@ -478,7 +477,7 @@ class _Rule(NamedTuple):
 
 def _angles(
     head_dim: int, rule: _Rule, lo: float, hi: float
-) -> tuple[np.ndarray, float, _kernel.Encoder]:
+) -> tuple[np.ndarray, float, _kernel.RopePlan]:
     """(frequencies, attention factor, compiled encoding) for positions lo .. hi
     (none when hi < lo), every argument checked.  The rule sees the longest
     sequence hi + 1, as transformers' rotary modules do."""
@@ -534,19 +533,15 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
     return w
 
 
-def _encoder(w: np.ndarray) -> _kernel.Encoder:
-    """The compiled encoding of a list of frequencies ([sin | cos] rows), cached
-    by value like every encoding."""
-    key = ("rope", w.tobytes())
-    enc = _kernel.encoders.get(key)
-    if enc is None:
-        nf = int(w.size)
-        spec = kernel_spec(2 * nf, nf, layout=1, ns=nf, c_off=nf, nc=nf, frequencies=w)
-        enc = _kernel.remember(key, _kernel.Encoder(spec))
-    return enc
+def _encoder(w: np.ndarray) -> _kernel.RopePlan:
+    """The compiled encoding of a list of frequencies ([sin | cos] rows): the library's
+    plan, which its cache keeps by the frequencies' values."""
+    return _kernel.RopePlan(w)
 
 
-def _plan(rule: _Rule, head_dim: Any, enc: _kernel.Encoder, attention: float, nf: int) -> None:
+def _plan(
+    rule: _Rule, head_dim: Any, enc: _kernel.RopePlan | None, attention: float, nf: int
+) -> None:
     """Remember the conversion of checked rope_parameters for the small-call paths,
     when their frequencies do not depend on the sequence length (and rotate at
     most head_dim dims, which apply_rope's path relies on).  The frequencies are

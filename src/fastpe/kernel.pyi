@@ -31,7 +31,7 @@ class Plan:
 def plan_nbytes(spec: dict[str, Any]) -> int: ...
 def rope_rotate(
     x: Any,
-    enc: Encoder,
+    enc: RopePlan,
     seq_axis: int,
     offset: int,
     offsets: np.ndarray | None,
@@ -66,15 +66,11 @@ def rope_rotate_tables(
 
 @disjoint_base
 class RopeAxes:
-    """A multi-axis RoPE: each axis's encoding and the table columns it fills."""
+    """A multi-axis RoPE plan of the library's cache, held while the object lives."""
 
-    n_axes: int
-    nf: int
-    encoders: tuple[Encoder | None, ...]
-    columns: tuple[np.ndarray, ...]
-    def __new__(
-        cls, encoders: tuple[Encoder | None, ...], columns: tuple[Any, ...], nf: int
-    ) -> Self: ...
+    @property
+    def max_positions(self) -> tuple[float, ...]: ...
+    def __new__(cls, w: Any, sections: Any, section_layout: int) -> Self: ...
 
 def rope_table_axes(
     axes: RopeAxes,
@@ -97,19 +93,6 @@ def rope_rotate_axes(
     k: Any = ...,
     k_bfloat16: bool = ...,
 ) -> None: ...
-
-rope_axes_plans: dict[Any, tuple[RopeAxes, float]]
-
-def rope_axes_plan_key(
-    rope_parameters: Any,
-    head_dim: Any,
-    max_position_embeddings: Any,
-    precision: Any,
-    inv_freq: Any,
-    sections: Any,
-    section_layout: Any,
-) -> tuple[Any, ...] | None: ...
-def remember_rope_axes_plan(key: Any, axes: RopeAxes, attention: float) -> None: ...
 def rope_apply_axes(
     q: Any,
     k: Any,
@@ -190,6 +173,7 @@ def remember_rope_args(key: Any, head_dim: int, fields: dict[str, Any]) -> None:
 def _c_plans(
     clear: bool = False, max_entries: int | None = None
 ) -> tuple[int, int, int, int, int] | tuple[tuple[int, int, int, int, int], int]: ...
+def _c_plan_kinds() -> dict[str, tuple[int, int]]: ...
 def rope_apply(
     q: Any,
     k: Any,
@@ -288,6 +272,31 @@ class Encoder:
         accurate: bool = ...,
     ) -> Any: ...
     def scratch_nbytes(self, rows: int, num_threads: int, add: bool) -> int: ...
+
+@disjoint_base
+class RopePlan:
+    """The library's plan of a list of frequencies, held while the object lives."""
+
+    def __new__(cls, w: Any) -> Self: ...
+    @property
+    def max_position(self) -> float: ...
+    def fill_rows(
+        self,
+        out: Any,
+        *,
+        nseq: int,
+        seq_len: int,
+        offset: int = ...,
+        offsets: np.ndarray | None = ...,
+        positions: np.ndarray | None = ...,
+        add: bool = ...,
+        scale: float = ...,
+        num_threads: int = ...,
+        fresh: bool = ...,
+        bfloat16: bool = ...,
+        errctx: tuple[dict[str, str] | None, tuple[int, ...] | None, str] | None = ...,
+        accurate: bool = ...,
+    ) -> Any: ...
 
 PLAN_MAX_BYTES: int
 ENCODERS_MAX: int
