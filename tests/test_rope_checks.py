@@ -768,7 +768,7 @@ def test_position_refusals_cold_and_warm(call, given, message):
 
     kernel.encoders.clear()
     kernel.rope_args.clear()
-    kernel.rope_axes_plans.clear()
+    kernel._c_plans(clear=True)
     cold = refused()
     _plan_everything()
     fastpe.rope_cache(8, seq_len=3)
@@ -871,7 +871,7 @@ def test_multi_axis_shape_refusals_cold_and_warm(call, given, message):
 
     kernel.encoders.clear()
     kernel.rope_args.clear()
-    kernel.rope_axes_plans.clear()
+    kernel._c_plans(clear=True)
     cold = refused()
     _plan_everything()
     fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
