@@ -31,12 +31,12 @@ from pathlib import Path
 
 CC = os.environ.get("FASTPE_WINE_CC", "x86_64-w64-mingw32-gcc-posix")
 # ccache, where installed, caches the compiles (the same sources and flags every run):
-# with CCACHE_BASEDIR=/ the paths in the key are relative to the compiler's working
-# folder, so the temporary folders each run makes do not change it.
+# paths below CCACHE_BASEDIR (the tree, or the run's folder for the test builds) enter
+# the key relative to the compiler's working folder, so where the tree or the run's
+# temporary folders are does not change it.
 CCACHE = (
     ["ccache"] if shutil.which("ccache") and os.environ.get("FASTPE_NO_CCACHE", "0") != "1" else []
 )
-CCACHE_ENV = {**os.environ, "CCACHE_BASEDIR": "/", "CCACHE_NOHASHDIR": "1"}
 EXT_SUFFIX = ".cp312-win_amd64.pyd"
 # What a module built with -fopenmp loads at run time: libgomp and the GCC and
 # winpthreads runtimes it depends on.  Windows looks for them beside the module.
@@ -79,9 +79,10 @@ def read_setup(root: Path) -> dict:
 
 
 def compile_and_link(
-    sources, target: Path, *, cflags, ldflags, include_dirs, macros, pyinclude, pydll, cwd
+    sources, target: Path, *, cflags, ldflags, include_dirs, macros, pyinclude, pydll, cwd, basedir
 ):
     """Compile the C sources (in parallel) and link them into the module target."""
+    env = {**os.environ, "CCACHE_BASEDIR": str(Path(basedir).resolve()), "CCACHE_NOHASHDIR": "1"}
     objdir = target.parent / f".obj-{target.name}"
     objdir.mkdir(parents=True, exist_ok=True)
     incs = [f"-I{d}" for d in [*include_dirs, pyinclude]]
@@ -91,7 +92,7 @@ def compile_and_link(
         i, src = i_src
         obj = objdir / f"{i}_{Path(src).stem}.o"
         cmd = [*CCACHE, CC, "-c", str(src), "-o", str(obj), "-DNDEBUG", *incs, *defs, *cflags]
-        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=CCACHE_ENV)
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
         if proc.returncode:
             raise RuntimeError(f"{' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
         return obj
@@ -117,6 +118,13 @@ def build_fastpe(args) -> None:
     cwd = os.getcwd()
     os.chdir(root)  # setup.py's paths are relative to the tree
     try:
+        # The CPython headers through a link in the build folder: the compile commands
+        # then name the same relative paths wherever the tree is (ccache's key).
+        pyinclude = Path(args.build_dir) / "pyinclude"
+        pyinclude.parent.mkdir(parents=True, exist_ok=True)
+        if pyinclude.is_symlink() or pyinclude.exists():
+            pyinclude.unlink()
+        pyinclude.symlink_to(Path(cwd, args.pyinclude).resolve(), target_is_directory=True)
         for ext in ns["EXTENSIONS"]:
             # (the Linux build's options: its Cython cache, where one is set)
             options = ns["_cython_options"](ext, args.build_dir)
@@ -133,9 +141,10 @@ def build_fastpe(args) -> None:
                 ldflags=list(omp_l) + list(ext.extra_link_args or []),
                 include_dirs=list(ext.include_dirs or []),
                 macros=list(ext.define_macros or []),
-                pyinclude=args.pyinclude,
+                pyinclude=str(pyinclude),
                 pydll=args.pydll,
                 cwd=root,
+                basedir=root,
             )
             print(f"build_win: {target.relative_to(out)} ({target.stat().st_size // 1024} KiB)")
     finally:
@@ -182,6 +191,7 @@ def serve_one(req: dict, args) -> str:
             pyinclude=args.pyinclude,
             pydll=args.pydll,
             cwd=workdir,
+            basedir=Path(args.queue).parent,
         )
         log.append(f"built {target}")
     for dll in runtime_dlls():
