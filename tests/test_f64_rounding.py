@@ -256,12 +256,22 @@ def test_correctly_rounded_is_a_checked_keyword_only_flag():
         fastpe.sinusoidal_at([1, 2], 8, correctly_rounded=1)
     with pytest.raises(TypeError):
         fastpe.sinusoidal(4, 8, None, None, None, None, None, None, None, True)  # type: ignore
-    # no effect on the other dtypes (rounded once from float64 already)
-    for dt in (np.float32, np.float16):
-        assert np.array_equal(
-            fastpe.sinusoidal(300, 33, dtype=dt, offset=355),
-            fastpe.sinusoidal(300, 33, dtype=dt, offset=355, correctly_rounded=True),
-        )
+
+
+@pytest.mark.parametrize("dtype", [None, np.float32, np.float16])
+def test_correctly_rounded_is_refused_for_other_dtypes(dtype):
+    """The other writers have no rounding test (a float32 entry beside a midpoint is
+    off, tests/test_rounding.py): the option is refused, not silently ignored, and
+    an ``out`` is left as it was."""
+    want = r"correctly_rounded=True applies to float64 tables .* got float(32|16)"
+    with pytest.raises(ValueError, match=want):
+        fastpe.sinusoidal(3, 8, dtype=dtype, correctly_rounded=True)
+    with pytest.raises(ValueError, match=want):
+        fastpe.sinusoidal_at([1, 2], 8, dtype=dtype, correctly_rounded=True)
+    out = np.full((3, 8), 7, dtype or np.float32)
+    with pytest.raises(ValueError, match=want):
+        fastpe.sinusoidal(3, 8, out=out, correctly_rounded=True)
+    assert (out == 7).all()
 
 
 def test_the_default_float64_path_is_not_faithful_near_zero():
