@@ -1,8 +1,9 @@
 # Sourced by the set-up scripts: new_venv PYTHON DIR makes a venv at DIR with the newest
 # pip.  The interpreter's own pip installs it there (pip --python): `python -m venv`
-# would first install its bundled pip and setuptools, then pip would replace itself, 7 s
+# would first install its bundled pip and setuptools, then pip would replace itself, 7.5 s
 # of CPU per venv against 2 on the 2-core machine, and CI makes about ten venvs.  An
-# interpreter without pip 22.3 or newer gets the plain venv.
+# interpreter without pip 22.3 or newer gets the plain venv.  No setuptools: a script
+# that builds installs it.
 new_venv() {
     local py=$1 dir=$2
     if "$py" -m pip --version > /dev/null 2>&1 && "$py" -m venv --clear --without-pip "$dir" &&
