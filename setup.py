@@ -8,16 +8,17 @@ FASTPE_REQUIRE_OPENMP=1   fail the build instead of falling back to serial when
 FASTPE_SANITIZE=1         add -fsanitize=address,undefined (for the sanitizer CI job);
                           FASTPE_SANITIZE=undefined: UBSan alone (no runtime to preload).
 FASTPE_EXTRA_CFLAGS       extra compile flags, space separated.
-FASTPE_CYTHON_CACHE=DIR   keep Cython's generated C in DIR, keyed by a hash of the .pyx,
-                          everything it includes or cimports, the directives and the
-                          Cython version: a rebuild of the same sources (another venv,
-                          the other build of the test command) skips cythonizing.
+FASTPE_CYTHON_CACHE=DIR   keep Cython's generated C in DIR, keyed by a hash of the
+                          module's .pyx/.pxi/.pxd files, the directives and the Cython
+                          version: a rebuild of the same sources (another venv, the other
+                          build of the test command) skips cythonizing.
 """
 
 from __future__ import annotations
 
-import contextlib
 import glob
+import gzip
+import hashlib
 import importlib.util
 import os
 import re
@@ -27,11 +28,6 @@ import sys
 import tempfile
 import textwrap
 import warnings
-
-try:
-    import fcntl
-except ImportError:  # Windows: no cache lock (the cache is a CI convenience)
-    fcntl = None  # type: ignore[assignment]
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -158,54 +154,63 @@ class BuildExt(build_ext):
                 )
         # Cythonized here, once per build: not when setup.py is merely imported
         # (`setup.py --version`, an sdist), which needs no C.
-        from Cython.Build import cythonize
-
         for ext in self.extensions:
-            options = _cython_options(ext)
-            with _cache_lock(options.get("cache")):
-                (cythonized,) = cythonize(ext, compiler_directives=CYTHON_DIRECTIVES, **options)
-            ext.sources = cythonized.sources
+            ext.sources = cythonize_cached(ext)
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = ldflags + list(ext.extra_link_args or [])
         super().build_extensions()
 
 
-def _cython_options(ext, build_dir: str | None = None) -> dict:
-    """cythonize's options for one extension (its .c in build_dir, or beside the .pyx):
-    the .c is always that of this build's sources.  Without FASTPE_CYTHON_CACHE it is
-    regenerated (force); with it, the old .c is removed (cythonize would keep one
-    newer than its sources by date) and Cython's cache, keyed on content, supplies it
-    or stores the new one."""
+def cythonize_cached(ext, build_dir: str | None = None) -> list[str]:
+    """Cythonize ``ext`` (its .c in build_dir, or beside the .pyx) and return its
+    sources with the .c in place of the .pyx.  The .c is always that of this build's
+    sources: without FASTPE_CYTHON_CACHE it is regenerated; with it, a copy is kept
+    there under a hash of everything that decides it (the Cython version, the
+    directives, and every .pyx, .pxi and .pxd beside the module), so that another
+    build of the same sources (another venv, the other build of the test command)
+    copies it instead of cythonizing (about 5 s of CPU)."""
+    from Cython import __version__ as cython_version
+    from Cython.Build import cythonize
+
     cache = os.environ.get("FASTPE_CYTHON_CACHE", "").strip()
-    if not cache:
-        return {"force": True, "build_dir": build_dir}
-    for src in ext.sources:
-        if src.endswith(".pyx"):
-            old = os.path.splitext(src)[0] + ".c"
-            if os.path.exists(os.path.join(build_dir or "", old)):
-                os.remove(os.path.join(build_dir or "", old))
-    return {
-        "force": False,
-        "build_dir": build_dir,
-        "cache": os.path.abspath(os.path.expanduser(cache)),
-    }
-
-
-@contextlib.contextmanager
-def _cache_lock(cache: str | None):
-    """Builds running side by side (CI's workers) cythonize one at a time into a shared
-    cache: Cython writes an entry through one temporary name, which two writers would
-    both open.  The second then finds the first one's entry."""
-    if not cache or fcntl is None:
-        yield
-        return
+    pyx = [src for src in ext.sources if src.endswith(".pyx")]
+    c_files = [os.path.join(build_dir or "", os.path.splitext(src)[0] + ".c") for src in pyx]
+    sources = [
+        os.path.join(build_dir or "", os.path.splitext(s)[0] + ".c") if s.endswith(".pyx") else s
+        for s in ext.sources
+    ]
+    if not cache or len(pyx) != 1:
+        (cy,) = cythonize(
+            ext, compiler_directives=CYTHON_DIRECTIVES, force=True, build_dir=build_dir
+        )
+        return list(cy.sources)
+    digest = hashlib.sha256(f"{cython_version}\0{sorted(CYTHON_DIRECTIVES.items())}".encode())
+    folder = os.path.dirname(pyx[0])
+    for name in sorted(os.listdir(folder)):
+        if name.endswith((".pyx", ".pxi", ".pxd")):
+            digest.update(f"\0{name}\0".encode())
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(f.read())
+    cache = os.path.abspath(os.path.expanduser(cache))
+    entry = os.path.join(cache, f"{os.path.basename(c_files[0])}-{digest.hexdigest()}.gz")
+    if os.path.exists(entry):
+        os.makedirs(os.path.dirname(c_files[0]) or ".", exist_ok=True)
+        with gzip.open(entry, "rb") as src, open(c_files[0], "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        print(f"fastpe: {c_files[0]} from the Cython cache ({entry})")
+        return sources
+    (cy,) = cythonize(ext, compiler_directives=CYTHON_DIRECTIVES, force=True, build_dir=build_dir)
     os.makedirs(cache, exist_ok=True)
-    with open(os.path.join(cache, ".lock"), "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    # (a name of its own, renamed into place: builds side by side never share a file)
+    fd, tmp = tempfile.mkstemp(dir=cache, suffix=".tmp")
+    with (
+        os.fdopen(fd, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb") as dst,
+        open(c_files[0], "rb") as src,
+    ):
+        shutil.copyfileobj(src, dst)
+    os.replace(tmp, entry)
+    return list(cy.sources)
 
 
 CYTHON_DIRECTIVES = {

@@ -108,8 +108,6 @@ def compile_and_link(
 
 
 def build_fastpe(args) -> None:
-    from Cython.Build import cythonize
-
     root = Path(args.root).resolve()
     ns = read_setup(root)
     base = [*ns["BASE_CFLAGS"]["gcc-like"], "-g0"]
@@ -126,16 +124,12 @@ def build_fastpe(args) -> None:
             pyinclude.unlink()
         pyinclude.symlink_to(Path(cwd, args.pyinclude).resolve(), target_is_directory=True)
         for ext in ns["EXTENSIONS"]:
-            # (the Linux build's options: its Cython cache, where one is set)
-            options = ns["_cython_options"](ext, args.build_dir)
-            with ns["_cache_lock"](options.get("cache")):
-                (cy,) = cythonize(
-                    ext, compiler_directives=ns["CYTHON_DIRECTIVES"], quiet=True, **options
-                )
+            # (as the Linux build does: its Cython cache, where one is set)
+            sources = ns["cythonize_cached"](ext, args.build_dir)
             target = out / (ext.name.split(".", 1)[1].replace(".", "/") + EXT_SUFFIX)
             target.parent.mkdir(parents=True, exist_ok=True)
             compile_and_link(
-                cy.sources,
+                sources,
                 target.resolve(),
                 cflags=base + omp_c + list(ext.extra_compile_args or []),
                 ldflags=list(omp_l) + list(ext.extra_link_args or []),
