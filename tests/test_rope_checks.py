@@ -332,6 +332,20 @@ def _plan_everything():
         )  # fmt: skip
 
 
+def _cold_and_warm(refused, *warm_up):
+    """(cold, warm): ``refused()``'s message with nothing cached (the general path),
+    then again once plans are cached (the small-call paths), by _plan_everything and
+    the ``warm_up`` calls."""
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    kernel._c_plans(clear=True)
+    cold = refused()
+    _plan_everything()
+    for call in warm_up:
+        call()
+    return cold, refused()
+
+
 @pytest.mark.parametrize("sections", [False, True])
 @pytest.mark.parametrize("make_q, make_k, kw, message", ARRAY_REFUSALS)
 def test_array_refusals_cold_and_warm(make_q, make_k, kw, message, sections):
@@ -350,11 +364,8 @@ def test_array_refusals_cold_and_warm(make_q, make_k, kw, message, sections):
             np.testing.assert_array_equal(a, b)
         return str(info.value)
 
-    kernel.encoders.clear()
-    kernel.rope_args.clear()
-    cold = call()
-    _plan_everything()
-    assert call() == cold == message
+    cold, warm = _cold_and_warm(call)
+    assert warm == cold == message
 
 
 def test_array_refusal_detail():
@@ -521,11 +532,8 @@ def test_token_refusals_cold_and_warm(kw, message):
         assert (q == 1).all()
         return str(info.value)
 
-    kernel.encoders.clear()
-    kernel.rope_args.clear()
-    cold = call()
-    _plan_everything()
-    assert call() == cold == message
+    cold, warm = _cold_and_warm(call)
+    assert warm == cold == message
 
 
 def test_token_refusal_detail():
@@ -653,12 +661,12 @@ def test_out_refusals_cold_and_warm(make_out, kw, kind, message):
             np.testing.assert_array_equal(o, b)
         return str(info.value)
 
-    kernel.encoders.clear()
-    kernel.rope_args.clear()
-    cold = call()
-    fastpe.rope_cache(8, positions=positions)
-    fastpe.rope_cache(8, seq_len=3)
-    assert call() == cold == message
+    cold, warm = _cold_and_warm(
+        call,
+        lambda: fastpe.rope_cache(8, positions=positions),
+        lambda: fastpe.rope_cache(8, seq_len=3),
+    )
+    assert warm == cold == message
 
 
 def test_out_refusal_detail():
@@ -766,14 +774,12 @@ def test_position_refusals_cold_and_warm(call, given, message):
         np.testing.assert_array_equal(p, before)
         return str(info.value)
 
-    kernel.encoders.clear()
-    kernel.rope_args.clear()
-    kernel._c_plans(clear=True)
-    cold = refused()
-    _plan_everything()
-    fastpe.rope_cache(8, seq_len=3)
-    fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
-    assert refused() == cold
+    cold, warm = _cold_and_warm(
+        refused,
+        lambda: fastpe.rope_cache(8, seq_len=3),
+        lambda: fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4)),
+    )
+    assert warm == cold
 
 
 def test_position_refusal_detail():
@@ -869,15 +875,16 @@ def test_multi_axis_shape_refusals_cold_and_warm(call, given, message):
         np.testing.assert_array_equal(p, given)
         return str(info.value)
 
-    kernel.encoders.clear()
-    kernel.rope_args.clear()
-    kernel._c_plans(clear=True)
-    cold = refused()
-    _plan_everything()
-    fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4))
-    fastpe.apply_rope(np.ones((2, 3, 16), np.float32), positions=np.zeros((3, 3), np.int64),
-                      sections=(2, 2, 4))  # fmt: skip
-    assert refused() == cold == message
+    cold, warm = _cold_and_warm(
+        refused,
+        lambda: fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4)),
+        lambda: fastpe.apply_rope(
+            np.ones((2, 3, 16), np.float32),
+            positions=np.zeros((3, 3), np.int64),
+            sections=(2, 2, 4),
+        ),
+    )
+    assert warm == cold == message
 
 
 def test_multi_axis_position_detail():

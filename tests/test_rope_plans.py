@@ -124,26 +124,23 @@ def test_the_python_side_keeps_no_frequencies():
     assert all(isinstance(v, kernel.RopeArgs) for v in kernel.rope_args.values())
 
 
-def test_threads_sharing_the_cache_get_a_single_threads_bits():
-    """Eight threads over more configurations than the cache holds (so entries are
-    evicted while others are in use): every result is bitwise the serial one."""
-    configs = _configs(24)
-    lists = [np.geomspace(1.0, 1e-3, 8) * (1 + i / 32) for i in range(24)]
-    q0 = np.random.default_rng(0).standard_normal((1, 2, 3, 16))
-    want = {}
-    for i in range(24):
-        want["r", i] = fastpe.apply_rope(q0.copy(), offset=5, rope_parameters=configs[i])
-        want["w", i] = fastpe.apply_rope(q0.copy(), offset=5, inv_freq=lists[i])
+def _threads_agree(call, n):
+    """The mismatches when eight threads make ``call(kind, i)`` (kind "r": a rule,
+    "w": a frequency list; i < n) in random orders, the cache bounded at 8 entries
+    (so entries are evicted while others are in use), against one thread's results."""
+
+    def same(a, b):
+        return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+    want = {(kind, i): call(kind, i) for i in range(n) for kind in "rw"}
     errors = []
     _, old = kernel._c_plans(clear=True, max_entries=8)
 
     def work(seed):
         rng = np.random.default_rng(seed)
-        for i in rng.permutation(24 * 4) % 24:
+        for i in rng.permutation(n * 4) % n:
             kind = "r" if rng.random() < 0.5 else "w"
-            kw = {"rope_parameters": configs[i]} if kind == "r" else {"inv_freq": lists[i]}
-            got = fastpe.apply_rope(q0.copy(), offset=5, **kw)
-            if not np.array_equal(got, want[kind, i]):
+            if not same(call(kind, i), want[kind, i]):
                 errors.append((kind, int(i)))
 
     try:
@@ -154,6 +151,21 @@ def test_threads_sharing_the_cache_get_a_single_threads_bits():
             th.join()
     finally:
         kernel._c_plans(max_entries=old)
+    return errors
+
+
+def test_threads_sharing_the_cache_get_a_single_threads_bits():
+    """Eight threads over more configurations than the cache holds: every result is
+    bitwise the serial one."""
+    configs = _configs(24)
+    lists = [np.geomspace(1.0, 1e-3, 8) * (1 + i / 32) for i in range(24)]
+    q0 = np.random.default_rng(0).standard_normal((1, 2, 3, 16))
+
+    def call(kind, i):
+        kw = {"rope_parameters": configs[i]} if kind == "r" else {"inv_freq": lists[i]}
+        return (fastpe.apply_rope(q0.copy(), offset=5, **kw),)
+
+    errors = _threads_agree(call, 24)
     assert not errors, errors[:5]
     stats = kernel._c_plans()
     assert stats[0] <= 8  # bounded while the bound was 8
@@ -320,29 +332,11 @@ def test_threads_sharing_multi_axis_plans_get_a_single_threads_bits():
     no hold is left behind."""
     configs = [{"rope_theta": 3e5 + 11 * i} for i in range(12)]
     lists = [np.geomspace(1.0, 1e-4, 64) * (1 + i / 64) for i in range(12)]
-    want = {}
-    for i in range(12):
-        want["r", i] = _mrope_step(configs[i])
-        want["w", i] = _mrope_step(inv_freq=lists[i])
-    errors = []
-    _, old = kernel._c_plans(clear=True, max_entries=8)
 
-    def work(seed):
-        rng = np.random.default_rng(seed)
-        for i in rng.permutation(12 * 4) % 12:
-            kind = "r" if rng.random() < 0.5 else "w"
-            got = _mrope_step(configs[i]) if kind == "r" else _mrope_step(inv_freq=lists[i])
-            if not all(np.array_equal(g, x) for g, x in zip(got, want[kind, i], strict=True)):
-                errors.append((kind, int(i)))
+    def call(kind, i):
+        return _mrope_step(configs[i]) if kind == "r" else _mrope_step(inv_freq=lists[i])
 
-    try:
-        threads = [threading.Thread(target=work, args=(s,)) for s in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-    finally:
-        kernel._c_plans(max_entries=old)
+    errors = _threads_agree(call, 12)
     assert not errors, errors[:5]
     # (a plan object an earlier test's traceback still reaches is released by the collector)
     gc.collect()

@@ -36,13 +36,11 @@ static void make(arr *x, const char *name, int64_t off, int64_t b, int64_t h, in
     x->a.strides = x->strides;
 }
 
-static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis, int code,
-                    const char *argument, int64_t index, double value, double limit,
-                    const char *what) {
-    int64_t hd = -1;
-    int sa = -1;
+/* a check's return value got, and the error detail it left, against the refusal
+   wanted (value or limit NAN: not compared) */
+static void detail_is(int got, int code, const char *argument, int64_t index, double value,
+                      double limit, const char *what) {
     fastpe_error e;
-    int got = pe_rope_check_arrays(&q->a, k != NULL ? &k->a : NULL, head_dim, seq_axis, &hd, &sa);
     fastpe_last_error(&e);
     CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
           code);
@@ -54,21 +52,21 @@ static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_ax
     CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
 }
 
+static void refused(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis, int code,
+                    const char *argument, int64_t index, double value, double limit,
+                    const char *what) {
+    int64_t hd = -1;
+    int sa = -1;
+    int got = pe_rope_check_arrays(&q->a, k != NULL ? &k->a : NULL, head_dim, seq_axis, &hd, &sa);
+    detail_is(got, code, argument, index, value, limit, what);
+}
+
 /* pe_check_out of out (and sin) for the shape want */
 static void out_refused(const arr *out, const arr *sin, const int64_t *want, int code,
                         const char *argument, int64_t index, double value, double limit,
                         const char *what) {
-    fastpe_error e;
     int got = pe_check_out(&out->a, sin != NULL ? &sin->a : NULL, want, 4);
-    fastpe_last_error(&e);
-    CHECK(got == code && e.code == code, "%s: returned %d (detail %d), want %d", what, got, e.code,
-          code);
-    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: argument %s, want %s", what,
-          e.argument != NULL ? e.argument : "(null)", argument);
-    CHECK(e.index == index, "%s: index %lld, want %lld", what, (long long)e.index,
-          (long long)index);
-    CHECK(isnan(value) || e.value == value, "%s: value %g, want %g", what, e.value, value);
-    CHECK(isnan(limit) || e.limit == limit, "%s: limit %g, want %g", what, e.limit, limit);
+    detail_is(got, code, argument, index, value, limit, what);
 }
 
 static void accepted(const arr *q, const arr *k, int64_t head_dim, int64_t seq_axis,
