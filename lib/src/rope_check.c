@@ -252,6 +252,25 @@ int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride, i
 /* the bound on offsets: offset + seq - 1 then stays far inside int64 */
 #define OFFSET_LIMIT ((int64_t)1 << 62)
 
+/* One position at p (a double when pos_float, else an int64) into the span it widens
+   (first: it starts the span); a float one must be finite, before the rules see the
+   span, since a NaN would pass every comparison.  name and index: the detail's. */
+static int span_take(pe_rope_span *span, const char *p, int pos_float, int first, const char *name,
+                     int64_t index) {
+    if (pos_float) {
+        double v = *(const double *)p;
+        if (!isfinite(v))
+            return pe_fail(FASTPE_ERANGE, name, index, v, DBL_MAX);
+        span->lo = first || v < span->lo ? v : span->lo;
+        span->hi = first || v > span->hi ? v : span->hi;
+    } else {
+        int64_t v = *(const int64_t *)p;
+        span->ilo = first || v < span->ilo ? v : span->ilo;
+        span->ihi = first || v > span->ihi ? v : span->ihi;
+    }
+    return FASTPE_OK;
+}
+
 static int64_t id_at(const pe_rope_array *a, int64_t i) {
     return *(const int64_t *)(a->buf + i * (a->ndim > 0 ? a->strides[a->ndim - 1] : 0));
 }
@@ -268,19 +287,10 @@ int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_
         for (int64_t r = 0; r < rows; r++) {
             const char *row = pos->buf + (nd == 2 ? r * pos->strides[0] : 0);
             for (int64_t s = 0; s < seq; s++, n++) {
-                const char *p = row + s * pos->strides[nd - 1];
-                if (pos_float) {
-                    double v = *(const double *)p;
-                    /* (before the rules see the span: a NaN would pass every comparison) */
-                    if (!isfinite(v))
-                        return pe_fail(FASTPE_ERANGE, "positions", n, v, DBL_MAX);
-                    span->lo = n == 0 || v < span->lo ? v : span->lo;
-                    span->hi = n == 0 || v > span->hi ? v : span->hi;
-                } else {
-                    int64_t v = *(const int64_t *)p;
-                    span->ilo = n == 0 || v < span->ilo ? v : span->ilo;
-                    span->ihi = n == 0 || v > span->ihi ? v : span->ihi;
-                }
+                int err = span_take(span, row + s * pos->strides[nd - 1], pos_float, n == 0,
+                                    "positions", n);
+                if (err != FASTPE_OK)
+                    return err;
             }
         }
         if (!pos_float)
@@ -335,19 +345,10 @@ int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n
         rows *= pos->shape[i], idx[i] = 0;
     for (int64_t t = 0; t < rows; t++) {
         for (int64_t a = 0; a < n; a++) {
-            const char *p = row + a * pos->strides[nd - 1];
-            pe_rope_span *s = &spans[a];
-            if (pos_float) {
-                double v = *(const double *)p;
-                if (!isfinite(v))
-                    return pe_fail(FASTPE_ERANGE, pos->name, t * n + a, v, DBL_MAX);
-                s->lo = t == 0 || v < s->lo ? v : s->lo;
-                s->hi = t == 0 || v > s->hi ? v : s->hi;
-            } else {
-                int64_t v = *(const int64_t *)p;
-                s->ilo = t == 0 || v < s->ilo ? v : s->ilo;
-                s->ihi = t == 0 || v > s->ihi ? v : s->ihi;
-            }
+            int err = span_take(&spans[a], row + a * pos->strides[nd - 1], pos_float, t == 0,
+                                pos->name, t * n + a);
+            if (err != FASTPE_OK)
+                return err;
         }
         for (int i = nd - 2; i >= 0; i--) { /* the next token: a mixed-radix step */
             if (++idx[i] < pos->shape[i]) {
