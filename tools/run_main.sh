@@ -13,11 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${FASTPE_VENV:-.venv}
 source tools/venv.sh
-if [ -x "$VENV/bin/python" ]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-else
-    new_venv "${PYTHON:-python3}" "$VENV"
-fi
+use_venv "${PYTHON:-python3}" "$VENV"
 "$VENV/bin/python" -m pip install -q "setuptools>=77" wheel "Cython>=3.1" numpy mpmath
 bash tools/install_tree.sh "$VENV/bin/python"
 FASTPE_BIN=$(cd "$VENV" && pwd)/bin/fastpe

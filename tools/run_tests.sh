@@ -16,11 +16,7 @@ PYTEST_ARGS=("$@")
 [ ${#PYTEST_ARGS[@]} -gt 0 ] || PYTEST_ARGS=(tests)
 
 source tools/venv.sh
-if [ -x "$VENV/bin/python" ]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-else
-    new_venv "$PY" "$VENV"
-fi
+use_venv "$PY" "$VENV"
 "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
 # A development venv's editable install is put back at the end, so that later
 # pytest runs there test src/ and not the copy installed below.

@@ -21,11 +21,7 @@ MARK=${FASTPE_SAN_MARK-core}
 export HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-sanitizers}
 
 source tools/venv.sh
-if [ -x "$VENV/bin/python" ]; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-else
-    new_venv "$PY" "$VENV"
-fi
+use_venv "$PY" "$VENV"
 "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
 
 # The interpreter is not instrumented, so the ASan runtime has to be loaded

@@ -13,3 +13,12 @@ new_venv() {
     "$py" -m venv --clear "$dir"
     "$dir/bin/python" -m pip install -q --upgrade pip
 }
+
+# use_venv PYTHON DIR: the venv at DIR, its pip upgraded, or a new one (new_venv).
+use_venv() {
+    if [ -x "$2/bin/python" ]; then
+        "$2/bin/python" -m pip install -q --upgrade pip
+    else
+        new_venv "$1" "$2"
+    fi
+}
