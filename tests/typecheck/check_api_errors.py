@@ -2,7 +2,6 @@
 mistake the signatures must reject, so mypy must report an error on exactly those."""
 
 import sys
-
 from typing import Any
 
 import numpy as np
