@@ -190,26 +190,12 @@ def rope_apply(
     num_threads: Any,
 ) -> Any | None: ...
 def rope_front(general: _F) -> _F: ...
-def apply_rope(
-    q: Any,
-    k: Any = None,
-    *,
-    rope_parameters: Any = None,
-    head_dim: Any = None,
-    offset: Any = 0,
-    positions: Any = None,
-    sections: Any = None,
-    section_layout: Any = "contiguous",
-    seq_axis: Any = -2,
-    layout: Any = "half",
-    max_position_embeddings: Any = None,
-    precision: Any = "float32",
-    inv_freq: Any = None,
-    attention_factor: Any = None,
-    num_threads: Any = None,
-    xpos_scale_base: Any = None,
-    xpos_center: Any = None,
-) -> Any: ...
+
+# fastpe.apply_rope's compiled front (see rope_front): its parameters are the general
+# path's, _rope_apply.apply_rope, one for one (tests/test_fast_path.py compares them),
+# so they are written there only
+apply_rope: Callable[..., Any]
+
 def rope_cache_fast(
     head_dim: Any,
     rope_parameters: Any,
