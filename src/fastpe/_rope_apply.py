@@ -112,15 +112,14 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
+    # the arguments of the multi-axis and per-head paths, in kernel.rope_apply_axes's order
+    given = (
+        q, k, rope_parameters, head_dim, offset, positions, sections, section_layout, seq_axis,
+        layout, max_position_embeddings, precision, inv_freq, attention_factor, num_threads,
+    )  # fmt: skip
     # (the common case was rotated before this path, so no test is inlined here)
     if _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
-        return _rope_heads.rotate(
-            q, k, rope_parameters=rope_parameters, head_dim=head_dim, offset=offset,
-            positions=positions, sections=sections, section_layout=section_layout,
-            seq_axis=seq_axis, layout=layout, max_position_embeddings=max_position_embeddings,
-            precision=precision, inv_freq=inv_freq, attention_factor=attention_factor,
-            num_threads=num_threads, xpos_scale_base=xpos_scale_base, xpos_center=xpos_center,
-        )  # fmt: skip
+        return _rope_heads.rotate(given, xpos_scale_base, xpos_center)
     if sections is None and not (type(section_layout) is str and section_layout == "contiguous"):
         # (it has no meaning without sections, but a misspelling is still refused)
         as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))
@@ -130,25 +129,8 @@ def apply_rope(
         and type(rope_parameters) is not dict
         and _per_axis_rules(rope_parameters)
     )
-    # the arguments after q, k and the positions, the same for both fast paths
-    tail = (seq_axis, layout, max_position_embeddings, precision, inv_freq, attention_factor)
-    if multi:
-        done = _kernel.rope_apply_axes(
-            q,
-            k,
-            rope_parameters,
-            head_dim,
-            offset,
-            positions,
-            sections,
-            section_layout,
-            *tail,
-            num_threads,
-        )
-    else:
-        done = _kernel.rope_apply(
-            q, k, rope_parameters, head_dim, offset, positions, *tail, num_threads
-        )
+    # (kernel.rope_apply takes the same arguments but sections and section_layout)
+    done = _kernel.rope_apply_axes(*given) if multi else _kernel.rope_apply(*given[:6], *given[8:])
     if done is not None:  # the common arguments, frequencies already planned: rotated
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)

@@ -192,25 +192,14 @@ def _axes_positions(
 
 
 def _rope_cache_axes(
-    head_dim: Any,
-    rope_parameters: Any,
-    seq_len: Any,
-    offset: Any,
-    positions: Any,
-    sections: Any,
-    section_layout: Any,
-    layout: Any,
-    dtype: Any,
-    max_position_embeddings: Any,
-    precision: Any,
-    inv_freq: Any,
-    attention_factor: Any,
-    out: Any,
-    num_threads: Any,
-    accurate: bool = False,
+    given: tuple[Any, ...], accurate: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """rope_cache with multi-axis positions (``sections`` given); ``accurate``: its
+    """rope_cache with multi-axis positions (``sections`` given): ``given``, its
+    arguments as kernel.rope_cache_axes_fast takes them; ``accurate``: its
     correctly_rounded."""
+    (head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout, layout,
+     dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
+     num_threads) = given  # fmt: skip
     if sections is None:
         raise TypeError(
             "rope_parameters as a list of rules (one per axis) needs sections= "

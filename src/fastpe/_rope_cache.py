@@ -152,17 +152,19 @@ def rope_cache(
     accurate = as_bool(correctly_rounded, "correctly_rounded")
     if accurate:
         _refuse_correctly_rounded(inv_freq, section_layout, xpos_scale_base)
+    # the arguments the general paths take, in the order of kernel.rope_cache_axes_fast
+    given = (
+        head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
+        layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
+        num_threads,
+    )  # fmt: skip
     if (
         xpos_scale_base is not None
         or xpos_center is not None
         or (type(section_layout) is str and section_layout == "mixed")
         or inv_freq is not None
     ) and _rope_heads.wants_tables(inv_freq, section_layout, xpos_scale_base, xpos_center):
-        return _rope_heads.cache(
-            head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
-            layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
-            num_threads, xpos_scale_base, xpos_center, accurate,
-        )  # fmt: skip
+        return _rope_heads.cache(given, xpos_scale_base, xpos_center, accurate)
     if sections is None and not (type(section_layout) is str and section_layout == "contiguous"):
         as_choice(section_layout, "section_layout", (*SECTION_LAYOUTS, "mixed"))  # (a typo)
     if sections is not None or (
@@ -170,15 +172,10 @@ def rope_cache(
         and type(rope_parameters) is not dict
         and _per_axis_rules(rope_parameters)
     ):
-        given = (
-            head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout,
-            layout, dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
-            num_threads,
-        )  # fmt: skip
         done = None if accurate else _kernel.rope_cache_axes_fast(*given)
         if done is not None:  # sections and frequencies already planned: filled
             return done
-        return _rope_cache_axes(*given, accurate)
+        return _rope_cache_axes(given, accurate)
     done = None
     if not accurate:
         done = _kernel.rope_cache_fast(

@@ -231,27 +231,12 @@ def _is_mixed(rope_parameters: Any, sections: Any, section_layout: Any) -> bool:
     return mixed
 
 
-def rotate(
-    q: Any,
-    k: Any,
-    *,
-    rope_parameters: Any,
-    head_dim: Any,
-    offset: Any,
-    positions: Any,
-    sections: Any,
-    section_layout: Any,
-    seq_axis: Any,
-    layout: Any,
-    max_position_embeddings: Any,
-    precision: Any,
-    inv_freq: Any,
-    attention_factor: Any,
-    num_threads: Any,
-    xpos_scale_base: Any,
-    xpos_center: Any,
-) -> Any:
-    """apply_rope with per-head or mixed frequencies, or xPos (see its docstring)."""
+def rotate(given: tuple[Any, ...], xpos_scale_base: Any, xpos_center: Any) -> Any:
+    """apply_rope with per-head or mixed frequencies, or xPos (see its docstring):
+    ``given``, its arguments as kernel.rope_apply_axes takes them."""
+    (q, k, rope_parameters, head_dim, offset, positions, sections, section_layout, seq_axis,
+     layout, max_position_embeddings, precision, inv_freq, attention_factor,
+     num_threads) = given  # fmt: skip
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     mixed = _is_mixed(rope_parameters, sections, section_layout)
@@ -354,29 +339,15 @@ def rotate(
 
 
 def cache(
-    head_dim: Any,
-    rope_parameters: Any,
-    seq_len: Any,
-    offset: Any,
-    positions: Any,
-    sections: Any,
-    section_layout: Any,
-    layout: Any,
-    dtype: Any,
-    max_position_embeddings: Any,
-    precision: Any,
-    inv_freq: Any,
-    attention_factor: Any,
-    out: Any,
-    num_threads: Any,
-    xpos_scale_base: Any,
-    xpos_center: Any,
-    accurate: bool = False,
+    given: tuple[Any, ...], xpos_scale_base: Any, xpos_center: Any, accurate: bool = False
 ) -> tuple[np.ndarray, ...]:
-    """rope_cache with per-head or mixed frequencies, or xPos (see its docstring);
-    ``accurate``: its correctly_rounded (per-head frequencies of one axis, whose
-    tables are the accurate fills as they are, the signs of negative frequencies
-    flipped exactly)."""
+    """rope_cache with per-head or mixed frequencies, or xPos (see its docstring):
+    ``given``, its arguments as kernel.rope_cache_axes_fast takes them; ``accurate``:
+    its correctly_rounded (per-head frequencies of one axis, whose tables are the
+    accurate fills as they are, the signs of negative frequencies flipped exactly)."""
+    (head_dim, rope_parameters, seq_len, offset, positions, sections, section_layout, layout,
+     dtype, max_position_embeddings, precision, inv_freq, attention_factor, out,
+     num_threads) = given  # fmt: skip
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
     nthreads = as_num_threads(num_threads)
     explicit = None if dtype is None else as_float_dtype(dtype, bits_ok=out is not None)

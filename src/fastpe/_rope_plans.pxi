@@ -158,7 +158,7 @@ cdef const void *_rope_plan(rope_parameters, head_dim, max_position_embeddings, 
     return pl
 
 
-cdef class RopePlan:
+cdef class RopePlan(_Rows):
     """The library's plan of a list of frequencies ([sin | cos] rows of nf
     frequencies: pe_rope_plan_list), held while this object lives: what the
     general path of apply_rope and rope_cache fills and rotates by.  The cache
@@ -166,9 +166,6 @@ cdef class RopePlan:
     values."""
     cdef const pe_rope_plan *pl
     cdef int slot
-    cdef const pe_spec *sp
-    cdef const double *pmem
-    cdef pe_anchor_cache *ac
 
     def __cinit__(self, w):
         cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
@@ -180,9 +177,9 @@ cdef class RopePlan:
         if self.pl == NULL:
             _raise_for(_last_error()[0] or FASTPE_ENOMEM)
         h = <pe_rope_handle *>self.pl.h
-        self.sp = &h.sp
+        self.spp = &h.sp
         self.pmem = h.plan
-        self.ac = <pe_anchor_cache *>&self.pl.ac
+        self.acp = <pe_anchor_cache *>&self.pl.ac
 
     def __dealloc__(self):
         if self.pl != NULL:
@@ -192,15 +189,6 @@ cdef class RopePlan:
     def max_position(self):
         """The largest |position| the exact angle reduction allows."""
         return (<pe_rope_handle *>self.pl.h).max_position
-
-    def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
-                  positions=None, bint add=False, double scale=1.0, int num_threads=0,
-                  bint fresh=False, bint bfloat16=False, tuple errctx=None,
-                  bint accurate=False):
-        """Fill ``out`` with the [sin | cos] rows (as Encoder.fill_rows)."""
-        return _fill_buffers(out, self.sp, self.pmem, nseq, seq_len, offset, offsets,
-                             positions, None, add, scale, num_threads, fresh, self.ac,
-                             bfloat16, errctx, accurate)
 
 
 def _c_plans(clear=False, max_entries=None):

@@ -193,7 +193,7 @@ def rope_rotate(x, RopePlan enc, int seq_axis, int64_t offset, offsets, position
     positions, that rows do not overlap, and the shapes of offsets and positions
     against q are the caller's."""
     cdef Py_buffer view, kview
-    cdef char kind = _rope_view(x, &view, 2 * enc.sp.nf, bfloat16), kkind = 0
+    cdef char kind = _rope_view(x, &view, 2 * enc.spp.nf, bfloat16), kkind = 0
     if kind == 0:
         raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
                          "buffer whose last axis is contiguous and holds the rotated pairs")
@@ -201,13 +201,13 @@ def rope_rotate(x, RopePlan enc, int seq_axis, int64_t offset, offsets, position
         if not 0 <= seq_axis < view.ndim - 1:
             raise ValueError("seq_axis must be an axis of x before its last")
         if k is not None:
-            kkind = _rope_view(k, &kview, 2 * enc.sp.nf, k_bfloat16)
+            kkind = _rope_view(k, &kview, 2 * enc.spp.nf, k_bfloat16)
             if kkind == 0:
                 raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
                                  "float64 buffer whose last axis is contiguous and holds the "
                                  "rotated pairs")
         try:
-            _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc.sp, enc.pmem, enc.ac,
+            _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc.spp, enc.pmem, enc.acp,
                       seq_axis, offset, offsets, positions, half, attention, num_threads)
         finally:
             if kkind:

@@ -190,26 +190,12 @@ def rope_apply(
     num_threads: Any,
 ) -> Any | None: ...
 def rope_front(general: _F) -> _F: ...
-def apply_rope(
-    q: Any,
-    k: Any = None,
-    *,
-    rope_parameters: Any = None,
-    head_dim: Any = None,
-    offset: Any = 0,
-    positions: Any = None,
-    sections: Any = None,
-    section_layout: Any = "contiguous",
-    seq_axis: Any = -2,
-    layout: Any = "half",
-    max_position_embeddings: Any = None,
-    precision: Any = "float32",
-    inv_freq: Any = None,
-    attention_factor: Any = None,
-    num_threads: Any = None,
-    xpos_scale_base: Any = None,
-    xpos_center: Any = None,
-) -> Any: ...
+
+# fastpe.apply_rope's compiled front (see rope_front): its parameters are the general
+# path's, _rope_apply.apply_rope, one for one (tests/test_fast_path.py compares them),
+# so they are written there only
+apply_rope: Callable[..., Any]
+
 def rope_cache_fast(
     head_dim: Any,
     rope_parameters: Any,
@@ -244,59 +230,47 @@ def fill_rows(
 ) -> Any: ...
 
 @disjoint_base
-class Encoder:
+class _Rows:
+    """What Encoder and RopePlan fill rows by; their one fill_rows."""
+
+    zero_pos: int | None
+    def fill_rows(
+        self,
+        out: Any,
+        *,
+        nseq: int,
+        seq_len: int,
+        offset: int = ...,
+        offsets: np.ndarray | None = ...,
+        positions: np.ndarray | None = ...,
+        add: bool = ...,
+        scale: float = ...,
+        num_threads: int = ...,
+        fresh: bool = ...,
+        bfloat16: bool = ...,
+        errctx: tuple[dict[str, str] | None, tuple[int, ...] | None, str] | None = ...,
+        accurate: bool = ...,
+    ) -> Any: ...
+
+@disjoint_base
+class Encoder(_Rows):
     """One encoding compiled for the kernel: spec, plan, zero position, limits."""
 
     plan: Plan | None
-    zero_pos: int | None
     max_position: float
     d_model: int
     def __new__(cls, spec: dict[str, Any], zero_pos: int | None = ...) -> Self: ...
     @property
     def nbytes(self) -> int: ...
-    def fill_rows(
-        self,
-        out: Any,
-        *,
-        nseq: int,
-        seq_len: int,
-        offset: int = ...,
-        offsets: np.ndarray | None = ...,
-        positions: np.ndarray | None = ...,
-        add: bool = ...,
-        scale: float = ...,
-        num_threads: int = ...,
-        fresh: bool = ...,
-        bfloat16: bool = ...,
-        errctx: tuple[dict[str, str] | None, tuple[int, ...] | None, str] | None = ...,
-        accurate: bool = ...,
-    ) -> Any: ...
     def scratch_nbytes(self, rows: int, num_threads: int, add: bool) -> int: ...
 
 @disjoint_base
-class RopePlan:
+class RopePlan(_Rows):
     """The library's plan of a list of frequencies, held while the object lives."""
 
     def __new__(cls, w: Any) -> Self: ...
     @property
     def max_position(self) -> float: ...
-    def fill_rows(
-        self,
-        out: Any,
-        *,
-        nseq: int,
-        seq_len: int,
-        offset: int = ...,
-        offsets: np.ndarray | None = ...,
-        positions: np.ndarray | None = ...,
-        add: bool = ...,
-        scale: float = ...,
-        num_threads: int = ...,
-        fresh: bool = ...,
-        bfloat16: bool = ...,
-        errctx: tuple[dict[str, str] | None, tuple[int, ...] | None, str] | None = ...,
-        accurate: bool = ...,
-    ) -> Any: ...
 
 PLAN_MAX_BYTES: int
 ENCODERS_MAX: int

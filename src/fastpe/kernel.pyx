@@ -209,7 +209,27 @@ ENCODERS_MAX = 64
 ENCODERS_MAX_BYTES = 32 << 20
 
 
-cdef class Encoder:
+cdef class _Rows:
+    """What Encoder and RopePlan fill rows by, set by their constructors: a spec,
+    its plan (NULL: prepared per fill), its anchor cache and the position whose
+    rows are zero (None: none).  One fill_rows serves both."""
+    cdef const pe_spec *spp
+    cdef const double *pmem
+    cdef pe_anchor_cache *acp
+    cdef readonly object zero_pos
+
+    def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
+                  positions=None, bint add=False, double scale=1.0, int num_threads=0,
+                  bint fresh=False, bint bfloat16=False, tuple errctx=None,
+                  bint accurate=False):
+        """Fill ``out`` (buffers converted by the caller, numbers checked by the
+        library; see _fill_buffers)."""
+        return _fill_buffers(out, self.spp, self.pmem, nseq, seq_len, offset, offsets,
+                             positions, self.zero_pos, add, scale, num_threads, fresh,
+                             self.acp, bfloat16, errctx, accurate)
+
+
+cdef class Encoder(_Rows):
     """One encoding compiled for the kernel: the spec of a (convention, width),
     its Plan (None for widths whose plan would exceed PLAN_MAX_BYTES: prepared
     per call), the position whose rows are zero (fairseq's padding) and the
@@ -217,8 +237,6 @@ cdef class Encoder:
     shared between threads; the public functions keep them in ``encoders``."""
     cdef pe_spec sp
     cdef readonly Plan plan
-    cdef const double *pmem
-    cdef readonly object zero_pos
     cdef bint has_zero
     cdef int64_t zero
     cdef readonly double max_position
@@ -232,6 +250,8 @@ cdef class Encoder:
         pe_anchor_init(&self.ac)
         self.ac_ready = True
         self.sp = _spec_from_dict(spec)
+        self.spp = &self.sp
+        self.acp = &self.ac
         if not _frequencies_finite(&self.sp):
             raise ValueError(f"base={self.sp.base!r} gives frequencies base**(-i/denominator) "
                              "that overflow a double at this width; use a base closer to 1")
@@ -247,16 +267,6 @@ cdef class Encoder:
     def __dealloc__(self):
         if self.ac_ready:
             pe_anchor_free(&self.ac)
-
-    def fill_rows(self, out, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
-                  positions=None, bint add=False, double scale=1.0, int num_threads=0,
-                  bint fresh=False, bint bfloat16=False, tuple errctx=None,
-                  bint accurate=False):
-        """Fill ``out`` (buffers converted by the caller, numbers checked by the
-        library; see _fill_buffers)."""
-        return _fill_buffers(out, &self.sp, self.pmem, nseq, seq_len, offset, offsets,
-                             positions, self.zero_pos, add, scale, num_threads, fresh,
-                             &self.ac, bfloat16, errctx, accurate)
 
     @property
     def nbytes(self):

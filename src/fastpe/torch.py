@@ -50,6 +50,7 @@ from ._rope_rules import (
     _rope_type,
     rope_frequencies,
 )
+from ._signatures import keywords, signature_of
 from ._validate import as_base, as_choice, as_finite, as_int, as_out_array, check_table_size
 
 # torch.library.custom_op, register_fake, register_autograd and opcheck
@@ -436,21 +437,12 @@ def add_to(
     return _add_to_op(*args)  # type: ignore[no-any-return]
 
 
-# add_to's keywords, written out again: each public function shows its own signature.
-def add_to_(
-    x: torch.Tensor,
-    *,
-    offset: Any = 0,
-    positions: Any = None,
-    scale: float = 1.0,
-    base: float = 10000.0,
-    layout: str = "interleaved",
-    convention: str | Convention = "vaswani",
-) -> torch.Tensor:
+@signature_of(add_to)
+def add_to_(x: torch.Tensor, **given: Any) -> torch.Tensor:
     """:func:`fastpe.add_to` on a tensor, in place (operator ``fastpe::add_to_``);
     returns ``x``.  Not differentiable: use :func:`add_to` for a tensor that needs
     a gradient."""
-    args = _add_args(x, offset, positions, scale, base, layout, convention)
+    args = _add_args(x, **keywords("add_to_", given))
     _no_grad_in_place(x, "x", "add_to")
     if _eager(x, args[2], args[3]):
         _add_to_inplace_impl(*args)
@@ -779,39 +771,12 @@ def apply_rope(
     return out[0] if k is None else (out[0], out[1])
 
 
-# apply_rope's keywords, written out again: each public function shows its own
-# signature (help(), IDEs, mypy), and both go through _rope_args.
-def apply_rope_(
-    q: torch.Tensor,
-    k: torch.Tensor | None = None,
-    *,
-    rope_parameters: Mapping[str, Any] | None = None,
-    head_dim: int | None = None,
-    offset: Any = 0,
-    positions: Any = None,
-    seq_axis: int = -2,
-    layout: Literal["half", "interleaved"] = "half",
-    max_position_embeddings: int | None = None,
-    precision: Literal["float32", "float64"] = "float32",
-    inv_freq: Any = None,
-    attention_factor: float | None = None,
-) -> Any:
+@signature_of(apply_rope)
+def apply_rope_(q: torch.Tensor, k: torch.Tensor | None = None, **given: Any) -> Any:
     """:func:`fastpe.apply_rope` on tensors, in place (operator ``fastpe::apply_rope_``);
     returns ``q``, or ``(q, k)``.  Not differentiable: use :func:`apply_rope` for
     tensors that need a gradient."""
-    args = _rope_args(
-        q,
-        head_dim,
-        rope_parameters,
-        inv_freq,
-        attention_factor,
-        max_position_embeddings,
-        precision,
-        offset,
-        positions,
-        seq_axis,
-        layout,
-    )
+    args = _rope_args(q, **keywords("apply_rope_", given))
     _no_grad_in_place(q, "q", "apply_rope")
     _no_grad_in_place(k, "k", "apply_rope")
     if _eager(q, k, args[0], args[2]):
@@ -1392,13 +1357,11 @@ def apply_rotary_pos_emb(
     return _rotate_part(q, cos, sin, "q"), _rotate_part(k, cos, sin, "k")
 
 
+# (positional parameters: named again for binding, their types and defaults shown
+# from apply_rotary_pos_emb; a test checks the defaults agree)
+@signature_of(apply_rotary_pos_emb)
 def apply_rotary_pos_emb_(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    cos: torch.Tensor,
-    sin: torch.Tensor,
-    position_ids: torch.Tensor | None = None,
-    unsqueeze_dim: int = 1,
+    q: Any, k: Any, cos: Any, sin: Any, position_ids: Any = None, unsqueeze_dim: Any = 1
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`apply_rotary_pos_emb` in place: the first ``cos.shape[-1]``
     dimensions of ``q`` and ``k`` are overwritten by their rotation (bitwise

@@ -3,10 +3,12 @@ these types.  Each assert_type fails the check if its type is wrong."""
 
 import sys
 from array import array
+from typing import Any
 
 import numpy as np
 
 import fastpe
+from fastpe._signatures import signature_of
 from fastpe.typing import BuildInfo, Layout
 
 if sys.version_info >= (3, 11):
@@ -54,3 +56,17 @@ info = fastpe.build_info()
 assert_type(info, BuildInfo)
 assert_type(info["openmp"], bool)
 assert_type(info["cpu_features"], list[str])
+
+
+# An in-place twin takes its model's parameters (fastpe.torch.apply_rope_ takes
+# apply_rope's) and keeps its own return type.
+def model(x: int, *, scale: float = 1.0) -> str:
+    return str(x * scale)
+
+
+@signature_of(model)
+def twin(x: Any, **given: Any) -> bytes:
+    return b""
+
+
+assert_type(twin(1, scale=2.0), bytes)
