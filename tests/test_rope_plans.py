@@ -317,6 +317,22 @@ def test_a_held_multi_axis_plan_outlives_a_clear():
     assert kernel._c_plan_kinds()["rope axes"] == (0, 0)
 
 
+def test_a_multi_axis_plan_holds_no_plan_of_the_whole_list():
+    """A multi-axis handle fills each axis by its own plan: the whole list's plan,
+    which nothing reads, is not prepared (a one-axis plan costs what a list's does)."""
+    w = np.geomspace(1.0, 1e-4, 64) * 1.000123
+    kernel._c_plans(clear=True)
+    plan = kernel.RopePlan(w)
+    listed = kernel._c_plans()[1]
+    del plan
+    kernel._c_plans(clear=True)
+    axes = kernel.RopeAxes(w, [64], 0)
+    one_axis = kernel._c_plans()[1]
+    del axes
+    kernel._c_plans(clear=True)
+    assert listed <= one_axis < 1.1 * listed
+
+
 def test_the_python_side_keeps_no_multi_axis_plans_or_rope_encodings():
     from fastpe import _rope_axes
 
