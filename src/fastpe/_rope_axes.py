@@ -26,6 +26,7 @@ from ._rope_rules import (
     _per_axis_rules,
     _plan,
     _Rule,
+    _rule_args,
     rope_frequencies,
 )
 from ._validate import (
@@ -82,6 +83,7 @@ def _axes_angles(
     """(frequencies in column order, attention factor, compiled axes) of a multi-axis
     RoPE for positions whose axis a spans lo[a] .. hi[a] (hi < lo: no tokens), every
     argument checked."""
+    given = head_dim
     head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     n = len(sections)
     nf = sum(sections)
@@ -152,11 +154,13 @@ def _axes_angles(
             f"sections must sum to the number of frequencies, rotary_dim / 2 = {w.size}, "
             f"got sections={list(sections)} (sum {nf})"
         )
+    # (a rule per axis is not one rule's entry: the frequencies' own)
+    args = None if cols is not None else _rule_args(rule, given, nf)
     if cols is None:
         cols = _axis_columns(sections, section_layout)
     if rule.attention_factor is not None:
         attention = as_base(rule.attention_factor, "attention_factor")
-    return w, attention, _rope_axes(w, sections, section_layout, lo, hi)
+    return w, attention, _rope_axes(w, sections, section_layout, lo, hi, args)
 
 
 def _rope_axes(
@@ -165,10 +169,12 @@ def _rope_axes(
     section_layout: str,
     lo: list[float],
     hi: list[float],
+    args: _kernel.RopeArgs | None = None,
 ) -> _kernel.RopeAxes:
     """The compiled axes (the library's plan of the frequencies and sections, which
-    its cache keeps), the positions of each axis checked against its exact reduction."""
-    axes = _kernel.RopeAxes(w, sections, SECTION_LAYOUTS.index(section_layout))
+    its cache keeps: the rule's entry with ``args``, see _rule_args), the positions of
+    each axis checked against its exact reduction."""
+    axes = _kernel.RopeAxes(w, sections, SECTION_LAYOUTS.index(section_layout), args)
     for a, limit in enumerate(axes.max_positions):
         if sections[a]:
             _kernel.rope_check_range(lo[a], hi[a], limit, a)
@@ -235,7 +241,7 @@ def _rope_cache_axes(
     result = _write_caches(
         pos.shape[:-1], w.size, attention, fill, layout, explicit, out, accurate
     )
-    _remember_axes_plan(rule, head_dim, w.size)
+    _plan(rule, head_dim, axes)  # (a call that failed plans nothing)
     return result
 
 
@@ -293,13 +299,4 @@ def _rotate_axes(
                 other,
                 other_bf16,
             )
-    _remember_axes_plan(rule, head_dim, w.size)
-
-
-def _remember_axes_plan(rule: _Rule, head_dim: Any, nf: int) -> None:
-    """Remember the conversion of a checked rule for the small-call paths of apply_rope
-    and rope_cache (a call that failed remembers nothing; nor one whose frequencies
-    depend on the length, or with a rule per axis): the multi-axis plan itself is
-    the library's cache's, found there by the frequencies and sections."""
-    if not _per_axis_rules(rule.rope_parameters):
-        _plan(rule, head_dim, None, 1.0, nf)
+    _plan(rule, head_dim, axes)  # (a call that failed plans nothing)

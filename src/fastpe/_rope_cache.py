@@ -232,7 +232,7 @@ def rope_cache(
         )
 
     result = _write_caches(shape, w.size, attention, fill, layout, explicit, out, accurate)
-    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
+    _plan(rule, head_dim, enc)  # (a call that failed plans nothing)
     return result
 
 
