@@ -1056,3 +1056,57 @@ def test_multi_axis_position_detail():
         [1, -2],
         [4, 7],
     )
+
+
+P3 = np.zeros((2, 3), np.int64)
+# (the call, the message, the library's detail (argument, index, value, limit)): the
+# sections' range and sum, checked by the library's fastpe_rope_section_axes
+SECTION_REFUSALS = [
+    (
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2, 2, 3)),
+        "sections must sum to the number of frequencies, rotary_dim / 2 = 8, got "
+        "sections=[2, 2, 3] (sum 7)",
+        ("sections", -1, 7.0, 8.0),
+    ),
+    (
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2, -2, 8)),
+        "sections[1] must be a non-negative integer, got -2",
+        ("sections", 1, -2.0, 0.0),
+    ),
+    (
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2**70, 2, 2)),
+        f"sections[0] must be an integer <= {2**31}, got {2**70}",
+        ("sections", 0, float(2**63), float(2**31)),
+    ),
+    (
+        lambda: fastpe.rope_cache(16, [None] * 3, positions=P3, sections=(np.int64(-1), 5, 4)),
+        "sections[0] must be a non-negative integer, got -1",
+        ("sections", 0, -1.0, 0.0),
+    ),
+    (
+        lambda: fastpe.apply_rope(np.ones((1, 2, 2, 16)), positions=P3[:2], sections=(3, 2, 2)),
+        "sections must sum to the number of frequencies, rotary_dim / 2 = 8, got "
+        "sections=[3, 2, 2] (sum 7)",
+        ("sections", -1, 7.0, 8.0),
+    ),
+]
+
+
+@pytest.mark.parametrize("call, message, detail", SECTION_REFUSALS)
+def test_section_refusals_cold_and_warm(call, message, detail):
+    """The sections' range and sum are the library's checks (one message cold and
+    warm), its detail naming the section or, for the sum, the sum and the
+    frequencies."""
+
+    def refused():
+        with pytest.raises(ValueError) as info:
+            call()
+        assert kernel._last_error()[1:] == detail
+        return str(info.value)
+
+    cold, warm = _cold_and_warm(
+        refused,
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2, 2, 4)),
+        lambda: fastpe.rope_cache(16, [None] * 3, positions=P3, sections=(2, 2, 4)),
+    )
+    assert cold == warm == message
