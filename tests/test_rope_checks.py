@@ -815,11 +815,165 @@ def test_a_list_of_positions_takes_the_small_call_path():
     kernel.encoders.clear()
     kernel.rope_args.clear()
     with pytest.raises(ValueError, match=f"^{WITHIN}") as cold:
-        fastpe.rope_cache(8, positions=[1, 2**62 + 1])
+        fastpe.rope_cache(8, positions=[1, 2**60])
     fastpe.rope_cache(8, seq_len=3)
     with pytest.raises(ValueError, match=f"^{WITHIN}") as warm:
-        fastpe.rope_cache(8, positions=[1, 2**62 + 1])
+        fastpe.rope_cache(8, positions=[1, 2**60])
     assert str(cold.value) == str(warm.value)
+
+
+ESIZE, ERANGE = 2, 6
+# (keywords of rope_cache, exception type, message): seq_len and offset converted by
+# the binding (types), their ranges checked by the library (pe_rope_check_tokens)
+LENGTH_REFUSALS = [
+    ({"seq_len": -1}, ValueError, "seq_len must be a non-negative integer, got -1"),
+    ({"seq_len": np.int64(-3)}, ValueError, "seq_len must be a non-negative integer, got -3"),
+    ({"seq_len": -(2**70)}, ValueError, f"seq_len must be a non-negative integer, got {-(2**70)}"),
+    (
+        {"seq_len": 2**62 + 1},
+        ValueError,
+        f"seq_len must be an integer <= {2**62}, got {2**62 + 1}",
+    ),
+    ({"seq_len": 2**70}, ValueError, f"seq_len must be an integer <= {2**62}, got {2**70}"),
+    (
+        {"seq_len": 2, "offset": 2**62 + 1},
+        ValueError,
+        f"offset must be an integer <= {2**62}, got {2**62 + 1}",
+    ),
+    (
+        {"seq_len": 2, "offset": -(2**70)},
+        ValueError,
+        f"offset must be an integer >= -{2**62}, got {-(2**70)}",
+    ),
+    ({"seq_len": 1.5}, TypeError, "seq_len must be an integer, got float 1.5"),
+    ({"seq_len": 2, "offset": True}, TypeError, "offset must be an integer, got bool True"),
+]
+# the paths of rope_cache that take seq_len: a rule, listed and per-head frequencies, xPos
+LENGTH_PATHS = [
+    {},
+    {"inv_freq": np.array([1.0, 0.5])},
+    {"inv_freq": W2},
+    {"xpos_scale_base": 512.0},
+]
+
+
+@pytest.mark.parametrize("extra", LENGTH_PATHS)
+@pytest.mark.parametrize("kw, kind, message", LENGTH_REFUSALS)
+def test_length_refusals_cold_and_warm(kw, kind, message, extra):
+    """seq_len and offset beyond their range: one check, the library's, on the
+    general path and on the small-call path alike; the caller's out untouched."""
+
+    def refused():
+        out = (np.full((2, 4), 5, np.float32), np.full((2, 4), 5, np.float32))
+        with pytest.raises(kind) as info:
+            fastpe.rope_cache(4, **kw, **extra, out=None if extra else out)
+        assert all((o == 5).all() for o in out)
+        return str(info.value)
+
+    cold, warm = _cold_and_warm(
+        refused,
+        lambda: fastpe.rope_cache(4, seq_len=2, **extra),
+        lambda: fastpe.rope_cache(4, seq_len=2, out=(np.empty((2, 4)), np.empty((2, 4)))),
+    )
+    assert cold == warm == message
+
+
+def test_length_refusal_detail():
+    """The detail a C caller reads: the length or offset refused, its bound."""
+    for clear in (True, False):
+        if clear:
+            kernel.encoders.clear()
+            kernel.rope_args.clear()
+        with pytest.raises(ValueError):
+            fastpe.rope_cache(8, seq_len=-5)
+        assert kernel._last_error() == (ESIZE, "seq_len", -1, -5.0, 0.0)
+        with pytest.raises(ValueError):
+            fastpe.rope_cache(8, seq_len=2**62 + 2**11)
+        assert kernel._last_error() == (ESIZE, "seq_len", -1, float(2**62 + 2**11), float(2**62))
+        with pytest.raises(ValueError):
+            fastpe.rope_cache(8, seq_len=3, offset=-(2**62) - 2**11)
+        assert kernel._last_error() == (ERANGE, "offset", -1, -float(2**62 + 2**11), float(2**62))
+        fastpe.rope_cache(8, seq_len=3)
+    # the largest length and offsets the check accepts (the frequencies' reduction
+    # then refuses such positions, naming them)
+    kernel.rope_check_seq(2**62, 0)
+    kernel.rope_check_seq(0, -(2**62))
+    kernel.rope_check_seq(1, 2**62)
+
+
+BEYOND = f"positions must stay within \\+-2\\*\\*62, got {2**62 + 1}"
+# integer positions beyond +-2^62: (the call, positions, message regex)
+ID_REFUSALS = [
+    (lambda p: fastpe.rope_cache(8, positions=p), np.array([3, 2**62 + 1]), f"^{BEYOND}$"),
+    (lambda p: fastpe.rope_cache(8, positions=p), [3, 2**62 + 1], f"^{BEYOND}$"),
+    (
+        lambda p: fastpe.rope_cache(8, positions=p),
+        np.array([[0, 1], [2, -(2**62) - 1]]),
+        f"^positions must stay within \\+-2\\*\\*62, got {-(2**62) - 1}$",
+    ),
+    (lambda p: fastpe.rope_cache(8, positions=p), np.array([2**62 + 1], np.uint64), f"^{BEYOND}$"),
+    (
+        lambda p: fastpe.rope_cache(8, positions=p),
+        np.array([1, 2**64 - 1], np.uint64),
+        f"^positions must stay within \\+-2\\*\\*62, got {2**64 - 1}$",
+    ),
+    (  # a rule that depends on the length: the position is named, not the length
+        lambda p: fastpe.rope_cache(
+            8, {"rope_type": "dynamic", "factor": 2.0}, max_position_embeddings=16, positions=p
+        ),
+        np.array([2**63 - 1]),
+        f"^positions must stay within \\+-2\\*\\*62, got {2**63 - 1}$",
+    ),
+    (
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), positions=p),
+        np.array([0, 2**62 + 1, 1]),
+        f"^{BEYOND}$",
+    ),
+    (
+        lambda p: fastpe.rope_cache(16, positions=p, sections=(2, 2, 4)),
+        np.array([[0, 0, 0], [1, 2**62 + 1, 2]]),
+        f"^{BEYOND}$",
+    ),
+    (
+        lambda p: fastpe.rope_cache(4, inv_freq=W2, positions=p),
+        np.array([0, 2**62 + 1]),
+        f"^{BEYOND}$",
+    ),
+]
+
+
+@pytest.mark.parametrize("call, given, message", ID_REFUSALS)
+def test_id_refusals_cold_and_warm(call, given, message):
+    """Integer position ids beyond +-2^62 (of any integer type: uint64 converted
+    by the binding, the range the library's token check's), the same message cold and
+    warm, the positions untouched."""
+
+    def refused():
+        p = given.copy()
+        with pytest.raises(ValueError, match=message) as info:
+            call(p)
+        assert (np.asarray(p) == np.asarray(given)).all()
+        return str(info.value)
+
+    cold, warm = _cold_and_warm(
+        refused,
+        lambda: fastpe.rope_cache(8, seq_len=3),
+        lambda: fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4)),
+    )
+    assert warm == cold
+
+
+def test_id_refusal_detail():
+    with pytest.raises(ValueError):
+        fastpe.apply_rope(
+            np.ones(B, np.float32), positions=np.array([[0, 1, 2], [3, 2**62 + 2**11, 5]])
+        )
+    assert kernel._last_error() == (ERANGE, "positions", 4, float(2**62 + 2**11), float(2**62))
+    with pytest.raises(ValueError):
+        fastpe.rope_cache(
+            16, positions=np.array([[0, 0, 0], [1, -(2**63), 2]]), sections=(2, 2, 4)
+        )
+    assert kernel._last_error() == (ERANGE, "positions", 4, -float(2**63), float(2**62))
 
 
 WMIX = np.array([[1.0, 0.5], [0.25, 0.125]])  # mixed axes: 2 axes of 2 frequencies
@@ -902,3 +1056,57 @@ def test_multi_axis_position_detail():
         [1, -2],
         [4, 7],
     )
+
+
+P3 = np.zeros((2, 3), np.int64)
+# (the call, the message, the library's detail (argument, index, value, limit)): the
+# sections' range and sum, checked by the library's fastpe_rope_section_axes
+SECTION_REFUSALS = [
+    (
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2, 2, 3)),
+        "sections must sum to the number of frequencies, rotary_dim / 2 = 8, got "
+        "sections=[2, 2, 3] (sum 7)",
+        ("sections", -1, 7.0, 8.0),
+    ),
+    (
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2, -2, 8)),
+        "sections[1] must be a non-negative integer, got -2",
+        ("sections", 1, -2.0, 0.0),
+    ),
+    (
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2**70, 2, 2)),
+        f"sections[0] must be an integer <= {2**31}, got {2**70}",
+        ("sections", 0, float(2**63), float(2**31)),
+    ),
+    (
+        lambda: fastpe.rope_cache(16, [None] * 3, positions=P3, sections=(np.int64(-1), 5, 4)),
+        "sections[0] must be a non-negative integer, got -1",
+        ("sections", 0, -1.0, 0.0),
+    ),
+    (
+        lambda: fastpe.apply_rope(np.ones((1, 2, 2, 16)), positions=P3[:2], sections=(3, 2, 2)),
+        "sections must sum to the number of frequencies, rotary_dim / 2 = 8, got "
+        "sections=[3, 2, 2] (sum 7)",
+        ("sections", -1, 7.0, 8.0),
+    ),
+]
+
+
+@pytest.mark.parametrize("call, message, detail", SECTION_REFUSALS)
+def test_section_refusals_cold_and_warm(call, message, detail):
+    """The sections' range and sum are the library's checks (one message cold and
+    warm), its detail naming the section or, for the sum, the sum and the
+    frequencies."""
+
+    def refused():
+        with pytest.raises(ValueError) as info:
+            call()
+        assert kernel._last_error()[1:] == detail
+        return str(info.value)
+
+    cold, warm = _cold_and_warm(
+        refused,
+        lambda: fastpe.rope_cache(16, positions=P3, sections=(2, 2, 4)),
+        lambda: fastpe.rope_cache(16, [None] * 3, positions=P3, sections=(2, 2, 4)),
+    )
+    assert cold == warm == message

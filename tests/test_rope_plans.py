@@ -30,9 +30,7 @@ def test_a_caller_cycling_over_many_rules_builds_each_plan_once(n):
     q = np.ones((1, 4, 1, 64), np.float32)
     configs = _configs(n)
     kernel._c_plans(clear=True)
-    for params in configs:  # the first round converts every rule (the general path)
-        fastpe.apply_rope(q.copy(), offset=7, rope_parameters=params)
-    for params in configs:  # the second builds each plan (the small-call path)
+    for params in configs:  # the first round converts and plans every rule (the general path)
         fastpe.apply_rope(q.copy(), offset=7, rope_parameters=params)
     built = _builds()
     for _ in range(2):
@@ -97,10 +95,10 @@ def test_a_changed_array_or_dict_is_a_new_plan():
     built = _builds()
     params["factor"] = 3.0
     fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)  # converted (general path)
-    # (the general path's plan of the frequencies, then the small-call path's of the rule)
+    # (the general path plans the rule's entry, which the small-call path then finds)
     assert _builds() == built + 1
     got = fastpe.apply_rope(q.copy(), offset=10, rope_parameters=params)
-    assert _builds() == built + 2
+    assert _builds() == built + 1
     np.testing.assert_array_equal(
         got, fastpe.apply_rope.__wrapped__(q.copy(), offset=10, rope_parameters=dict(params))
     )
@@ -200,9 +198,7 @@ def _axes_args(q, k, params, pos, sections, layout="contiguous", inv_freq=None):
 def test_a_caller_cycling_over_many_multi_axis_configs_builds_each_plan_once():
     configs = [{"rope_theta": 1e6 + 7 * i} for i in range(100)]
     kernel._c_plans(clear=True)
-    for params in configs:  # the general path converts each rule and builds its plans
-        _mrope_step(params)
-    for params in configs:  # the small-call path builds the rule's plan
+    for params in configs:  # the general path converts each rule and builds its plan
         _mrope_step(params)
     built = _builds()
     assert _axes_entries() >= len(configs)
@@ -315,6 +311,70 @@ def test_a_held_multi_axis_plan_outlives_a_clear():
     assert kernel._c_plan_kinds()["rope axes"] == (1, 0)
     kernel._c_plans(clear=True)
     assert kernel._c_plan_kinds()["rope axes"] == (0, 0)
+
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
+Q = np.linspace(-1, 1, 2 * 3 * 128, dtype=np.float32).reshape(1, 2, 3, 128)
+COORDS = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]], np.int64)
+# (a call by one rule, the entry kind its plan is): cold (the general path) and warm
+# (the small-call paths) alike
+ONE_RULE_CALLS = [
+    (lambda: fastpe.rope_cache(128, YARN, seq_len=8), "rope rule"),
+    (lambda: fastpe.rope_cache(128, positions=[3, 4]), "rope rule"),
+    (lambda: fastpe.rope_cache(128, YARN, seq_len=2, dtype=np.float64), "rope rule"),
+    (lambda: fastpe.apply_rope(Q.copy(), rope_parameters=YARN, offset=5), "rope rule"),
+    (lambda: fastpe.rope_cache(128, YARN, positions=COORDS, sections=SEC), "rope axes"),
+    (lambda: _mrope_step(YARN), "rope axes"),
+    (lambda: fastpe.rope_cache(128, inv_freq=np.geomspace(1, 1e-4, 64), seq_len=3), "rope list"),
+]
+
+
+@pytest.mark.parametrize("call, kind", ONE_RULE_CALLS)
+def test_one_configuration_is_one_entry(call, kind):
+    """A rule's plan is one entry of the library's cache, the one the small-call
+    paths find by the rule: the general path (the first call) plans it there too, not
+    under its frequencies; a multi-axis plan takes the rule's frequencies without an
+    entry of the whole list beside it."""
+    kernel.encoders.clear()
+    kernel.rope_args.clear()
+    kernel._c_plans(clear=True)
+    first = call()
+    for _ in range(3):
+        assert {k: n for k, (n, _) in kernel._c_plan_kinds().items() if n} == {kind: 1}
+        for a, b in zip(call(), first, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_rule_and_its_sections_are_two_plans():
+    """One rule by itself and laid out over sections: two plans (the layout differs),
+    whichever comes first."""
+    for calls in (ONE_RULE_CALLS[0::4], ONE_RULE_CALLS[4::-4]):
+        kernel.encoders.clear()
+        kernel.rope_args.clear()
+        kernel._c_plans(clear=True)
+        for _ in range(2):
+            for call, _kind in calls:
+                call()
+        assert {k: n for k, (n, _) in kernel._c_plan_kinds().items() if n} == {
+            "rope rule": 1,
+            "rope axes": 1,
+        }
+
+
+def test_a_multi_axis_plan_holds_no_plan_of_the_whole_list():
+    """A multi-axis handle fills each axis by its own plan: the whole list's plan,
+    which nothing reads, is not prepared (a one-axis plan costs what a list's does)."""
+    w = np.geomspace(1.0, 1e-4, 64) * 1.000123
+    kernel._c_plans(clear=True)
+    plan = kernel.RopePlan(w)
+    listed = kernel._c_plans()[1]
+    del plan
+    kernel._c_plans(clear=True)
+    axes = kernel.RopeAxes(w, [64], 0)
+    one_axis = kernel._c_plans()[1]
+    del axes
+    kernel._c_plans(clear=True)
+    assert listed <= one_axis < 1.1 * listed
 
 
 def test_the_python_side_keeps_no_multi_axis_plans_or_rope_encodings():

@@ -316,8 +316,10 @@ typedef struct {
     int64_t ilo, ihi;
     double lo, hi;
 } pe_rope_span;
-/* The positions of a rotation's batch x seq tokens: explicit ids (pos: int64,
- * or float64 with pos_float, each finite, else ERANGE "positions" (its flat
+/* The positions of a rotation's (or a cache's: batch 1) batch x seq tokens, seq
+ * in 0 .. 2^62 (else ESIZE "seq_len" (-1, seq, 0 or 2^62)): explicit ids (pos:
+ * int64 within +-2^62, else ERANGE "positions" (its flat index, value, 2^62), or
+ * float64 with pos_float, each finite, else ERANGE "positions" (its flat
  * index, value, DBL_MAX)); shape (seq,) or (1 or batch, seq), else
  * ESIZE "positions" (-1, ndim, seq)), or the offsets (off: int64 of shape (),
  * (1,) or (batch,), else ESIZE "offset" (-1, ndim, batch); NULL: the scalar
@@ -335,8 +337,9 @@ PE_HIDDEN int pe_rope_check_span(const pe_rope_span *span, double limit, int64_t
  * holding a token's n coordinates (1 .. 64, else ESIZE "n_axes"), else ESIZE
  * (name, its last axis (0 for no axes), length, n); a rotation's (seq >= 0) of
  * shape (seq, n) or (1 or batch, seq, n), else ESIZE (name, -1, ndim, seq), a
- * cache's (seq < 0) of any shape (..., n); each coordinate finite, else ERANGE
- * (name, flat index, value, DBL_MAX).  Each axis's span into spans[0 .. n-1]. */
+ * cache's (seq < 0) of any shape (..., n); each coordinate finite (int64:
+ * within +-2^62), else ERANGE (name, flat index, value, DBL_MAX (2^62)).  Each
+ * axis's span into spans[0 .. n-1]. */
 PE_HIDDEN int pe_rope_check_axes_tokens(const pe_rope_array *pos, int pos_float, int64_t n,
                                         int64_t batch, int64_t seq, pe_rope_span *spans);
 PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *k, int64_t head_dim,

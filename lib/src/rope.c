@@ -59,8 +59,10 @@ static int rope_check_list(const double *inv_freq, int64_t nf) {
     return FASTPE_OK;
 }
 
+/* A plain handle of the list inv_freq; with `whole` the plan of the whole list too
+ * (a multi-axis handle fills each axis by its own plan and never reads it). */
 static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t nf,
-                                               double attention_factor) {
+                                               double attention_factor, int whole) {
     struct fastpe_rope *h;
     int64_t B;
     pe_init();
@@ -95,7 +97,7 @@ static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t n
     h->attention = attention_factor;
     h->max_position = pe_max_position(&h->sp);
     B = pe_block_rows(nf);
-    if ((double)pe_plan_doubles(nf, B) * 8.0 <= PLAN_MAX_BYTES) {
+    if (whole && (double)pe_plan_doubles(nf, B) * 8.0 <= PLAN_MAX_BYTES) {
         h->plan = (double *)malloc(pe_plan_doubles(nf, B) * sizeof(double));
         if (h->plan == NULL ||
             pe_prepare(h->plan, &h->sp, 0, B, pe_threads(0, B, nf, -1)) != FASTPE_OK) {
@@ -112,7 +114,7 @@ static fastpe_rope *rope_from_frequencies_body(const double *inv_freq, int64_t n
 fastpe_rope *fastpe_rope_from_frequencies(const double *inv_freq, int64_t nf,
                                           double attention_factor) {
     int saved_errno = errno;
-    fastpe_rope *r = rope_from_frequencies_body(inv_freq, nf, attention_factor);
+    fastpe_rope *r = rope_from_frequencies_body(inv_freq, nf, attention_factor, 1);
     /* (a refusal named its argument; a NULL from an allocation is ENOMEM's) */
     pe_settle(r != NULL ? FASTPE_OK : FASTPE_ENOMEM);
     errno = saved_errno;
@@ -155,7 +157,7 @@ const pe_rope_plan *pe_rope_plan_add(const void *key, size_t len, const double *
     *slot = -1;
     if (pl == NULL)
         return NULL;
-    pl->h = rope_from_frequencies_body(w, nf, attention);
+    pl->h = rope_from_frequencies_body(w, nf, attention, 1);
     if (pl->h == NULL) {
         free(pl);
         return NULL;
@@ -259,7 +261,7 @@ static fastpe_rope *rope_from_axes_body(const double *inv_freq, int64_t nf, cons
         if (axis[i] < 0 || axis[i] >= n_axes)
             return pe_fail(FASTPE_EINVAL, "axis", i, (double)axis[i], (double)n_axes), NULL;
     }
-    h = rope_from_frequencies_body(inv_freq, nf, attention_factor);
+    h = rope_from_frequencies_body(inv_freq, nf, attention_factor, 0);
     if (h == NULL)
         return NULL;
     h->axes = (pe_rope_axis_data *)calloc((size_t)n_axes, sizeof(pe_rope_axis_data));
@@ -415,10 +417,10 @@ static axes_plan *axes_plan_new(struct fastpe_rope *h, size_t *bytes) {
     p->pub.n_axes = n;
     p->pub.nf = h->sp.nf;
     p->pub.attention = h->attention;
-    /* the whole list's copy and plan (the handle's), then each axis's */
+    /* the whole list's copy (the handle's; no plan of it: see rope_from_axes_body),
+       then each axis's */
     *bytes = sizeof(*p) + (size_t)n * (sizeof(pe_rope_axis) + sizeof(pe_anchor_cache) + 12) +
-             sizeof(*h) + (size_t)h->sp.nf * sizeof(double) +
-             (h->plan != NULL ? pe_plan_doubles(h->sp.nf, pe_block_rows(h->sp.nf)) * 8 : 0);
+             sizeof(*h) + (size_t)h->sp.nf * sizeof(double);
     for (int a = 0; a < n; a++) {
         const pe_rope_axis_data *d = &h->axes[a];
         pe_anchor_init(&p->ac[a]);

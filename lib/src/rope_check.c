@@ -249,12 +249,15 @@ int pe_rope_rows_meet(const char *a, const char *b, int64_t n, int64_t stride, i
     return nests_meet(&r[0], &r[1]);
 }
 
-/* the bound on offsets: offset + seq - 1 then stays far inside int64 */
+/* the bound on offsets, integer positions and a cache's length: offset + seq - 1
+   and the largest position plus one (the length the dynamic rules get) then stay
+   far inside int64 */
 #define OFFSET_LIMIT ((int64_t)1 << 62)
 
 /* One position at p (a double when pos_float, else an int64) into the span it widens
    (first: it starts the span); a float one must be finite, before the rules see the
-   span, since a NaN would pass every comparison.  name and index: the detail's. */
+   span, since a NaN would pass every comparison, an integer one within +-2^62.  name
+   and index: the detail's. */
 static int span_take(pe_rope_span *span, const char *p, int pos_float, int first, const char *name,
                      int64_t index) {
     if (pos_float) {
@@ -265,6 +268,8 @@ static int span_take(pe_rope_span *span, const char *p, int pos_float, int first
         span->hi = first || v > span->hi ? v : span->hi;
     } else {
         int64_t v = *(const int64_t *)p;
+        if (v > OFFSET_LIMIT || v < -OFFSET_LIMIT)
+            return pe_fail(FASTPE_ERANGE, name, index, (double)v, (double)OFFSET_LIMIT);
         span->ilo = first || v < span->ilo ? v : span->ilo;
         span->ihi = first || v > span->ihi ? v : span->ihi;
     }
@@ -278,6 +283,9 @@ static int64_t id_at(const pe_rope_array *a, int64_t i) {
 int pe_rope_check_tokens(const pe_rope_array *pos, int pos_float, const pe_rope_array *off,
                          int64_t offset, int64_t batch, int64_t seq, pe_rope_span *span) {
     span->ilo = 0, span->ihi = -1, span->lo = 0.0, span->hi = -1.0;
+    if (seq < 0 || seq > OFFSET_LIMIT)
+        return pe_fail(FASTPE_ESIZE, "seq_len", -1, (double)seq,
+                       seq < 0 ? 0.0 : (double)OFFSET_LIMIT);
     if (pos != NULL) {
         int nd = pos->ndim;
         int64_t rows = nd == 2 ? pos->shape[0] : 1, n = 0;

@@ -595,15 +595,13 @@ int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head_dim, doubl
                                                    attention_factor, NULL, NULL, NULL));
 }
 
-static int rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
+/* The rule p for head_dim, checked: its *nf frequencies (*w, malloc'd; NULL on a
+ * refusal) and attention factor, as every handle and plan of a rule takes them. */
+static int rule_list(const fastpe_rope_params *p, int64_t head_dim, double **w, int64_t *nf,
+                     double *attention) {
     rule R;
-    double *w;
     int err;
-    if (rope == NULL)
-        return pe_fail(FASTPE_ENULL, "rope", -1, NAN, NAN);
-    *rope = NULL;
-    if (p == NULL)
-        return pe_fail(FASTPE_ENULL, "p", -1, NAN, NAN);
+    *w = NULL;
     R.why = NULL;
     R.pow32 = NULL;
     R.pow_ctx = NULL;
@@ -611,12 +609,32 @@ static int rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastp
     err = resolve(p, head_dim, &R);
     if (err != FASTPE_OK)
         return err;
-    w = (double *)malloc((size_t)(R.dim / 2) * sizeof(double));
-    if (w == NULL)
+    *w = (double *)malloc((size_t)(R.dim / 2) * sizeof(double));
+    if (*w == NULL)
         return FASTPE_ENOMEM;
-    err = frequencies(&R, w);
+    err = frequencies(&R, *w);
+    if (err != FASTPE_OK) {
+        free(*w);
+        *w = NULL;
+        return err;
+    }
+    *nf = R.dim / 2;
+    *attention = R.attention;
+    return FASTPE_OK;
+}
+
+static int rope_from_params(const fastpe_rope_params *p, int64_t head_dim, fastpe_rope **rope) {
+    double *w, attention;
+    int64_t nf;
+    int err;
+    if (rope == NULL)
+        return pe_fail(FASTPE_ENULL, "rope", -1, NAN, NAN);
+    *rope = NULL;
+    if (p == NULL)
+        return pe_fail(FASTPE_ENULL, "p", -1, NAN, NAN);
+    err = rule_list(p, head_dim, &w, &nf, &attention);
     if (err == FASTPE_OK) {
-        *rope = fastpe_rope_from_frequencies(w, R.dim / 2, R.attention);
+        *rope = fastpe_rope_from_frequencies(w, nf, attention);
         if (*rope == NULL)
             err = FASTPE_ENOMEM;
     }
@@ -670,8 +688,8 @@ const pe_rope_plan *pe_rope_plan_rule(const fastpe_rope_params *p, int64_t head_
     uint64_t stack[RULE_KEY_WORDS + 64], *key = stack;
     const pe_rope_plan *pl = NULL;
     size_t n;
-    rule R;
-    double *w;
+    int64_t nf;
+    double *w, attention;
     *slot = -1;
     if (p == NULL)
         return NULL;
@@ -683,18 +701,9 @@ const pe_rope_plan *pe_rope_plan_rule(const fastpe_rope_params *p, int64_t head_
         rule_key(p, head_dim, key, n);
     }
     pl = (const pe_rope_plan *)pe_plans_find(key, n * 8, slot);
-    if (pl == NULL) {
-        /* the rule and its checks, exactly as fastpe_rope_from_params */
-        R.why = NULL;
-        R.pow32 = NULL;
-        R.pow_ctx = NULL;
-        R.powers = NULL;
-        if (resolve(p, head_dim, &R) == FASTPE_OK) {
-            w = (double *)malloc((size_t)(R.dim / 2) * sizeof(double));
-            if (w != NULL && frequencies(&R, w) == FASTPE_OK)
-                pl = pe_rope_plan_add(key, n * 8, w, R.dim / 2, R.attention, slot);
-            free(w);
-        }
+    if (pl == NULL && rule_list(p, head_dim, &w, &nf, &attention) == FASTPE_OK) {
+        pl = pe_rope_plan_add(key, n * 8, w, nf, attention, slot);
+        free(w);
     }
     if (key != stack)
         free(key);
@@ -707,8 +716,9 @@ const pe_rope_axes_plan *pe_rope_plan_axes_rule(const fastpe_rope_params *p, int
     uint64_t stack[3 + PE_ROPE_MAX_AXES + RULE_KEY_WORDS + 64], *key = stack;
     const size_t cap = sizeof(stack) / 8;
     const pe_rope_axes_plan *pl = NULL;
-    const pe_rope_plan *r;
-    int head, rslot;
+    int head;
+    int64_t nf;
+    double *w, attention;
     size_t n;
     *slot = -1;
     if (p == NULL)
@@ -726,13 +736,12 @@ const pe_rope_axes_plan *pe_rope_plan_axes_rule(const fastpe_rope_params *p, int
         rule_key(p, head_dim, key + head, n - (size_t)head);
     }
     pl = (const pe_rope_axes_plan *)pe_plans_find(key, n * 8, slot);
-    if (pl == NULL) {
-        r = pe_rope_plan_rule(p, head_dim, &rslot);
-        if (r != NULL) {
-            pl = pe_rope_plan_axes_add(key, n * 8, r->h->w, r->h->sp.nf, r->h->attention, sections,
-                                       n_axes, section_layout, slot);
-            pe_rope_plan_done(r, rslot);
-        }
+    /* (the rule's frequencies straight from the rule: a plan of the whole list, an
+       entry of its own, would never be read) */
+    if (pl == NULL && rule_list(p, head_dim, &w, &nf, &attention) == FASTPE_OK) {
+        pl = pe_rope_plan_axes_add(key, n * 8, w, nf, attention, sections, n_axes, section_layout,
+                                   slot);
+        free(w);
     }
     if (key != stack)
         free(key);

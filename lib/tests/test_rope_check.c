@@ -187,6 +187,40 @@ int main(void) {
                   e.limit == (double)((int64_t)1 << 62),
               "an offset past 2^62: %d", err);
     }
+    /* a cache's length and scalar offset; integer positions within +-2^62 */
+    {
+        const double lim = (double)((int64_t)1 << 62);
+        int64_t ids[3] = {0, ((int64_t)1 << 62) + 2048, -1}, shape[1] = {3}, strides[1] = {8};
+        pe_rope_array p = {"positions", (const char *)ids, 8, 1, shape, strides};
+        pe_rope_span span;
+        int err = pe_rope_check_tokens(NULL, 0, NULL, -7, 1, -3, &span);
+        detail_is(err, FASTPE_ESIZE, "seq_len", -1, -3.0, 0.0, "a negative length");
+        err = pe_rope_check_tokens(NULL, 0, NULL, 0, 1, INT64_MAX, &span);
+        detail_is(err, FASTPE_ESIZE, "seq_len", -1, (double)INT64_MAX, lim, "a length past 2^62");
+        err = pe_rope_check_tokens(NULL, 0, NULL, INT64_MIN, 1, 4, &span);
+        detail_is(err, FASTPE_ERANGE, "offset", -1, (double)INT64_MIN, lim, "an offset past -2^62");
+        err = pe_rope_check_tokens(NULL, 0, NULL, (int64_t)1 << 62, 1, (int64_t)1 << 62, &span);
+        CHECK(err == FASTPE_OK && span.ilo == (int64_t)1 << 62 &&
+                  span.ihi == ((int64_t)1 << 62) + (((int64_t)1 << 62) - 1),
+              "the largest offset and length: %d", err);
+        err = pe_rope_check_tokens(NULL, 0, NULL, 5, 1, 0, &span);
+        CHECK(err == FASTPE_OK && span.ihi < span.ilo, "an empty cache: %d", err);
+        err = pe_rope_check_tokens(&p, 0, NULL, 0, 1, 3, &span);
+        detail_is(err, FASTPE_ERANGE, "positions", 1, (double)ids[1], lim, "an id past 2^62");
+        ids[1] = -((int64_t)1 << 62);
+        err = pe_rope_check_tokens(&p, 0, NULL, 0, 1, 3, &span);
+        CHECK(err == FASTPE_OK && span.ilo == ids[1] && span.ihi == 0, "an id at -2^62: %d", err);
+        /* multi-axis: the coordinate's flat index */
+        shape[0] = 1;
+        {
+            int64_t two[2] = {1, 3}, st2[2] = {24, 8};
+            ids[2] = INT64_MAX;
+            p.ndim = 2, p.shape = two, p.strides = st2;
+            err = pe_rope_check_axes_tokens(&p, 0, 3, -1, -1, (pe_rope_span[3]){{0}});
+            detail_is(err, FASTPE_ERANGE, "positions", 2, (double)INT64_MAX, lim,
+                      "a coordinate past 2^62");
+        }
+    }
     /* float positions: each finite, the detail naming the first that is not */
     {
         double xs[4] = {0.5, -3.0, INFINITY, NAN};

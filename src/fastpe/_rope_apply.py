@@ -169,5 +169,5 @@ def apply_rope(
                 other,
                 other_bf16,
             )
-    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
+    _plan(rule, head_dim, enc)  # (a call that failed plans nothing)
     return q if k is None else (q, k)

@@ -101,6 +101,15 @@ def _write_caches(
     return (cos, sin) if out is None else out
 
 
+def _as_seq(seq_len: Any, offset: Any) -> tuple[int, int]:
+    """rope_cache's ``seq_len`` and ``offset`` as ints: converted here, their ranges
+    checked by the library (kernel.rope_check_seq, the small-call path's check too)."""
+    seq_len = as_int(seq_len, "seq_len")
+    offset = as_int(offset, "offset")
+    _kernel.rope_check_seq(seq_len, offset)
+    return seq_len, offset
+
+
 def _as_rope_positions(positions: Any) -> np.ndarray:
     """RoPE positions: integer ids as int64 (see _as_position_ids), or a non-empty
     float array as C-contiguous float64 (fractional grids)."""
@@ -130,8 +139,10 @@ def _as_position_ids(positions: Any, name: str = "positions") -> np.ndarray:
         raise TypeError(f"{name} must be an array of integers ({exc})") from None
     if arr.dtype.kind not in "iu" and not (arr.dtype.kind == "f" and arr.size == 0):
         raise TypeError(f"{name} must be integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**62:
-        raise ValueError(f"{name} must stay below 2**62, got {int(arr.max())}")
+    # (the range is the library's token check; only what int64 cannot hold is refused
+    # here, as the conversion would wrap it)
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > 2**63 - 1:
+        raise ValueError(f"{name} must stay within +-2**62, got {int(arr.max())}")
     return arr.astype(np.int64, order="C", copy=False)  # (0-d stays 0-d)
 
 

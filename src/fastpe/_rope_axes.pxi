@@ -39,21 +39,34 @@ cdef extern from "pe_lib.h" nogil:
 
 cdef class RopeAxes:
     """A multi-axis RoPE plan of the library's cache (lib/src/rope.c,
-    pe_rope_plan_axes), held while this object lives: the frequencies ``w``
-    (float64) laid out over the axes by ``sections`` (``section_layout``, one of
-    FASTPE_SECTIONS_*).  The general path makes one per call; the cache keeps
-    the plan, and the small-call paths read the same entry without this object."""
+    pe_rope_plan_axes; with ``args``, the rule's entry: see RopePlan), held while
+    this object lives: the frequencies ``w`` (float64) laid out over the axes by
+    ``sections`` (``section_layout``, one of FASTPE_SECTIONS_*).  The general path
+    makes one per call; the cache keeps the plan, and the small-call paths read the
+    same entry without this object."""
     cdef const pe_rope_axes_plan *pl
     cdef int slot
+    cdef readonly RopeArgs args
 
-    def __cinit__(self, w, sections, int section_layout):
+    def __cinit__(self, w, sections, int section_layout, RopeArgs args=None):
         cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
         cdef const int64_t[::1] sv = _np.ascontiguousarray(sections, dtype=_np.int64)
+        cdef pe_rope_handle *h
         self.slot = -1
         if wv.shape[0] < 1 or not 1 <= sv.shape[0] <= ROPE_MAX_AXES:
             raise ValueError("w must list frequencies and sections 1 to 64 axes")
-        self.pl = pe_rope_plan_axes(&wv[0], c'd', wv.shape[0], &sv[0], <int>sv.shape[0],
-                                    section_layout, &self.slot)
+        if args is not None:  # (the rule's entry, as RopePlan's)
+            self.pl = pe_rope_plan_axes_rule(args.p, args.head_dim, &sv[0], <int>sv.shape[0],
+                                             section_layout, &self.slot)
+            h = <pe_rope_handle *>self.pl.h if self.pl != NULL else NULL
+            if h != NULL and h.sp.nf == wv.shape[0] and _same_list(h.w, wv):
+                self.args = args
+            elif self.pl != NULL:
+                pe_rope_axes_plan_done(self.pl, self.slot)
+                self.pl = NULL
+        if self.pl == NULL:
+            self.pl = pe_rope_plan_axes(&wv[0], c'd', wv.shape[0], &sv[0], <int>sv.shape[0],
+                                        section_layout, &self.slot)
         if self.pl == NULL:
             _raise_for(_last_error()[0] or FASTPE_ENOMEM)
 

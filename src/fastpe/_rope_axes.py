@@ -26,6 +26,7 @@ from ._rope_rules import (
     _per_axis_rules,
     _plan,
     _Rule,
+    _rule_args,
     rope_frequencies,
 )
 from ._validate import (
@@ -39,7 +40,9 @@ from ._validate import (
 
 
 def _as_sections(sections: Any) -> tuple[int, ...]:
-    """``sections``: 1 to MAX_AXES integers >= 0 (frequencies per axis)."""
+    """``sections`` as 1 to MAX_AXES ints (frequencies per axis; the count bounds
+    the conversion, and the positions' check takes it); their range and sum are the
+    library's to check (_axis_columns)."""
     if isinstance(sections, np.ndarray):
         sections = sections.tolist()
     if not isinstance(sections, Sequence) or isinstance(sections, (str, bytes)):
@@ -49,25 +52,40 @@ def _as_sections(sections: Any) -> tuple[int, ...]:
         )
     if not 1 <= len(sections) <= MAX_AXES:
         raise ValueError(f"sections must list 1 to {MAX_AXES} axes, got {len(sections)}")
-    return tuple(as_int(v, f"sections[{i}]", minimum=0) for i, v in enumerate(sections))
+    return tuple(as_int(v, f"sections[{i}]") for i, v in enumerate(sections))
 
 
-def _axis_columns(sections: tuple[int, ...], section_layout: str) -> list[np.ndarray]:
-    """The frequencies (columns) of each axis, in increasing order: the library's
-    assignment (fastpe_rope_section_axes; interleaved as transformers'
-    apply_interleaved_mrope), which refuses sections it cannot lay out."""
-    n, nf = len(sections), sum(sections)
+def _axis_columns(
+    sections: tuple[int, ...], section_layout: str, nf: int | None = None
+) -> list[np.ndarray]:
+    """The frequencies (columns) of each axis of nf frequencies (None: as many as the
+    sections give), in increasing order: the library's assignment
+    (fastpe_rope_section_axes; interleaved as transformers' apply_interleaved_mrope),
+    which checks the sections -- each in 0 .. 2^31, summing to nf, laid out as asked
+    -- and names the one it refuses."""
+    n, total = len(sections), sum(sections)
+    nf = total if nf is None else nf
     layout = SECTION_LAYOUTS.index(section_layout)  # (FASTPE_SECTIONS_*)
-    err, axis = _kernel._rope_section_axes_native(sections, layout, nf)
+    # (beyond int64 only the size matters: the library refuses it, named as given)
+    err, axis = _kernel._rope_section_axes_native(
+        [max(-(2**63), min(v, 2**63 - 1)) for v in sections], layout, nf
+    )
     if err:
         _, arg, a, value, limit = _kernel._last_error()
+        if arg == "sections" and a < 0:  # (the sum: value, the frequencies: limit)
+            raise ValueError(
+                f"sections must sum to the number of frequencies, rotary_dim / 2 = {nf}, "
+                f"got sections={list(sections)} (sum {total})"
+            )
         if math.isnan(limit):  # (an axis the interleaving cannot give its columns)
             raise ValueError(
                 f"sections={list(sections)} cannot be interleaved over {nf} frequencies: "
                 f"axis {a} needs {a} + n_axes * (sections[{a}] - 1) = "
                 f"{a + n * (int(value) - 1)} < {nf}"
             )
-        raise ValueError(f"{arg}[{a}] must be an integer <= {limit:.0f}, got {value:.0f}")
+        if limit == 0:
+            raise ValueError(f"sections[{a}] must be a non-negative integer, got {sections[a]}")
+        raise ValueError(f"sections[{a}] must be an integer <= {limit:.0f}, got {sections[a]}")
     return [np.flatnonzero(axis == a).astype(np.int64) for a in range(n)]
 
 
@@ -82,6 +100,7 @@ def _axes_angles(
     """(frequencies in column order, attention factor, compiled axes) of a multi-axis
     RoPE for positions whose axis a spans lo[a] .. hi[a] (hi < lo: no tokens), every
     argument checked."""
+    given = head_dim
     head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     n = len(sections)
     nf = sum(sections)
@@ -147,16 +166,13 @@ def _axes_angles(
         raise ValueError(
             f"{w.size} frequencies rotate {2 * w.size} dims, more than head_dim={head_dim}"
         )
-    if w.size != nf:
-        raise ValueError(
-            f"sections must sum to the number of frequencies, rotary_dim / 2 = {w.size}, "
-            f"got sections={list(sections)} (sum {nf})"
-        )
-    if cols is None:
-        cols = _axis_columns(sections, section_layout)
+    # (a rule per axis is not one rule's entry: the frequencies' own)
+    args = None if cols is not None else _rule_args(rule, given, nf)
+    if cols is None:  # (the library's check that the sections sum to w's frequencies)
+        cols = _axis_columns(sections, section_layout, w.size)
     if rule.attention_factor is not None:
         attention = as_base(rule.attention_factor, "attention_factor")
-    return w, attention, _rope_axes(w, sections, section_layout, lo, hi)
+    return w, attention, _rope_axes(w, sections, section_layout, lo, hi, args)
 
 
 def _rope_axes(
@@ -165,10 +181,12 @@ def _rope_axes(
     section_layout: str,
     lo: list[float],
     hi: list[float],
+    args: _kernel.RopeArgs | None = None,
 ) -> _kernel.RopeAxes:
     """The compiled axes (the library's plan of the frequencies and sections, which
-    its cache keeps), the positions of each axis checked against its exact reduction."""
-    axes = _kernel.RopeAxes(w, sections, SECTION_LAYOUTS.index(section_layout))
+    its cache keeps: the rule's entry with ``args``, see _rule_args), the positions of
+    each axis checked against its exact reduction."""
+    axes = _kernel.RopeAxes(w, sections, SECTION_LAYOUTS.index(section_layout), args)
     for a, limit in enumerate(axes.max_positions):
         if sections[a]:
             _kernel.rope_check_range(lo[a], hi[a], limit, a)
@@ -224,7 +242,7 @@ def _rope_cache_axes(
     result = _write_caches(
         pos.shape[:-1], w.size, attention, fill, layout, explicit, out, accurate
     )
-    _remember_axes_plan(rule, head_dim, w.size)
+    _plan(rule, head_dim, axes)  # (a call that failed plans nothing)
     return result
 
 
@@ -282,13 +300,4 @@ def _rotate_axes(
                 other,
                 other_bf16,
             )
-    _remember_axes_plan(rule, head_dim, w.size)
-
-
-def _remember_axes_plan(rule: _Rule, head_dim: Any, nf: int) -> None:
-    """Remember the conversion of a checked rule for the small-call paths of apply_rope
-    and rope_cache (a call that failed remembers nothing; nor one whose frequencies
-    depend on the length, or with a rule per axis): the multi-axis plan itself is
-    the library's cache's, found there by the frequencies and sections."""
-    if not _per_axis_rules(rule.rope_parameters):
-        _plan(rule, head_dim, None, 1.0, nf)
+    _plan(rule, head_dim, axes)  # (a call that failed plans nothing)

@@ -9,14 +9,13 @@ import numpy as np
 
 from . import _rope_heads
 from . import kernel as _kernel
-from ._rope_args import _as_rope_positions, _write_caches
+from ._rope_args import _as_rope_positions, _as_seq, _write_caches
 from ._rope_axes import _rope_cache_axes
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
 from ._validate import (
     as_bool,
     as_choice,
     as_float_dtype,
-    as_int,
     as_num_threads,
 )
 
@@ -201,8 +200,7 @@ def rope_cache(
     if (seq_len is None) == (positions is None):
         raise ValueError("give either seq_len (with offset) or positions")
     if positions is None:
-        seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
-        offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
+        seq_len, offset = _as_seq(seq_len, offset)
         pos = None
         shape: tuple[int, ...] = (seq_len,)
         lo, hi = offset, offset + seq_len - 1
@@ -231,7 +229,7 @@ def rope_cache(
         )
 
     result = _write_caches(shape, w.size, attention, fill, layout, explicit, out, accurate)
-    _plan(rule, head_dim, enc, attention, w.size)  # (a call that failed plans nothing)
+    _plan(rule, head_dim, enc)  # (a call that failed plans nothing)
     return result
 
 

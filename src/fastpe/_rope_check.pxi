@@ -12,6 +12,7 @@ cdef extern from "pe_lib.h" nogil:
         const int64_t *shape
         const int64_t *strides
     int64_t PE_ROPE_HEAD_DIM_OF_Q
+    const int64_t INT64_MAX, INT64_MIN
     int pe_check_out(const pe_rope_array *a, const pe_rope_array *b, const int64_t *shape, int nd)
     ctypedef struct pe_rope_span:
         int64_t ilo
@@ -207,10 +208,61 @@ cdef int _rope_check_tokens(const Py_buffer *pv, bint pos_float, const Py_buffer
         raise ValueError(f"offset must be an int or one per batch entry ({batch}), got shape "
                          f"{_axes(ov, False)}")
     if err == FASTPE_ERANGE and pv != NULL:
-        raise ValueError("positions must be finite (got NaN or inf)")
+        _raise_position(pv, pos_float, &e)
     if err == FASTPE_ERANGE:
         raise ValueError("offset must stay within +-2**62")
     return _raise(err)
+
+
+cdef int _raise_position(const Py_buffer *pv, bint pos_float, const fastpe_error *e) except -1:
+    """ValueError for a position the library's token checks refused: a float one
+    not finite, an integer one beyond +-2^62, read back exactly from the buffer at
+    the detail's flat (C-order) index."""
+    cdef const char *p = <const char *>pv.buf
+    cdef int64_t rest = e.index
+    cdef int i
+    if pos_float:
+        raise ValueError("positions must be finite (got NaN or inf)")
+    for i in range(pv.ndim - 1, -1, -1):
+        p += (rest % pv.shape[i]) * pv.strides[i]
+        rest //= pv.shape[i]
+    raise ValueError(f"positions must stay within +-2**62, got {(<const int64_t *>p)[0]}")
+
+
+cdef int _rope_check_seq(int64_t seq_len, int64_t offset, seq_given, offset_given) except -1:
+    """The library's check of rope_cache's seq_len and offset (pe_rope_check_tokens of
+    a scalar offset); raises from the detail, naming the values as given."""
+    cdef pe_rope_span span
+    cdef fastpe_error e
+    cdef int err = pe_rope_check_tokens(NULL, 0, NULL, offset, 1, seq_len, &span)
+    if err == FASTPE_OK:
+        return 0
+    fastpe_last_error(&e)
+    if err == FASTPE_ESIZE and seq_len < 0:
+        raise ValueError(f"seq_len must be a non-negative integer, got {seq_given}")
+    if err == FASTPE_ESIZE:
+        raise ValueError(f"seq_len must be an integer <= {int(e.limit)}, got {seq_given}")
+    if err == FASTPE_ERANGE and offset < 0:
+        raise ValueError(f"offset must be an integer >= -{int(e.limit)}, got {offset_given}")
+    if err == FASTPE_ERANGE:
+        raise ValueError(f"offset must be an integer <= {int(e.limit)}, got {offset_given}")
+    return _raise(err)
+
+
+cdef inline int64_t _clamp_i64(x) except? -1:
+    """A Python int as int64, saturated beyond int64's range (the library refuses
+    such values; the message shows the value given)."""
+    cdef int overflow = 0
+    cdef int64_t v = PyLong_AsLongLongAndOverflow(x, &overflow)
+    if overflow:
+        return INT64_MAX if overflow > 0 else INT64_MIN
+    return v
+
+
+def rope_check_seq(seq_len, offset):
+    """The library's check of rope_cache's ``seq_len`` and ``offset`` (Python ints of
+    any size); raises ValueError naming the one refused, with the value given."""
+    _rope_check_seq(_clamp_i64(seq_len), _clamp_i64(offset), seq_len, offset)
 
 
 def rope_check_tokens(positions, offset, int64_t batch, int64_t seq):
@@ -277,7 +329,7 @@ def rope_check_axes_tokens(positions, int64_t n, int64_t batch, int64_t seq, str
                 raise ValueError(f"positions must have shape ({seq}, {n}) or ({batch}, {seq}, "
                                  f"{n}){what}, got {_axes(&v, False)}")
             if err == FASTPE_ERANGE:
-                raise ValueError("positions must be finite (got NaN or inf)")
+                _raise_position(&v, real, &e)
             _raise(err)
     finally:
         PyBuffer_Release(&v)

@@ -435,10 +435,13 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     if nt < 0 or want == c'x':
         return None
     if positions is None:
-        if type(seq_len) is not int or type(offset) is not int or not 1 <= seq_len <= 2**40 \
-                or not -2**62 <= offset <= 2**62:
+        if type(seq_len) is not int or type(offset) is not int:
             return None
-        n, off = seq_len, offset
+        n, off = _clamp_i64(seq_len), _clamp_i64(offset)
+        # the general path's check of the range, with its message
+        _rope_check_seq(n, off, seq_len, offset)
+        if n == 0:  # (an empty cache: the general path's)
+            return None
     else:
         if seq_len is not None or type(offset) is not int or offset != 0:
             return None

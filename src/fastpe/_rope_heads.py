@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 
 from . import kernel as _kernel
-from ._rope_args import _as_position_ids, _rope_views, _token_positions, _unaliased, _write_caches
+from ._rope_args import (
+    _as_position_ids,
+    _as_seq,
+    _rope_views,
+    _token_positions,
+    _unaliased,
+    _write_caches,
+)
 from ._rope_rules import (
     ROPE_LAYOUTS,
     SECTION_LAYOUTS,
@@ -28,7 +35,6 @@ from ._validate import (
     as_base,
     as_choice,
     as_float_dtype,
-    as_int,
     as_num_threads,
     check_table_size,
     kernel_view,
@@ -386,8 +392,7 @@ def cache(
         tok = None
     else:
         if positions is None:
-            seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
-            offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
+            seq_len, offset = _as_seq(seq_len, offset)
             shape = (seq_len,)
             lo, hi = [offset], [offset + seq_len - 1]
             axes_pos = [{"nseq": 1, "seq_len": seq_len, "offset": offset}]

@@ -92,10 +92,9 @@ cdef object _plan_key(rope_parameters, head_dim, max_position_embeddings, precis
     return (tuple(items), head_dim, max_position_embeddings, precision)
 
 
-def remember_rope_args(key, int64_t head_dim, dict fields):
-    """Keep the converted parameters ``fields`` (fastpe_rope_params field names) of
-    the rope_plan_key ``key`` for the fast paths."""
-    args = RopeArgs(head_dim, fields)
+def remember_rope_args(key, RopeArgs args not None):
+    """Keep the converted parameters ``args`` of the rope_plan_key ``key`` for the
+    fast paths."""
     with _encoders_lock:
         rope_args[key] = args
         while len(rope_args) > ROPE_ARGS_MAX:
@@ -158,22 +157,40 @@ cdef const void *_rope_plan(rope_parameters, head_dim, max_position_embeddings, 
     return pl
 
 
+cdef bint _same_list(const double *a, const double[::1] w) noexcept:
+    """Whether a plan's nf frequencies ``a`` are bitwise ``w``'s."""
+    return memcmp(a, &w[0], <size_t>w.shape[0] * sizeof(double)) == 0
+
+
 cdef class RopePlan(_Rows):
     """The library's plan of a list of frequencies ([sin | cos] rows of nf
-    frequencies: pe_rope_plan_list), held while this object lives: what the
-    general path of apply_rope and rope_cache fills and rotates by.  The cache
-    keeps the plan; the small-call paths find the same entry by the frequencies'
-    values."""
+    frequencies), held while this object lives: what the general path of
+    apply_rope and rope_cache fills and rotates by.  With ``args``, the
+    conversion of the rule that gave ``w``, it is the rule's entry
+    (pe_rope_plan_rule), which the small-call paths then find by that rule;
+    otherwise the entry of the list (pe_rope_plan_list), found by the frequencies'
+    values: one entry per configuration either way.  ``args`` is kept only when
+    the rule's plan holds exactly ``w``."""
     cdef const pe_rope_plan *pl
     cdef int slot
+    cdef readonly RopeArgs args
 
-    def __cinit__(self, w):
+    def __cinit__(self, w, RopeArgs args=None):
         cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
         cdef pe_rope_handle *h
         self.slot = -1
         if wv.shape[0] < 1:
             raise ValueError("w must list at least one frequency")
-        self.pl = pe_rope_plan_list(&wv[0], c'd', wv.shape[0], &self.slot)
+        if args is not None:
+            self.pl = pe_rope_plan_rule(args.p, args.head_dim, &self.slot)
+            h = <pe_rope_handle *>self.pl.h if self.pl != NULL else NULL
+            if h != NULL and h.sp.nf == wv.shape[0] and _same_list(h.w, wv):
+                self.args = args
+            elif self.pl != NULL:
+                pe_rope_plan_done(self.pl, self.slot)
+                self.pl = NULL
+        if self.pl == NULL:
+            self.pl = pe_rope_plan_list(&wv[0], c'd', wv.shape[0], &self.slot)
         if self.pl == NULL:
             _raise_for(_last_error()[0] or FASTPE_ENOMEM)
         h = <pe_rope_handle *>self.pl.h

@@ -481,6 +481,7 @@ def _angles(
     """(frequencies, attention factor, compiled encoding) for positions lo .. hi
     (none when hi < lo), every argument checked.  The rule sees the longest
     sequence hi + 1, as transformers' rotary modules do."""
+    given = head_dim
     head_dim = as_int(head_dim, "head_dim", minimum=2, maximum=2**31)
     if rule.inv_freq is not None:
         if rule.rope_parameters is not None:
@@ -501,7 +502,7 @@ def _angles(
         )
     if rule.attention_factor is not None:
         attention = as_base(rule.attention_factor, "attention_factor")
-    enc = _encoder(w)
+    enc = _kernel.RopePlan(w, _rule_args(rule, given, w.size))
     _kernel.rope_check_range(lo, hi, enc.max_position)
     return w, attention, enc
 
@@ -533,33 +534,45 @@ def _as_frequencies(inv_freq: Any) -> np.ndarray:
     return w
 
 
-def _encoder(w: np.ndarray) -> _kernel.RopePlan:
-    """The compiled encoding of a list of frequencies ([sin | cos] rows): the library's
-    plan, which its cache keeps by the frequencies' values."""
-    return _kernel.RopePlan(w)
-
-
-def _plan(
-    rule: _Rule, head_dim: Any, enc: _kernel.RopePlan | None, attention: float, nf: int
-) -> None:
-    """Remember the conversion of checked rope_parameters for the small-call paths,
-    when their frequencies do not depend on the sequence length (and rotate at
-    most head_dim dims, which apply_rope's path relies on).  The frequencies are
-    the library's plan cache's; listed ones (inv_freq) need no conversion."""
+def _rule_key(rule: _Rule, head_dim: Any) -> Any:
+    """The small-call paths' key of checked rope_parameters (head_dim as given), or
+    None when they do not remember the rule: its frequencies depend on the sequence
+    length, an attention_factor or listed frequencies are given (those need no
+    conversion), or the arguments are not plain values."""
     if (
         rule.attention_factor is not None
         or rule.inv_freq is not None
         or _rope_type(rule.rope_parameters or {}) in ("dynamic", "longrope")
     ):
-        return
-    key = _kernel.rope_plan_key(
+        return None
+    return _kernel.rope_plan_key(
         rule.rope_parameters, head_dim, rule.max_position_embeddings, rule.precision
     )
-    if key is not None and 2 * nf <= head_dim:  # (a key means an int head_dim)
-        _, fields, _ = _convert(
-            head_dim, rule.rope_parameters, rule.max_position_embeddings, None, rule.precision
-        )
-        _kernel.remember_rope_args(key, head_dim, fields)
+
+
+def _rule_args(rule: _Rule, head_dim: Any, nf: int) -> _kernel.RopeArgs | None:
+    """The library's conversion of a checked rule of nf frequencies that the
+    small-call paths may remember (see _rule_key; at most head_dim / 2 frequencies,
+    which apply_rope's path relies on), or None.  The general path's plan is then the
+    rule's entry of the library's cache, the one those paths find: one entry per
+    configuration."""
+    key = _rule_key(rule, head_dim)
+    if key is None or 2 * nf > head_dim:  # (a key means an int head_dim)
+        return None
+    known = _kernel.rope_args.get(key)
+    if known is not None:
+        return known
+    _, fields, _ = _convert(
+        head_dim, rule.rope_parameters, rule.max_position_embeddings, None, rule.precision
+    )
+    return _kernel.RopeArgs(head_dim, fields)
+
+
+def _plan(rule: _Rule, head_dim: Any, enc: _kernel.RopePlan | _kernel.RopeAxes) -> None:
+    """Remember the conversion of the rule whose entry ``enc`` is (see _rule_args)
+    for the small-call paths, once a call by it succeeded."""
+    if enc.args is not None:
+        _kernel.remember_rope_args(_rule_key(rule, head_dim), enc.args)
 
 
 def _per_axis_rules(rope_parameters: Any) -> bool:

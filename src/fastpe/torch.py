@@ -40,6 +40,7 @@ import torch
 
 from . import _api, _rope_apply, _rope_cache
 from ._conventions import Convention
+from ._rope_args import _as_seq
 from ._rope_rules import (
     _COMMON,
     _KEYS,
@@ -615,8 +616,7 @@ def rope_cache(
     if (seq_len is None) == (positions is None):
         raise ValueError("give either seq_len (with offset) or positions")
     if positions is None:
-        seq_len = as_int(seq_len, "seq_len", minimum=0, maximum=2**62)
-        offset = as_int(offset, "offset", minimum=-(2**62), maximum=2**62)
+        seq_len, offset = _as_seq(seq_len, offset)
     elif not (isinstance(offset, int) and offset == 0):
         raise ValueError("offset applies to seq_len; add it to positions instead")
     positions = _tensor_or_none(positions)
