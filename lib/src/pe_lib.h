@@ -62,6 +62,7 @@ struct fastpe_spec {
     int has_zero; /* rows at position `zero` are all zeros (fairseq) */
     int64_t zero;
     double max_position; /* |positions| allowed by the exact angle reduction */
+    int rounding;        /* PE_ROUND_*: fastpe_spec_set_rounding */
 };
 
 /* The opaque fastpe_rope of both headers: the [sin | cos] encoding of nf listed
@@ -90,6 +91,7 @@ struct fastpe_rope {
     double max_position;
     int n_axes;              /* PE_ROPE_AXES_MAGIC only */
     pe_rope_axis_data *axes; /* PE_ROPE_AXES_MAGIC only: n_axes entries */
+    int rounding;            /* PE_ROUND_*: fastpe_rope_set_rounding */
 };
 
 /* A RoPE handle kept by the plan cache, with the anchor cache of its decoding
@@ -432,6 +434,19 @@ PE_HIDDEN int pe_rope_set_wide(int on);
  * a bare detail (its code) and returns ret. */
 PE_HIDDEN int pe_fail(int code, const char *argument, int64_t index, double value, double limit);
 PE_HIDDEN int pe_settle(int ret);
+
+/* The rounding modes of the handles (FASTPE_ROUND_* of the public header,
+ * which the binding's translation unit does not see). */
+#define PE_ROUND_DEFAULT 0
+#define PE_ROUND_CORRECT 1
+/* A handle's rounding against the call: correct rounding is for float64 fills
+ * and caches only (kind PE_KIND_F64; kind 0: a call that cannot honour it, an
+ * add or a rotation), else FASTPE_EINVAL naming the handle's argument. */
+PE_INLINE int pe_check_rounding(int rounding, int kind, const char *name) {
+    if (rounding == PE_ROUND_DEFAULT || kind == PE_KIND_F64)
+        return 0;
+    return pe_fail(PE_EINVAL, name, -1, (double)rounding, NAN);
+}
 
 /* Every check of a table fill, in one place: the fill of sp's rows that rq
  * describes (rows nseq * S, named n_name in the detail: "seq_len" or "n") into
