@@ -89,7 +89,9 @@ def test_spec_fill_is_sinusoidal_correctly_rounded(t, convention, d, offset, S, 
         pos = offset + 2.5 * np.arange(S) - 3.0
         out[:] = SENTINEL
         assert t.spec_fill_positions_f64(h, p(out), S, d, p(pos), nt) == OK
-        np.testing.assert_array_equal(out, fastpe.sinusoidal_at(pos, d, convention=convention, **CR))
+        np.testing.assert_array_equal(
+            out, fastpe.sinusoidal_at(pos, d, convention=convention, **CR)
+        )
     finally:
         t.spec_free(h)
 
@@ -220,3 +222,34 @@ def test_other_dtypes_adds_and_rotations_refuse_the_setting(t):
         t.rope_free(r)
     assert t.spec_set_rounding(s, CORRECT) == EHANDLE
     assert t.rope_set_rounding(r, CORRECT) == EHANDLE
+
+
+# ---------------------------------------------------------------- the Python API's way in
+
+
+@pytest.mark.parametrize("params", [{"rope_theta": 500000.0}, capi_rope.YARN])
+def test_a_decoding_step_goes_through_the_c_entry_point(params):
+    """rope_cache(..., correctly_rounded=True) of a planned rule takes the C API's
+    fastpe_rope_cache_f64 (the fast path, with a correctly rounded copy of the plan's
+    handle): the general path's bits, and the default's left as they were."""
+    from fastpe import _rope_cache
+
+    args = (128, params, None, 0, HARD, "half", np.float64, None, "float32", None, None, None, 1)
+    fastpe.rope_cache(128, params, positions=HARD, dtype=np.float64)  # (plans the rule)
+    fast = kernel.rope_cache_fast(*args, True)
+    assert fast is not None
+    # the general path: positions as a tuple, which the fast path does not take
+    assert kernel.rope_cache_fast(*args[:4], tuple(HARD), *args[5:], True) is None
+    general = _rope_cache.rope_cache(128, params, positions=tuple(HARD), **CR)
+    np.testing.assert_array_equal(fast[0], general[0])
+    np.testing.assert_array_equal(fast[1], general[1])
+    np.testing.assert_array_equal(fastpe.rope_cache(128, params, positions=HARD, **CR)[0], fast[0])
+    default = kernel.rope_cache_fast(*args)
+    np.testing.assert_array_equal(
+        default[0], fastpe.rope_cache(128, params, positions=HARD, dtype=np.float64)[0]
+    )
+    # float32 (asked for, or the default) is declined: the general path refuses it
+    assert kernel.rope_cache_fast(*args[:6], np.float32, *args[7:], True) is None
+    assert kernel.rope_cache_fast(*args[:6], None, *args[7:], True) is None
+    with pytest.raises(ValueError, match="correctly_rounded"):
+        fastpe.rope_cache(128, params, positions=HARD, correctly_rounded=True)

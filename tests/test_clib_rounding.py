@@ -152,7 +152,9 @@ def test_the_python_functions_give_the_exact_values_on_the_hard_rows():
     exact = _c_exact_values()
     cr = dict(dtype=np.float64, correctly_rounded=True)
     for r, k in enumerate(HARD):
-        np.testing.assert_array_equal(fastpe.sinusoidal(1, 8, offset=k, **cr)[0], exact["VASWANI"][r])
+        np.testing.assert_array_equal(
+            fastpe.sinusoidal(1, 8, offset=k, **cr)[0], exact["VASWANI"][r]
+        )
     np.testing.assert_array_equal(fastpe.sinusoidal_at(np.array(HARD), 8, **cr), exact["VASWANI"])
     for a, att in enumerate((1.0, 1.25)):
         cos, sin = fastpe.rope_cache(

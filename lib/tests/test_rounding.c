@@ -125,7 +125,8 @@ static void check_hard_rows(void) {
             for (int r = 0; r < 3; r++) {
                 for (int j = 0; j < 4; j++) {
                     int i = lay == FASTPE_LAYOUT_SPLIT ? j % 2 : j / 2;
-                    CHECK(same(sin[r][j], ROPE[a][r][2 * i]) && same(cos[r][j], ROPE[a][r][2 * i + 1]),
+                    CHECK(same(sin[r][j], ROPE[a][r][2 * i]) &&
+                              same(cos[r][j], ROPE[a][r][2 * i + 1]),
                           "rope cache a=%g k=%" PRId64 " layout %d col %d", att, HARD[r], lay, j);
                 }
             }
@@ -141,7 +142,8 @@ static void check_hard_rows(void) {
             for (int r = 0; r < 3; r++) {
                 for (int j = 0; j < 4; j++) {
                     int i = lay == FASTPE_LAYOUT_SPLIT ? j % 2 : j / 2;
-                    CHECK(same(sin[r][j], ROPE[a][r][2 * i]) && same(cos[r][j], ROPE[a][r][2 * i + 1]),
+                    CHECK(same(sin[r][j], ROPE[a][r][2 * i]) &&
+                              same(cos[r][j], ROPE[a][r][2 * i + 1]),
                           "axes cache a=%g k=%" PRId64 " layout %d col %d", att, HARD[r], lay, j);
                 }
             }
@@ -202,7 +204,8 @@ static void check_refusals(void) {
     CHECK(fastpe_spec_set_rounding(s, FASTPE_ROUND_DEFAULT) == FASTPE_OK, "reset spec");
     CHECK(fastpe_rope_set_rounding(h, FASTPE_ROUND_DEFAULT) == FASTPE_OK, "reset rope");
     CHECK(fastpe_spec_fill_f32(s, f, 2, 8, 0, 1) == FASTPE_OK, "default spec f32");
-    CHECK(fastpe_rope_apply_f64(h, d, 1, 2, 1, 8, 4, 4, pos, 0, 0, 1) == FASTPE_OK, "default apply");
+    CHECK(fastpe_rope_apply_f64(h, d, 1, 2, 1, 8, 4, 4, pos, 0, 0, 1) == FASTPE_OK,
+          "default apply");
     fastpe_spec_free(s);
     fastpe_rope_free(h);
     fastpe_rope_free(x);
@@ -377,8 +380,9 @@ static void sweep(void) {
                         fprintf(stderr, "no RoPE handle\n");
                         exit(2);
                     }
-                    snprintf(head, sizeof(head), "cr_rope %s %" PRId64 " %" PRId64 " %" PRId64 " %g",
-                             LAY[lay], NF[ni], j.S, j.offset, ATT[ai]);
+                    snprintf(head, sizeof(head),
+                             "cr_rope %s %" PRId64 " %" PRId64 " %" PRId64 " %g", LAY[lay], NF[ni],
+                             j.S, j.offset, ATT[ai]);
                     one(head, fill_rope, &j, (size_t)(2 * j.S * j.W));
                     for (int64_t s = 0; s < j.S; s++)
                         pos[s] = j.offset + 7919 * s - 3000;
@@ -430,9 +434,8 @@ static void sweep(void) {
                 exit(2);
             }
             j.W = fastpe_rope_rotary_dim(j.rope);
-            snprintf(head, sizeof(head),
-                     "cr_rope_rule_yarn %s 64 %" PRId64 " %" PRId64 " %d", LAY[lay], j.S,
-                     j.offset, bits);
+            snprintf(head, sizeof(head), "cr_rope_rule_yarn %s 64 %" PRId64 " %" PRId64 " %d",
+                     LAY[lay], j.S, j.offset, bits);
             one(head, fill_rope, &j, (size_t)(2 * j.S * j.W));
             fastpe_rope_free(j.rope);
         }

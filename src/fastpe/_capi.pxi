@@ -72,6 +72,7 @@ cdef extern from "pe_lib.h" nogil:
         double *plan
         double attention
         double max_position
+        int rounding
     unsigned int PE_ROPE_MAGIC
 
 

@@ -224,6 +224,7 @@ def rope_cache_fast(
     attention_factor: Any,
     out: Any,
     num_threads: Any,
+    correctly_rounded: bool = ...,
 ) -> Any | None: ...
 def fill_rows(
     out: Any,
