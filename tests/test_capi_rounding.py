@@ -253,3 +253,40 @@ def test_a_decoding_step_goes_through_the_c_entry_point(params):
     assert kernel.rope_cache_fast(*args[:6], None, *args[7:], True) is None
     with pytest.raises(ValueError, match="correctly_rounded"):
         fastpe.rope_cache(128, params, positions=HARD, correctly_rounded=True)
+
+
+def test_one_handle_set_once_serves_many_threads(t):
+    """The rule of the header: set the rounding, then share the handle; threads
+    calling through it at once (without the GIL) each get the same bits."""
+    import threading
+
+    h = spec(t, "vaswani", 96)
+    w = 1.0 / 10000.0 ** (np.arange(48) / 48)
+    r = rope_handle(t, t.rope_from_frequencies(p(w), 48, 1.25))
+    S, offset = 301, 833500
+    want_t = fastpe.sinusoidal(S, 96, offset=offset, **CR)
+    want_r = fastpe.rope_cache(
+        96, inv_freq=w, attention_factor=1.25, seq_len=S, offset=offset, **CR
+    )
+    outs = [(np.empty((S, 96)), np.empty((S, 96)), np.empty((S, 96))) for _ in range(6)]
+    codes = []
+
+    def work(i):
+        a, c, s = outs[i]
+        codes.append(t.spec_fill_f64(h, p(a), S, 96, offset, 1 + i % 3))
+        codes.append(t.rope_cache_f64(r, p(c), p(s), S, 96, None, offset, 1, 1 + i % 2))
+
+    try:
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert codes == [OK] * 12
+        for a, c, s in outs:
+            np.testing.assert_array_equal(a, want_t)
+            np.testing.assert_array_equal(c, want_r[0])
+            np.testing.assert_array_equal(s, want_r[1])
+    finally:
+        t.spec_free(h)
+        t.rope_free(r)
