@@ -290,3 +290,27 @@ def test_one_handle_set_once_serves_many_threads(t):
     finally:
         t.spec_free(h)
         t.rope_free(r)
+
+
+def test_python_tables_take_the_fast_path_in_float64_only(t):
+    """sinusoidal / sinusoidal_at(..., correctly_rounded=True) of the common argument
+    types fill through the cached encoding (the C API's bits), and decline any other
+    dtype, which the general path then refuses."""
+    h = spec(t, "fairseq", 40)
+    try:
+        want = np.empty((6, 40))
+        assert t.spec_fill_f64(h, p(want), 6, 40, 103990, 1) == OK
+        args = (6, 40, 10000.0, 103990, np.float64, "interleaved", None, 1, "fairseq")
+        np.testing.assert_array_equal(kernel.table(*args, True), want)
+        pos = np.arange(103990, 103996, dtype=np.int64)
+        at = (pos, 40, 10000.0, np.float64, "interleaved", None, 1, "fairseq")
+        np.testing.assert_array_equal(kernel.table_at(*at, True), want)
+        for dtype in (None, np.float32, "float32"):
+            assert kernel.table(*args[:4], dtype, *args[5:], True) is None
+            assert kernel.table_at(*at[:3], dtype, *at[4:], True) is None
+        out32 = np.empty((6, 40), np.float32)
+        assert kernel.table(*args[:4], None, "interleaved", out32, 1, "fairseq", True) is None
+        with pytest.raises(ValueError, match="correctly_rounded"):
+            fastpe.sinusoidal(6, 40, offset=103990, convention="fairseq", correctly_rounded=True)
+    finally:
+        t.spec_free(h)

@@ -325,6 +325,7 @@ def table(
     out: Any,
     num_threads: Any,
     convention: Any,
+    accurate: bool = ...,
 ) -> Any | None: ...
 def table_at(
     positions: Any,
@@ -335,6 +336,7 @@ def table_at(
     out: Any,
     num_threads: Any,
     convention: Any,
+    accurate: bool = ...,
 ) -> Any | None: ...
 def add(
     x: Any,
