@@ -314,3 +314,21 @@ def test_python_tables_take_the_fast_path_in_float64_only(t):
             fastpe.sinusoidal(6, 40, offset=103990, convention="fairseq", correctly_rounded=True)
     finally:
         t.spec_free(h)
+
+
+def test_a_handle_keeps_what_its_first_correctly_rounded_cache_made(t):
+    """The first correctly rounded cache of a handle makes the table rows' low
+    parts that later calls reuse; every call gives the bits of the Python general
+    path, which evaluates them per call (attention_factor given: no fast path)."""
+    w = 1.0 / 10000.0 ** (np.arange(64) / 64)
+    kept = rope_handle(t, t.rope_from_frequencies(p(w), 64, 1.0))
+    try:
+        for k in (*HARD, 7, -355, 10**12):
+            pos = np.array([k, k + 1, k + 40], np.int64)
+            cos, sin = np.empty((3, 128)), np.empty((3, 128))
+            assert t.rope_cache_f64(kept, p(cos), p(sin), 3, 128, p(pos), 0, 1, 1) == OK
+            want = fastpe.rope_cache(128, inv_freq=w, attention_factor=1.0, positions=pos, **CR)
+            np.testing.assert_array_equal(cos, want[0], err_msg=f"k={k}")
+            np.testing.assert_array_equal(sin, want[1], err_msg=f"k={k}")
+    finally:
+        t.rope_free(kept)

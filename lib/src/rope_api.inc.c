@@ -66,6 +66,7 @@ static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
     /* (correctly rounded: the fill applies the attention factor, one rounding) */
     rq.accurate = h->rounding == PE_ROUND_CORRECT;
     rq.scale = rq.accurate ? h->attention : 1.0;
+    rq.lows = rq.accurate ? pe_rope_lows((struct fastpe_rope *)h) : NULL; /* (kept: see there) */
     /* as fastpe.rope_cache: each entry rounded once into the output type, from
        float64 when the attention factor is still to be applied */
     if (h->attention == 1.0 || rq.accurate) {

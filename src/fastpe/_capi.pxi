@@ -74,6 +74,7 @@ cdef extern from "pe_lib.h" nogil:
         double max_position
         int rounding
     unsigned int PE_ROPE_MAGIC
+    const double *pe_rope_lows(pe_rope_handle *h)
 
 
 cdef extern from "fastpe/fastpe.h" nogil:

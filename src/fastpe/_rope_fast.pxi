@@ -469,6 +469,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             return None
         h = <pe_rope_handle *>pl.h
         if correctly_rounded:
+            # (the shared handle keeps the low parts its accurate rows reuse: made
+            # here, or the copy would make its own every call)
+            if pe_rope_lows(h) == NULL and h.plan != NULL:
+                return None
             exact = h[0]
             exact.rounding = FASTPE_ROUND_CORRECT
             h = &exact
