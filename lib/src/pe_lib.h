@@ -216,7 +216,9 @@ PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec
 PE_HIDDEN double *pe_plan_lows(const pe_spec *sp, const double *plan);
 /* A RoPE handle's pe_plan_lows, made by its first correctly rounded cache and
  * kept with it (freed by fastpe_rope_free); NULL for a handle without a kept
- * plan, or when out of memory.  Safe from several threads at once. */
+ * plan, or when out of memory.  Safe from several threads at once.  (For a
+ * handle of the plan cache, their 2 (B/2+1) nf doubles are not in the bytes
+ * the cache counts: only handles asked for correct rounding make them.) */
 PE_HIDDEN const double *pe_rope_lows(struct fastpe_rope *h);
 /* Entries the accurate float64 rows left to their exact fallback (a count). */
 PE_HIDDEN uint64_t pe_f64_undecided(void);
