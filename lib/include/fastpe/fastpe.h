@@ -183,7 +183,7 @@ extern "C" {
 #define FASTPE_ROPE_UNSET        INT64_MIN /* an absent int64 field */
 
 /* The rounding of a handle (fastpe_spec_set_rounding, fastpe_rope_set_rounding). */
-#define FASTPE_ROUND_DEFAULT 0 /* the fast evaluation (within ~1 ulp; see accuracy.md) */
+#define FASTPE_ROUND_DEFAULT 0 /* the fast evaluation (float64: within 5e-16 absolute) */
 #define FASTPE_ROUND_CORRECT 1 /* float64 entries correctly rounded (correctly_rounded=True) */
 #endif
 
