@@ -66,6 +66,7 @@ TABLE = [
         "rope_cache_axes_f16 rope_cache_axes_bf16 rope_apply_axes_f32 rope_apply_axes_f64 "
         "rope_apply_axes_f16 rope_apply_axes_bf16",
     ),
+    ("1.5", "spec_set_rounding rope_set_rounding"),
 ]
 
 # The slots with no library function: their arguments are Python objects.

@@ -520,6 +520,11 @@ static void pe_table_lows(pe_fill *f, double *mem) {
     int64_t nf = f->c.nf, B = f->c.B, H = B / 2, a;
     double *Tml = mem, *Tsl = mem + (H + 1) * nf, *need = Tsl + (H + 1) * nf;
     int64_t N = rq->nseq * rq->S;
+    if (mem == NULL) { /* (the caller's, of this plan: pe_fill_setup) */
+        f->c.Tml = rq->lows;
+        f->c.Tsl = rq->lows + (H + 1) * nf;
+        return;
+    }
     for (a = 0; a < H + 1; a++)
         need[a] = f->contiguous && N >= B ? 1.0 : 0.0;
     if (!(f->contiguous && N >= B)) {
@@ -557,6 +562,8 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     int64_t S = rq->S;
     int64_t N = rq->nseq * S;
     int64_t B = pe_block_rows(nf);
+    /* low parts made for a plan serve only that plan, not one prepared here */
+    const double *lows = plan != NULL ? rq->lows : NULL;
     memset(f, 0, sizeof(pe_fill));
     f->seed = INT64_MIN;
     f->last = INT64_MIN;
@@ -594,13 +601,13 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     /* float64 rows by the accurate writers when asked (not rows added to x) */
     f->c.dd = itemsize == 8 && rq->accurate && !rq->add;
     f->c.scale = f->c.dd ? rq->scale : 1.0;
-    size_t lows = f->c.dd ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
-    f->mem = (double *)malloc((own + lows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
+    size_t nlows = f->c.dd && lows == NULL ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
+    f->mem = (double *)malloc((own + nlows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {
         pe_fill_free(f);
         return FASTPE_ENOMEM;
     }
-    f->scratch = f->mem + own + lows;
+    f->scratch = f->mem + own + nlows;
     if (plan == NULL) {
         int err =
             pe_prepare(f->mem, sp, f->contiguous ? rq->offset : 0, f->contiguous ? S : B, f->nt);
@@ -618,8 +625,21 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     f->c.Tm = plan + 4 * nf;
     f->c.Ts = f->c.Tm + (B / 2 + 1) * nf;
     if (f->c.dd)
-        pe_table_lows(f, f->mem + own);
+        pe_table_lows(f, lows != NULL ? NULL : f->mem + own);
     return FASTPE_OK;
+}
+
+double *pe_plan_lows(const pe_spec *sp, const double *plan) {
+    int64_t nf = sp->nf, H = pe_block_rows(nf) / 2;
+    double *lows = (double *)malloc((size_t)(2 * (H + 1) * nf) * sizeof(double));
+    const double *Tm = plan + 4 * nf, *Ts = Tm + (H + 1) * nf;
+    if (lows == NULL)
+        return NULL;
+    /* (as pe_table_lows evaluates each row it needs: the same bits) */
+    for (int64_t a = 0; a < H + 1; a++)
+        pe_table_row_dd((double)a, pe_freq_view((double *)plan, nf), nf, Tm + a * nf, Ts + a * nf,
+                        lows + a * nf, lows + (H + 1 + a) * nf);
+    return lows;
 }
 
 static void pe_fill_units(void *out, int kind, int64_t stride, pe_fill *f, int64_t u0, int64_t u1) {

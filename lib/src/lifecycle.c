@@ -18,6 +18,9 @@
  * Layers: system.c installs these handlers, and they call only down (the
  * shells here, the plan cache's lock in plans.c), never back into the entry
  * points above.
+ *
+ * The shells' lock also guards what a handle keeps once made: its RoPE table
+ * rows' low parts (pe_rope_lows), made by its first correctly rounded cache.
  */
 #include "pe_lib.h"
 
@@ -61,6 +64,32 @@ void pe_shell_free(int kind, void *p) {
     }
     q->slots[q->n++] = p;
     pe_mutex_unlock(&shell_lock);
+}
+
+/* The handle's low parts are made outside the lock (tens to hundreds of
+ * microseconds) and published under it: two first calls at once may both make
+ * them, and one copy is kept. */
+const double *pe_rope_lows(struct fastpe_rope *h) {
+    double *lows;
+    if (h->plan == NULL)
+        return NULL;
+    pe_mutex_lock(&shell_lock);
+    lows = h->lows;
+    pe_mutex_unlock(&shell_lock);
+    if (lows != NULL)
+        return lows;
+    lows = pe_plan_lows(&h->sp, h->plan);
+    if (lows == NULL)
+        return NULL;
+    pe_mutex_lock(&shell_lock);
+    if (h->lows == NULL) {
+        h->lows = lows;
+    } else {
+        free(lows);
+        lows = h->lows;
+    }
+    pe_mutex_unlock(&shell_lock);
+    return lows;
 }
 
 static void shells_release(void) {

@@ -41,6 +41,9 @@ typedef struct {
     int fresh;    /* out was just allocated (no streaming stores) */
     int accurate; /* float64 rows correctly rounded (pe_rows_dd.h), not added: each
                      entry scale times its sine or cosine, rounded once */
+    /* accurate: pe_plan_lows of the plan the fill is given, or NULL (the fill
+       evaluates the rows it needs) */
+    const double *lows;
 } pe_rows;
 
 /* The last anchor row (sin, cos at a block centre) a small fill evaluated for
@@ -62,6 +65,7 @@ struct fastpe_spec {
     int has_zero; /* rows at position `zero` are all zeros (fairseq) */
     int64_t zero;
     double max_position; /* |positions| allowed by the exact angle reduction */
+    int rounding;        /* PE_ROUND_*: fastpe_spec_set_rounding */
 };
 
 /* The opaque fastpe_rope of both headers: the [sin | cos] encoding of nf listed
@@ -90,6 +94,8 @@ struct fastpe_rope {
     double max_position;
     int n_axes;              /* PE_ROPE_AXES_MAGIC only */
     pe_rope_axis_data *axes; /* PE_ROPE_AXES_MAGIC only: n_axes entries */
+    int rounding;            /* PE_ROUND_*: fastpe_rope_set_rounding */
+    double *lows;            /* NULL, or pe_plan_lows of plan (pe_rope_lows) */
 };
 
 /* A RoPE handle kept by the plan cache, with the anchor cache of its decoding
@@ -204,6 +210,16 @@ PE_HIDDEN void pe_init_rows(pe_rows *rq, int64_t nseq, int64_t S, int has_zero, 
 PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                           const pe_rows *rq, int num_threads, const double *plan,
                           pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
+/* The low parts (double-double) of every table row of a prepared plan of sp,
+ * which a correctly rounded fill would otherwise evaluate per call (rq->lows):
+ * malloc'd, 2 (B/2+1) nf doubles; NULL when out of memory. */
+PE_HIDDEN double *pe_plan_lows(const pe_spec *sp, const double *plan);
+/* A RoPE handle's pe_plan_lows, made by its first correctly rounded cache and
+ * kept with it (freed by fastpe_rope_free); NULL for a handle without a kept
+ * plan, or when out of memory.  Safe from several threads at once.  (For a
+ * handle of the plan cache, their 2 (B/2+1) nf doubles are not in the bytes
+ * the cache counts: only handles asked for correct rounding make them.) */
+PE_HIDDEN const double *pe_rope_lows(struct fastpe_rope *h);
 /* Entries the accurate float64 rows left to their exact fallback (a count). */
 PE_HIDDEN uint64_t pe_f64_undecided(void);
 /* The float64 row of a one-position fill (one integer position, plan given)
@@ -435,6 +451,19 @@ PE_HIDDEN int pe_rope_set_wide(int on);
  * a bare detail (its code) and returns ret. */
 PE_HIDDEN int pe_fail(int code, const char *argument, int64_t index, double value, double limit);
 PE_HIDDEN int pe_settle(int ret);
+
+/* The rounding modes of the handles (FASTPE_ROUND_* of the public header,
+ * which the binding's translation unit does not see). */
+#define PE_ROUND_DEFAULT 0
+#define PE_ROUND_CORRECT 1
+/* A handle's rounding against the call: correct rounding is for float64 fills
+ * and caches only (kind PE_KIND_F64; kind 0: a call that cannot honour it, an
+ * add or a rotation), else FASTPE_EINVAL naming the handle's argument. */
+PE_INLINE int pe_check_rounding(int rounding, int kind, const char *name) {
+    if (rounding == PE_ROUND_DEFAULT || kind == PE_KIND_F64)
+        return 0;
+    return pe_fail(PE_EINVAL, name, -1, (double)rounding, NAN);
+}
 
 /* Every check of a table fill, in one place: the fill of sp's rows that rq
  * describes (rows nseq * S, named n_name in the detail: "seq_len" or "n") into

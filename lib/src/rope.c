@@ -134,6 +134,7 @@ void fastpe_rope_free(fastpe_rope *h) {
         h->magic = 0;
         free(h->w);
         free(h->plan);
+        free(h->lows);
         pe_shell_free(PE_SHELL_ROPE, h);
     }
 }

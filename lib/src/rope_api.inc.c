@@ -32,6 +32,8 @@ static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
     double *dt = NULL;
     int64_t nf, W;
     int err = rope_check(h), half;
+    if (err == FASTPE_OK)
+        err = pe_check_rounding(h->rounding, ROPE_KIND, "rope");
     if (err != FASTPE_OK)
         return err;
     if (n < 0)
@@ -61,9 +63,13 @@ static int ROPE_FN(rope_cache_body)(const fastpe_rope *h, ROPE_T *cos, ROPE_T *s
     err = rope_positions(h, &rq, 1, n, positions, offset);
     if (err != FASTPE_OK)
         return err;
+    /* (correctly rounded: the fill applies the attention factor, one rounding) */
+    rq.accurate = h->rounding == PE_ROUND_CORRECT;
+    rq.scale = rq.accurate ? h->attention : 1.0;
+    rq.lows = rq.accurate ? pe_rope_lows((struct fastpe_rope *)h) : NULL; /* (kept: see there) */
     /* as fastpe.rope_cache: each entry rounded once into the output type, from
        float64 when the attention factor is still to be applied */
-    if (h->attention == 1.0) {
+    if (h->attention == 1.0 || rq.accurate) {
         rt = (ROPE_T *)malloc((size_t)(n * W) * sizeof(ROPE_T));
         if (rt == NULL)
             return FASTPE_ENOMEM;
@@ -159,6 +165,8 @@ static int ROPE_FN(rope_apply_body)(const fastpe_rope *h, ROPE_T *x, int64_t bat
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
     int err = rope_check(h);
+    if (err == FASTPE_OK)
+        err = pe_check_rounding(h->rounding, 0, "rope");
     if (err != FASTPE_OK)
         return err;
     err = ROPE_FN(rope_rows3)(&R, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
@@ -189,7 +197,9 @@ static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE
     ROPE_T *rt = NULL;
     double *dt = NULL;
     int64_t nf, W;
-    int nax = 0, err = rope_check_axes(h);
+    int nax = 0, err = rope_check_axes(h), accurate;
+    if (err == FASTPE_OK)
+        err = pe_check_rounding(h->rounding, ROPE_KIND, "rope");
     if (err != FASTPE_OK)
         return err;
     if (n < 0)
@@ -219,9 +229,14 @@ static int ROPE_FN(rope_cache_axes_body)(const fastpe_rope *h, ROPE_T *cos, ROPE
     err = rope_axes_of(h, ax, &nax, positions, n);
     if (err != FASTPE_OK)
         return err;
+    accurate = h->rounding == PE_ROUND_CORRECT;
+    for (int i = 0; i < nax; i++) {
+        ax[i].rq.accurate = accurate;
+        ax[i].rq.scale = accurate ? h->attention : 1.0;
+    }
     /* as fastpe.rope_cache: each entry rounded once into the output type, from
        float64 when the attention factor is still to be applied */
-    if (h->attention == 1.0) {
+    if (h->attention == 1.0 || accurate) {
         rt = (ROPE_T *)malloc((size_t)(n * W) * sizeof(ROPE_T));
         if (rt == NULL)
             return FASTPE_ENOMEM;
@@ -257,6 +272,8 @@ static int ROPE_FN(rope_apply_axes_body)(const fastpe_rope *h, ROPE_T *x, int64_
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
     int nax = 0, err = rope_check_axes(h);
+    if (err == FASTPE_OK)
+        err = pe_check_rounding(h->rounding, 0, "rope");
     if (err != FASTPE_OK)
         return err;
     err = ROPE_FN(rope_rows3)(&R, x, batch, seq, heads, stride_batch, stride_seq, stride_head,

@@ -1,7 +1,8 @@
 /*
  * Every convention from C: the knobs of fastpe.Convention (src/fastpe/_conventions.py,
  * the reference this is compared with) compiled into a spec handle, and the fills
- * through it.  Each fill is one call into the driver (fill.c).
+ * through it.  Each fill is one call into the driver (fill.c).  Also the rounding
+ * setting of both kinds of handle (spec and RoPE).
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
@@ -218,6 +219,8 @@ static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nse
         return FASTPE_ENULL;
     if (h->magic != PE_SPEC_MAGIC)
         return PE_EHANDLE;
+    if (pe_check_rounding(h->rounding, add ? 0 : kind, "spec") != FASTPE_OK)
+        return FASTPE_EINVAL;
     if (nseq < 0 || S < 0)
         return FASTPE_ESIZE;
     if (nseq == 0 || S == 0)
@@ -239,6 +242,7 @@ static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nse
     rq.offset = offset;
     rq.add = add;
     rq.scale = add ? scale : 1.0;
+    rq.accurate = h->rounding == PE_ROUND_CORRECT;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
 }
 
@@ -257,6 +261,8 @@ static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, in
         return FASTPE_ENULL;
     if (h->magic != PE_SPEC_MAGIC)
         return PE_EHANDLE;
+    if (pe_check_rounding(h->rounding, kind, "spec") != FASTPE_OK)
+        return FASTPE_EINVAL;
     if (n < 0)
         return FASTPE_ESIZE;
     if (n == 0)
@@ -280,6 +286,7 @@ static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, in
     pe_init_rows(&rq, 1, n, h->has_zero, h->zero);
     rq.pos_f = positions;
     rq.pss = 1;
+    rq.accurate = h->rounding == PE_ROUND_CORRECT;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
 }
 
@@ -338,4 +345,39 @@ int fastpe_spec_add_f16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t
 int fastpe_spec_add_bf16(const fastpe_spec *h, uint16_t *x, int64_t nseq, int64_t seq_len,
                          int64_t row_stride, int64_t offset, double scale, int num_threads) {
     return spec_fill(h, x, PE_KIND_BF16, nseq, seq_len, row_stride, offset, 1, scale, num_threads);
+}
+
+/* ---- the rounding of either kind of handle ----------------------------------
+ * A setting stored in the handle and read by its fills (spec_fill_body,
+ * spec_at_body here; the RoPE caches in rope_api.inc.c), so that every existing
+ * entry point keeps its signature. */
+
+static int rounding_of(int rounding) {
+    if (rounding != PE_ROUND_DEFAULT && rounding != PE_ROUND_CORRECT)
+        return pe_fail(FASTPE_EINVAL, "rounding", -1, (double)rounding, NAN);
+    return FASTPE_OK;
+}
+
+int fastpe_spec_set_rounding(fastpe_spec *h, int rounding) {
+    int err;
+    if (h == NULL)
+        return pe_settle(pe_fail(FASTPE_ENULL, "spec", -1, NAN, NAN));
+    if (h->magic != PE_SPEC_MAGIC)
+        return pe_settle(pe_fail(PE_EHANDLE, "spec", -1, NAN, NAN));
+    err = rounding_of(rounding);
+    if (err == FASTPE_OK)
+        h->rounding = rounding;
+    return pe_settle(err);
+}
+
+int fastpe_rope_set_rounding(fastpe_rope *h, int rounding) {
+    int err;
+    if (h == NULL)
+        return pe_settle(pe_fail(FASTPE_ENULL, "rope", -1, NAN, NAN));
+    if (h->magic != PE_ROPE_MAGIC && h->magic != PE_ROPE_AXES_MAGIC)
+        return pe_settle(pe_fail(PE_EHANDLE, "rope", -1, NAN, NAN));
+    err = rounding_of(rounding);
+    if (err == FASTPE_OK)
+        h->rounding = rounding;
+    return pe_settle(err);
 }

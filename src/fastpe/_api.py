@@ -223,11 +223,9 @@ def sinusoidal(
     True
     """
     accurate = as_bool(correctly_rounded, "correctly_rounded")
-    done = None
-    if not accurate:
-        done = _kernel.table(
-            seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention
-        )
+    done = _kernel.table(
+        seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention, accurate
+    )
     if done is not None:  # the common argument types, already cached: filled
         return done
     # Python integers to int64 here; their values are the library's to check
@@ -427,11 +425,9 @@ def sinusoidal_at(
     True
     """
     accurate = as_bool(correctly_rounded, "correctly_rounded")
-    done = None
-    if not accurate:
-        done = _kernel.table_at(
-            positions, d_model, base, dtype, layout, out, num_threads, convention
-        )
+    done = _kernel.table_at(
+        positions, d_model, base, dtype, layout, out, num_threads, convention, accurate
+    )
     if done is not None:  # the common argument types, already cached: filled
         return done
     d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)

@@ -72,7 +72,9 @@ cdef extern from "pe_lib.h" nogil:
         double *plan
         double attention
         double max_position
+        int rounding
     unsigned int PE_ROPE_MAGIC
+    const double *pe_rope_lows(pe_rope_handle *h)
 
 
 cdef extern from "fastpe/fastpe.h" nogil:
@@ -646,6 +648,14 @@ cdef int rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batc
                               int num_threads) noexcept nogil:
     return fastpe_rope_apply_axes_bf16(rope, x, batch, seq, heads, stride_batch, stride_seq,
                                        stride_head, positions, layout, num_threads)
+
+
+cdef int spec_set_rounding(fastpe_spec *spec, int rounding) noexcept nogil:
+    return fastpe_spec_set_rounding(spec, rounding)
+
+
+cdef int rope_set_rounding(fastpe_rope *rope, int rounding) noexcept nogil:
+    return fastpe_rope_set_rounding(rope, rounding)
 # ---- end of the generated block (definitions) ----
 
 
@@ -778,6 +788,8 @@ cdef extern from "include/fastpe.h":
     ctypedef int (*fastpe_rope_apply_axes_bf16_fn)(const fastpe_rope *, uint16_t *, int64_t,
                                                    int64_t, int64_t, int64_t, int64_t, int64_t,
                                                    const int64_t *, int, int) noexcept nogil
+    ctypedef int (*fastpe_spec_set_rounding_fn)(fastpe_spec *, int) noexcept nogil
+    ctypedef int (*fastpe_rope_set_rounding_fn)(fastpe_rope *, int) noexcept nogil
     ctypedef struct fastpe_api_t:
         uint32_t abi_major
         uint32_t abi_minor
@@ -831,6 +843,8 @@ cdef extern from "include/fastpe.h":
         fastpe_rope_apply_axes_f64_fn rope_apply_axes_f64
         fastpe_rope_apply_axes_f16_fn rope_apply_axes_f16
         fastpe_rope_apply_axes_bf16_fn rope_apply_axes_bf16
+        fastpe_spec_set_rounding_fn spec_set_rounding
+        fastpe_rope_set_rounding_fn rope_set_rounding
     const char *FASTPE_CAPSULE_NAME
     int FASTPE_ABI_MAJOR
     int FASTPE_ABI_MINOR
@@ -891,6 +905,8 @@ _c_api_table.rope_apply_axes_f32 = fastpe_rope_apply_axes_f32
 _c_api_table.rope_apply_axes_f64 = fastpe_rope_apply_axes_f64
 _c_api_table.rope_apply_axes_f16 = fastpe_rope_apply_axes_f16
 _c_api_table.rope_apply_axes_bf16 = fastpe_rope_apply_axes_bf16
+_c_api_table.spec_set_rounding = fastpe_spec_set_rounding
+_c_api_table.rope_set_rounding = fastpe_rope_set_rounding
 # ---- end of the generated block (table) ----
 
 

@@ -96,6 +96,15 @@ cdef inline char _fast_dtype(dtype):
     return c'x'
 
 
+cdef inline char _accurate_dtype(char want, bint accurate, out):
+    """_fast_dtype's answer for a correctly rounded fill: 'd' (float64 asked for, or
+    an out whose dtype _fast_out then checks), else 'x' (the general path refuses
+    another dtype, the default float32 included)."""
+    if not accurate or want == c'd':
+        return want
+    return c'd' if want == 0 and out is not None else c'x'
+
+
 cdef bint _fast_out(out, Py_buffer *view, char want, int64_t *rows, int64_t d,
                     int64_t *stride) except -1:
     """Acquire a plain, writable, aligned ndarray ``out`` whose rows (all leading
@@ -188,9 +197,11 @@ ADD_ERRORS = {"seq_len": "x.shape[-2]", "nseq": "the number of sequences",
               "d_model": "x's last axis (d_model)"}
 
 
-def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention):
+def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention,
+          bint accurate=False):
     """fastpe.sinusoidal for the common argument types: the table, or None to
-    decline (the general path then validates and explains)."""
+    decline (the general path then validates and explains).  ``accurate``: its
+    correctly_rounded (float64 only)."""
     cdef Encoder enc = _cached(convention, base, layout, d_model)
     cdef int64_t S, off, last, rows = 0, stride = 0
     cdef int nt
@@ -200,11 +211,12 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
     if enc is None or not _as_i64(seq_len, &S) or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
-    want = _fast_dtype(dtype)
+    want = _accurate_dtype(_fast_dtype(dtype), accurate, out)
     if nt < 0 or want == c'x':
         return None
     _init_rows(&rq, 1, S, enc.has_zero, enc.zero)
     rq.offset = off
+    rq.accurate = accurate
     if out is None:
         return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq, TABLE_ERRORS)
     if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
@@ -237,9 +249,11 @@ cdef bint _fast_positions(positions, Py_buffer *pv) except -1:
     return False
 
 
-def table_at(positions, d_model, base, dtype, layout, out, num_threads, convention):
+def table_at(positions, d_model, base, dtype, layout, out, num_threads, convention,
+             bint accurate=False):
     """fastpe.sinusoidal_at for the common argument types: the rows, or None to
-    decline (the general path then validates, converts, copies and explains)."""
+    decline (the general path then validates, converts, copies and explains).
+    ``accurate``: its correctly_rounded (float64 only)."""
     cdef Encoder enc = _cached(convention, base, layout, d_model)
     cdef int64_t n, rows = 0, stride = 0
     cdef int nt
@@ -250,7 +264,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
     if enc is None:
         return None
     nt = _fast_threads(num_threads)
-    want = _fast_dtype(dtype)
+    want = _accurate_dtype(_fast_dtype(dtype), accurate, out)
     if nt < 0 or want == c'x':
         return None
     if not _fast_positions(positions, &pv):
@@ -259,6 +273,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
         n = pv.len // 8
         _init_rows(&rq, 1, n, enc.has_zero, enc.zero)
         rq.pss = 1
+        rq.accurate = accurate
         if _native_code(pv.format) == c'd':
             rq.pos_f = <const double *>pv.buf
         else:

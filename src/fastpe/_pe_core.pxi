@@ -231,6 +231,8 @@ cdef extern from "fastpe/fastpe.h" nogil:
                                    int64_t, int64_t, int64_t, const int64_t *, int, int)
     int fastpe_rope_apply_axes_bf16(const fastpe_rope *, uint16_t *, int64_t, int64_t, int64_t,
                                     int64_t, int64_t, int64_t, const int64_t *, int, int)
+    int fastpe_spec_set_rounding(fastpe_spec *, int)
+    int fastpe_rope_set_rounding(fastpe_rope *, int)
 # ---- end of the generated block (library) ----
 
 

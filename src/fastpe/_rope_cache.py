@@ -175,23 +175,22 @@ def rope_cache(
         if done is not None:  # sections and frequencies already planned: filled
             return done
         return _rope_cache_axes(given, accurate)
-    done = None
-    if not accurate:
-        done = _kernel.rope_cache_fast(
-            head_dim,
-            rope_parameters,
-            seq_len,
-            offset,
-            positions,
-            layout,
-            dtype,
-            max_position_embeddings,
-            precision,
-            inv_freq,
-            attention_factor,
-            out,
-            num_threads,
-        )
+    done = _kernel.rope_cache_fast(
+        head_dim,
+        rope_parameters,
+        seq_len,
+        offset,
+        positions,
+        layout,
+        dtype,
+        max_position_embeddings,
+        precision,
+        inv_freq,
+        attention_factor,
+        out,
+        num_threads,
+        accurate,
+    )
     if done is not None:  # the common arguments, frequencies already planned: filled
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)

@@ -411,14 +411,17 @@ cdef bint _int64_list(list xs, int64_t *ids, int64_t *n) except -1:
 
 def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layout, dtype,
                     max_position_embeddings, precision, inv_freq, attention_factor, out,
-                    num_threads):
+                    num_threads, bint correctly_rounded=False):
     """fastpe.rope_cache for the common case -- a planned rule, an int seq_len and
     offset or 1-D positions (an int64 ndarray, or a short list of ints), float32/float64
     into new arrays or
     a pair of plain ndarrays of the result's shape -- through the C API's cache
-    function, or None to decline (the general path then validates and explains)."""
+    function, or None to decline (the general path then validates and explains).
+    ``correctly_rounded``: float64 only, through a copy of the plan's handle set to
+    the C API's correct rounding (the shared handle itself is never changed)."""
     cdef const pe_rope_plan *pl = NULL
     cdef pe_rope_handle *h
+    cdef pe_rope_handle exact
     cdef Py_buffer cv, sv, pv
     cdef bint have_out = False, have_pos = False
     cdef int64_t n, W, off = 0, crow = 0, srow = 0, cstride = 0, sstride = 0
@@ -434,6 +437,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
+    if correctly_rounded:   # (other dtypes: the general path refuses them)
+        if want == c'f' or (want == 0 and out is None):
+            return None
+        want = c'd'
     if positions is None:
         if type(seq_len) is not int or type(offset) is not int:
             return None
@@ -464,6 +471,14 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
         if pl == NULL:
             return None
         h = <pe_rope_handle *>pl.h
+        if correctly_rounded:
+            # (the shared handle keeps the low parts its accurate rows reuse: made
+            # here, or the copy would make its own every call)
+            if pe_rope_lows(h) == NULL and h.plan != NULL:
+                return None
+            exact = h[0]
+            exact.rounding = FASTPE_ROUND_CORRECT
+            h = &exact
         W = 2 * h.sp.nf
         if have_pos:
             if pv.ndim != 1 or pv.shape[0] < 1 or pv.itemsize != 8 \

@@ -24,6 +24,11 @@ cdef enum:
     FASTPE_ESCALE = 8      # scale is not finite (add_*)
     FASTPE_EOVERLAP = 9    # positions overlap the rows being written (*_positions_*)
 
+# The rounding of a handle (spec_set_rounding, rope_set_rounding).
+cdef enum:
+    FASTPE_ROUND_DEFAULT = 0   # the fast evaluation
+    FASTPE_ROUND_CORRECT = 1   # float64 entries correctly rounded
+
 # The handles, opaque: a compiled convention (spec_*) and a RoPE handle (rope_*).
 cdef extern from *:
     """
@@ -178,4 +183,8 @@ cdef int rope_apply_axes_bf16(const fastpe_rope *rope, uint16_t *x, int64_t batc
                               int64_t heads, int64_t stride_batch, int64_t stride_seq,
                               int64_t stride_head, const int64_t *positions, int layout,
                               int num_threads) noexcept nogil
+
+# ABI 1.5
+cdef int spec_set_rounding(fastpe_spec *spec, int rounding) noexcept nogil
+cdef int rope_set_rounding(fastpe_rope *rope, int rounding) noexcept nogil
 # ---- end of the generated block (declarations) ----

@@ -215,6 +215,7 @@ def rope_cache_fast(
     attention_factor: Any,
     out: Any,
     num_threads: Any,
+    correctly_rounded: bool = ...,
 ) -> Any | None: ...
 def fill_rows(
     out: Any,
@@ -305,6 +306,7 @@ def table(
     out: Any,
     num_threads: Any,
     convention: Any,
+    accurate: bool = ...,
 ) -> Any | None: ...
 def table_at(
     positions: Any,
@@ -315,6 +317,7 @@ def table_at(
     out: Any,
     num_threads: Any,
     convention: Any,
+    accurate: bool = ...,
 ) -> Any | None: ...
 def add(
     x: Any,

@@ -91,7 +91,8 @@
  * Handles
  * -------
  * A spec (fastpe_spec) or a RoPE handle (fastpe_rope) is made once, is
- * immutable, and is used from any thread.  Handles follow free()'s rule: after
+ * immutable but for its rounding (see "Correct rounding"), and is used from
+ * any thread.  Handles follow free()'s rule: after
  * fastpe_*_free a handle must not be used; a call through it returns
  * FASTPE_EHANDLE (its memory stays the library's) until a later handle is given
  * that memory.
@@ -124,7 +125,7 @@ extern "C" {
  * functions are only ever added.  (The capsule's table has a version of its
  * own, FASTPE_ABI_MAJOR/MINOR in fastpe.h.) */
 #define FASTPE_LIB_ABI_MAJOR 1
-#define FASTPE_LIB_ABI_MINOR 2
+#define FASTPE_LIB_ABI_MINOR 3
 
 /* FASTPE_NO_CONSTANTS: for a file that already has these values under the same
  * names (the Python binding, whose kernel.pxd declares them). */
@@ -180,6 +181,10 @@ extern "C" {
 #define FASTPE_PRECISION_FLOAT32 0         /* the framework's float32 steps (the default) */
 #define FASTPE_PRECISION_FLOAT64 1         /* the same formula in float64 */
 #define FASTPE_ROPE_UNSET        INT64_MIN /* an absent int64 field */
+
+/* The rounding of a handle (fastpe_spec_set_rounding, fastpe_rope_set_rounding). */
+#define FASTPE_ROUND_DEFAULT 0 /* the fast evaluation (float64: within 5e-16 absolute) */
+#define FASTPE_ROUND_CORRECT 1 /* float64 entries correctly rounded (correctly_rounded=True) */
 #endif
 
 /* ---- types ------------------------------------------------------------------ */
@@ -495,6 +500,34 @@ FASTPE_API int fastpe_rope_frequencies(const fastpe_rope_params *p, int64_t head
  * fastpe_rope_frequencies (or FASTPE_ENOMEM) and *rope = NULL. */
 FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head_dim,
                                        fastpe_rope **rope);
+
+/* ---- correct rounding (library ABI 1.3, capsule ABI 1.5) ----------------------
+ * fastpe.sinusoidal / sinusoidal_at / rope_cache(..., correctly_rounded=True):
+ * each float64 entry is its exact value (the sine or cosine of the exact
+ * product of the position and the frequency; for a RoPE cache, times the
+ * attention factor) rounded once to nearest: the same bits as those Python
+ * functions, by the same code.  The fast evaluation runs first, a rounding test
+ * decides each entry, and the rare entry it cannot decide is evaluated exactly:
+ * costlier than the default (see docs/performance.md), which stays as it is.
+ *
+ * It is a setting of the handle, FASTPE_ROUND_DEFAULT when it is made:
+ *   spec: fastpe_spec_fill_f64, fastpe_spec_fill_positions_f64 (for
+ *         fastpe_fill_f64 and fastpe_fill_positions_f64, a "vaswani" spec,
+ *         whose rows are theirs);
+ *   rope: fastpe_rope_cache_f64, fastpe_rope_cache_axes_f64.
+ * Float64 tables and caches only: every other function given a handle set to
+ * FASTPE_ROUND_CORRECT returns FASTPE_EINVAL before writing anything, the error
+ * detail naming "spec" or "rope" (value: the rounding): the float32,
+ * float16 and bfloat16 functions, the add functions (x*scale + PE) and the
+ * rotations (fastpe_rope_apply_*).
+ *
+ * Threads: set the rounding after making the handle and before sharing it; it
+ * must not change while another thread calls through the handle.
+ * Codes: FASTPE_ENULL (a NULL handle), FASTPE_EHANDLE (not a live one),
+ * FASTPE_EINVAL (rounding not a FASTPE_ROUND_* value: "rounding"; the handle
+ * is left as it was).  Through the capsule they run without the GIL. */
+FASTPE_API int fastpe_spec_set_rounding(fastpe_spec *spec, int rounding);
+FASTPE_API int fastpe_rope_set_rounding(fastpe_rope *rope, int rounding);
 
 #endif /* FASTPE_NO_PROTOTYPES */
 

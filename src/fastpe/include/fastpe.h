@@ -64,7 +64,7 @@
 #include <stdint.h>
 
 #define FASTPE_ABI_MAJOR    1
-#define FASTPE_ABI_MINOR    4
+#define FASTPE_ABI_MINOR    5
 #define FASTPE_CAPSULE_NAME "fastpe.kernel._C_API"
 
 /* The library's header: the constants, the types and the documentation.
@@ -230,6 +230,9 @@ typedef int (*fastpe_rope_apply_axes_bf16_fn)(const fastpe_rope *rope, uint16_t 
                                               int64_t stride_seq, int64_t stride_head,
                                               const int64_t *positions, int layout,
                                               int num_threads);
+/* ABI 1.5 */
+typedef int (*fastpe_spec_set_rounding_fn)(fastpe_spec *spec, int rounding);
+typedef int (*fastpe_rope_set_rounding_fn)(fastpe_rope *rope, int rounding);
 
 /* The capsule's table.  Append-only (see "ABI policy"). */
 typedef struct fastpe_api {
@@ -290,6 +293,9 @@ typedef struct fastpe_api {
     fastpe_rope_apply_axes_f64_fn rope_apply_axes_f64;
     fastpe_rope_apply_axes_f16_fn rope_apply_axes_f16;
     fastpe_rope_apply_axes_bf16_fn rope_apply_axes_bf16;
+    /* ABI 1.5 */
+    fastpe_spec_set_rounding_fn spec_set_rounding;
+    fastpe_rope_set_rounding_fn rope_set_rounding;
 } fastpe_api_t;
 /* ---- end of the generated block (table) ---- */
 // clang-format on
@@ -443,6 +449,8 @@ FASTPE_MAYBE_UNUSED static void *fastpe_not_imported_(const char *function) {
 #define fastpe_rope_apply_axes_f64(...) FASTPE_CALL_(rope_apply_axes_f64, __VA_ARGS__)
 #define fastpe_rope_apply_axes_f16(...) FASTPE_CALL_(rope_apply_axes_f16, __VA_ARGS__)
 #define fastpe_rope_apply_axes_bf16(...) FASTPE_CALL_(rope_apply_axes_bf16, __VA_ARGS__)
+#define fastpe_spec_set_rounding(...) FASTPE_CALL_(spec_set_rounding, __VA_ARGS__)
+#define fastpe_rope_set_rounding(...) FASTPE_CALL_(rope_set_rounding, __VA_ARGS__)
 /* ---- end of the generated block (wrappers) ---- */
 // clang-format on
 
