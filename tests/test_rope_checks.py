@@ -6,6 +6,7 @@ element and the bound, into the message that names the key as written
 same message cold (nothing cached) and warm (a cached plan)."""
 
 import re
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -1110,3 +1111,25 @@ def test_section_refusals_cold_and_warm(call, message, detail):
         lambda: fastpe.rope_cache(16, [None] * 3, positions=P3, sections=(2, 2, 4)),
     )
     assert cold == warm == message
+
+
+@pytest.mark.parametrize(
+    "sections, message",
+    [
+        ((2**31 + 1, 5, 4), f"sections[0] must be an integer <= {2**31}, got {2**31 + 1}"),
+        ((2**30, 2**30, 2**30), f"{3 * 2**30} frequencies rotate {6 * 2**30} dims"),
+        ((3, 3, 3), "9 frequencies rotate 18 dims, more than head_dim=16"),
+    ],
+)
+def test_per_axis_sections_refused_before_their_arrays(sections, message):
+    """With a rule per axis the sections give the number of frequencies: sections too
+    large for head_dim are refused before any array of that many entries (an earlier
+    build allocated 8 GiB for the first case before the library refused it)."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            fastpe.rope_cache(16, [{"rope_theta": 10000.0}] * 3, positions=P3, sections=sections)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2**24

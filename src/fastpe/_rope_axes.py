@@ -114,6 +114,15 @@ def _axes_angles(
                 f"rope_parameters must hold one rule per axis ({n} for sections="
                 f"{list(sections)}), got {len(rules)}"
             )
+        if 2 * nf > head_dim:  # (here the sections give nf: refused before arrays of nf)
+            try:  # (the library names a section out of range; then the sum is too large)
+                _axis_columns(sections, section_layout, head_dim // 2)
+            except ValueError:
+                if _kernel._last_error()[2] >= 0:
+                    raise
+            raise ValueError(
+                f"{nf} frequencies rotate {2 * nf} dims, more than head_dim={head_dim}"
+            )
         cols = _axis_columns(sections, section_layout)
         w = np.empty(nf, np.float64)
         factors = []
