@@ -101,6 +101,7 @@ FRAMEWORK_TESTS = frozenset(
         "test_torch.py",
         "test_torch_conformance.py",
         "test_torch_schemas.py",
+        "test_signatures.py",
         "test_plot.py",
         "test_api.py::test_import_fastpe_does_not_import_torch",  # (passes trivially without)
         "test_bench_module.py::test_qwen2_vl_pair_rotates_as_transformers_does",
