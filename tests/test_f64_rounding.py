@@ -97,7 +97,7 @@ def _check_rows(
     positions: np.ndarray, d: int, convention: str, tally: Tally, columns: np.ndarray | None = None
 ) -> None:
     conv = _api._convention(convention, 10000.0, "interleaved")
-    spec = conv.spec(d)
+    spec = _api._encoder(conv, 10000.0, "interleaved", d).spec
     cols = _columns(spec)
     got = fastpe.sinusoidal_at(
         positions, d, dtype=np.float64, convention=convention, correctly_rounded=True
@@ -208,7 +208,7 @@ def test_the_forced_exact_path_gives_the_same_bits(convention):
         )
     finally:
         _kernel._force_exact_path(was)
-    spec = _api._convention(convention, 10000.0, "interleaved").spec(d)
+    spec = _api._encoder(convention, 10000.0, "interleaved", d).spec
     live = sum(c is not None for c in _columns(spec))
     assert _kernel._exact_path_runs() - runs >= len(pos) * live
     assert np.array_equal(fast, exact)
