@@ -57,13 +57,14 @@ int pe_knobs_check(const fastpe_knobs *k) {
         return pe_fail(FASTPE_EINVAL, "size", -1, (double)k->size, (double)sizeof(fastpe_knobs));
     if (!(isfinite(k->base) && k->base > 0.0))
         return pe_fail(FASTPE_EBASE, "base", -1, k->base, 0.0);
+    /* limit 0: not finite and > 0; MAX_SCALE: beyond it, where the angles k * w
+       overflow for every position past the first few */
     if (!(isfinite(k->position_scale) && k->position_scale > 0.0))
-        return pe_fail(FASTPE_EBASE, "position_scale", -1, k->position_scale, 0.0);
-    /* beyond it the angles k * w overflow for every position past the first few */
+        return pe_fail(FASTPE_EINVAL, "position_scale", -1, k->position_scale, 0.0);
     if (k->position_scale > MAX_SCALE)
         return pe_fail(FASTPE_EINVAL, "position_scale", -1, k->position_scale, MAX_SCALE);
     if (!isfinite(k->shift))
-        return pe_fail(FASTPE_ESCALE, "shift", -1, k->shift, NAN);
+        return pe_fail(FASTPE_EINVAL, "shift", -1, k->shift, NAN);
     if (k->denominator < FASTPE_DENOM_D2 || k->denominator > FASTPE_DENOM_H_MINUS_SHIFT)
         return pe_fail(FASTPE_EINVAL, "denominator", -1, k->denominator, NAN);
     if (k->columns < FASTPE_COLUMNS_INTERLEAVED || k->columns > FASTPE_COLUMNS_SPLIT_COS_FIRST)

@@ -142,7 +142,11 @@ cdef int _raise_knobs(int err, conv) except -1:
                 f"the {conv.name} convention divides by {conv.denominator}{shift}, which is "
                 f"{e.value:g} at d_model={e.index}; use a larger d_model")
         if arg == "position_scale" and err == PE_EINVAL:
-            raise ValueError(f"position_scale must be <= {e.limit:g}, got {_number(e.value)!r}")
+            if e.limit == 0:
+                raise ValueError(f"position_scale must be finite and > 0, got {e.value!r}")
+            raise ValueError(f"position_scale must be <= {e.limit:g}, got {e.value!r}")
+        if arg == "shift" and err == PE_EINVAL:
+            raise ValueError(f"shift must be finite, got {e.value!r}")
     return _raise(err)
 
 
