@@ -314,15 +314,6 @@ cdef class Encoder(_Rows):
         """Memory held: the plan and the anchor cache (its most)."""
         return (self.plan.nbytes if self.plan is not None else 0) + 16 * self.sp.nf
 
-    @property
-    def spec(self):
-        """The library's spec of this encoding, field by field (read only: for
-        tests of its columns and frequencies)."""
-        return {"d": self.sp.d, "nf": self.sp.nf, "w0": self.sp.w0, "base": self.sp.base,
-                "denom": self.sp.denom, "layout": self.sp.layout, "npairs": self.sp.npairs,
-                "lone_sin": self.sp.lone_sin, "s_off": self.sp.s_off, "ns": self.sp.ns,
-                "c_off": self.sp.c_off, "nc": self.sp.nc, "zero_col": self.sp.zero_col}
-
     def scratch_nbytes(self, int64_t rows, int num_threads, bint add):
         """Upper bound of the working memory (bytes) of a fill of ``rows`` rows."""
         return int(_scratch_bound(&self.sp, rows, num_threads, add))
