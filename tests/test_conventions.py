@@ -547,7 +547,9 @@ def test_knob_ref_agrees_with_the_framework_refs(name, d):
             "the custom convention divides by h-1, which is 0 at d_model=3; use a larger d_model",
         ),
         (
-            lambda: fastpe.sinusoidal(2, 8, convention=Convention.diffusers(downscale_freq_shift=5.5)),
+            lambda: fastpe.sinusoidal(
+                2, 8, convention=Convention.diffusers(downscale_freq_shift=5.5)
+            ),
             "the diffusers convention divides by h-shift (shift=5.5), which is -1.5 at d_model=8; "
             "use a larger d_model",
         ),

@@ -1,8 +1,8 @@
 /*
  * The error detail (fastpe_last_error): each failing table call, RoPE rule,
- * RoPE handle call and convention's spec names its argument, the element and the bound; a successful call leaves the last
- * failure readable; two threads failing at once each read their own.
- *     fastpe_test_detail
+ * RoPE handle call and convention's spec names its argument, the element and the bound; a
+ * successful call leaves the last failure readable; two threads failing at once each read their
+ * own. fastpe_test_detail
  */
 #if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -231,14 +231,14 @@ static int spec_failures(void) {
     fastpe_knobs k;
     fastpe_spec *h = (fastpe_spec *)&k;
     int ok = 1;
-#define SPEC(field, value) (fastpe_knobs_preset("vaswani", &k), k.field = (value), \
-                            fastpe_spec_create(&k, 64, &h))
+#define SPEC(field, value)                                                                         \
+    (fastpe_knobs_preset("vaswani", &k), k.field = (value), fastpe_spec_create(&k, 64, &h))
     ok &= detail_is(SPEC(base, -3.0), FASTPE_EBASE, "base", -1, -3.0, 0.0, "base < 0");
     ok &= detail_is(SPEC(base, NAN), FASTPE_EBASE, "base", -1, NAN, 0.0, "base NaN");
     ok &= detail_is(SPEC(position_scale, 0.0), FASTPE_EINVAL, "position_scale", -1, 0.0, 0.0,
                     "position_scale 0");
-    ok &= detail_is(SPEC(position_scale, 1e300), FASTPE_EINVAL, "position_scale", -1, 1e300,
-                    1e280, "position_scale beyond 1e280");
+    ok &= detail_is(SPEC(position_scale, 1e300), FASTPE_EINVAL, "position_scale", -1, 1e300, 1e280,
+                    "position_scale beyond 1e280");
     ok &= detail_is(SPEC(shift, INFINITY), FASTPE_EINVAL, "shift", -1, INFINITY, NAN, "shift inf");
     ok &= detail_is(SPEC(denominator, 9), FASTPE_EINVAL, "denominator", -1, 9.0, NAN,
                     "denominator 9");

@@ -225,7 +225,8 @@ cdef class Plan:
         return _plan_doubles(self.nf, self.block_rows) * sizeof(double)
 
     cdef bint _matches(self, const pe_spec *sp) noexcept:
-        return sp.nf == self.nf and sp.w0 == self.w0 and sp.base == self.base and sp.denom == self.denom
+        return (sp.nf == self.nf and sp.w0 == self.w0 and sp.base == self.base
+                and sp.denom == self.denom)
 
 
 def plan_nbytes(Encoder enc not None):
@@ -272,8 +273,9 @@ cdef class _Rows:
 
 cdef class Encoder(_Rows):
     """One encoding compiled for the kernel: the spec of a (convention, width),
-    made by the library from the convention's knobs (pe_spec_of), its Plan (None for widths whose plan would exceed PLAN_MAX_BYTES: prepared
-    per call), the position whose rows are zero (fairseq's padding) and the
+    made by the library from the convention's knobs (pe_spec_of), its Plan
+    (None for widths whose plan would exceed PLAN_MAX_BYTES: prepared per
+    call), the position whose rows are zero (fairseq's padding) and the
     largest position the exact angle reduction allows.  Immutable once built,
     shared between threads; the public functions keep them in ``encoders``."""
     cdef pe_spec sp
