@@ -1,8 +1,9 @@
 /*
  * The error detail (fastpe_last_error): each failing table call, RoPE rule,
- * RoPE handle call and convention's spec names its argument, the element and the bound; a
- * successful call leaves the last failure readable; two threads failing at once each read their
- * own. fastpe_test_detail
+ * RoPE handle call and convention's spec names its argument, the element and
+ * the bound; a successful call leaves the last failure readable; two threads
+ * failing at once each read their own.
+ *     fastpe_test_detail
  */
 #if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
