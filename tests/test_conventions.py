@@ -332,9 +332,14 @@ def test_every_named_convention_has_its_raw_knobs_here():
 def test_raw_knobs_give_bitwise_the_named_table(name, d):
     if name == "gptj" and d % 2:
         return
+    from conventions_ref import close, knob_ref
+
     raw = RAW[name]
     named = getattr(Convention, name)()
-    assert raw.spec(d) == named.spec(d)
+    assert raw._key[2:] == named._key[2:]  # the same knobs (the names differ)
+    # the table against the knobs' float64 formula, the zero column and padding row too
+    ref, angles = knob_ref(np.arange(-3, 67), d, raw)
+    close(fastpe.sinusoidal(70, d, offset=-3, convention=raw, dtype=F64), ref, angles)
     for dtype in (np.float32, F64):
         a = fastpe.sinusoidal(70, d, offset=-3, convention=name, dtype=dtype)
         b = fastpe.sinusoidal(70, d, offset=-3, convention=raw, dtype=dtype)
@@ -524,3 +529,40 @@ def test_knob_ref_agrees_with_the_framework_refs(name, d):
         "gptj": lambda: gptj_ref(40, d)[0],
     }[name]()
     close(got, ref, angle)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: Convention(base=-1.5), "base must be finite and > 0, got -1.5"),
+        (lambda: Convention(position_scale=0.0), "position_scale must be finite and > 0, got 0.0"),
+        (lambda: Convention(position_scale=1e300), "position_scale must be <= 1e+280, got 1e+300"),
+        (lambda: Convention(shift=math.inf), "shift must be finite, got inf"),
+        (
+            lambda: fastpe.sinusoidal(2, 5, convention="gptj"),
+            "the gptj convention needs an even d_model, got 5",
+        ),
+        (
+            lambda: fastpe.sinusoidal(2, 3, convention=Convention(denominator="h-1")),
+            "the custom convention divides by h-1, which is 0 at d_model=3; use a larger d_model",
+        ),
+        (
+            lambda: fastpe.sinusoidal(
+                2, 8, convention=Convention.diffusers(downscale_freq_shift=5.5)
+            ),
+            "the diffusers convention divides by h-shift (shift=5.5), which is -1.5 at d_model=8; "
+            "use a larger d_model",
+        ),
+        (
+            lambda: fastpe.sinusoidal(2, 64, convention=Convention(base=1e-310)),
+            "base=1e-310 gives frequencies base**(-i/denominator) that overflow a double at this "
+            "width; use a base closer to 1",
+        ),
+    ],
+)
+def test_knob_and_width_refusals_name_the_argument(call, message):
+    """The library refuses (pe_knobs_check when a Convention is built, pe_spec_of
+    for a width); the binding words its detail as these messages."""
+    with pytest.raises(ValueError) as info:
+        call()
+    assert str(info.value) == message

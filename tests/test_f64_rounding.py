@@ -47,21 +47,36 @@ def _round(v: mpmath.mpf) -> float:
     return float(mpmath.mpf(i) * u)
 
 
-def _columns(spec: dict) -> list[tuple[int, bool] | None]:
-    """(frequency, is_sine) of each column of a kernel spec (None: the zero column)."""
-    cols: list[tuple[int, bool] | None] = [None] * spec["d"]
-    if spec["layout"] == 0:
-        for i in range(spec["npairs"]):
+def _columns(conv: fastpe.Convention, d: int) -> list[tuple[int, bool] | None]:
+    """(frequency, is_sine) of each column of a convention's table at width d
+    (None: the zero column), from the meaning of its knobs."""
+    h = d // 2
+    nf = (d + 1) // 2 if conv.odd == "sin" else h
+    cols: list[tuple[int, bool] | None] = [None] * d
+    if conv.layout == "interleaved":
+        for i in range(h):
             cols[2 * i] = (i, True)
             cols[2 * i + 1] = (i, False)
-        if spec["lone_sin"]:
-            cols[spec["d"] - 1] = (spec["npairs"], True)
+        if nf > h:
+            cols[d - 1] = (h, True)
     else:
-        for i in range(spec["ns"]):
-            cols[spec["s_off"] + i] = (i, True)
-        for i in range(spec["nc"]):
-            cols[spec["c_off"] + i] = (i, False)
+        s_off, c_off = (0, nf) if conv.layout == "split" else (h, 0)
+        for i in range(nf):
+            cols[s_off + i] = (i, True)
+        for i in range(h):
+            cols[c_off + i] = (i, False)
     return cols
+
+
+def _denominator(conv: fastpe.Convention, d: int) -> float:
+    """The frequency ladder's denominator at width d (the conventions table)."""
+    h = d // 2
+    nf = (d + 1) // 2 if conv.odd == "sin" else h
+    if nf <= 1:
+        return 1.0  # one frequency: w_0 = position_scale, whatever the denominator
+    return {"d/2": d / 2, "h": h, "h-1": h - 1, "max(h-1,1)": max(h - 1, 1)}.get(
+        conv.denominator, h - conv.shift
+    )
 
 
 class Tally:
@@ -97,13 +112,13 @@ def _check_rows(
     positions: np.ndarray, d: int, convention: str, tally: Tally, columns: np.ndarray | None = None
 ) -> None:
     conv = _api._convention(convention, 10000.0, "interleaved")
-    spec = conv.spec(d)
-    cols = _columns(spec)
+    cols = _columns(conv, d)
     got = fastpe.sinusoidal_at(
         positions, d, dtype=np.float64, convention=convention, correctly_rounded=True
     )
     with mpmath.workdps(DPS):
-        w0, base, denom = (mpmath.mpf(spec[k]) for k in ("w0", "base", "denom"))
+        w0, base = mpmath.mpf(conv.position_scale), mpmath.mpf(conv.base)
+        denom = mpmath.mpf(_denominator(conv, d))
         for r, k in enumerate(positions):
             for j in range(d) if columns is None else columns:
                 c = cols[int(j)]
@@ -208,8 +223,8 @@ def test_the_forced_exact_path_gives_the_same_bits(convention):
         )
     finally:
         _kernel._force_exact_path(was)
-    spec = _api._convention(convention, 10000.0, "interleaved").spec(d)
-    live = sum(c is not None for c in _columns(spec))
+    conv = _api._convention(convention, 10000.0, "interleaved")
+    live = sum(c is not None for c in _columns(conv, d))
     assert _kernel._exact_path_runs() - runs >= len(pos) * live
     assert np.array_equal(fast, exact)
     assert np.array_equal(

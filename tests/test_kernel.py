@@ -14,20 +14,20 @@ from fastpe._conventions import resolve
 CONVENTIONS = ["vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj"]
 
 
-def _conv_spec(name, d_model):
+def _encoding(name, d_model):
     conv = resolve(
         name, base=10000.0, layout="interleaved", base_default=True, layout_default=True
     )
-    return conv, conv.spec(d_model)
+    return kernel.Encoder(conv, d_model)
 
 
 def _fill(
-    spec, n, plan, *, dtype=np.float64, offset=0, positions=None, add=False, x=None, num_threads=0
+    enc, n, plan, *, dtype=np.float64, offset=0, positions=None, add=False, x=None, num_threads=0
 ):
-    out = np.zeros((n, spec["d"]), dtype) if x is None else x.copy()
+    out = np.zeros((n, enc.d_model), dtype) if x is None else x.copy()
     kernel.fill_rows(
         out,
-        spec,
+        enc,
         nseq=1,
         seq_len=n,
         offset=offset,
@@ -45,14 +45,14 @@ def _fill(
 def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
     if name == "gptj" and d_model % 2:
         pytest.skip("gptj (rotary) tables have an even width")
-    _conv, spec = _conv_spec(name, d_model)
-    plan = kernel.Plan(spec)
-    assert plan.nf == spec["nf"]
-    assert plan.nbytes == kernel.plan_nbytes(spec)
+    enc = _encoding(name, d_model)
+    plan = kernel.Plan(enc)
+    assert plan.nf == ((d_model + 1) // 2 if name == "vaswani" else d_model // 2)  # odd: sin
+    assert plan.nbytes == kernel.plan_nbytes(enc)
     for dtype in (np.float32, np.float64):
         for offset, n in [(0, 300), (-77, 130), (12345, 3), (5, 1)]:
-            a = _fill(spec, n, None, dtype=dtype, offset=offset)
-            b = _fill(spec, n, plan, dtype=dtype, offset=offset)
+            a = _fill(enc, n, None, dtype=dtype, offset=offset)
+            b = _fill(enc, n, plan, dtype=dtype, offset=offset)
             assert np.array_equal(a, b), (dtype, offset, n)
 
 
@@ -62,42 +62,50 @@ def test_plan_gives_the_same_bits_as_a_per_call_preparation(name, d_model):
     st.booleans(),
 )
 def test_plan_gives_the_same_bits_for_explicit_positions(pos, dtype, add):
-    _conv, spec = _conv_spec("vaswani", 96)
+    enc = _encoding("vaswani", 96)
     plan = _api._encoder("vaswani", 10000.0, "interleaved", 96).plan
     p = np.array(pos, np.int64).reshape(1, -1)
     x = np.linspace(-1, 1, p.size * 96).reshape(p.size, 96).astype(dtype)
-    a = _fill(spec, p.size, None, dtype=dtype, positions=p, add=add, x=x)
-    b = _fill(spec, p.size, plan, dtype=dtype, positions=p, add=add, x=x)
+    a = _fill(enc, p.size, None, dtype=dtype, positions=p, add=add, x=x)
+    b = _fill(enc, p.size, plan, dtype=dtype, positions=p, add=add, x=x)
     assert np.array_equal(a, b)
 
 
 def test_plan_is_thread_count_independent():
-    _conv, spec = _conv_spec("vaswani", 256)
-    plan = kernel.Plan(spec)
-    ref = _fill(spec, 1000, plan, num_threads=1)
+    enc = _encoding("vaswani", 256)
+    plan = kernel.Plan(enc)
+    ref = _fill(enc, 1000, plan, num_threads=1)
     for nt in (2, 3, 8):
-        assert np.array_equal(_fill(spec, 1000, plan, num_threads=nt), ref)
+        assert np.array_equal(_fill(enc, 1000, plan, num_threads=nt), ref)
 
 
 def test_plan_for_another_spec_is_refused():
-    _, spec = _conv_spec("vaswani", 64)
-    _, other = _conv_spec("vaswani", 128)
-    _, t2t = _conv_spec("tensor2tensor", 64)
+    enc = _encoding("vaswani", 64)
+    other = _encoding("vaswani", 128)
+    t2t = _encoding("tensor2tensor", 64)
     out = np.zeros((4, 64))
     for wrong in (kernel.Plan(other), kernel.Plan(t2t)):
         with pytest.raises(ValueError, match="plan"):
-            kernel.fill_rows(out, spec, nseq=1, seq_len=4, plan=wrong)
+            kernel.fill_rows(out, enc, nseq=1, seq_len=4, plan=wrong)
     assert not out.any()  # refused before anything was written
     with pytest.raises(TypeError):
-        kernel.fill_rows(out, spec, nseq=1, seq_len=4, plan="not a plan")
+        kernel.fill_rows(out, enc, nseq=1, seq_len=4, plan="not a plan")
 
 
-def test_plan_refuses_a_bad_spec():
-    _, spec = _conv_spec("vaswani", 64)
-    with pytest.raises(ValueError):
-        kernel.Plan(dict(spec, nf=100))  # frequencies beyond the row
-    with pytest.raises(ValueError, match="overflow"):
-        kernel.Plan(dict(spec, base=5e-324))
+def test_encodings_come_from_conventions_only():
+    """An encoding's spec is the library's, made from a Convention's knobs: no
+    other object, and the library's refusals name the argument."""
+    for bad in ("vaswani", {"d": 8, "nf": 4}, None):
+        with pytest.raises(TypeError, match="convention"):
+            kernel.Encoder(bad, 8)
+    with pytest.raises(TypeError):
+        kernel.Plan({"d": 8, "nf": 100})
+    with pytest.raises(ValueError, match=r"^base=5e-324 gives frequencies .* overflow"):
+        kernel.Encoder(fastpe.Convention(base=5e-324), 64)
+    with pytest.raises(ValueError, match=r"^d_model must be an integer >= 1, got 0$"):
+        kernel.Encoder(fastpe.Convention(), 0)
+    with pytest.raises(ValueError, match=r"^d_model must be an integer <= \d+"):
+        kernel.Encoder(fastpe.Convention(), 1 << 41)
 
 
 def test_encoder_cache_is_bounded_and_skips_huge_plans():
@@ -109,9 +117,9 @@ def test_encoder_cache_is_bounded_and_skips_huge_plans():
     held = sum(e.nbytes for e in kernel.encoders.values())
     assert held <= kernel.ENCODERS_MAX_BYTES and len(kernel.encoders) < 60
     wide = 1 << 20  # a plan of ~80 MiB: prepared per call, not kept
-    _conv, spec = _conv_spec("vaswani", wide)
-    assert kernel.plan_nbytes(spec) > kernel.PLAN_MAX_BYTES
-    assert _api._encoder("vaswani", 10000.0, "interleaved", wide).plan is None
+    enc = _api._encoder("vaswani", 10000.0, "interleaved", wide)
+    assert kernel.plan_nbytes(enc) > kernel.PLAN_MAX_BYTES
+    assert enc.plan is None
     # and the public function still fills such a width correctly (one row)
     row = fastpe.sinusoidal(1, wide, offset=3, dtype=np.float64)
     assert np.array_equal(row, fastpe.sinusoidal_at([3], wide, dtype=np.float64))

@@ -266,7 +266,7 @@ def test_encoding_cache_stays_bounded_under_concurrent_inserts():
     (RuntimeError), or the cache ends up over its bound."""
     from fastpe import kernel
 
-    enc = kernel.Encoder(fastpe.Convention.vaswani().spec(8))
+    enc = kernel.Encoder(fastpe.Convention.vaswani(), 8)
     saved = dict(kernel.encoders)
     errors = []
     barrier = threading.Barrier(8)

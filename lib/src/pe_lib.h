@@ -445,6 +445,17 @@ PE_HIDDEN int pe_rope_set_blocked(int on);
  * setting. */
 PE_HIDDEN int pe_rope_set_wide(int on);
 
+/* A convention's knobs (spec.c): pe_knobs_check refuses values no width can
+ * use (base, position_scale, shift, the enums), naming the argument in the
+ * detail; pe_spec_of makes the kernel's spec of the knobs at width d (the one
+ * place a convention becomes a spec: the native API and the Python binding
+ * both call it), also refusing widths the convention does not define
+ * ("d_model"; "denominator" <= 0 with index d, value the denominator) and a
+ * base whose frequencies overflow ("base", limit DBL_MAX). */
+struct fastpe_knobs;
+PE_HIDDEN int pe_knobs_check(const struct fastpe_knobs *k);
+PE_HIDDEN int pe_spec_of(const struct fastpe_knobs *k, int64_t d, pe_spec *sp);
+
 /* The error detail (status.c): pe_fail records which argument a check refused
  * (name: a static string; index -1 when not an element) and returns code;
  * pe_settle(ret), at an entry point's exit, gives a failure no check named

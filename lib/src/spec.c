@@ -1,15 +1,17 @@
 /*
- * Every convention from C: the knobs of fastpe.Convention (src/fastpe/_conventions.py,
- * the reference this is compared with) compiled into a spec handle, and the fills
- * through it.  Each fill is one call into the driver (fill.c).  Also the rounding
- * setting of both kinds of handle (spec and RoPE).
+ * Every convention from C: the knobs of a convention (fastpe.Convention's, passed
+ * in by the Python binding too) compiled into the kernel's spec -- the only place
+ * it is made -- and a spec handle, and the fills through it.  Each fill is one
+ * call into the driver (fill.c).  Also the rounding setting of both kinds of
+ * handle (spec and RoPE).
  */
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
 
+#include <float.h>
 #include <stdlib.h>
 
-/* as fastpe._validate.MAX_SCALE: a position_scale beyond it overflows the angles */
+/* the largest position_scale (fastpe._validate.MAX_SCALE's value) */
 #define MAX_SCALE 1e280
 
 int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
@@ -51,26 +53,41 @@ int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
     return FASTPE_OK;
 }
 
-/* Convention.spec(d_model), field by field. */
-static int spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp) {
+int pe_knobs_check(const fastpe_knobs *k) {
+    if (k->size < sizeof(fastpe_knobs))
+        return pe_fail(FASTPE_EINVAL, "size", -1, (double)k->size, (double)sizeof(fastpe_knobs));
+    if (!(isfinite(k->base) && k->base > 0.0))
+        return pe_fail(FASTPE_EBASE, "base", -1, k->base, 0.0);
+    /* limit 0: not finite and > 0; MAX_SCALE: beyond it, where the angles k * w
+       overflow for every position past the first few */
+    if (!(isfinite(k->position_scale) && k->position_scale > 0.0))
+        return pe_fail(FASTPE_EINVAL, "position_scale", -1, k->position_scale, 0.0);
+    if (k->position_scale > MAX_SCALE)
+        return pe_fail(FASTPE_EINVAL, "position_scale", -1, k->position_scale, MAX_SCALE);
+    if (!isfinite(k->shift))
+        return pe_fail(FASTPE_EINVAL, "shift", -1, k->shift, NAN);
+    if (k->denominator < FASTPE_DENOM_D2 || k->denominator > FASTPE_DENOM_H_MINUS_SHIFT)
+        return pe_fail(FASTPE_EINVAL, "denominator", -1, k->denominator, NAN);
+    if (k->columns < FASTPE_COLUMNS_INTERLEAVED || k->columns > FASTPE_COLUMNS_SPLIT_COS_FIRST)
+        return pe_fail(FASTPE_EINVAL, "layout", -1, k->columns, NAN);
+    if (k->odd < FASTPE_ODD_SIN || k->odd > FASTPE_ODD_ERROR)
+        return pe_fail(FASTPE_EINVAL, "odd", -1, k->odd, NAN);
+    return FASTPE_OK;
+}
+
+int pe_spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp) {
     int64_t h = d / 2, nf;
     double denom;
-    if (k->size < sizeof(fastpe_knobs))
-        return FASTPE_EINVAL;
-    if (!(isfinite(k->base) && k->base > 0.0))
-        return FASTPE_EBASE;
-    if (!(isfinite(k->position_scale) && k->position_scale > 0.0 &&
-          k->position_scale <= MAX_SCALE) ||
-        !isfinite(k->shift))
-        return FASTPE_EINVAL;
-    if (k->denominator < FASTPE_DENOM_D2 || k->denominator > FASTPE_DENOM_H_MINUS_SHIFT ||
-        k->columns < FASTPE_COLUMNS_INTERLEAVED || k->columns > FASTPE_COLUMNS_SPLIT_COS_FIRST ||
-        k->odd < FASTPE_ODD_SIN || k->odd > FASTPE_ODD_ERROR)
-        return FASTPE_EINVAL;
-    if (d < 1 || d > PE_MAX_WIDTH)
-        return FASTPE_ESIZE;
+    int err = pe_knobs_check(k);
+    if (err != FASTPE_OK)
+        return err;
+    if (d < 1)
+        return pe_fail(FASTPE_ESIZE, "d_model", -1, (double)d, 1.0);
+    if (d > PE_MAX_WIDTH)
+        return pe_fail(FASTPE_ESIZE, "d_model", -1, (double)d, (double)PE_MAX_WIDTH);
+    /* index: the width (-1: the refusal is of any odd width) */
     if (d % 2 && k->odd == FASTPE_ODD_ERROR)
-        return FASTPE_EINVAL;
+        return pe_fail(FASTPE_EINVAL, "d_model", -1, (double)d, 2.0);
     nf = k->odd == FASTPE_ODD_SIN ? (d + 1) / 2 : h;
     switch (k->denominator) {
     case FASTPE_DENOM_D2:
@@ -90,9 +107,11 @@ static int spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp) {
         break;
     }
     if (!(denom > 0)) {
+        /* the ladder divides by a denominator <= 0: index the width, value the
+           denominator there */
         if (nf > 1)
-            return FASTPE_EINVAL; /* the ladder divides by a denominator <= 0 */
-        denom = 1.0;              /* one frequency: w_0 = position_scale whatever it is */
+            return pe_fail(FASTPE_EINVAL, "denominator", d, denom, 0.0);
+        denom = 1.0; /* one frequency: w_0 = position_scale whatever it is */
     }
     memset(sp, 0, sizeof(*sp));
     sp->d = d;
@@ -118,8 +137,9 @@ static int spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp) {
         sp->s_off = h;
         sp->ns = nf;
     }
+    /* (limit DBL_MAX, not 0: the base is a valid number, its powers are not) */
     if (!pe_frequencies_finite(sp))
-        return FASTPE_EBASE;
+        return pe_fail(FASTPE_EBASE, "base", -1, k->base, DBL_MAX);
     return FASTPE_OK;
 }
 
@@ -148,7 +168,7 @@ static int spec_create_body(const fastpe_knobs *knobs, int64_t d_model, fastpe_s
     *spec = NULL;
     if (knobs == NULL)
         return FASTPE_ENULL;
-    err = spec_of(knobs, d_model, &sp);
+    err = pe_spec_of(knobs, d_model, &sp);
     if (err != FASTPE_OK)
         return err;
     *spec = pe_spec_handle_new(&sp, knobs->has_padding_idx != 0, knobs->padding_idx,

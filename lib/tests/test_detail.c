@@ -1,7 +1,8 @@
 /*
- * The error detail (fastpe_last_error): each failing table call, RoPE rule and
- * RoPE handle call names its argument, the element and the bound; a successful call leaves the last
- * failure readable; two threads failing at once each read their own.
+ * The error detail (fastpe_last_error): each failing table call, RoPE rule,
+ * RoPE handle call and convention's spec names its argument, the element and
+ * the bound; a successful call leaves the last failure readable; two threads
+ * failing at once each read their own.
  *     fastpe_test_detail
  */
 #if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
@@ -225,6 +226,51 @@ static int rope_handle_failures(void) {
     return ok;
 }
 
+/* A convention's spec (fastpe_spec_create): the knobs no width can use, and the
+ * widths a convention does not define; the handle stays NULL. */
+static int spec_failures(void) {
+    fastpe_knobs k;
+    fastpe_spec *h = (fastpe_spec *)&k;
+    int ok = 1;
+#define SPEC(field, value)                                                                         \
+    (fastpe_knobs_preset("vaswani", &k), k.field = (value), fastpe_spec_create(&k, 64, &h))
+    ok &= detail_is(SPEC(base, -3.0), FASTPE_EBASE, "base", -1, -3.0, 0.0, "base < 0");
+    ok &= detail_is(SPEC(base, NAN), FASTPE_EBASE, "base", -1, NAN, 0.0, "base NaN");
+    ok &= detail_is(SPEC(position_scale, 0.0), FASTPE_EINVAL, "position_scale", -1, 0.0, 0.0,
+                    "position_scale 0");
+    ok &= detail_is(SPEC(position_scale, 1e300), FASTPE_EINVAL, "position_scale", -1, 1e300, 1e280,
+                    "position_scale beyond 1e280");
+    ok &= detail_is(SPEC(shift, INFINITY), FASTPE_EINVAL, "shift", -1, INFINITY, NAN, "shift inf");
+    ok &= detail_is(SPEC(denominator, 9), FASTPE_EINVAL, "denominator", -1, 9.0, NAN,
+                    "denominator 9");
+    ok &= detail_is(SPEC(columns, -1), FASTPE_EINVAL, "layout", -1, -1.0, NAN, "columns -1");
+    ok &= detail_is(SPEC(odd, 3), FASTPE_EINVAL, "odd", -1, 3.0, NAN, "odd 3");
+    /* the base is valid, its powers are not: 1e-310^(-31/32) overflows */
+    ok &= detail_is(SPEC(base, 1e-310), FASTPE_EBASE, "base", -1, 1e-310, NAN, "base 1e-310");
+#undef SPEC
+    fastpe_knobs_preset("vaswani", &k);
+    ok &= detail_is(fastpe_spec_create(&k, 0, &h), FASTPE_ESIZE, "d_model", -1, 0.0, 1.0,
+                    "d_model 0");
+    fastpe_knobs_preset("gptj", &k);
+    ok &= detail_is(fastpe_spec_create(&k, 7, &h), FASTPE_EINVAL, "d_model", -1, 7.0, 2.0,
+                    "gptj at an odd width");
+    /* h-1 with an extra sine: 0 at d_model 3 (two frequencies); the index is the width */
+    fastpe_knobs_preset("vaswani", &k);
+    k.denominator = FASTPE_DENOM_H_MINUS_1;
+    ok &= detail_is(fastpe_spec_create(&k, 3, &h), FASTPE_EINVAL, "denominator", 3, 0.0, 0.0,
+                    "h-1 at d_model 3");
+    fastpe_knobs_preset("diffusers", &k);
+    k.shift = 5.5;
+    ok &= detail_is(fastpe_spec_create(&k, 8, &h), FASTPE_EINVAL, "denominator", 8, -1.5, 0.0,
+                    "diffusers h - shift < 0");
+    CHECK(h == NULL, "a refused spec is NULL");
+    /* one frequency: the denominator is not used, so fairseq's width 2 and 3 are defined */
+    fastpe_knobs_preset("fairseq", &k);
+    CHECK(fastpe_spec_create(&k, 3, &h) == FASTPE_OK && h != NULL, "fairseq at d_model 3");
+    fastpe_spec_free(h);
+    return ok;
+}
+
 /* Both threads fail, wait for each other, then read: a detail shared between
  * threads would hold the other thread's failure. */
 #if defined(_WIN32)
@@ -279,6 +325,7 @@ int main(void) {
           "the detail before any failure");
     rope_rule_failures();
     rope_handle_failures();
+    spec_failures();
     failures_in_order(0);
     /* two threads failing at once: each reads its own detail, never the other's */
 #if defined(_WIN32)

@@ -59,7 +59,7 @@ def _encoder(convention: Any, base: Any, layout: Any, d_model: int) -> _kernel.E
     enc = _kernel.encoders.get(key) if key is not None else None
     if enc is None:
         conv = _convention(convention, base, layout)
-        enc = _kernel.remember(key, _kernel.Encoder(conv.spec(d_model), conv.padding_idx))
+        enc = _kernel.remember(key, _kernel.Encoder(conv, d_model))
     return enc
 
 

@@ -1,13 +1,14 @@
-# Included by kernel.pyx: the C API -- the spec and RoPE constructors through Python
-# (so that a refusal is the Python API's exception), the Cython API (kernel.pxd) over
+# Included by kernel.pyx: the C API -- the spec constructors through the library's
+# (fastpe_spec_create, with the Python API's exceptions from its error detail), the
+# RoPE constructors through Python (so that a refusal is the Python API's
+# exception), the Cython API (kernel.pxd) over
 # the library's functions (lib/src/api.c, spec.c, rope.c: the entry points, their
 # checks, the plan cache of C callers, the compiled specs, the RoPE handles), and the
 # capsule whose table publishes them (include/fastpe.h).  The marked blocks are
 # written by tools/gen_capi.py from the signatures of lib/include/fastpe/fastpe.h.
 
-# Not _api nor _rope_rules: they import this module, so the constructors import them
-# when first called.
-from fastpe._conventions import Convention
+# Not _api, _conventions nor _rope_rules: they import this module, so the
+# constructors import them when first called.
 from fastpe._validate import as_base, as_int
 
 
@@ -24,22 +25,14 @@ def _c_plan_cache():
 # ---------------------------------------------------------------------------
 
 # The handle is the library's (lib/src/pe_lib.h: struct fastpe_spec); kernel.pxd
-# declares it opaque.  The constructors here go through the Python API, so that
-# their errors are its exceptions; everything after construction is the library's.
-cdef extern from "pe_lib.h" nogil:
-    fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero, int64_t zero,
-                                    double max_position)
-
+# declares it opaque.  The constructors resolve what only Python can (a convention
+# name or object, the knobs' spellings) and make it with fastpe_spec_create, as a
+# native caller does; its refusals become the Python API's exceptions.
 
 cdef fastpe_spec *spec_new(object convention, int64_t d_model) except NULL:
     """A spec for a convention name or a fastpe.Convention (with the GIL)."""
     from fastpe import _api
-    cdef Encoder enc = _api._encoder(convention, 10000.0, "interleaved",
-                                     as_int(d_model, "d_model", minimum=1))
-    cdef fastpe_spec *h = pe_spec_handle_new(&enc.sp, enc.has_zero, enc.zero, enc.max_position)
-    if h == NULL:
-        raise MemoryError("could not allocate a fastpe spec")
-    return h
+    return _spec_handle(_api._convention(convention, 10000.0, "interleaved"), d_model)
 
 
 cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *denominator,
@@ -47,12 +40,13 @@ cdef fastpe_spec *spec_from_knobs(int64_t d_model, double base, const char *deno
                                   const char *odd, int has_padding_idx,
                                   int64_t padding_idx) except NULL:
     """A spec from the knobs of fastpe.Convention (with the GIL)."""
+    from fastpe._conventions import Convention
     if denominator == NULL or layout == NULL or odd == NULL:
         raise TypeError("denominator, layout and odd must not be NULL")
     conv = Convention(base=base, denominator=denominator.decode(), shift=shift,
                       position_scale=position_scale, layout=layout.decode(), odd=odd.decode(),
                       padding_idx=padding_idx if has_padding_idx else None)
-    return spec_new(conv, d_model)
+    return _spec_handle(conv, d_model)
 
 
 # ---------------------------------------------------------------------------

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import kernel as _kernel
 from ._validate import (
     INT64_MAX,
     INT64_MIN,
@@ -34,8 +35,8 @@ from ._validate import (
     as_base,
     as_bool,
     as_choice,
-    as_finite,
     as_int,
+    as_real,
 )
 
 _DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
@@ -80,19 +81,23 @@ class Convention:
     padding_idx: int | None = None
 
     def __post_init__(self) -> None:
-        # Validate every knob here, once, and store it normalised (float / int), so
-        # that nothing malformed reaches the kernel (a Python int padding_idx beyond
-        # int64 used to surface as OverflowError, a huge position_scale as NaN tables).
+        # Checked when built, so that a bad Convention fails here and nothing
+        # malformed reaches the kernel; stored normalised (float / int).  Python
+        # checks what the library cannot see -- the types, the spellings of the
+        # string knobs (the library takes their enums) and a padding_idx beyond
+        # int64 (it takes an int64) -- and the library checks the numbers
+        # (pe_knobs_check: the same check that makes the spec).
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         as_choice(self.denominator, "denominator", _DENOMINATORS)
         as_choice(self.layout, "layout", _LAYOUTS)
         as_choice(self.odd, "odd", _ODD)
         norm = {
-            "base": as_base(self.base, "base"),
-            "position_scale": as_base(self.position_scale, "position_scale", maximum=MAX_SCALE),
-            "shift": as_finite(self.shift, "shift"),
+            "base": as_real(self.base, "base"),
+            "position_scale": as_real(self.position_scale, "position_scale"),
+            "shift": as_real(self.shift, "shift"),
         }
+        _kernel.check_knobs(norm["base"], norm["position_scale"], norm["shift"])
         if self.padding_idx is not None:
             norm["padding_idx"] = as_int(
                 self.padding_idx, "padding_idx", minimum=INT64_MIN, maximum=INT64_MAX
@@ -179,59 +184,9 @@ class Convention:
         base^(-2i/d) that rotary code slices into its sin and cos halves."""
         return cls("gptj", base=base, layout="split", odd="error")
 
-    # ----------------------------------------------------------- the kernel's spec
-    def spec(self, d_model: int) -> dict[str, Any]:
-        """Keyword arguments for ``fastpe.kernel.fill_rows`` describing this
-        convention at width ``d_model`` (raises ValueError where it is undefined)."""
-        d = d_model
-        h = d // 2
-        if d % 2 and self.odd == "error":
-            raise ValueError(f"the {self.name} convention needs an even d_model, got {d}")
-        nf = (d + 1) // 2 if self.odd == "sin" else h
-        if self.denominator == "d/2":
-            denom = d / 2.0
-        elif self.denominator == "h":
-            denom = float(h)
-        elif self.denominator == "h-1":
-            denom = float(h - 1)
-        elif self.denominator == "max(h-1,1)":
-            denom = float(max(h - 1, 1))
-        else:
-            denom = h - self.shift
-        if nf > 1 and not denom > 0:
-            raise ValueError(
-                f"the {self.name} convention divides by {self.denominator}"
-                f"{'' if self.denominator != 'h-shift' else f' (shift={self.shift})'}, "
-                f"which is {denom:g} at d_model={d}; use a larger d_model"
-            )
-        if nf <= 1 and not denom > 0:
-            denom = 1.0  # one frequency: w_0 = position_scale whatever the denominator
-        spec = kernel_spec(
-            d, nf, w0=float(self.position_scale), base=float(self.base), denom=float(denom)
-        )
-        if d % 2 and self.odd == "zero":
-            spec["zero_col"] = d - 1
-        if self.layout == "interleaved":
-            spec.update(layout=0, npairs=h, lone_sin=int(nf > h))
-        else:
-            ns, nc = nf, h
-            if self.layout == "split":
-                spec.update(layout=1, s_off=0, ns=ns, c_off=ns, nc=nc)
-            else:
-                spec.update(layout=1, c_off=0, nc=nc, s_off=nc, ns=ns)
-        return spec
-
     def with_(self, **changes: Any) -> Convention:
         """A copy with some knobs changed."""
         return replace(self, **changes)
-
-
-def kernel_spec(d: int, nf: int, **fields: Any) -> dict[str, Any]:
-    """The dict fastpe.kernel.Encoder compiles, every field not given at its
-    neutral value: frequencies w_i = w0 * base^(-i/denom) unless ``frequencies``
-    lists them, and no column written until the layout fields say where."""
-    neutral = dict(w0=1.0, base=1.0, denom=1.0, layout=0, npairs=0, lone_sin=0, zero_col=-1)
-    return {"d": d, "nf": nf, **neutral, "s_off": 0, "ns": 0, "c_off": 0, "nc": 0, **fields}
 
 
 CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")

@@ -12,6 +12,8 @@ from typing import Any, TypeVar
 import numpy as np
 from typing_extensions import Self, disjoint_base
 
+from ._conventions import Convention
+
 ERROR_MESSAGES: dict[int, str]
 C_API_VERSION: tuple[int, int]
 _C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
@@ -24,11 +26,12 @@ class Plan:
 
     nf: int
     block_rows: int
-    def __new__(cls, spec: dict[str, Any]) -> Self: ...
+    def __new__(cls, enc: Encoder) -> Self: ...
     @property
     def nbytes(self) -> int: ...
 
-def plan_nbytes(spec: dict[str, Any]) -> int: ...
+def plan_nbytes(enc: Encoder) -> int: ...
+def check_knobs(base: float, position_scale: float, shift: float) -> None: ...
 def rope_rotate(
     x: Any,
     enc: RopePlan,
@@ -219,7 +222,7 @@ def rope_cache_fast(
 ) -> Any | None: ...
 def fill_rows(
     out: Any,
-    spec: dict[str, Any],
+    enc: Encoder,
     *,
     nseq: int,
     seq_len: int,
@@ -265,7 +268,7 @@ class Encoder(_Rows):
     plan: Plan | None
     max_position: float
     d_model: int
-    def __new__(cls, spec: dict[str, Any], zero_pos: int | None = ...) -> Self: ...
+    def __new__(cls, convention: Convention, d_model: int) -> Self: ...
     @property
     def nbytes(self) -> int: ...
     def scratch_nbytes(self, rows: int, num_threads: int, add: bool) -> int: ...

@@ -25,7 +25,7 @@ Results do not depend on the thread count (see lib/src/kernels/pe_core.h).
 from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport malloc, free
 from libc.math cimport isfinite, fabs
-from libc.string cimport memcmp, memset
+from libc.string cimport memset
 from cpython.buffer cimport (
     PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS, PyBUF_STRIDES, PyBUF_FORMAT,
 )
@@ -72,64 +72,120 @@ def _raise_for(int err):
     raise ValueError(ERROR_MESSAGES.get(err, f"fastpe kernel error {err}"))
 
 
-cdef pe_spec _spec_from_dict(dict spec) except *:
-    """The kernel's spec from the dict fastpe._conventions builds (field by field,
-    one line per field of pe_spec on purpose: a missing key is a KeyError naming it)."""
-    cdef pe_spec sp
-    sp.d = spec["d"]
-    sp.nf = spec["nf"]
-    sp.w0 = spec["w0"]
-    sp.base = spec["base"]
-    sp.denom = spec["denom"]
-    sp.layout = spec["layout"]
-    sp.npairs = spec["npairs"]
-    sp.lone_sin = spec["lone_sin"]
-    sp.s_off = spec["s_off"]
-    sp.ns = spec["ns"]
-    sp.c_off = spec["c_off"]
-    sp.nc = spec["nc"]
-    sp.zero_col = spec["zero_col"]
-    sp.wlist = NULL
-    cdef const double[::1] w
-    freqs = spec.get("frequencies")
-    if freqs is not None:
-        # one frequency per entry, radians per position; the dict's owner keeps
-        # the array alive while the spec is used (Plan and Encoder keep a copy)
-        w = freqs
-        if w.shape[0] != sp.nf or sp.nf < 1 or not all(isfinite(v) and v >= 0 for v in w):
-            raise ValueError(f"invalid kernel spec {spec}")
-        sp.wlist = &w[0]
-    # the column map must stay inside the row: checked here, once, not per row
-    if sp.d < 1 or sp.nf < 0 or sp.nf > sp.d or not (sp.w0 > 0 and sp.base > 0 and sp.denom > 0):
-        raise ValueError(f"invalid kernel spec {spec}")
-    if sp.layout == FASTPE_LAYOUT_INTERLEAVED:
-        if sp.npairs < 0 or 2 * sp.npairs + sp.lone_sin > sp.d or sp.npairs + sp.lone_sin > sp.nf:
-            raise ValueError(f"invalid kernel spec {spec}")
-    elif sp.layout == FASTPE_LAYOUT_SPLIT:
-        if (sp.ns < 0 or sp.nc < 0 or sp.ns > sp.nf or sp.nc > sp.nf or sp.s_off < 0
-                or sp.c_off < 0 or sp.s_off + sp.ns > sp.d or sp.c_off + sp.nc > sp.d):
-            raise ValueError(f"invalid kernel spec {spec}")
-    else:
-        raise ValueError(f"invalid kernel spec {spec}")
-    if sp.zero_col >= sp.d:
-        raise ValueError(f"invalid kernel spec {spec}")
-    return sp
+# ---------------------------------------------------------------------------
+# A convention -> the kernel's spec: made by the library (pe_spec_of), never here
+# ---------------------------------------------------------------------------
+
+cdef extern from "fastpe/fastpe.h" nogil:
+    ctypedef struct fastpe_knobs:
+        size_t size
+        double base
+        int denominator
+        double shift
+        double position_scale
+        int columns
+        int odd
+        int has_padding_idx
+        int64_t padding_idx
+    int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec)
+
+cdef extern from "pe_lib.h" nogil:
+    int pe_knobs_check(const fastpe_knobs *k)
+    int pe_spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp)
+
+# the knobs' spellings (fastpe.Convention's fields) -> the library's enums
+# (FASTPE_DENOM_*, FASTPE_COLUMNS_*, FASTPE_ODD_* in include/fastpe/fastpe.h)
+cdef dict _DENOM_CODES = {"d/2": 0, "h": 1, "h-1": 2, "max(h-1,1)": 3, "h-shift": 4}
+cdef dict _COLUMN_CODES = {"interleaved": 0, "split": 1, "split_cos_first": 2}
+cdef dict _ODD_CODES = {"sin": 0, "zero": 1, "error": 2}
 
 
-def fill_rows(out, dict spec, *, int64_t nseq, int64_t seq_len, int64_t offset=0, offsets=None,
-              positions=None, zero_pos=None, bint add=False, double scale=1.0, int num_threads=0,
-              Plan plan=None, bint fresh=False, bint bfloat16=False):
-    """General fill from a spec dict (see Encoder.fill_rows, which the public
-    functions use; this form is for tests of the kernel's pieces).  ``plan``: a
-    Plan made from this same spec (saves preparing one per call)."""
-    cdef pe_spec sp = _spec_from_dict(spec)
+cdef int _knobs_init(fastpe_knobs *k, double base, double position_scale,
+                     double shift) noexcept:
+    memset(k, 0, sizeof(fastpe_knobs))
+    k.size = sizeof(fastpe_knobs)
+    k.base = base
+    k.position_scale = position_scale
+    k.shift = shift
+    return 0
+
+
+cdef int _knobs_of(conv, fastpe_knobs *k) except -1:
+    """A fastpe.Convention's knobs as the library takes them (its fields were
+    checked when it was built; a spelling outside the tables is a KeyError)."""
+    if type(getattr(conv, "_key", None)) is not tuple:
+        raise TypeError(f"convention must be a fastpe.Convention, got {type(conv).__name__}")
+    _knobs_init(k, conv.base, conv.position_scale, conv.shift)
+    k.denominator = _DENOM_CODES[conv.denominator]
+    k.columns = _COLUMN_CODES[conv.layout]
+    k.odd = _ODD_CODES[conv.odd]
+    pad = conv.padding_idx
+    if pad is not None:
+        k.has_padding_idx = 1
+        k.padding_idx = pad
+    return 0
+
+
+cdef int _raise_knobs(int err, conv) except -1:
+    """Raise for the library's refusal ``err`` of a convention's knobs or of its
+    width (pe_spec_of), from the error detail; ``conv`` names the convention."""
+    cdef fastpe_error e
+    fastpe_last_error(&e)
+    if e.code == err and e.argument != NULL:
+        arg = e.argument.decode()
+        if arg == "d_model" and err == PE_EINVAL:
+            raise ValueError(f"the {conv.name} convention needs an even d_model, "
+                             f"got {_number(e.value)}")
+        if arg == "denominator" and e.index >= 0:
+            shift = f" (shift={conv.shift})" if conv.denominator == "h-shift" else ""
+            raise ValueError(
+                f"the {conv.name} convention divides by {conv.denominator}{shift}, which is "
+                f"{e.value:g} at d_model={e.index}; use a larger d_model")
+        if arg == "position_scale" and err == PE_EINVAL:
+            if e.limit == 0:
+                raise ValueError(f"position_scale must be finite and > 0, got {e.value!r}")
+            raise ValueError(f"position_scale must be <= {e.limit:g}, got {e.value!r}")
+        if arg == "shift" and err == PE_EINVAL:
+            raise ValueError(f"shift must be finite, got {e.value!r}")
+    return _raise(err)
+
+
+def check_knobs(double base, double position_scale, double shift):
+    """The library's check of a convention's numeric knobs (pe_knobs_check), for
+    fastpe.Convention when it is built: ValueError naming the knob."""
+    cdef fastpe_knobs k
+    _knobs_init(&k, base, position_scale, shift)
+    cdef int err = pe_settle(pe_knobs_check(&k))
+    if err != FASTPE_OK:
+        _raise_knobs(err, None)
+
+
+cdef fastpe_spec *_spec_handle(conv, int64_t d_model) except NULL:
+    """A new spec handle of a fastpe.Convention at width d_model, from the
+    library's own constructor (fastpe_spec_create)."""
+    cdef fastpe_knobs k
+    cdef fastpe_spec *h = NULL
+    _knobs_of(conv, &k)
+    cdef int err = fastpe_spec_create(&k, d_model, &h)
+    if err != FASTPE_OK:
+        _raise_knobs(err, conv)
+    return h
+
+
+def fill_rows(out, Encoder enc, *, int64_t nseq, int64_t seq_len, int64_t offset=0,
+              offsets=None, positions=None, zero_pos=None, bint add=False, double scale=1.0,
+              int num_threads=0, Plan plan=None, bint fresh=False, bint bfloat16=False):
+    """General fill of ``enc``'s spec with a chosen plan (None: prepared for
+    this call) and zero position, for tests of the kernel's pieces (the public
+    functions use Encoder.fill_rows).  ``plan``: a Plan made from an encoding
+    of the same spec."""
     cdef const double *pmem = NULL
     if plan is not None:
-        if not plan._matches(&sp):
+        if not plan._matches(&enc.sp):
             raise ValueError("plan was made for a different spec")
         pmem = plan.mem
-    return _fill_buffers(out, &sp, pmem, nseq, seq_len, offset, offsets, positions, zero_pos,
-                         add, scale, num_threads, fresh, NULL, bfloat16)
+    return _fill_buffers(out, &enc.sp, pmem, nseq, seq_len, offset, offsets, positions,
+                         zero_pos, add, scale, num_threads, fresh, NULL, bfloat16)
 
 
 cdef class Plan:
@@ -143,22 +199,20 @@ cdef class Plan:
     cdef readonly int64_t nf
     cdef readonly int64_t block_rows
     cdef double w0, base, denom
-    cdef object freqs
 
-    def __cinit__(self, dict spec):
-        spec, self.freqs = _own_frequencies(spec)
-        cdef pe_spec sp = _spec_from_dict(spec)
+    def __cinit__(self, Encoder enc not None):
+        # (an Encoder's spec is the library's, its frequencies checked finite)
+        cdef const pe_spec *spp = &enc.sp
         cdef int err
-        if not _frequencies_finite(&sp):
-            raise ValueError(f"base={sp.base!r} gives frequencies that overflow a double")
-        self.nf = sp.nf
-        self.block_rows = _block_rows(sp.nf)
-        self.w0, self.base, self.denom = sp.w0, sp.base, sp.denom
-        self.mem = <double *>malloc(_plan_doubles(sp.nf, self.block_rows) * sizeof(double))
+        self.nf = spp.nf
+        self.block_rows = _block_rows(spp.nf)
+        self.w0, self.base, self.denom = spp.w0, spp.base, spp.denom
+        self.mem = <double *>malloc(_plan_doubles(spp.nf, self.block_rows) * sizeof(double))
         if self.mem == NULL:
             raise MemoryError("could not allocate a fastpe plan")
         with nogil:
-            err = _prepare(self.mem, &sp, 0, self.block_rows, _threads(0, self.block_rows, sp.nf))
+            err = _prepare(self.mem, spp, 0, self.block_rows,
+                           _threads(0, self.block_rows, spp.nf))
         if err != FASTPE_OK:
             _raise_for(err)
 
@@ -171,30 +225,18 @@ cdef class Plan:
         return _plan_doubles(self.nf, self.block_rows) * sizeof(double)
 
     cdef bint _matches(self, const pe_spec *sp) noexcept:
-        cdef const double[::1] w
-        if (sp.wlist == NULL) != (self.freqs is None) or sp.nf != self.nf:
-            return False
-        if sp.wlist != NULL:
-            w = self.freqs
-            return memcmp(sp.wlist, &w[0], sp.nf * sizeof(double)) == 0
-        return sp.w0 == self.w0 and sp.base == self.base and sp.denom == self.denom
+        return (sp.nf == self.nf and sp.w0 == self.w0 and sp.base == self.base
+                and sp.denom == self.denom)
 
 
-cdef tuple _own_frequencies(dict spec):
-    """(spec, its frequency list or None): a spec with a list gets a private copy,
-    so that neither the caller's later writes nor its lifetime reach the kernel."""
-    freqs = spec.get("frequencies")
-    if freqs is None:
-        return spec, None
-    freqs = _np.array(freqs, dtype=_np.float64, order="C", copy=True)
-    return dict(spec, frequencies=freqs), freqs
+def plan_nbytes(Encoder enc not None):
+    """Bytes a Plan for this encoding's spec would hold (to decide whether to keep one)."""
+    return _plan_nbytes(enc.sp.nf)
 
 
-def plan_nbytes(dict spec):
-    """Bytes a Plan for this spec would hold (to decide whether to cache one)."""
-    cdef pe_spec sp = _spec_from_dict(spec)
-    cdef object nf = sp.nf          # Python ints: no overflow for absurd widths
-    return (4 * nf + 2 * (_block_rows(sp.nf) // 2 + 1) * nf) * 8
+cdef object _plan_nbytes(int64_t nf_):
+    cdef object nf = nf_          # Python ints: no overflow for absurd widths
+    return (4 * nf + 2 * (_block_rows(nf_) // 2 + 1) * nf) * 8
 
 
 # ---------------------------------------------------------------------------
@@ -231,8 +273,9 @@ cdef class _Rows:
 
 cdef class Encoder(_Rows):
     """One encoding compiled for the kernel: the spec of a (convention, width),
-    its Plan (None for widths whose plan would exceed PLAN_MAX_BYTES: prepared
-    per call), the position whose rows are zero (fairseq's padding) and the
+    made by the library from the convention's knobs (pe_spec_of), its Plan
+    (None for widths whose plan would exceed PLAN_MAX_BYTES: prepared per
+    call), the position whose rows are zero (fairseq's padding) and the
     largest position the exact angle reduction allows.  Immutable once built,
     shared between threads; the public functions keep them in ``encoders``."""
     cdef pe_spec sp
@@ -243,25 +286,25 @@ cdef class Encoder(_Rows):
     cdef readonly int64_t d_model
     cdef pe_anchor_cache ac
     cdef bint ac_ready
-    cdef object freqs
 
-    def __cinit__(self, dict spec, zero_pos=None):
-        spec, self.freqs = _own_frequencies(spec)
+    def __cinit__(self, convention, int64_t d_model):
+        cdef fastpe_knobs k
+        cdef int err
+        _knobs_of(convention, &k)
+        err = pe_settle(pe_spec_of(&k, d_model, &self.sp))
+        if err != FASTPE_OK:
+            _raise_knobs(err, convention)
         pe_anchor_init(&self.ac)
         self.ac_ready = True
-        self.sp = _spec_from_dict(spec)
         self.spp = &self.sp
         self.acp = &self.ac
-        if not _frequencies_finite(&self.sp):
-            raise ValueError(f"base={self.sp.base!r} gives frequencies base**(-i/denominator) "
-                             "that overflow a double at this width; use a base closer to 1")
         self.max_position = _max_position(&self.sp)
         self.d_model = self.sp.d
-        self.zero_pos = zero_pos
-        self.has_zero = zero_pos is not None
-        self.zero = zero_pos if zero_pos is not None else 0
-        if plan_nbytes(spec) <= PLAN_MAX_BYTES:
-            self.plan = Plan(spec)
+        self.has_zero = k.has_padding_idx
+        self.zero = k.padding_idx
+        self.zero_pos = k.padding_idx if k.has_padding_idx else None
+        if _plan_nbytes(self.sp.nf) <= PLAN_MAX_BYTES:
+            self.plan = Plan(self)
             self.pmem = self.plan.mem
 
     def __dealloc__(self):

@@ -323,7 +323,9 @@ FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d
 FASTPE_API int fastpe_knobs_preset(const char *name, fastpe_knobs *knobs);
 /* A spec from knobs at width d_model: FASTPE_OK and *spec, or a code (EINVAL for
  * a knob outside its values or a width the convention does not define, EBASE,
- * ESIZE, ENOMEM) and *spec = NULL.  Library only. */
+ * ESIZE, ENOMEM) and *spec = NULL; fastpe_last_error names the knob ("base",
+ * "position_scale", "shift", ...) or "d_model", or "denominator" (index: the
+ * width, value: the denominator <= 0 there).  Library only. */
 FASTPE_API int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec);
 /* A named convention with its defaults, and fastpe.Convention(base=,
  * denominator=, shift=, position_scale=, layout=, odd=, padding_idx=) at width
