@@ -301,6 +301,7 @@ def test_python_tables_take_the_fast_path_in_float64_only(t):
         want = np.empty((6, 40))
         assert t.spec_fill_f64(h, p(want), 6, 40, 103990, 1) == OK
         args = (6, 40, 10000.0, 103990, np.float64, "interleaved", None, 1, "fairseq")
+        fastpe.sinusoidal(1, 40, convention="fairseq")  # (the encoding, cached)
         np.testing.assert_array_equal(kernel.table(*args, True), want)
         pos = np.arange(103990, 103996, dtype=np.int64)
         at = (pos, 40, 10000.0, np.float64, "interleaved", None, 1, "fairseq")

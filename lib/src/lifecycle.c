@@ -19,8 +19,9 @@
  * shells here, the plan cache's lock in plans.c), never back into the entry
  * points above.
  *
- * The shells' lock also guards what a handle keeps once made: its RoPE table
- * rows' low parts (pe_rope_lows), made by its first correctly rounded cache.
+ * The shells' lock also guards what a handle keeps once made (pe_shell_kept,
+ * pe_shell_keep): its RoPE table rows' low parts, made by its first correctly
+ * rounded cache (pe_rope_lows, rope.c).
  */
 #include "pe_lib.h"
 
@@ -66,30 +67,25 @@ void pe_shell_free(int kind, void *p) {
     pe_mutex_unlock(&shell_lock);
 }
 
-/* The handle's low parts are made outside the lock (tens to hundreds of
- * microseconds) and published under it: two first calls at once may both make
- * them, and one copy is kept. */
-const double *pe_rope_lows(struct fastpe_rope *h) {
-    double *lows;
-    if (h->plan == NULL)
-        return NULL;
+/* What a handle keeps once made, read and published under the shells' lock. */
+double *pe_shell_kept(double *const *slot) {
+    double *v;
     pe_mutex_lock(&shell_lock);
-    lows = h->lows;
+    v = *slot;
     pe_mutex_unlock(&shell_lock);
-    if (lows != NULL)
-        return lows;
-    lows = pe_plan_lows(&h->sp, h->plan);
-    if (lows == NULL)
-        return NULL;
+    return v;
+}
+
+double *pe_shell_keep(double **slot, double *v) {
     pe_mutex_lock(&shell_lock);
-    if (h->lows == NULL) {
-        h->lows = lows;
+    if (*slot == NULL) {
+        *slot = v;
     } else {
-        free(lows);
-        lows = h->lows;
+        free(v);
+        v = *slot;
     }
     pe_mutex_unlock(&shell_lock);
-    return lows;
+    return v;
 }
 
 static void shells_release(void) {

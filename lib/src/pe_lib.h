@@ -131,6 +131,11 @@ PE_HIDDEN struct fastpe_spec *pe_spec_handle_new(const pe_spec *sp, int has_zero
 #define PE_SHELL_KINDS 2
 PE_HIDDEN void *pe_shell_alloc(int kind, size_t size); /* zeroed, or NULL */
 PE_HIDDEN void pe_shell_free(int kind, void *p);
+/* *slot, read under the shells' lock (NULL: nothing kept yet). */
+PE_HIDDEN double *pe_shell_kept(double *const *slot);
+/* v published into *slot unless another thread did first (then v is freed):
+ * the kept pointer. */
+PE_HIDDEN double *pe_shell_keep(double **slot, double *v);
 /* The fork handlers (pthread_atfork, installed by pe_init): every lock of the
  * library taken before fork() and released on both sides. */
 PE_HIDDEN void pe_fork_prepare(void);

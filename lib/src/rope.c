@@ -705,6 +705,20 @@ static int rope_check_axes(const struct fastpe_rope *h) {
                : pe_fail(PE_EHANDLE, "rope", -1, NAN, NAN);
 }
 
+/* The handle's low parts are made outside the lock (tens to hundreds of
+ * microseconds) and published under it: two first calls at once may both make
+ * them, and one copy is kept. */
+const double *pe_rope_lows(struct fastpe_rope *h) {
+    double *lows;
+    if (h->plan == NULL)
+        return NULL;
+    lows = pe_shell_kept(&h->lows);
+    if (lows != NULL)
+        return lows;
+    lows = pe_plan_lows(&h->sp, h->plan);
+    return lows == NULL ? NULL : pe_shell_keep(&h->lows, lows);
+}
+
 #define ROPE_T    float
 #define ROPE_SFX  f32
 #define ROPE_KIND PE_KIND_F32
