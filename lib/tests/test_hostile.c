@@ -398,7 +398,8 @@ static void test_forks(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: fastpe_test_hostile preset|errno|limits|layouts|handles|rounding|forks\n");
+        fprintf(stderr,
+                "usage: fastpe_test_hostile preset|errno|limits|layouts|handles|rounding|forks\n");
         return 2;
     }
     if (strcmp(argv[1], "preset") == 0)

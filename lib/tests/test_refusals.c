@@ -30,14 +30,14 @@ static int same(double got, double want) {
 static int rows_run;
 
 /* One row of the table: `got` returned by the call `what` at `line`. */
-static void row(const char *what, int line, int got, int code, const char *argument,
-                int64_t index, double value, double limit) {
+static void row(const char *what, int line, int got, int code, const char *argument, int64_t index,
+                double value, double limit) {
     fastpe_error e;
     int ret = fastpe_last_error(&e);
     rows_run++;
     CHECK(got == code, "line %d, %s: returned %d, want %d", line, what, got, code);
-    CHECK(ret == code && e.code == code, "line %d, %s: detail code %d, want %d", line, what,
-          e.code, code);
+    CHECK(ret == code && e.code == code, "line %d, %s: detail code %d, want %d", line, what, e.code,
+          code);
     CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0,
           "line %d, %s: argument %s, want %s", line, what, e.argument ? e.argument : "(null)",
           argument);
@@ -63,8 +63,8 @@ static void table_rows(void) {
     ROW(fastpe_fill_f32(xf, -3, 16, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "seq_len", -1, -3.0, 0.0);
     ROW(fastpe_fill_f64(xd, 4, 0, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model", -1, 0.0, 1.0);
     ROW(fastpe_fill_f16(xh, 4, -5, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model", -1, -5.0, 1.0);
-    ROW(fastpe_fill_bf16(xh, 4, ((int64_t)1 << 40) + 1, 16, 1e4, 0, IL, 1), FASTPE_ESIZE,
-        "d_model", -1, W40 + 1.0, W40);
+    ROW(fastpe_fill_bf16(xh, 4, ((int64_t)1 << 40) + 1, 16, 1e4, 0, IL, 1), FASTPE_ESIZE, "d_model",
+        -1, W40 + 1.0, W40);
     ROW(fastpe_fill_f32(NULL, 4, 16, 16, 1e4, 0, IL, 1), FASTPE_ENULL, "out", -1, NAN, NAN);
     ROW(fastpe_fill_f64(xd, 4, 16, 15, 1e4, 0, IL, 1), FASTPE_ESTRIDE, "row_stride", -1, 15.0,
         16.0);
@@ -102,8 +102,8 @@ static void table_rows(void) {
         NAN, NAN);
     ROW(fastpe_add_positions_f32(NULL, 4, 16, 16, pos, 1e4, 1.0, IL, 1), FASTPE_ENULL, "out", -1,
         NAN, NAN);
-    ROW(fastpe_add_positions_f64(xd, 4, 16, 16, pos, 1e4, -INFINITY, IL, 1), FASTPE_ESCALE,
-        "scale", -1, -INFINITY, NAN);
+    ROW(fastpe_add_positions_f64(xd, 4, 16, 16, pos, 1e4, -INFINITY, IL, 1), FASTPE_ESCALE, "scale",
+        -1, -INFINITY, NAN);
     pos[2] = NAN;
     ROW(fastpe_fill_positions_f64(xd, 4, 16, 16, pos, 1e4, IL, 1), FASTPE_ERANGE, "positions", 2,
         NAN, POSITIVE);
@@ -112,8 +112,8 @@ static void table_rows(void) {
         2, -1e300, POSITIVE);
     pos[2] = 2.0;
     /* positions inside the rows written: the first such element named */
-    ROW(fastpe_fill_positions_f64(xd, 4, 16, 16, xd + 40, 1e4, IL, 1), FASTPE_EOVERLAP,
-        "positions", 0, NAN, NAN);
+    ROW(fastpe_fill_positions_f64(xd, 4, 16, 16, xd + 40, 1e4, IL, 1), FASTPE_EOVERLAP, "positions",
+        0, NAN, NAN);
     ROW(fastpe_fill_positions_f64(xd + 64, 4, 16, 16, xd + 62, 1e4, IL, 1), FASTPE_EOVERLAP,
         "positions", 2, NAN, NAN);
     ROW(fastpe_add_positions_f32(xf, 4, 16, 16, (const double *)(const void *)(xf + 2), 1e4, 1.0,
@@ -288,8 +288,7 @@ static void gap_positions(void) {
             memset(mem, 0, sizeof(mem));
             memcpy(gap, pos, sizeof(pos));
             err = fill_at(pass, f64, mem, N, D, stride, gap, s);
-            CHECK(err == FASTPE_OK, "%s f64=%d: positions in the gap refused (%d)", what, f64,
-                  err);
+            CHECK(err == FASTPE_OK, "%s f64=%d: positions in the gap refused (%d)", what, f64, err);
             CHECK(memcmp(gap, pos, sizeof(pos)) == 0, "%s f64=%d: the positions changed", what,
                   f64);
             for (int r = 0; r < N; r++)
