@@ -178,6 +178,11 @@ static int check_input_overlap(const written_rows *o, const void *p, int64_t nse
 
 int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                   const pe_rows *rq, const char *n_name) {
+    return pe_check_fill_within(out, kind, row_stride, sp, rq, n_name, NAN);
+}
+
+int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                         const pe_rows *rq, const char *n_name, double max_position) {
     const int64_t nseq = rq->nseq, S = rq->S;
     int64_t rows;
     /* widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size */
@@ -207,7 +212,8 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
         return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)sp->layout, NAN);
     if (rq->add && !isfinite(rq->scale))
         return pe_fail(FASTPE_ESCALE, "scale", -1, rq->scale, NAN);
-    if (!pe_frequencies_finite(sp))
+    /* (a known bound is a spec handle's: its frequencies were checked when it was made) */
+    if (isnan(max_position) && !pe_frequencies_finite(sp))
         return pe_fail(FASTPE_EBASE, "base", -1, sp->base, NAN);
     if (rq->pos_f != NULL && (rq->offs != NULL || rq->offset != 0))
         return pe_fail(FASTPE_EINVAL, "offset", -1, (double)rq->offset, 0.0);
@@ -215,7 +221,7 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
        reduction); this also keeps offset + position far from int64 overflow.
        One offset for all is checked even with no rows (it is an argument all
        the same); an offset and an integer position count apart. */
-    const double limit = pe_max_position(sp);
+    const double limit = isnan(max_position) ? pe_max_position(sp) : max_position;
     if (rq->offs == NULL && rq->pos_f == NULL && rq->pos_i == NULL) {
         double k = pe_extent(rq->offset, S);
         return k <= limit ? FASTPE_OK : pe_fail(FASTPE_ERANGE, "offset", -1, k, limit);

@@ -234,7 +234,7 @@ static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nse
     rq.add = add;
     rq.scale = add ? scale : 1.0;
     rq.accurate = h->rounding == PE_ROUND_CORRECT;
-    err = pe_check_fill(out, kind, row_stride, &h->sp, &rq, "seq_len");
+    err = pe_check_fill_within(out, kind, row_stride, &h->sp, &rq, "seq_len", h->max_position);
     if (err != FASTPE_OK)
         return err;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
@@ -260,7 +260,7 @@ static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, in
     rq.pos_f = positions;
     rq.pss = 1;
     rq.accurate = h->rounding == PE_ROUND_CORRECT;
-    err = pe_check_fill(out, kind, row_stride, &h->sp, &rq, "n");
+    err = pe_check_fill_within(out, kind, row_stride, &h->sp, &rq, "n", h->max_position);
     if (err != FASTPE_OK)
         return err;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
