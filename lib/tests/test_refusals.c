@@ -17,7 +17,7 @@
 
 /* a limit (or value) that depends on the frequencies (the exact reduction's
    bound): any finite number > 0 */
-#define POSITIVE (-0x1.5p-1000)
+#define POSITIVE (-1.2345e-300)
 #define W40      ((double)((int64_t)1 << 40))
 #define SPAN     ((double)(INT64_MAX / 16))
 
@@ -116,8 +116,8 @@ static void table_rows(void) {
         0, NAN, NAN);
     ROW(fastpe_fill_positions_f64(xd + 64, 4, 16, 16, xd + 62, 1e4, IL, 1), FASTPE_EOVERLAP,
         "positions", 2, NAN, NAN);
-    ROW(fastpe_add_positions_f32(xf, 4, 16, 16, (const double *)(const void *)(xf + 2), 1e4, 1.0,
-                                 IL, 1),
+    /* (float rows over doubles: positions 8 bytes into row 0) */
+    ROW(fastpe_add_positions_f32((float *)(void *)xd, 4, 16, 16, xd + 1, 1e4, 1.0, IL, 1),
         FASTPE_EOVERLAP, "positions", 0, NAN, NAN);
 }
 
