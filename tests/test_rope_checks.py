@@ -752,6 +752,12 @@ POSITION_REFUSALS = [
         r"^positions\[\.\.\., 1\] must stay within \+-\d+ for the frequencies of axis 1 "
         rf"\(exact angle reduction\); got up to {2**60}$",
     ),
+    (  # multi-axis rotation: the small-call path declines through the same check
+        lambda p: fastpe.apply_rope(np.ones(B, np.float32), positions=p, sections=(1, 1, 2)),
+        [[0, 0, 0], [1, 2**60, 2], [2, 2, 2]],
+        r"^positions\[\.\.\., 1\] must stay within \+-\d+ for the frequencies of axis 1 "
+        rf"\(exact angle reduction\); got up to {2**60}$",
+    ),
     (  # per-head frequencies
         lambda p: fastpe.rope_cache(4, inv_freq=W2, positions=p),
         [0, 2**60],

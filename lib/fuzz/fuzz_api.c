@@ -11,6 +11,11 @@
  *   - on success, nothing changed outside the rows the call may write (the
  *     arena's canaries: every other byte is compared);
  *   - errno as the caller set it;
+ *   - an error's detail (fastpe_last_error) holding its code and, but for a
+ *     failed allocation, naming the argument refused;
+ *   - a handle set to correct rounding refused (FASTPE_EINVAL, naming it) by
+ *     every call but the float64 fills and caches; a rounding outside
+ *     FASTPE_ROUND_* refused by the setters, the handle left as it was;
  *   - (ASan, UBSan) no access outside the arena, no undefined behaviour.
  * A call whose rows would fall outside the arena is made only when its sizes
  * or strides span more than INT64_MAX / 16 entries (the library's limit for
@@ -140,6 +145,7 @@ typedef struct {
     fastpe_spec *spec;
     fastpe_rope *rope;
     int use_pos;
+    int rounding; /* the handle's: FASTPE_ROUND_* */
 } call;
 
 static const int sizes[4] = {4, 8, 2, 2};
@@ -228,6 +234,44 @@ static void fail(const char *what, const call *C, int e1, int e3) {
     abort();
 }
 
+/* The rounding a setter leaves: `want` when it is a FASTPE_ROUND_* value (the
+ * code FASTPE_OK), else the handle's default (FASTPE_EINVAL). */
+static int rounding_after(int want, int e, const call *C) {
+    int valid = want == FASTPE_ROUND_DEFAULT || want == FASTPE_ROUND_CORRECT;
+    if (e != (valid ? FASTPE_OK : FASTPE_EINVAL))
+        fail("a rounding setter's code", C, e, e);
+    return valid ? want : FASTPE_ROUND_DEFAULT;
+}
+
+/* A rounding for a new handle, read from the bytes: mostly none set, now and
+ * then correct rounding or any small value. */
+static int pick_rounding(reader *r) {
+    uint8_t sel = (uint8_t)u64(r, 1);
+    if (sel < 160)
+        return -100; /* (none set) */
+    return sel < 224 ? FASTPE_ROUND_CORRECT : (int)pick(r, -3, 3);
+}
+
+/* Whether the call writes float64 table rows or caches: the only ones that
+ * honour correct rounding. */
+static int honours_rounding(const call *C) {
+    return (C->op == 3 && C->dtype == 1) || (C->op == 5 && C->dtype == 1);
+}
+
+/* After a failing call: its detail holds its code and names the argument. */
+static void check_detail(int e, const call *C) {
+    fastpe_error d;
+    if (e == FASTPE_OK)
+        return;
+    if (fastpe_last_error(&d) != e || d.code != e)
+        fail("the error detail's code differs from the call's", C, e, d.code);
+    if (d.argument == NULL && e != FASTPE_ENOMEM)
+        fail("a refusal whose detail names no argument", C, e, e);
+    if (C->rounding == FASTPE_ROUND_CORRECT && !honours_rounding(C) &&
+        (e != FASTPE_EINVAL || strcmp(d.argument, C->op == 3 ? "spec" : "rope") != 0))
+        fail("correct rounding not refused by a call that cannot honour it", C, e, e);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, size};
     call C;
@@ -286,6 +330,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (C.dtype == 1)
             sz = 8;
         C.b = fastpe_spec_d_model(s);
+        int want = pick_rounding(&r);
+        if (want != -100)
+            C.rounding = rounding_after(want, fastpe_spec_set_rounding(s, want), &C);
     }
     if (C.op >= 4) {
         double w[8];
@@ -303,6 +350,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (C.rope == NULL)
             return 0;
         C.b = fastpe_rope_rotary_dim(C.rope);
+        int want = pick_rounding(&r);
+        if (want != -100)
+            C.rounding = rounding_after(want, fastpe_rope_set_rounding(C.rope, want), &C);
     }
 
     /* the rows the call may write, and whether the arena holds them */
@@ -332,6 +382,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ok == 1)
             ok = mark(&R, MID / 2, sz, allow);
     }
+    if (ok == 0 && C.rounding == FASTPE_ROUND_CORRECT && !honours_rounding(&C)) {
+        /* refused before the rows are looked at: a call to make wherever they lie */
+        check_detail(run(&C, arena[0], 1), &C);
+        goto done;
+    }
     if (ok == 0)
         goto done; /* rows outside the arena, but a plausible buffer: not a call to make */
 
@@ -341,11 +396,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memcpy(arena[1], start, ARENA_BYTES);
     errno = 1234;
     int e1 = run(&C, arena[0], 1);
+    check_detail(e1, &C);
     if (errno != 1234) {
         fprintf(stderr, "fuzz_api: errno %d (%s)\n", errno, strerror(errno));
         fail("errno changed", &C, e1, e1);
     }
     int e3 = run(&C, arena[1], 3);
+    check_detail(e3, &C);
     if (errno != 1234) { /* (a team's first start, too) */
         fprintf(stderr, "fuzz_api: errno %d (%s)\n", errno, strerror(errno));
         fail("errno changed by a 3-thread call", &C, e1, e3);

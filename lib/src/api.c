@@ -137,17 +137,52 @@ static int strided_span(const void *p, int64_t nseq, int64_t S, int64_t sb, int6
     return 1;
 }
 
-/* FASTPE_EOVERLAP (naming `name`) when an input array intersects the rows written. */
-static int check_input_overlap(const char *olo, const char *ohi, const void *p, int64_t nseq,
-                               int64_t S, int64_t sb, int64_t ss, const char *name) {
+/* The rows a fill writes: rows of width bytes, stride bytes apart (stride >=
+ * width when rows > 1), the first at lo. */
+typedef struct {
+    uintptr_t lo;
+    int64_t rows, stride, width;
+} written_rows;
+
+/* Whether the 8 bytes at p meet a row of o.  Rows ascend and never meet, so
+ * only the last row starting at or below p's last byte can hold it. */
+static int meets_rows(const written_rows *o, const char *p) {
+    int64_t t = (int64_t)((uintptr_t)p - o->lo), i;
+    if (t + 7 < 0)
+        return 0;
+    i = o->rows > 1 ? (t + 7) / o->stride : 0;
+    i = i < o->rows - 1 ? i : o->rows - 1;
+    return i * o->stride + o->width > t;
+}
+
+/* FASTPE_EOVERLAP (naming `name` and the element) when an element of an input
+ * array lies inside a row written: decided on elements, not on address ranges,
+ * so inputs stored between the rows (row_stride > d_model) are disjoint from
+ * them.  Arrays apart from the rows are told at once; the others element by
+ * element (the positions' range check reads each of them anyway). */
+static int check_input_overlap(const written_rows *o, const void *p, int64_t nseq, int64_t S,
+                               int64_t sb, int64_t ss, const char *name) {
     const char *lo, *hi;
-    if (p != NULL && strided_span(p, nseq, S, sb, ss, &lo, &hi) && lo < ohi && olo < hi)
-        return pe_fail(FASTPE_EOVERLAP, name, -1, NAN, NAN);
+    const uintptr_t ohi = o->lo + (uintptr_t)((o->rows - 1) * o->stride + o->width);
+    if (p == NULL || !strided_span(p, nseq, S, sb, ss, &lo, &hi) || (uintptr_t)lo >= ohi ||
+        (uintptr_t)hi <= o->lo)
+        return FASTPE_OK;
+    for (int64_t b = 0; b < nseq; b++) {
+        for (int64_t t = 0; t < S; t++) {
+            if (meets_rows(o, (const char *)p + 8 * (b * sb + t * ss)))
+                return pe_fail(FASTPE_EOVERLAP, name, b * S + t, NAN, NAN);
+        }
+    }
     return FASTPE_OK;
 }
 
 int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                   const pe_rows *rq, const char *n_name) {
+    return pe_check_fill_within(out, kind, row_stride, sp, rq, n_name, NAN);
+}
+
+int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                         const pe_rows *rq, const char *n_name, double max_position) {
     const int64_t nseq = rq->nseq, S = rq->S;
     int64_t rows;
     /* widths beyond 2^40 cannot be a real buffer, and would overflow the scratch size */
@@ -177,7 +212,8 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
         return pe_fail(FASTPE_ELAYOUT, "layout", -1, (double)sp->layout, NAN);
     if (rq->add && !isfinite(rq->scale))
         return pe_fail(FASTPE_ESCALE, "scale", -1, rq->scale, NAN);
-    if (!pe_frequencies_finite(sp))
+    /* (a known bound is a spec handle's: its frequencies were checked when it was made) */
+    if (isnan(max_position) && !pe_frequencies_finite(sp))
         return pe_fail(FASTPE_EBASE, "base", -1, sp->base, NAN);
     if (rq->pos_f != NULL && (rq->offs != NULL || rq->offset != 0))
         return pe_fail(FASTPE_EINVAL, "offset", -1, (double)rq->offset, 0.0);
@@ -185,20 +221,21 @@ int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *
        reduction); this also keeps offset + position far from int64 overflow.
        One offset for all is checked even with no rows (it is an argument all
        the same); an offset and an integer position count apart. */
-    const double limit = pe_max_position(sp);
+    const double limit = isnan(max_position) ? pe_max_position(sp) : max_position;
     if (rq->offs == NULL && rq->pos_f == NULL && rq->pos_i == NULL) {
         double k = pe_extent(rq->offset, S);
         return k <= limit ? FASTPE_OK : pe_fail(FASTPE_ERANGE, "offset", -1, k, limit);
     }
     if (rows > 0 && kind != 0) {
         /* inputs inside the rows to be written would be read after being overwritten */
-        const size_t itemsize = kind == PE_KIND_F64 ? 8 : (kind == PE_KIND_F32 ? 4 : 2);
-        const char *olo = (const char *)out;
-        const char *ohi = olo + (size_t)((rows - 1) * row_stride + sp->d) * itemsize;
+        const int64_t itemsize = kind == PE_KIND_F64 ? 8 : (kind == PE_KIND_F32 ? 4 : 2);
+        /* (the stride of a single row is never used, and may be anything) */
+        const written_rows o = {(uintptr_t)out, rows, rows > 1 ? row_stride * itemsize : 0,
+                                sp->d * itemsize};
         const void *pos = rq->pos_f != NULL ? (const void *)rq->pos_f : (const void *)rq->pos_i;
-        int err = check_input_overlap(olo, ohi, pos, nseq, S, rq->psb, rq->pss, "positions");
+        int err = check_input_overlap(&o, pos, nseq, S, rq->psb, rq->pss, "positions");
         if (err == FASTPE_OK)
-            err = check_input_overlap(olo, ohi, rq->offs, 1, nseq, 0, rq->offs_stride, "offset");
+            err = check_input_overlap(&o, rq->offs, 1, nseq, 0, rq->offs_stride, "offset");
         if (err != FASTPE_OK)
             return err;
     }

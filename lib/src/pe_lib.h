@@ -491,6 +491,11 @@ PE_INLINE int pe_check_rounding(int rounding, int kind, const char *name) {
  * public entry points and the Python binding both call it. */
 PE_HIDDEN int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                             const pe_rows *rq, const char *n_name);
+/* pe_check_fill with the exact reduction's bound known (a spec handle's, its
+ * frequencies checked when it was made: evaluating the bound costs a few
+ * microseconds, a one-row fill's whole time); NaN: computed from sp. */
+PE_HIDDEN int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                                   const pe_rows *rq, const char *n_name, double max_position);
 /* pe_check_fill, then the fill: with plan NULL through the shared plan cache
  * (specs without a frequency list), else with that plan; ac, poll as
  * pe_fill_run. */

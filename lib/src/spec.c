@@ -17,7 +17,7 @@
 int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
     fastpe_knobs t;
     if (name == NULL || k == NULL)
-        return FASTPE_ENULL;
+        return pe_settle(pe_fail(FASTPE_ENULL, name == NULL ? "name" : "knobs", -1, NAN, NAN));
     /* built in a local and copied out on success only: an unknown name leaves
        the caller's struct as it was */
     memset(&t, 0, sizeof(t));
@@ -47,7 +47,7 @@ int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
         t.columns = FASTPE_COLUMNS_SPLIT;
         t.odd = FASTPE_ODD_ERROR;
     } else {
-        return FASTPE_EINVAL;
+        return pe_settle(pe_fail(FASTPE_EINVAL, "name", -1, NAN, NAN));
     }
     *k = t;
     return FASTPE_OK;
@@ -230,39 +230,33 @@ int64_t fastpe_spec_d_model(const fastpe_spec *h) {
     return h != NULL && h->magic == PE_SPEC_MAGIC ? h->sp.d : -1;
 }
 
-/* Rows of positions offset .. offset+S-1 (nseq sequences when adding). */
+/* A live handle whose rounding the call can honour (kind 0: it cannot, an add),
+ * else the refusal naming "spec". */
+static int spec_usable(const fastpe_spec *h, int kind) {
+    if (h == NULL)
+        return pe_fail(FASTPE_ENULL, "spec", -1, NAN, NAN);
+    if (h->magic != PE_SPEC_MAGIC)
+        return pe_fail(PE_EHANDLE, "spec", -1, NAN, NAN);
+    return pe_check_rounding(h->rounding, kind, "spec");
+}
+
+/* Rows of positions offset .. offset+S-1 (nseq sequences when adding), checked
+ * by the table fills' own check (api.c), so every refusal names its argument. */
 static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nseq, int64_t S,
                           int64_t row_stride, int64_t offset, int add, double scale,
                           int num_threads) {
     pe_rows rq;
-    if (h == NULL)
-        return FASTPE_ENULL;
-    if (h->magic != PE_SPEC_MAGIC)
-        return PE_EHANDLE;
-    if (pe_check_rounding(h->rounding, add ? 0 : kind, "spec") != FASTPE_OK)
-        return FASTPE_EINVAL;
-    if (nseq < 0 || S < 0)
-        return FASTPE_ESIZE;
-    if (nseq == 0 || S == 0)
-        return FASTPE_OK;
-    if (out == NULL)
-        return FASTPE_ENULL;
-    /* (nseq, S >= 1 here: more than one row iff either exceeds 1, no product) */
-    if (row_stride < h->sp.d && (nseq > 1 || S > 1))
-        return FASTPE_ESTRIDE;
-    if (nseq > INT64_MAX / S)
-        return FASTPE_ESIZE;
-    if (!pe_span_ok(nseq * S, row_stride, h->sp.d))
-        return FASTPE_ESTRIDE;
-    if (add && !isfinite(scale))
-        return FASTPE_ESCALE;
-    if (!(pe_extent(offset, S) <= h->max_position))
-        return FASTPE_ERANGE;
+    int err = spec_usable(h, add ? 0 : kind);
+    if (err != FASTPE_OK)
+        return err;
     pe_init_rows(&rq, nseq, S, h->has_zero, h->zero);
     rq.offset = offset;
     rq.add = add;
     rq.scale = add ? scale : 1.0;
     rq.accurate = h->rounding == PE_ROUND_CORRECT;
+    err = pe_check_fill_within(out, kind, row_stride, &h->sp, &rq, "seq_len", h->max_position);
+    if (err != FASTPE_OK)
+        return err;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
 }
 
@@ -273,40 +267,22 @@ static int spec_fill(const fastpe_spec *h, void *out, int kind, int64_t nseq, in
                                                      scale, num_threads));
 }
 
+/* Rows of positions[0 .. n-1], checked as fastpe_fill_positions_* (api.c). */
 static int spec_at_body(const fastpe_spec *h, void *out, int kind, int64_t n, int64_t row_stride,
                         const double *positions, int num_threads) {
     pe_rows rq;
-    size_t item = kind == PE_KIND_F32 ? 4 : 8;
-    if (h == NULL)
-        return FASTPE_ENULL;
-    if (h->magic != PE_SPEC_MAGIC)
-        return PE_EHANDLE;
-    if (pe_check_rounding(h->rounding, kind, "spec") != FASTPE_OK)
-        return FASTPE_EINVAL;
-    if (n < 0)
-        return FASTPE_ESIZE;
-    if (n == 0)
-        return FASTPE_OK;
-    if (out == NULL || positions == NULL)
-        return FASTPE_ENULL;
-    if (row_stride < h->sp.d && n > 1)
-        return FASTPE_ESTRIDE;
-    if (!pe_span_ok(n, row_stride, h->sp.d))
-        return FASTPE_ESTRIDE;
-    /* positions must not lie inside the rows to be written; each must be finite
-       and within the exact angle reduction */
-    const char *lo = (const char *)out;
-    const char *hi = lo + (size_t)((n - 1) * row_stride + h->sp.d) * item;
-    if ((const char *)positions < hi && lo < (const char *)(positions + n))
-        return FASTPE_EOVERLAP;
-    for (int64_t r = 0; r < n; r++) {
-        if (!(fabs(positions[r]) <= h->max_position))
-            return FASTPE_ERANGE;
-    }
+    int err = spec_usable(h, kind);
+    if (err != FASTPE_OK)
+        return err;
+    if (positions == NULL && n > 0)
+        return pe_fail(FASTPE_ENULL, "positions", -1, NAN, NAN);
     pe_init_rows(&rq, 1, n, h->has_zero, h->zero);
     rq.pos_f = positions;
     rq.pss = 1;
     rq.accurate = h->rounding == PE_ROUND_CORRECT;
+    err = pe_check_fill_within(out, kind, row_stride, &h->sp, &rq, "n", h->max_position);
+    if (err != FASTPE_OK)
+        return err;
     return pe_fill_cached(out, kind, row_stride, &h->sp, &rq, num_threads);
 }
 

@@ -5,7 +5,7 @@
  * rows interleave without overlapping, calls through freed handles, and fork()
  * while another thread is inside the library.  Each part runs in its own
  * process (ctest), so "errno" sees the library's very first call.
- *     fastpe_test_hostile preset|errno|limits|layouts|handles|forks
+ *     fastpe_test_hostile preset|errno|limits|layouts|handles|rounding|forks
  */
 #if !defined(_WIN32) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -98,7 +98,8 @@ static void test_limits(void) {
     /* nseq * seq_len beyond int64 */
     CODE(fastpe_spec_add_f32(s, x, INT64_MAX, 49, 8, 0, 1.0, 1), FASTPE_ESIZE,
          "spec add, nseq max");
-    CODE(fastpe_spec_add_f32(s, x, INT64_MAX, 49, 0, 0, 1.0, 1), FASTPE_ESTRIDE,
+    /* (sizes before strides, as the table fills: one check) */
+    CODE(fastpe_spec_add_f32(s, x, INT64_MAX, 49, 0, 0, 1.0, 1), FASTPE_ESIZE,
          "spec add, nseq max, stride 0");
     CODE(fastpe_add_f32(x, INT64_MAX, 49, 8, 8, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE, "add, nseq max");
     /* rows whose offsets would leave int64 (row * row_stride): no buffer is that large */
@@ -237,6 +238,71 @@ static void test_layouts(void) {
  * ASan: without reading freed memory), a second free does nothing.  Once a new
  * handle has been given the same memory the stale pointer designates it, as
  * with free(): that case is the caller's error and is not tested. */
+/* The detail of the last failure names `argument` with `value` (NaN: any). */
+static void detail_names(const char *argument, double value, const char *what) {
+    fastpe_error e;
+    fastpe_last_error(&e);
+    CHECK(e.argument != NULL && strcmp(e.argument, argument) == 0, "%s: detail names %s, want %s",
+          what, e.argument != NULL ? e.argument : "(null)", argument);
+    CHECK(isnan(value) || e.value == value, "%s: detail value %g, want %g", what, e.value, value);
+}
+
+/* The rounding setters: values outside FASTPE_ROUND_*, NULL and freed handles
+ * are refused with the handle left as it was; a handle set to correct rounding
+ * is refused by every call that cannot honour it, before anything is written. */
+static void test_rounding_setters(void) {
+    static const double w[2] = {1.0, 0.01};
+    static const int bad[4] = {-1, 2, INT32_MAX, INT32_MIN};
+    float x[64], pristine[64];
+    double y[64], pos[2] = {1.0, 2.0};
+    for (int i = 0; i < 64; i++)
+        x[i] = pristine[i] = (float)i;
+    fastpe_rope *h = fastpe_rope_from_frequencies(w, 2, 1.0);
+    fastpe_spec *s = fastpe_spec_from_name("vaswani", 8);
+    CHECK(h != NULL && s != NULL, "handles");
+    if (h == NULL || s == NULL)
+        return;
+    for (int i = 0; i < 4; i++) {
+        CODE(fastpe_spec_set_rounding(s, bad[i]), FASTPE_EINVAL, "spec rounding out of range");
+        detail_names("rounding", (double)bad[i], "spec rounding out of range");
+        CODE(fastpe_rope_set_rounding(h, bad[i]), FASTPE_EINVAL, "rope rounding out of range");
+        detail_names("rounding", (double)bad[i], "rope rounding out of range");
+    }
+    /* (a refused value left the default: a float32 fill still works) */
+    CODE(fastpe_spec_fill_f32(s, x, 2, 8, 0, 1), FASTPE_OK, "spec fill after refused settings");
+    for (int i = 0; i < 64; i++)
+        x[i] = pristine[i];
+    CODE(fastpe_spec_set_rounding(NULL, FASTPE_ROUND_CORRECT), FASTPE_ENULL, "spec NULL");
+    detail_names("spec", NAN, "spec NULL");
+    CODE(fastpe_rope_set_rounding(NULL, FASTPE_ROUND_CORRECT), FASTPE_ENULL, "rope NULL");
+    detail_names("rope", NAN, "rope NULL");
+    /* correct rounding, then calls that cannot honour it: EINVAL naming the handle */
+    CODE(fastpe_spec_set_rounding(s, FASTPE_ROUND_CORRECT), FASTPE_OK, "spec correct");
+    CODE(fastpe_rope_set_rounding(h, FASTPE_ROUND_CORRECT), FASTPE_OK, "rope correct");
+    CODE(fastpe_spec_fill_f32(s, x, 2, 8, 0, 1), FASTPE_EINVAL, "correct spec, float32 fill");
+    detail_names("spec", (double)FASTPE_ROUND_CORRECT, "correct spec, float32 fill");
+    CODE(fastpe_spec_fill_positions_f32(s, x, 2, 8, pos, 1), FASTPE_EINVAL,
+         "correct spec, float32 positions");
+    detail_names("spec", (double)FASTPE_ROUND_CORRECT, "correct spec, float32 positions");
+    CODE(fastpe_spec_add_f64(s, y, 1, 2, 8, 0, 1.0, 1), FASTPE_EINVAL, "correct spec, add");
+    detail_names("spec", (double)FASTPE_ROUND_CORRECT, "correct spec, add");
+    CODE(fastpe_rope_cache_f32(h, x, x + 8, 2, 4, NULL, 0, SP, 1), FASTPE_EINVAL,
+         "correct rope, float32 cache");
+    detail_names("rope", (double)FASTPE_ROUND_CORRECT, "correct rope, float32 cache");
+    CODE(fastpe_rope_apply_f32(h, x, 1, 2, 1, 0, 8, 0, NULL, 0, SP, 1), FASTPE_EINVAL,
+         "correct rope, rotation");
+    detail_names("rope", (double)FASTPE_ROUND_CORRECT, "correct rope, rotation");
+    CHECK(memcmp(x, pristine, sizeof(x)) == 0, "a refused call wrote");
+    CODE(fastpe_spec_fill_f64(s, y, 2, 8, 0, 1), FASTPE_OK, "correct spec, float64 fill");
+    /* freed handles: refused, nothing written through them */
+    fastpe_rope_free(h);
+    fastpe_spec_free(s);
+    CODE(fastpe_spec_set_rounding(s, FASTPE_ROUND_DEFAULT), FASTPE_EHANDLE, "spec freed");
+    detail_names("spec", NAN, "spec freed");
+    CODE(fastpe_rope_set_rounding(h, FASTPE_ROUND_DEFAULT), FASTPE_EHANDLE, "rope freed");
+    detail_names("rope", NAN, "rope freed");
+}
+
 static void test_handles(void) {
     static const double w[2] = {1.0, 0.01};
     float x[64], pristine[64];
@@ -332,7 +398,8 @@ static void test_forks(void) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: fastpe_test_hostile preset|errno|limits|layouts|handles|forks\n");
+        fprintf(stderr,
+                "usage: fastpe_test_hostile preset|errno|limits|layouts|handles|rounding|forks\n");
         return 2;
     }
     if (strcmp(argv[1], "preset") == 0)
@@ -345,6 +412,8 @@ int main(int argc, char **argv) {
         test_layouts();
     else if (strcmp(argv[1], "handles") == 0)
         test_handles();
+    else if (strcmp(argv[1], "rounding") == 0)
+        test_rounding_setters();
 #if !defined(_WIN32)
     else if (strcmp(argv[1], "forks") == 0)
         test_forks();

@@ -4,11 +4,14 @@
 
 cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, const pe_rope_axes_plan *pl) except -1:
     """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
-    or (1 or rows, cols, n_axes), whose column a stays within the exact reduction of
-    axis a's frequencies."""
+    or (1 or rows, cols, n_axes), that passes the library's checks of multi-axis
+    positions, column a within the exact reduction of axis a's frequencies (the
+    general path's checks: it explains a refusal)."""
     cdef Py_buffer v
-    cdef const int64_t *p
-    cdef Py_ssize_t i, n = pl.n_axes
+    cdef pe_rope_array a
+    cdef _RopeAxes64 ax
+    cdef pe_rope_span spans[64]
+    cdef int64_t i, n = pl.n_axes
     cdef bint ok
     if type(arr) is not _NDARRAY:
         return False
@@ -22,10 +25,12 @@ cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, const pe_rope_axes_pla
             or (v.ndim == 3 and v.shape[1] == cols and v.shape[2] == n
                 and (v.shape[0] == 1 or v.shape[0] == rows)))
         if ok:
-            p = <const int64_t *>v.buf
-            for i in range(v.len // 8):
-                if fabs(<double>p[i]) > pl.max_position[i % n]:
-                    return False
+            _rope_array_of(&a, &ax, &v, b"positions")
+            ok = pe_rope_check_axes_tokens(&a, False, n, rows, cols, spans) == FASTPE_OK
+            i = 0
+            while ok and i < n:
+                ok = pe_rope_check_span(&spans[i], pl.max_position[i], i) == FASTPE_OK
+                i += 1
         return ok
     finally:
         PyBuffer_Release(&v)
@@ -158,8 +163,8 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
     attention = pl.attention
     try:
         nf = pl.nf
-        # (the general path checks the memory of large requests; and every position
-        # against its axis's exact reduction, as _fast_axes_ids does here)
+        # (the general path checks the memory of large requests; _fast_axes_ids runs
+        # the library's checks of the positions, as the general path does)
         if (8 + 2 * 8) * <double>n * 2 * nf >= _small_request \
                 or not _fast_axes_ids(positions, 0, n, pl):
             return None

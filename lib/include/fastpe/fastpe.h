@@ -73,11 +73,12 @@
  * Memory
  * ------
  * The rows written must not overlap an input of the same call: the positions
- * of the *_positions_* functions are read while rows are written, so they must
- * not lie inside [out, out + (n-1)*row_stride + d_model).  That overlap is
- * detected (bounds only) and refused with FASTPE_EOVERLAP before anything is
- * written.  (fastpe's Python functions copy an overlapping input first, as
- * NumPy's ufuncs do.)  Each call allocates its own scratch memory.
+ * of the *_positions_* functions are read while rows are written, so none of
+ * them may lie inside a row written.  That overlap is detected on elements
+ * (positions in the gap between rows, row_stride > d_model, are legal) and
+ * refused with FASTPE_EOVERLAP before anything is written.  (fastpe's Python
+ * functions copy an overlapping input first, as NumPy's ufuncs do.)  Each call
+ * allocates its own scratch memory.
  *
  * Threads
  * -------
