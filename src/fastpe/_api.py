@@ -26,7 +26,6 @@ from ._validate import (
     as_real,
     check_out,
     check_table_size,
-    dtype_name,
     kernel_view,
 )
 from ._version import __version__
@@ -257,11 +256,6 @@ def _fill_table(
     rows = math.prod(shape[:-1])
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(rows, nthreads, False))
-    if accurate and view.dtype != np.float64:
-        raise ValueError(
-            "correctly_rounded=True applies to float64 tables (dtype=np.float64 or a "
-            f"float64 out), got {dtype_name(view.dtype)}"
-        )
     # (_rows only where there is more than one row axis: it costs microseconds)
     view, bf16 = kernel_view(_rows(view) if view.ndim != 2 else view)
     flat = None if positions is None else np.ascontiguousarray(positions).reshape(1, -1)

@@ -437,7 +437,7 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
-    if correctly_rounded:   # (other dtypes: the general path refuses them)
+    if correctly_rounded:   # (other dtypes: the general path)
         if want == c'f' or (want == 0 and out is None):
             return None
         want = c'd'
