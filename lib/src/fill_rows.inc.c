@@ -58,21 +58,53 @@ PE_INLINE DRV_T DRV_FN(cr_entry)(const pe_ctx *c, double v, double e, double K, 
                                   DRV_PREC, DRV_EMIN));
 }
 
+/* Frequencies 0 .. n-1 of a row, tested: sines to rs, cosines to rc, step
+ * entries apart, each the rounding of its double; nonzero where one of them is
+ * undecided (then cr_row writes the row again).  Branch-free, so the compiler
+ * can vectorise it. */
+PE_TARGET_CLONES
+static unsigned DRV_FN(cr_run)(DRV_T *PE_RESTRICT rs, DRV_T *PE_RESTRICT rc, int64_t step,
+                               int64_t n, const double *PE_RESTRICT As,
+                               const double *PE_RESTRICT Ac, const double *PE_RESTRICT Tm,
+                               const double *PE_RESTRICT Ts, double sg, double dl) {
+    unsigned f = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double vs = PE_SIN(i), vc = PE_COS(i);
+        double es = PE_CR_ROT_ERR * (fabs(As[i]) + fabs(Ac[i] * Ts[i])) + dl;
+        double ec = PE_CR_ROT_ERR * (fabs(Ac[i]) + fabs(As[i] * Ts[i])) + dl;
+        rs[i * step] = DRV_PUT(vs);
+        rc[i * step] = DRV_PUT(vc);
+        f |= (unsigned)(DRV_BITS(DRV_PUT(vs - es)) ^ DRV_BITS(DRV_PUT(vs + es))) |
+             (unsigned)(DRV_BITS(DRV_PUT(vc - ec)) ^ DRV_BITS(DRV_PUT(vc + ec)));
+    }
+    return f;
+}
+
 /* The row at position K: the anchor (As, Ac) rotated by the table row (Tm,
- * Ts sg), every entry tested; dl the angles' error (above). */
+ * Ts sg), every entry tested; dl the angles' error (above).  The paired
+ * frequencies go through cr_run; the rest (an odd width's lone sine, a split
+ * layout's longer half), a row cr_run flagged, a factor other than 1 and the
+ * forced exact path entry by entry. */
 static void DRV_FN(cr_row)(DRV_T *row, const pe_ctx *c, double K, const double *As,
                            const double *Ac, const double *Tm, const double *Ts, double sg,
                            double dl, double zero) {
     const pe_spec *sp = c->sp;
     int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
     int64_t ns = inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : sp->ns;
-    int64_t nc = inter ? sp->npairs : sp->nc, i;
-    for (i = 0; i < ns; i++) {
+    int64_t nc = inter ? sp->npairs : sp->nc, i, first = 0;
+    if (c->scale == 1.0 && !pe_cr_forced()) {
+        int64_t n = inter ? sp->npairs : pe_split_pairs(sp);
+        unsigned f = inter ? DRV_FN(cr_run)(row, row + 1, 2, n, As, Ac, Tm, Ts, sg, dl)
+                           : DRV_FN(cr_run)(row + sp->s_off, row + sp->c_off, 1, n, As, Ac, Tm,
+                                            Ts, sg, dl);
+        first = f != 0 ? 0 : n;
+    }
+    for (i = first; i < ns; i++) {
         double e = PE_CR_ROT_ERR * (fabs(As[i]) + fabs(Ac[i] * Ts[i])) + dl;
         int64_t col = inter ? (i < sp->npairs ? 2 * i : sp->d - 1) : sp->s_off + i;
         row[col] = DRV_FN(cr_entry)(c, PE_SIN(i), e, K, i, 0);
     }
-    for (i = 0; i < nc; i++) {
+    for (i = first; i < nc; i++) {
         double e = PE_CR_ROT_ERR * (fabs(Ac[i]) + fabs(As[i] * Ts[i])) + dl;
         int64_t col = inter ? 2 * i + 1 : sp->c_off + i;
         row[col] = DRV_FN(cr_entry)(c, PE_COS(i), e, K, i, 1);
