@@ -220,7 +220,9 @@ def test_other_dtypes_take_the_setting_adds_and_rotations_refuse_it(t):
         if importlib.util.find_spec("ml_dtypes") is not None:
             import ml_dtypes
 
-            bf = fastpe.sinusoidal(2, 8, offset=355, dtype=ml_dtypes.bfloat16, correctly_rounded=True)
+            bf = fastpe.sinusoidal(
+                2, 8, offset=355, dtype=ml_dtypes.bfloat16, correctly_rounded=True
+            )
             np.testing.assert_array_equal(u16, bf.view(np.uint16))
         c32, s32 = np.full((1, 4), 7, np.float32), np.full((1, 4), 7, np.float32)
         assert t.rope_cache_f32(r, p(c32), p(s32), 1, 4, None, 0, 0, 1) == OK
@@ -267,7 +269,8 @@ def test_a_decoding_step_goes_through_the_c_entry_point(params):
     c32 = fastpe.rope_cache(128, params, positions=HARD, correctly_rounded=True)
     assert c32[0].dtype == np.float32
     np.testing.assert_array_equal(
-        c32[1], fastpe.rope_cache(128, params, positions=HARD, dtype="float32", correctly_rounded=True)[1]
+        c32[1],
+        fastpe.rope_cache(128, params, positions=HARD, dtype="float32", correctly_rounded=True)[1],
     )
 
 

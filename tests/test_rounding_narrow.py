@@ -142,7 +142,9 @@ def test_table_rows_are_the_rows_at_their_positions(fmt):
     for k in CONVERGENTS:
         kw: dict[str, Any] = dict(dtype=dt, offset=k - 150, correctly_rounded=True)
         one = fastpe.sinusoidal(301, 50, num_threads=1, **kw)
-        assert np.array_equal(one.view(np.uint8), fastpe.sinusoidal(301, 50, num_threads=3, **kw).view(np.uint8))
+        assert np.array_equal(
+            one.view(np.uint8), fastpe.sinusoidal(301, 50, num_threads=3, **kw).view(np.uint8)
+        )
         out = np.zeros((301, 80), dt)
         fastpe.sinusoidal(301, 50, out=out[:, 20:70], correctly_rounded=True, offset=k - 150)
         assert np.array_equal(out[:, 20:70].view(np.uint16), one.view(np.uint16))

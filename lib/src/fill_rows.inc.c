@@ -94,9 +94,9 @@ static void DRV_FN(cr_row)(DRV_T *row, const pe_ctx *c, double K, const double *
     int64_t nc = inter ? sp->npairs : sp->nc, i, first = 0;
     if (c->scale == 1.0 && !pe_cr_forced()) {
         int64_t n = inter ? sp->npairs : pe_split_pairs(sp);
-        unsigned f = inter ? DRV_FN(cr_run)(row, row + 1, 2, n, As, Ac, Tm, Ts, sg, dl)
-                           : DRV_FN(cr_run)(row + sp->s_off, row + sp->c_off, 1, n, As, Ac, Tm,
-                                            Ts, sg, dl);
+        unsigned f =
+            inter ? DRV_FN(cr_run)(row, row + 1, 2, n, As, Ac, Tm, Ts, sg, dl)
+                  : DRV_FN(cr_run)(row + sp->s_off, row + sp->c_off, 1, n, As, Ac, Tm, Ts, sg, dl);
         first = f != 0 ? 0 : n;
     }
     for (i = first; i < ns; i++) {

@@ -208,7 +208,8 @@ static void check_refusals(void) {
     detail_is(fastpe_spec_set_rounding(NULL, 1), FASTPE_ENULL, "spec", "NULL spec");
     detail_is(fastpe_rope_set_rounding(NULL, 1), FASTPE_ENULL, "rope", "NULL rope");
     /* a refused setting leaves the handle as it was: still correctly rounded */
-    detail_is(fastpe_spec_add_f64(s, d, 1, 2, 8, 0, 1.0, 1), FASTPE_EINVAL, "spec", "still correct");
+    detail_is(fastpe_spec_add_f64(s, d, 1, 2, 8, 0, 1.0, 1), FASTPE_EINVAL, "spec",
+              "still correct");
     /* and back to the default, every function takes it again */
     CHECK(fastpe_spec_set_rounding(s, FASTPE_ROUND_DEFAULT) == FASTPE_OK, "reset spec");
     CHECK(fastpe_rope_set_rounding(h, FASTPE_ROUND_DEFAULT) == FASTPE_OK, "reset rope");

@@ -417,8 +417,9 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     into new arrays or
     a pair of plain ndarrays of the result's shape -- through the C API's cache
     function, or None to decline (the general path then validates and explains).
-    ``correctly_rounded``: float64 only, through a copy of the plan's handle set to
-    the C API's correct rounding (the shared handle itself is never changed)."""
+    ``correctly_rounded``: float64 here (other dtypes: the general path), through a
+    copy of the plan's handle set to the C API's correct rounding (the shared handle
+    itself is never changed)."""
     cdef const pe_rope_plan *pl = NULL
     cdef pe_rope_handle *h
     cdef pe_rope_handle exact
