@@ -263,10 +263,12 @@ def test_rope_cache_entries(params, extra, fmt):
 def test_rope_cache_frequencies_given_and_per_head(fmt):
     rng = np.random.default_rng(3)
     pos = np.array([1, 355, 103993, 4096])
-    w = rng.uniform(0.0, 1.0, 4)
-    cos, sin = fastpe.rope_cache(8, inv_freq=w, positions=pos, dtype=_dtype(fmt),
-                                 attention_factor=1.3, correctly_rounded=True)  # fmt: skip
-    _check_cache(cos, sin, pos, w, fmt, 1.3)
+    # (tiny frequencies: sines in the subnormals of float32, bfloat16 and float16)
+    w = np.concatenate([rng.uniform(0.0, 1.0, 4), [1e-42, 3e-39, 2e-45, 1e-7, 3e-9]])
+    for a in (1.0, 1.3):
+        cos, sin = fastpe.rope_cache(2 * w.size, inv_freq=w, positions=pos, dtype=_dtype(fmt),
+                                     attention_factor=a, correctly_rounded=True)  # fmt: skip
+        _check_cache(cos, sin, pos, w, fmt, a)
     heads = rng.uniform(0.0, 1.0, (2, 4))
     heads[1, 0] = -heads[1, 0]  # (a negative frequency: its sines' signs flipped exactly)
     cos, sin = fastpe.rope_cache(8, inv_freq=heads, positions=pos, dtype=_dtype(fmt),
