@@ -5,6 +5,7 @@ fastpe.sinusoidal / sinusoidal_at / rope_cache(..., correctly_rounded=True), and
 with mpmath on the hard rows (355, 103993, 833719: sin(k) within 1e-5 of 0)."""
 
 import ctypes
+import importlib.util
 from typing import ClassVar
 
 import mpmath
@@ -193,30 +194,44 @@ def test_multi_axis_cache_is_rope_cache_correctly_rounded(t, section_layout):
 # ---------------------------------------------------------------- refusals
 
 
-def test_other_dtypes_adds_and_rotations_refuse_the_setting(t):
+def test_other_dtypes_take_the_setting_adds_and_rotations_refuse_it(t):
     s = spec(t, "vaswani", 8)
     w = np.array([1.0, 0.5])
     r = rope_handle(t, t.rope_from_frequencies(p(w), 2, 1.0))
     try:
-        f32, u16 = np.full((2, 8), 7, np.float32), np.full((2, 8), 7, np.uint16)
+        f32, f16 = np.full((2, 8), 7, np.float32), np.full((2, 8), 7, np.float16)
+        u16 = np.full((2, 8), 7, np.uint16)
         x = np.full((2, 8), 7.0)
         pos = np.array([0, 1], np.int64)
         for name, ret in {
-            "spec_fill_f32": t.spec_fill_f32(s, p(f32), 2, 8, 0, 1),
-            "spec_fill_f16": t.spec_fill_f16(s, p(u16), 2, 8, 0, 1),
-            "spec_fill_bf16": t.spec_fill_bf16(s, p(u16), 2, 8, 0, 1),
             "spec_add_f64": t.spec_add_f64(s, p(x), 1, 2, 8, 0, 1.0, 1),
-            "rope_cache_f32": t.rope_cache_f32(r, p(f32), p(f32[1]), 1, 4, None, 0, 0, 1),
-            "rope_cache_bf16": t.rope_cache_bf16(r, p(u16), p(u16[1]), 1, 4, None, 0, 0, 1),
             "rope_apply_f64": t.rope_apply_f64(r, p(x), 1, 2, 1, 16, 8, 8, p(pos), 0, 0, 1),
         }.items():
             assert ret == EINVAL, name
-        assert np.all(f32 == 7) and np.all(u16 == 7) and np.all(x == 7.0)
+        assert np.all(x == 7.0)
+        # the 16/32-bit fills and caches: the Python API's correctly rounded bits
+        assert t.spec_fill_f32(s, p(f32), 2, 8, 355, 1) == OK
+        assert t.spec_fill_f16(s, p(f16), 2, 8, 355, 1) == OK
+        assert t.spec_fill_bf16(s, p(u16), 2, 8, 355, 1) == OK
+        for got, dt in ((f32, np.float32), (f16, np.float16)):
+            want = fastpe.sinusoidal(2, 8, offset=355, dtype=dt, correctly_rounded=True)
+            np.testing.assert_array_equal(got, want)
+        # (bfloat16 arrays need ml_dtypes, an extra the wheel's test venv goes without)
+        if importlib.util.find_spec("ml_dtypes") is not None:
+            import ml_dtypes
+
+            bf = fastpe.sinusoidal(
+                2, 8, offset=355, dtype=ml_dtypes.bfloat16, correctly_rounded=True
+            )
+            np.testing.assert_array_equal(u16, bf.view(np.uint16))
+        c32, s32 = np.full((1, 4), 7, np.float32), np.full((1, 4), 7, np.float32)
+        assert t.rope_cache_f32(r, p(c32), p(s32), 1, 4, None, 0, 0, 1) == OK
+        assert np.all(c32 == 1.0) and np.all(s32 == 0.0)  # (position 0)
         assert t.spec_set_rounding(s, 2) == EINVAL
         assert t.rope_set_rounding(r, -1) == EINVAL
         assert t.spec_set_rounding(None, CORRECT) == C["FASTPE_ENULL"]
         # the refused values left the handles correctly rounded
-        assert t.spec_fill_f32(s, p(f32), 2, 8, 0, 1) == EINVAL
+        assert t.spec_add_f64(s, p(x), 1, 2, 8, 0, 1.0, 1) == EINVAL
     finally:
         t.spec_free(s)
         t.rope_free(r)
@@ -248,11 +263,15 @@ def test_a_decoding_step_goes_through_the_c_entry_point(params):
     np.testing.assert_array_equal(
         default[0], fastpe.rope_cache(128, params, positions=HARD, dtype=np.float64)[0]
     )
-    # float32 (asked for, or the default) is declined: the general path refuses it
+    # float32 (asked for, or the default) is declined: the general path fills it
     assert kernel.rope_cache_fast(*args[:6], np.float32, *args[7:], True) is None
     assert kernel.rope_cache_fast(*args[:6], None, *args[7:], True) is None
-    with pytest.raises(ValueError, match="correctly_rounded"):
-        fastpe.rope_cache(128, params, positions=HARD, correctly_rounded=True)
+    c32 = fastpe.rope_cache(128, params, positions=HARD, correctly_rounded=True)
+    assert c32[0].dtype == np.float32
+    np.testing.assert_array_equal(
+        c32[1],
+        fastpe.rope_cache(128, params, positions=HARD, dtype="float32", correctly_rounded=True)[1],
+    )
 
 
 def test_one_handle_set_once_serves_many_threads(t):
@@ -292,10 +311,10 @@ def test_one_handle_set_once_serves_many_threads(t):
         t.rope_free(r)
 
 
-def test_python_tables_take_the_fast_path_in_float64_only(t):
+def test_python_tables_take_the_fast_path(t):
     """sinusoidal / sinusoidal_at(..., correctly_rounded=True) of the common argument
-    types fill through the cached encoding (the C API's bits), and decline any other
-    dtype, which the general path then refuses."""
+    types fill through the cached encoding (the C API's bits), float64 and float32
+    (asked for, the default, or an out) alike."""
     h = spec(t, "fairseq", 40)
     try:
         want = np.empty((6, 40))
@@ -306,13 +325,18 @@ def test_python_tables_take_the_fast_path_in_float64_only(t):
         pos = np.arange(103990, 103996, dtype=np.int64)
         at = (pos, 40, 10000.0, np.float64, "interleaved", None, 1, "fairseq")
         np.testing.assert_array_equal(kernel.table_at(*at, True), want)
+        want32 = np.empty((6, 40), np.float32)
+        assert t.spec_fill_f32(h, p(want32), 6, 40, 103990, 1) == OK
         for dtype in (None, np.float32, "float32"):
-            assert kernel.table(*args[:4], dtype, *args[5:], True) is None
-            assert kernel.table_at(*at[:3], dtype, *at[4:], True) is None
+            np.testing.assert_array_equal(kernel.table(*args[:4], dtype, *args[5:], True), want32)
+            np.testing.assert_array_equal(kernel.table_at(*at[:3], dtype, *at[4:], True), want32)
         out32 = np.empty((6, 40), np.float32)
-        assert kernel.table(*args[:4], None, "interleaved", out32, 1, "fairseq", True) is None
-        with pytest.raises(ValueError, match="correctly_rounded"):
-            fastpe.sinusoidal(6, 40, offset=103990, convention="fairseq", correctly_rounded=True)
+        assert kernel.table(*args[:4], None, "interleaved", out32, 1, "fairseq", True) is out32
+        np.testing.assert_array_equal(out32, want32)
+        np.testing.assert_array_equal(
+            fastpe.sinusoidal(6, 40, offset=103990, convention="fairseq", correctly_rounded=True),
+            want32,
+        )
     finally:
         t.spec_free(h)
 

@@ -274,19 +274,17 @@ def test_correctly_rounded_is_a_checked_keyword_only_flag():
 
 
 @pytest.mark.parametrize("dtype", [None, np.float32, np.float16])
-def test_correctly_rounded_is_refused_for_other_dtypes(dtype):
-    """The other writers have no rounding test (a float32 entry beside a midpoint is
-    off, tests/test_rounding.py): the option is refused, not silently ignored, and
-    an ``out`` is left as it was."""
-    want = r"correctly_rounded=True applies to float64 tables .* got float(32|16)"
-    with pytest.raises(ValueError, match=want):
-        fastpe.sinusoidal(3, 8, dtype=dtype, correctly_rounded=True)
-    with pytest.raises(ValueError, match=want):
-        fastpe.sinusoidal_at([1, 2], 8, dtype=dtype, correctly_rounded=True)
+def test_correctly_rounded_applies_to_the_other_dtypes(dtype):
+    """The option covers float32 (the default dtype) and float16 too, into new
+    arrays and an out= alike (tests/test_rounding_narrow.py checks their entries
+    against mpmath)."""
+    kw = dict(dtype=dtype, correctly_rounded=True)
+    t = fastpe.sinusoidal(3, 8, offset=355, **kw)
+    assert t.dtype == (dtype or np.float32)
+    np.testing.assert_array_equal(fastpe.sinusoidal_at([355, 356, 357], 8, **kw), t)
     out = np.full((3, 8), 7, dtype or np.float32)
-    with pytest.raises(ValueError, match=want):
-        fastpe.sinusoidal(3, 8, out=out, correctly_rounded=True)
-    assert (out == 7).all()
+    assert fastpe.sinusoidal(3, 8, offset=355, out=out, correctly_rounded=True) is out
+    np.testing.assert_array_equal(out, t)
 
 
 def test_the_default_float64_path_is_not_faithful_near_zero():

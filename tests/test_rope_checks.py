@@ -636,13 +636,6 @@ OUT_REFUSALS = [
         TypeError,
         "out has dtype float32 but dtype=float64 was requested",
     ),
-    (
-        _pair(lambda: np.full((2, 3, 8), 5, np.float32)),
-        {"dtype": np.float32, "correctly_rounded": True},
-        ValueError,
-        "correctly_rounded=True applies to float64 caches (dtype=np.float64 or a float64 out), "
-        "got float32",
-    ),
 ]
 
 

@@ -193,7 +193,26 @@ typedef struct {
     double scale;      /* their factor (rq->scale): other than 1, every entry is fixed */
     const double *Tml; /* then the table's low parts (cos-1, sin), row a at a*nf */
     const double *Tsl;
+    int cr;      /* 16/32-bit rows correctly rounded (fill_rows.inc.c's tested writer) */
+    double ferr; /* then the angles' error per unit of position (pe_angle_err_rate) */
 } pe_ctx;
+
+/* The error of the angle 2 pi K f_i of a row at position K, over |K|, times
+ * what the rotation multiplies it by (at most 1 + |Tm| + |Ts| <= 4, so 8 pi):
+ * the frequencies in double-double carry a relative error below 2^-96 (1 +
+ * their largest exponent |i ln(base) / denom|: pe_dd_log and pe_dd_exp err by
+ * 2^-99 of their argument, the chained products of pe_freqs by 2^-104 each),
+ * or 2^-100 as float64 frequencies times 1/2pi; the reduction adds 2^-104 of
+ * K f.  26 > 8 pi leaves room for the rounding of this bound itself. */
+static double pe_angle_err_rate(const pe_spec *sp, pe_freq fr) {
+    double fmax = 0.0, rel = 7.888609052210118e-31; /* 2^-100 */
+    for (int64_t i = 0; i < sp->nf; i++)
+        fmax = fabs(fr.fh[i]) > fmax ? fabs(fr.fh[i]) : fmax;
+    if (sp->wlist == NULL)
+        rel = 1.262177448353619e-29 /* 2^-96 */ *
+              (1.0 + fabs(pe_dd_log(sp->base).hi * (double)sp->nf / sp->denom));
+    return 26.0 * fmax * rel;
+}
 
 /* One fill, prepared: what its rows share, its team and its scratch memory. */
 typedef struct {
@@ -288,24 +307,40 @@ double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r
 
 #define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)
 
+/* The 16/32-bit types also define DRV_PUT (a double rounded once to the type),
+ * DRV_BITS (an entry's bits, so that -0.0 and 0.0 differ), DRV_PREC and
+ * DRV_EMIN (the format's significant bits and least subnormal exponent, for
+ * the exact path): what the correctly rounded rows need. */
 #define DRV_T   double
 #define DRV_SFX f64
 #define DRV_DD  1
 #include "fill_rows.inc.c"
 
-#define DRV_T   float
-#define DRV_SFX f32
-#define DRV_DD  0
+#define DRV_T       float
+#define DRV_SFX     f32
+#define DRV_DD      0
+#define DRV_PUT(v)  ((float)(v))
+#define DRV_BITS(x) pe_f32_bits(x)
+#define DRV_PREC    24
+#define DRV_EMIN    -149
 #include "fill_rows.inc.c"
 
-#define DRV_T   uint16_t
-#define DRV_SFX f16
-#define DRV_DD  0
+#define DRV_T       uint16_t
+#define DRV_SFX     f16
+#define DRV_DD      0
+#define DRV_PUT(v)  pe_f64_to_f16(v)
+#define DRV_BITS(x) (x)
+#define DRV_PREC    11
+#define DRV_EMIN    -24
 #include "fill_rows.inc.c"
 
-#define DRV_T   uint16_t
-#define DRV_SFX bf16
-#define DRV_DD  0
+#define DRV_T       uint16_t
+#define DRV_SFX     bf16
+#define DRV_DD      0
+#define DRV_PUT(v)  pe_f64_to_bf16(v)
+#define DRV_BITS(x) (x)
+#define DRV_PREC    8
+#define DRV_EMIN    -133
 #include "fill_rows.inc.c"
 
 #undef DRV_FN
@@ -333,6 +368,8 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     c.Tm = plan + 4 * sp->nf;
     c.Ts = c.Tm + (c.B / 2 + 1) * sp->nf;
     c.dd = 0;
+    c.cr = 0;
+    c.ferr = 0.0;
     K = pe_int_position(rq, 0, 0);
     centre = pe_centre(K, c.B);
     /* The anchor cache only saves work (the bits are the same without it), so
@@ -600,7 +637,8 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
     /* float64 rows by the accurate writers when asked (not rows added to x) */
     f->c.dd = itemsize == 8 && rq->accurate && !rq->add;
-    f->c.scale = f->c.dd ? rq->scale : 1.0;
+    f->c.cr = itemsize != 8 && rq->accurate && !rq->add;
+    f->c.scale = f->c.dd || f->c.cr ? rq->scale : 1.0;
     size_t nlows = f->c.dd && lows == NULL ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
     f->mem = (double *)malloc((own + nlows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {
@@ -626,6 +664,7 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     f->c.Ts = f->c.Tm + (B / 2 + 1) * nf;
     if (f->c.dd)
         pe_table_lows(f, lows != NULL ? NULL : f->mem + own);
+    f->c.ferr = f->c.cr ? pe_angle_err_rate(sp, f->c.fr) : 0.0;
     return FASTPE_OK;
 }
 

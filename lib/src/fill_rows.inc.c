@@ -15,6 +15,105 @@
 
 #define DRV_W(name) PE_CAT(name, DRV_SFX)
 
+#if !DRV_DD
+/*
+ * The correctly rounded 16/32-bit rows (rq->accurate): a writer of their own,
+ * so the default writers' code and bits stay as they are.  Each entry's double
+ * v is computed as the default writers compute it, then tested: where v - e
+ * and v + e (e its error bound) round to the same entry, every real number
+ * between them does too (rounding is monotonic), the real value among them, so
+ * that entry is the correctly rounded one; else (about one entry in 2^22 for
+ * float32, far fewer for the halves) the entry comes from the exact path
+ * (pe_entry_exact, counted by pe_cr_exact_runs).
+ *
+ * The bound: a sine v = As + (As Tm + Ac Ts) (a cosine alike, As and Ac
+ * swapped) is within PE_CR_ROT_ERR (|As| + |Ac Ts|) + dl of the real sine of
+ * its angle.  With u = 2^-53: the anchor's sine and cosine are within 2u of
+ * their own size plus the angle's error (pe_sincos.h: the polynomial and the
+ * final sum, each rounded once), the table's within 3u (one composition of two
+ * such rows), the products and the two sums add u each of |As Tm| <= 2|As|,
+ * |Ac Ts| and |v| <= 3|As| + |Ac Ts|: below 16u (|As| + |Ac Ts|) in all.
+ * 32u leaves a factor of two, which also covers the rounding of v - e and
+ * v + e.  dl = (|anchor| + |j|) ferr bounds what the angles' own error adds
+ * (0 at position 0, evaluated exactly).
+ */
+#ifndef PE_CR_ROT_ERR
+#define PE_CR_ROT_ERR 3.552713678800501e-15 /* 2^-48 */
+#endif
+
+/* Entry (i, cosine) of the row at position K: v (error bound e) times the
+ * fill's factor, rounded once. */
+PE_INLINE DRV_T DRV_FN(cr_entry)(const pe_ctx *c, double v, double e, double K, int64_t i,
+                                 int cosine) {
+    const pe_spec *sp = c->sp;
+    if (c->scale != 1.0) {
+        /* the product's own rounding: half an ulp of it, with room */
+        v *= c->scale;
+        e = e * fabs(c->scale) * (1.0 + 9.094947017729282e-13 /* 2^-40 */) +
+            fabs(v) * 2.220446049250313e-16 /* 2^-52 */;
+    }
+    if (DRV_BITS(DRV_PUT(v - e)) == DRV_BITS(DRV_PUT(v + e)) && !pe_cr_forced())
+        return DRV_PUT(v);
+    return DRV_PUT(pe_entry_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, cosine, c->scale,
+                                  DRV_PREC, DRV_EMIN));
+}
+
+/* Frequencies 0 .. n-1 of a row, tested: sines to rs, cosines to rc, step
+ * entries apart, each the rounding of its double; nonzero where one of them is
+ * undecided (then cr_row writes the row again).  Branch-free, so the compiler
+ * can vectorise it. */
+PE_TARGET_CLONES
+static unsigned DRV_FN(cr_run)(DRV_T *PE_RESTRICT rs, DRV_T *PE_RESTRICT rc, int64_t step,
+                               int64_t n, const double *PE_RESTRICT As,
+                               const double *PE_RESTRICT Ac, const double *PE_RESTRICT Tm,
+                               const double *PE_RESTRICT Ts, double sg, double dl) {
+    unsigned f = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double vs = PE_SIN(i), vc = PE_COS(i);
+        double es = PE_CR_ROT_ERR * (fabs(As[i]) + fabs(Ac[i] * Ts[i])) + dl;
+        double ec = PE_CR_ROT_ERR * (fabs(Ac[i]) + fabs(As[i] * Ts[i])) + dl;
+        rs[i * step] = DRV_PUT(vs);
+        rc[i * step] = DRV_PUT(vc);
+        f |= (unsigned)(DRV_BITS(DRV_PUT(vs - es)) ^ DRV_BITS(DRV_PUT(vs + es))) |
+             (unsigned)(DRV_BITS(DRV_PUT(vc - ec)) ^ DRV_BITS(DRV_PUT(vc + ec)));
+    }
+    return f;
+}
+
+/* The row at position K: the anchor (As, Ac) rotated by the table row (Tm,
+ * Ts sg), every entry tested; dl the angles' error (above).  The paired
+ * frequencies go through cr_run; the rest (an odd width's lone sine, a split
+ * layout's longer half), a row cr_run flagged, a factor other than 1 and the
+ * forced exact path entry by entry. */
+static void DRV_FN(cr_row)(DRV_T *row, const pe_ctx *c, double K, const double *As,
+                           const double *Ac, const double *Tm, const double *Ts, double sg,
+                           double dl, double zero) {
+    const pe_spec *sp = c->sp;
+    int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
+    int64_t ns = inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : sp->ns;
+    int64_t nc = inter ? sp->npairs : sp->nc, i, first = 0;
+    if (c->scale == 1.0 && !pe_cr_forced()) {
+        int64_t n = inter ? sp->npairs : pe_split_pairs(sp);
+        unsigned f =
+            inter ? DRV_FN(cr_run)(row, row + 1, 2, n, As, Ac, Tm, Ts, sg, dl)
+                  : DRV_FN(cr_run)(row + sp->s_off, row + sp->c_off, 1, n, As, Ac, Tm, Ts, sg, dl);
+        first = f != 0 ? 0 : n;
+    }
+    for (i = first; i < ns; i++) {
+        double e = PE_CR_ROT_ERR * (fabs(As[i]) + fabs(Ac[i] * Ts[i])) + dl;
+        int64_t col = inter ? (i < sp->npairs ? 2 * i : sp->d - 1) : sp->s_off + i;
+        row[col] = DRV_FN(cr_entry)(c, PE_SIN(i), e, K, i, 0);
+    }
+    for (i = first; i < nc; i++) {
+        double e = PE_CR_ROT_ERR * (fabs(Ac[i]) + fabs(As[i] * Ts[i])) + dl;
+        int64_t col = inter ? 2 * i + 1 : sp->c_off + i;
+        row[col] = DRV_FN(cr_entry)(c, PE_COS(i), e, K, i, 1);
+    }
+    if (sp->zero_col >= 0)
+        row[sp->zero_col] = DRV_PUT(zero);
+}
+#endif
+
 #if DRV_DD
 /* The accurate rows at centre + a (rp) and centre - a (rm), either NULL, of
  * the double-double anchor in ev (pe_rows_dd.h); pos: the centre or a
@@ -60,6 +159,11 @@ PE_INLINE void DRV_FN(write_one)(DRV_T *dest, const pe_ctx *c, const double *ev,
 #if DRV_DD
     if (c->dd) {
         DRV_FN(write_dd)(j >= 0 ? row : NULL, j >= 0 ? NULL : row, c, ev, a, pos, zero);
+    } else
+#else
+    if (c->cr) {
+        DRV_FN(cr_row)(row, c, pos + (double)j, ev, ev + c->nf, c->Tm + a * c->nf,
+                       c->Ts + a * c->nf, sg, (fabs(pos) + (double)a) * c->ferr, zero);
     } else
 #endif
         DRV_W(pe_row)(row, c->sp, zero, ev, ev + c->nf, c->Tm + a * c->nf, c->Ts + a * c->nf, sg);
@@ -122,6 +226,19 @@ PE_INLINE void DRV_FN(write_pair)(DRV_T *out, int64_t row_stride, int64_t rp, in
         double *p = stream ? buf : out + rp * row_stride;
         double *m = stream ? buf + D : out + rm * row_stride;
         DRV_FN(write_dd)(p, m, c, ev, j, (double)(rp + c->rq->offset - j), 0.0);
+        if (stream) {
+            pe_stream_copy(out + rp * row_stride, p, (size_t)D * sizeof(DRV_T));
+            pe_stream_copy(out + rm * row_stride, m, (size_t)D * sizeof(DRV_T));
+        }
+        return;
+    }
+#else
+    if (c->cr) {
+        double centre = (double)(rp + c->rq->offset - j), dl = (fabs(centre) + (double)j) * c->ferr;
+        DRV_T *p = stream ? buf : out + rp * row_stride;
+        DRV_T *m = stream ? buf + D : out + rm * row_stride;
+        DRV_FN(cr_row)(p, c, centre + (double)j, ev, ev + c->nf, Tm, Ts, 1.0, dl, 0.0);
+        DRV_FN(cr_row)(m, c, centre - (double)j, ev, ev + c->nf, Tm, Ts, -1.0, dl, 0.0);
         if (stream) {
             pe_stream_copy(out + rp * row_stride, p, (size_t)D * sizeof(DRV_T));
             pe_stream_copy(out + rm * row_stride, m, (size_t)D * sizeof(DRV_T));
@@ -310,3 +427,9 @@ static void DRV_FN(fill_units)(DRV_T *out, int64_t row_stride, pe_fill *f, int64
 #undef DRV_T
 #undef DRV_SFX
 #undef DRV_DD
+#if defined(DRV_PUT)
+#undef DRV_PUT
+#undef DRV_BITS
+#undef DRV_PREC
+#undef DRV_EMIN
+#endif

@@ -472,11 +472,11 @@ PE_HIDDEN int pe_settle(int ret);
  * which the binding's translation unit does not see). */
 #define PE_ROUND_DEFAULT 0
 #define PE_ROUND_CORRECT 1
-/* A handle's rounding against the call: correct rounding is for float64 fills
- * and caches only (kind PE_KIND_F64; kind 0: a call that cannot honour it, an
- * add or a rotation), else FASTPE_EINVAL naming the handle's argument. */
+/* A handle's rounding against the call: correct rounding is for fills and
+ * caches of every entry type (kind 0: a call that cannot honour it, an add or
+ * a rotation, FASTPE_EINVAL naming the handle's argument). */
 PE_INLINE int pe_check_rounding(int rounding, int kind, const char *name) {
-    if (rounding == PE_ROUND_DEFAULT || kind == PE_KIND_F64)
+    if (rounding == PE_ROUND_DEFAULT || kind != 0)
         return 0;
     return pe_fail(PE_EINVAL, name, -1, (double)rounding, NAN);
 }

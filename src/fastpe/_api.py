@@ -26,7 +26,6 @@ from ._validate import (
     as_real,
     check_out,
     check_table_size,
-    dtype_name,
     kernel_view,
 )
 from ._version import __version__
@@ -172,18 +171,19 @@ def sinusoidal(
         ``"diffusers"``, ``"gptj"``, or a :class:`Convention` with custom knobs.
         ``base`` and ``layout`` only apply to ``"vaswani"``.
     correctly_rounded : bool, keyword-only
-        float64 entries correctly rounded: each is the exact value (sin/cos of
-        position x frequency, the frequency the convention's formula) rounded
-        once, entries near zero included (the default float64 path is within
-        ~5e-16 absolute, which near zero can be many ulps).  A proved error
-        bound decides nearly every entry; the few it cannot decide (0.015 % of
-        entries at positions beyond 2^20, none in tables from 0) are evaluated
-        again in 256-bit arithmetic (docs/accuracy.md).  It costs
-        ~6-10x the default float64 time for a table and ~15-20x for a small
-        call (docs/performance.md).  float64 tables only (``dtype=np.float64`` or
-        a float64 ``out``): with another dtype, the default float32 included,
-        ValueError (their writers have no rounding test yet: a few entries beside
-        a midpoint of the format are not correctly rounded).
+        Entries correctly rounded, in every dtype: each is the exact value
+        (sin/cos of position x frequency, the frequency the convention's
+        formula) rounded once to the output's dtype (to nearest even,
+        subnormals included), entries near zero included (the default float64
+        path is within ~5e-16 absolute, which near zero can be many ulps; the
+        default float32 one rounds a rare entry beside a midpoint the wrong
+        way).  A proved error bound decides nearly every entry; the few it
+        cannot decide are evaluated again in 256-bit arithmetic
+        (docs/accuracy.md).  float64: 0.015 % of entries at positions beyond
+        2^20, none in tables from 0, and ~6-10x the default time for a table,
+        ~15-20x for a small call; float32: about one entry in 4 million, ~2.5x
+        the default time for a table, ~1.3x for one row; float16 and bfloat16
+        ~3-3.5x for a table (docs/performance.md).
 
     Returns
     -------
@@ -257,11 +257,6 @@ def _fill_table(
     rows = math.prod(shape[:-1])
     fresh = out is None
     out, view = _output(out, shape, explicit, enc.scratch_nbytes(rows, nthreads, False))
-    if accurate and view.dtype != np.float64:
-        raise ValueError(
-            "correctly_rounded=True applies to float64 tables (dtype=np.float64 or a "
-            f"float64 out), got {dtype_name(view.dtype)}"
-        )
     # (_rows only where there is more than one row axis: it costs microseconds)
     view, bf16 = kernel_view(_rows(view) if view.ndim != 2 else view)
     flat = None if positions is None else np.ascontiguousarray(positions).reshape(1, -1)

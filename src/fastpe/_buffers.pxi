@@ -37,7 +37,7 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
     broadcast zeros welcome; float positions exclude offsets).  Rows at
     ``zero_pos`` get a zero encoding.  ``add``: out = out*scale + PE.
     ``fresh``: ``out`` was just allocated (its pages are new).  ``accurate``:
-    float64 rows correctly rounded (the library's accurate writers).  ``out`` None:
+    rows correctly rounded (the library's tested writers).  ``out`` None:
     the library's checks of the other arguments only, nothing filled.  The library
     checks the numbers (sizes, stride, positions, scale); ``errctx``: how its
     refusals are worded (see _fill_interruptibly)."""

@@ -96,15 +96,6 @@ cdef inline char _fast_dtype(dtype):
     return c'x'
 
 
-cdef inline char _accurate_dtype(char want, bint accurate, out):
-    """_fast_dtype's answer for a correctly rounded fill: 'd' (float64 asked for, or
-    an out whose dtype _fast_out then checks), else 'x' (the general path refuses
-    another dtype, the default float32 included)."""
-    if not accurate or want == c'd':
-        return want
-    return c'd' if want == 0 and out is not None else c'x'
-
-
 cdef bint _fast_out(out, Py_buffer *view, char want, int64_t *rows, int64_t d,
                     int64_t *stride) except -1:
     """Acquire a plain, writable, aligned ndarray ``out`` whose rows (all leading
@@ -201,7 +192,7 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
           bint accurate=False):
     """fastpe.sinusoidal for the common argument types: the table, or None to
     decline (the general path then validates and explains).  ``accurate``: its
-    correctly_rounded (float64 only)."""
+    correctly_rounded."""
     cdef Encoder enc = _cached(convention, base, layout, d_model)
     cdef int64_t S, off, last, rows = 0, stride = 0
     cdef int nt
@@ -211,7 +202,7 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
     if enc is None or not _as_i64(seq_len, &S) or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
-    want = _accurate_dtype(_fast_dtype(dtype), accurate, out)
+    want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
     _init_rows(&rq, 1, S, enc.has_zero, enc.zero)
@@ -253,7 +244,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
              bint accurate=False):
     """fastpe.sinusoidal_at for the common argument types: the rows, or None to
     decline (the general path then validates, converts, copies and explains).
-    ``accurate``: its correctly_rounded (float64 only)."""
+    ``accurate``: its correctly_rounded."""
     cdef Encoder enc = _cached(convention, base, layout, d_model)
     cdef int64_t n, rows = 0, stride = 0
     cdef int nt
@@ -264,7 +255,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
     if enc is None:
         return None
     nt = _fast_threads(num_threads)
-    want = _accurate_dtype(_fast_dtype(dtype), accurate, out)
+    want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
     if not _fast_positions(positions, &pv):

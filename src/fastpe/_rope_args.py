@@ -53,7 +53,7 @@ def _write_caches(
     """rope_cache's caches of ``shape`` tokens: ``fill(view, bfloat16)`` writes their
     [sin | cos] rows of nf frequencies into a C-contiguous table, which is then
     scaled by the attention factor and laid out into new arrays or ``out``
-    (``accurate``: correctly_rounded, float64 only, the fill's rows already scaled)."""
+    (``accurate``: correctly_rounded, the fill's rows already scaled)."""
     full = (*shape, 2 * nf)
     if out is None:
         dt = explicit if explicit is not None else np.dtype(np.float32)
@@ -70,14 +70,10 @@ def _write_caches(
                 f"out's cos and sin must have one dtype, got {cos.dtype} and {sin.dtype}"
             )
         check_table_size(math.prod(shape), 2 * nf, 8, working_copies=1)
-    if accurate and cos.dtype != np.float64:
-        raise ValueError(
-            f"correctly_rounded=True applies to float64 caches (dtype=np.float64 or a "
-            f"float64 out), got {dtype_name(cos.dtype)}"
-        )
     # [sin | cos] of the nf frequencies, each entry rounded once into the table's
-    # dtype (float64 when the attention factor is still to be applied)
-    dt = cos.dtype if attention == 1.0 else np.dtype(np.float64)
+    # dtype (float64 when the attention factor is still to be applied; correctly
+    # rounded rows come with it applied)
+    dt = cos.dtype if attention == 1.0 or accurate else np.dtype(np.float64)
     table = np.empty((math.prod(shape), 2 * nf), dt)
     if table.shape[0]:
         fill(*kernel_view(table))

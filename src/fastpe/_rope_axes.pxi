@@ -104,8 +104,8 @@ def rope_table_axes(RopeAxes axes, out, positions, int num_threads, bint bfloat1
     """Fill ``out``, a C-contiguous (n, 2 nf) float16/bfloat16 (``bfloat16``: uint16
     bits)/float32/float64 buffer, with the [sin | cos] rows of the n tokens of
     ``positions`` (a C-contiguous (n, n_axes) int64 or float64 array; its range is the
-    caller's to check), each entry rounded once into out's type (``accurate``: float64
-    entries correctly rounded, each ``scale`` times its sine or cosine)."""
+    caller's to check), each entry rounded once into out's type (``accurate``: each
+    entry correctly rounded, each ``scale`` times its sine or cosine)."""
     cdef Py_buffer ov, pv
     cdef const void *pp
     cdef pe_rope_axis ax[64]

@@ -123,18 +123,19 @@ def rope_cache(
         value rounded once; the keys' scales are their inverses), as its
         ``get_scale``.  ``xpos_center`` defaults to the number of tokens // 2.
     correctly_rounded : bool, keyword-only
-        float64 caches correctly rounded: each entry is the attention factor
-        times the sine or cosine of the exact product of the position's float64
-        value and the float64 frequency (``inv_freq``, or the rule's frequencies
-        at its ``precision``), rounded once, entries near zero included (the
-        default float64 path is within ~5e-16 absolute, which near zero can be
-        many ulps).  As :func:`sinusoidal`'s option: a proved error bound decides
+        Caches correctly rounded, in every dtype: each entry is the attention
+        factor times the sine or cosine of the exact product of the position's
+        float64 value and the float64 frequency (``inv_freq``, or the rule's
+        frequencies at its ``precision``), rounded once to the output's dtype
+        (subnormals included), entries near zero included (the default float64
+        path is within ~5e-16 absolute, which near zero can be many ulps; the
+        default float32 one rounds a rare entry beside a midpoint the wrong
+        way).  As :func:`sinusoidal`'s option: a proved error bound decides
         nearly every entry, the rest are evaluated again in 256-bit arithmetic;
-        it costs a few times the default float64 time, more with an attention
-        factor other than 1 (docs/performance.md).  Needs a float64 output
-        (``dtype`` or ``out``); ``sections`` and per-head ``inv_freq`` are
-        covered, mixed ``inv_freq`` (a sum of angles) and xPos are not: those
-        are a ValueError.
+        it costs a few times the default time, more with an attention factor
+        other than 1 (docs/performance.md).  ``sections`` and per-head
+        ``inv_freq`` are covered, mixed ``inv_freq`` (a sum of angles) and xPos
+        are not: those are a ValueError.
 
     Returns
     -------

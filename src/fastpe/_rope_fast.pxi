@@ -422,8 +422,9 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     into new arrays or
     a pair of plain ndarrays of the result's shape -- through the C API's cache
     function, or None to decline (the general path then validates and explains).
-    ``correctly_rounded``: float64 only, through a copy of the plan's handle set to
-    the C API's correct rounding (the shared handle itself is never changed)."""
+    ``correctly_rounded``: float64 here (other dtypes: the general path), through a
+    copy of the plan's handle set to the C API's correct rounding (the shared handle
+    itself is never changed)."""
     cdef const pe_rope_plan *pl = NULL
     cdef pe_rope_handle *h
     cdef pe_rope_handle exact
@@ -442,7 +443,7 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     want = _fast_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
-    if correctly_rounded:   # (other dtypes: the general path refuses them)
+    if correctly_rounded:   # (other dtypes: the general path)
         if want == c'f' or (want == 0 and out is None):
             return None
         want = c'd'

@@ -187,24 +187,41 @@ class _Tables:
         self.heads = len(self.encs[0])
         self.negative = None if w is None or not np.signbit(w).any() else np.signbit(w)
 
-    def table(self, h: int, rows: int, nthreads: int, accurate: bool = False) -> np.ndarray:
+    def table(
+        self,
+        h: int,
+        rows: int,
+        nthreads: int,
+        accurate: bool = False,
+        into: np.ndarray | None = None,
+        bf16: bool = False,
+    ) -> np.ndarray:
         """Head h's float64 [sin | cos] table, ``rows`` tokens (``accurate``: one axis's
-        entries correctly rounded, times the attention factor)."""
+        entries correctly rounded, times the attention factor, written into ``into``
+        when given: a table of the cache's dtype, rounded once; bf16: its bfloat16
+        bits)."""
         nf = self.nf
         out = None
         for a, where in enumerate(self.axes_pos):
-            t = np.empty((rows, 2 * nf), np.float64)
+            t = np.empty((rows, 2 * nf), np.float64) if into is None else into
             if rows:
                 self.encs[a][h].fill_rows(
                     t,
                     num_threads=nthreads,
-                    fresh=True,
+                    fresh=into is None,
                     accurate=accurate,
                     scale=self.attention if accurate else 1.0,
+                    bfloat16=bf16,
                     **where,
                 )
                 if self.negative is not None and self.negative[a, h].any():
-                    t[:, :nf][:, self.negative[a, h]] *= -1.0  # sin(-x) = -sin(x), exactly
+                    # sin(-x) = -sin(x), exactly: the sign bit of the 16-bit entries
+                    neg = t[:, :nf][:, self.negative[a, h]]
+                    if t.dtype.itemsize == 2:
+                        neg = (neg.view(np.uint16) ^ np.uint16(0x8000)).view(t.dtype)
+                    else:
+                        neg *= -1.0
+                    t[:, :nf][:, self.negative[a, h]] = neg
             if out is None:
                 out = t
                 continue
@@ -416,8 +433,12 @@ def cache(
 
     def fill(view: np.ndarray, bf16: bool) -> None:
         for h in range(heads):
-            t = tables.table(h, ntok, nthreads, accurate)
             part = view[h * ntok : (h + 1) * ntok]
+            if accurate and part.dtype.itemsize != 8:
+                # (one axis: each entry rounded once into the cache's dtype by the fill)
+                tables.table(h, ntok, nthreads, accurate, into=part, bf16=bf16)
+                continue
+            t = tables.table(h, ntok, nthreads, accurate)
             if part.dtype.itemsize == 2:  # rounded once (NumPy's bfloat16 cast is twice)
                 _kernel.round_to_half(t.reshape(-1), part.view(np.uint16).reshape(-1), bf16)
             else:

@@ -185,7 +185,7 @@ extern "C" {
 
 /* The rounding of a handle (fastpe_spec_set_rounding, fastpe_rope_set_rounding). */
 #define FASTPE_ROUND_DEFAULT 0 /* the fast evaluation (float64: within 5e-16 absolute) */
-#define FASTPE_ROUND_CORRECT 1 /* float64 entries correctly rounded (correctly_rounded=True) */
+#define FASTPE_ROUND_CORRECT 1 /* every entry correctly rounded (correctly_rounded=True) */
 #endif
 
 /* ---- types ------------------------------------------------------------------ */
@@ -506,23 +506,23 @@ FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head
 
 /* ---- correct rounding (library ABI 1.3, capsule ABI 1.5) ----------------------
  * fastpe.sinusoidal / sinusoidal_at / rope_cache(..., correctly_rounded=True):
- * each float64 entry is its exact value (the sine or cosine of the exact
- * product of the position and the frequency; for a RoPE cache, times the
- * attention factor) rounded once to nearest: the same bits as those Python
+ * each entry is its exact value (the sine or cosine of the exact product of
+ * the position and the frequency; for a RoPE cache, times the attention
+ * factor) rounded once to nearest-even in the output's type (float64, float32,
+ * float16 or bfloat16, subnormals included): the same bits as those Python
  * functions, by the same code.  The fast evaluation runs first, a rounding test
  * decides each entry, and the rare entry it cannot decide is evaluated exactly:
  * costlier than the default (see docs/performance.md), which stays as it is.
  *
  * It is a setting of the handle, FASTPE_ROUND_DEFAULT when it is made:
- *   spec: fastpe_spec_fill_f64, fastpe_spec_fill_positions_f64 (for
- *         fastpe_fill_f64 and fastpe_fill_positions_f64, a "vaswani" spec,
- *         whose rows are theirs);
- *   rope: fastpe_rope_cache_f64, fastpe_rope_cache_axes_f64.
- * Float64 tables and caches only: every other function given a handle set to
- * FASTPE_ROUND_CORRECT returns FASTPE_EINVAL before writing anything, the error
- * detail naming "spec" or "rope" (value: the rounding): the float32,
- * float16 and bfloat16 functions, the add functions (x*scale + PE) and the
- * rotations (fastpe_rope_apply_*).
+ *   spec: fastpe_spec_fill_{f64,f32,f16,bf16},
+ *         fastpe_spec_fill_positions_{f64,f32,f16,bf16} (for fastpe_fill_* and
+ *         fastpe_fill_positions_*, a "vaswani" spec, whose rows are theirs);
+ *   rope: fastpe_rope_cache_*, fastpe_rope_cache_axes_*.
+ * Tables and caches only: the add functions (x*scale + PE) and the rotations
+ * (fastpe_rope_apply_*) given a handle set to FASTPE_ROUND_CORRECT return
+ * FASTPE_EINVAL before writing anything, the error detail naming "spec" or
+ * "rope" (value: the rounding).
  *
  * Threads: set the rounding after making the handle and before sharing it; it
  * must not change while another thread calls through the handle.
