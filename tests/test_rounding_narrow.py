@@ -18,6 +18,7 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
+import test_f64_rounding as f64_rounding
 
 import fastpe
 from fastpe import _api
@@ -44,23 +45,6 @@ def _dtype(fmt: str) -> Any:
     return np.dtype(fmt)
 
 
-def _columns(spec: dict) -> list[tuple[int, bool] | None]:
-    """(frequency, is_sine) of each column of a kernel spec (None: the zero column)."""
-    cols: list[tuple[int, bool] | None] = [None] * spec["d"]
-    if spec["layout"] == 0:
-        for i in range(spec["npairs"]):
-            cols[2 * i] = (i, True)
-            cols[2 * i + 1] = (i, False)
-        if spec["lone_sin"]:
-            cols[spec["d"] - 1] = (spec["npairs"], True)
-    else:
-        for i in range(spec["ns"]):
-            cols[spec["s_off"] + i] = (i, True)
-        for i in range(spec["nc"]):
-            cols[spec["c_off"] + i] = (i, False)
-    return cols
-
-
 def _check_table(
     got: np.ndarray,
     positions: Any,
@@ -72,12 +56,13 @@ def _check_table(
 ) -> int:
     """Every entry of got (rows: positions) is the exact value rounded once to fmt
     (value equality: a real 0 has no sign); the number of entries checked."""
-    spec = _api._convention(convention, 10000.0, layout).spec(d)
-    cols = _columns(spec)
+    conv = _api._convention(convention, 10000.0, layout)
+    cols = f64_rounding._columns(conv, d)
     vals = sweep_tool.as_float64(got, fmt)
     bad, n = [], 0
     with mpmath.workprec(PREC):
-        w0, base, denom = (mpmath.mpf(spec[k]) for k in ("w0", "base", "denom"))
+        w0, base = mpmath.mpf(conv.position_scale), mpmath.mpf(conv.base)
+        denom = mpmath.mpf(f64_rounding._denominator(conv, d))
         for r, k in enumerate(np.asarray(positions).tolist()):
             for j in range(d) if columns is None else columns:
                 c = cols[int(j)]
