@@ -24,24 +24,12 @@
 #endif
 #include <fastpe/fastpe.h>
 
+#include "digest.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The digest: the bytes as little-endian 64-bit words w_i (the last one
- * zero-padded), h = nbytes + sum_i (w_i ^ (w_i >> 29)) * (2i + 1) mod 2^64. */
-static uint64_t digest(const void *p, size_t nbytes) {
-    const unsigned char *b = (const unsigned char *)p;
-    uint64_t h = (uint64_t)nbytes;
-    for (size_t i = 0; 8 * i < nbytes; i++) {
-        uint64_t w = 0;
-        for (size_t k = 0; k < 8 && 8 * i + k < nbytes; k++)
-            w |= (uint64_t)b[8 * i + k] << (8 * k);
-        h += (w ^ (w >> 29)) * (uint64_t)(2 * i + 1);
-    }
-    return h;
-}
 
 static const char *DTYPES[4] = {"float32", "float64", "float16", "bfloat16"};
 static const size_t ITEM[4] = {4, 8, 2, 2};
