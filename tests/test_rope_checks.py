@@ -759,19 +759,15 @@ POSITION_REFUSALS = [
 ]
 
 
-@pytest.mark.parametrize("call, given, message", POSITION_REFUSALS)
-def test_position_refusals_cold_and_warm(call, given, message):
-    """Positions that are not finite, or beyond the exact reduction of their
-    frequencies, refused by the library's checks (pe_rope_check_tokens,
-    pe_rope_check_span) with the same type and message cold and warm, the
-    positions untouched."""
+def _positions_refused_cold_and_warm(call, given, message):
+    """call(positions) refused with the same message cold and warm (the warm
+    calls plan one and three axes), a copy of ``given`` each time, left untouched."""
 
     def refused():
-        p = np.array(given)
-        before = p.copy()
+        p = given.copy()
         with pytest.raises(ValueError, match=message) as info:
             call(p)
-        np.testing.assert_array_equal(p, before)
+        np.testing.assert_array_equal(p, given)
         return str(info.value)
 
     cold, warm = _cold_and_warm(
@@ -780,6 +776,15 @@ def test_position_refusals_cold_and_warm(call, given, message):
         lambda: fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4)),
     )
     assert warm == cold
+
+
+@pytest.mark.parametrize("call, given, message", POSITION_REFUSALS)
+def test_position_refusals_cold_and_warm(call, given, message):
+    """Positions that are not finite, or beyond the exact reduction of their
+    frequencies, refused by the library's checks (pe_rope_check_tokens,
+    pe_rope_check_span) with the same type and message cold and warm, the
+    positions untouched."""
+    _positions_refused_cold_and_warm(call, np.array(given), message)
 
 
 def test_position_refusal_detail():
@@ -947,20 +952,7 @@ def test_id_refusals_cold_and_warm(call, given, message):
     """Integer position ids beyond +-2^62 (of any integer type: uint64 converted
     by the binding, the range the library's token check's), the same message cold and
     warm, the positions untouched."""
-
-    def refused():
-        p = given.copy()
-        with pytest.raises(ValueError, match=message) as info:
-            call(p)
-        assert (np.asarray(p) == np.asarray(given)).all()
-        return str(info.value)
-
-    cold, warm = _cold_and_warm(
-        refused,
-        lambda: fastpe.rope_cache(8, seq_len=3),
-        lambda: fastpe.rope_cache(16, positions=np.zeros((1, 3), np.int64), sections=(2, 2, 4)),
-    )
-    assert warm == cold
+    _positions_refused_cold_and_warm(call, given, message)
 
 
 def test_id_refusal_detail():
