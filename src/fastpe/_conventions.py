@@ -44,6 +44,13 @@ _LAYOUTS = ("interleaved", "split", "split_cos_first")
 _ODD = ("sin", "zero", "error")
 
 
+def _check_knobs(base: float, position_scale: float, shift: float) -> None:
+    """The library's check of the numeric knobs (ValueError naming the knob).  A
+    Python function of its own so that fastpe.torch can tell TorchDynamo its result
+    is a constant (a compiled function's call would break the graph)."""
+    _kernel.check_knobs(base, position_scale, shift)
+
+
 @dataclass(frozen=True)
 class Convention:
     """The knobs of a sinusoidal convention (see the module docstring).
@@ -97,7 +104,7 @@ class Convention:
             "position_scale": as_real(self.position_scale, "position_scale"),
             "shift": as_real(self.shift, "shift"),
         }
-        _kernel.check_knobs(norm["base"], norm["position_scale"], norm["shift"])
+        _check_knobs(norm["base"], norm["position_scale"], norm["shift"])
         if self.padding_idx is not None:
             norm["padding_idx"] = as_int(
                 self.padding_idx, "padding_idx", minimum=INT64_MIN, maximum=INT64_MAX

@@ -38,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from . import _api, _rope_apply, _rope_cache
+from . import _api, _conventions, _rope_apply, _rope_cache
 from ._conventions import Convention
 from ._rope_args import _as_seq
 from ._rope_rules import (
@@ -98,6 +98,9 @@ _INTEGERS = (
     torch.uint32,
     torch.uint64,
 )
+# A Convention is built (and its knobs checked by the library) while a compiled
+# function is traced: the check's result is a constant, not a graph break.
+torch.compiler.assume_constant_result(_conventions._check_knobs)
 # module-level names for RotaryEmbedding's traced path (see there)
 _Tensor = torch.Tensor
 _is_compiling = torch.compiler.is_compiling
