@@ -152,8 +152,8 @@ def exact_table(k: float, j: int, d: int) -> mpmath.mpf:
     return mpmath.sin(k * w) if j % 2 == 0 else mpmath.cos(k * w)
 
 
-def fastpe_table(k: float, j: int, d: int, fmt: str) -> float:
-    row = fastpe.sinusoidal_at(np.array([k]), d, dtype=fmt)
+def fastpe_table(k: float, j: int, d: int, fmt: str, accurate: bool = False) -> float:
+    row = fastpe.sinusoidal_at(np.array([k]), d, dtype=fmt, correctly_rounded=accurate)
     return float(as_float64(row, fmt)[0, j])
 
 
@@ -171,8 +171,13 @@ def exact_rope(k: float, j: int, d: int, inv_freq: np.ndarray) -> mpmath.mpf:
     return mpmath.cos(k * w) if j < d // 2 else mpmath.sin(k * w)
 
 
-def fastpe_rope(k: float, j: int, d: int, fmt: str, inv_freq: np.ndarray) -> float:
-    cos, sin = fastpe.rope_cache(d, positions=np.array([k]), inv_freq=inv_freq, dtype=fmt)
+def fastpe_rope(
+    k: float, j: int, d: int, fmt: str, inv_freq: np.ndarray, accurate: bool = False
+) -> float:
+    at = np.array([k])
+    cos, sin = fastpe.rope_cache(
+        d, positions=at, inv_freq=inv_freq, dtype=fmt, correctly_rounded=accurate
+    )
     half = d // 2
     src = cos if j < half else sin
     return float(as_float64(src, fmt).reshape(-1)[j % half])
@@ -219,6 +224,7 @@ LLAMA31 = {
     "original_max_position_embeddings": 8192,
 }
 RULE_NAMES = {"rope": "theta 1e4, ideal", "rope-llama3": "Llama 3.1, ideal"}
+_CR = "(correctly_rounded=True)"
 
 
 class Tally:
@@ -242,9 +248,11 @@ def measure(
     fmts: tuple[str, ...] = tuple(FORMATS),
     others: bool = False,
     below: int | None = None,
+    accurate: bool = False,
 ) -> dict[tuple[str, str], Tally]:
     """{(function, dtype): Tally} over the sampled entries; with others, also the
-    code of rounding_others.OTHERS (rope kinds at widths up to 4096, as fastpe's)."""
+    code of rounding_others.OTHERS (rope kinds at widths up to 4096, as fastpe's);
+    with accurate, also fastpe's functions with ``correctly_rounded=True``."""
     rng = np.random.default_rng(seed)
     triples = sample(rng, entries, below)
     results: dict[tuple[str, str], Tally] = {}
@@ -260,6 +268,9 @@ def measure(
             exact = {"table": exact_table(k, j, d)}
             for fmt in fmts:
                 record("sinusoidal_at", fmt, fastpe_table(k, j, d, fmt), exact["table"])
+                if accurate:
+                    got = fastpe_table(k, j, d, fmt, True)
+                    record(f"sinusoidal_at{_CR}", fmt, got, exact["table"])
             got = numpy_table(k, j, d, "float64")
             record("numpy float64 formula", "float64", got, exact["table"])
             if d <= 4096:
@@ -268,6 +279,9 @@ def measure(
                 ex = exact_rope(k, j, d, freqs[d])
                 for fmt in fmts:
                     record("rope_cache", fmt, fastpe_rope(k, j, d, fmt, freqs[d]), ex)
+                    if accurate:
+                        got = fastpe_rope(k, j, d, fmt, freqs[d], True)
+                        record(f"rope_cache{_CR}", fmt, got, ex)
                 if others:
                     exact["rope"] = exact_rope_rule(k, j, d, "rope")
                     exact["rope-llama3"] = exact_rope_rule(k, j, d, "rope-llama3")
@@ -359,6 +373,11 @@ def main() -> None:
     ap.add_argument(
         "--below", type=int, metavar="N", help="integer positions 0 .. N-1 only (a context)"
     )
+    ap.add_argument(
+        "--correctly-rounded",
+        action="store_true",
+        help="fastpe's functions with correctly_rounded=True too",
+    )
     args = ap.parse_args()
     if args.search:
         hard = search(args.search, args.widths)
@@ -367,7 +386,13 @@ def main() -> None:
                 print(f"not correctly rounded: position {k}, column {j}, width {d}")
         print(f"{len(hard)} entries near a float32 midpoint, {sum(not h[3] for h in hard)} wrong")
         return
-    results = measure(args.entries, args.seed, others=args.others, below=args.below)
+    results = measure(
+        args.entries,
+        args.seed,
+        others=args.others,
+        below=args.below,
+        accurate=args.correctly_rounded,
+    )
     if args.markdown:
         markdown(results)
     else:
