@@ -25,7 +25,6 @@ from fastpe import kernel
 from fastpe import rope_presets as rp
 
 
-
 def mp256(fn):
     """fn() evaluated with 256 bits, rounded once to the nearest double."""
     with mpmath.workprec(256):
@@ -132,7 +131,9 @@ def test_language_bands_and_dinov3_temperature_float64(dim, temperature):
 
 
 @pytest.mark.parametrize("dim", DIMS)
-@pytest.mark.parametrize("lo, hi", [(0.5, 64.0), (1.0, 1000.0), (3.0, 2.0), (1e-3, 7.5), (2.0, 2.0)])
+@pytest.mark.parametrize(
+    "lo, hi", [(0.5, 64.0), (1.0, 1000.0), (3.0, 2.0), (1e-3, 7.5), (2.0, 2.0)]
+)
 def test_dinov3_periods_float64(dim, lo, hi):
     nb = dim // 4
     d = rp.timm_dinov3(dim, None, lo, hi, precision="float64")
@@ -190,7 +191,9 @@ def timm_bands32(kind: str, n: int, x: float, y: float = 0.0, half: int = 0) -> 
         e = [f32(Fraction(f32(2 * i)) / f32(half)) for i in range(n)]
         return [2 * math.pi / pow32(f32(Fraction(x)), v) for v in e]
     base = f32(Fraction(y / x))
-    periods = [f32(Fraction(f32(Fraction(x))) * Fraction(pow32(base, v))) for v in linspace32(0.0, 1.0, n)]
+    periods = [
+        f32(Fraction(f32(Fraction(x))) * Fraction(pow32(base, v))) for v in linspace32(0.0, 1.0, n)
+    ]
     return [2 * math.pi / p for p in periods]
 
 
@@ -271,10 +274,16 @@ def test_float32_steps_are_timms_with_torchs_power(kind, n, x, y, half):
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: rp.timm_rotary(64, max_res=1.7e308, linear_bands=True, precision="float64"), "max_res"),
+        (
+            lambda: rp.timm_rotary(64, max_res=1.7e308, linear_bands=True, precision="float64"),
+            "max_res",
+        ),
         (lambda: rp.timm_rotary(64, max_res=1.7e308, precision="float64"), "max_res"),
         (lambda: rp.timm_rotary(64, max_res=1e39), "max_res"),
-        (lambda: rp.timm_rotary(64, in_pixels=False, temperature=1e-300, precision="float64"), "temperature"),
+        (
+            lambda: rp.timm_rotary(64, in_pixels=False, temperature=1e-300, precision="float64"),
+            "temperature",
+        ),
         (lambda: rp.timm_dinov3(64, 1e-50), "temperature"),
         (lambda: rp.timm_dinov3(64, None, 1e-308, 1.0, precision="float64"), "min_period"),
         (lambda: rp.timm_dinov3(64, None, 1e-50, 1.0), "min_period"),
@@ -284,7 +293,10 @@ def test_float32_steps_are_timms_with_torchs_power(kind, n, x, y, half):
         (lambda: kernel._timm_frequencies("dinov3_periods", 4, 1.0, math.inf), "max_period"),
         (lambda: kernel._timm_frequencies("dinov3_periods", 4, 0.0, 1.0), "min_period"),
         (lambda: kernel._timm_frequencies("dinov3_temperature", 4, 100.0, half=3), "half"),
-        (lambda: kernel._timm_frequencies("pixel_log", 4, 224.0, precision="float16"), "precision"),
+        (
+            lambda: kernel._timm_frequencies("pixel_log", 4, 224.0, precision="float16"),
+            "precision",
+        ),
     ],
 )
 def test_refusals_name_the_argument(call, match):
