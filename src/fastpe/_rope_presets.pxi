@@ -50,7 +50,8 @@ def _timm_frequencies(str kind, int64_t n, double x, double y=_np.nan, int64_t h
     cdef pe_rule_detail why
     cdef int err
     cdef double[::1] o
-    out = _np.empty(max(n, 1), _np.float64)
+    # (a count the library refuses gets a buffer of 1: its refusal, not NumPy's)
+    out = _np.empty(n if 1 <= n <= 2**30 else 1, _np.float64)
     o = out
     if precision not in ("float32", "float64"):
         raise ValueError(f"precision must be 'float32' or 'float64', got {precision!r}")

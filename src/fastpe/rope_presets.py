@@ -11,8 +11,8 @@ splat into :func:`fastpe.rope_cache` and :func:`fastpe.apply_rope`::
 
 By default the frequencies are the framework's own, rounded as it rounds them
 (float32, in torch's operation order, as :func:`fastpe.rope_frequencies`);
-``precision="float64"`` gives the exact formula. The angles fastpe builds from
-them are exact either way.
+``precision="float64"`` gives the real formula's value, correctly rounded. The
+angles fastpe builds from them are exact either way.
 """
 
 from __future__ import annotations
@@ -673,7 +673,7 @@ def timm_rotary(
     its formula (``i / (dim // 4 - 1)`` and pi exact) rounded once.
     """
     precision = _precision(precision)
-    dim = as_int(dim, "dim", minimum=4)
+    dim = as_int(dim, "dim", minimum=4, maximum=2**32)
     n_axes = as_int(n_axes, "n_axes", minimum=1, maximum=3)
     in_pixels = as_bool(in_pixels, "in_pixels")
     linear_bands = as_bool(linear_bands, "linear_bands")
@@ -715,7 +715,7 @@ def timm_dinov3(
     the real number of its formula (the exponents and pi exact) rounded once.
     """
     precision = _precision(precision)
-    dim = as_int(dim, "dim", minimum=4)
+    dim = as_int(dim, "dim", minimum=4, maximum=2**32)
     half = as_bool(rotate_half, "rotate_half")
     nb = dim // 4
     if min_period is not None and max_period is not None:
