@@ -20,6 +20,8 @@ from fractions import Fraction
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fastpe import kernel
 from fastpe import rope_presets as rp
@@ -266,6 +268,27 @@ def test_float32_steps_are_timms_with_torchs_power(kind, n, x, y, half):
     got = kernel._timm_frequencies(kind, n, x, y, half=half, pow32=torch_pow)
     want = np.asarray(timm_torch_bands(torch, kind, n, x, y, half))
     assert got.tolist() == want.tolist()
+
+
+KINDS = ["pixel_linear", "pixel_log", "language", "dinov3_temperature", "dinov3_periods"]
+
+
+@given(
+    kind=st.sampled_from(KINDS),
+    n=st.integers(1, 40),
+    extra=st.integers(0, 3),
+    x=st.floats(1e-3, 1e6),
+    y=st.floats(1e-3, 1e6),
+)
+def test_generated_rules_against_truth(kind, n, extra, x, y):
+    """Generated arguments: float64 the real formula rounded once, float32 the exact
+    emulation of timm's steps (every parameter in the message)."""
+    half = 2 * n + extra // 2 if kind == "dinov3_temperature" else 0
+    args = (kind, n, x, y, half)
+    got = kernel._timm_frequencies(kind, n, x, y, half=half, precision="float64")
+    assert got.tolist() == real_bands(*args), args
+    got = kernel._timm_frequencies(kind, n, x, y, half=half)
+    assert got.tolist() == timm_bands32(*args), args
 
 
 # ---------------------------------------------------------------- refusals
