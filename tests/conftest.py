@@ -111,6 +111,7 @@ FRAMEWORK_TESTS = frozenset(
         "test_out_interop.py::test_torch_cpu_tensor_is_filled_in_its_own_memory",
         "test_out_interop.py::test_torch_column_window_of_a_wider_tensor",
         "test_out_interop.py::test_torch_bad_tensors_refused",
+        "test_rope_presets_timm.py::test_float32_steps_are_timms_with_torchs_power",
         "test_rope.py::test_torch_bfloat16_inv_freq_is_converted_exactly",
         "test_rope.py::test_against_transformers",
         "test_rope.py::test_float32_steps_are_torchs_operation_order",

@@ -76,11 +76,15 @@ def torch_pow(monkeypatch):
     torch = _import("torch")
     from test_rope import with_torch_power
 
-    def pow_(self, base, expo):
-        e = torch.from_numpy(np.array(expo, dtype=self.t))
-        return (float(base) ** e).numpy()
+    from fastpe import kernel
 
-    monkeypatch.setattr(rope_presets._Ops, "pow", pow_)
+    def pow_(base, e):  # one tensor of exponents, as timm's expressions
+        return (float(base) ** torch.from_numpy(e.copy())).numpy()
+
+    timm_rule = kernel._timm_frequencies
+    monkeypatch.setattr(
+        kernel, "_timm_frequencies", lambda *a, **kw: timm_rule(*a, **kw, pow32=pow_)
+    )
     with_torch_power(monkeypatch)
 
 

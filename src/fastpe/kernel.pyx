@@ -19,6 +19,7 @@ parts by job:
   _rope_native.pxi  the C library's multi-axis entry points, for the tests
   _rope_tables.pxi  RoPE rotations by the caller's angle tables (per head, mixed, xPos)
   _capi.pxi      the C API (include/fastpe.h, kernel.pxd) and its capsule
+  _rope_presets.pxi  timm's rotary frequency rules and torch's float32 linspace
 Results do not depend on the thread count (see lib/src/kernels/pe_core.h).
 """
 
@@ -353,3 +354,4 @@ include "_rope_fast.pxi"
 include "_rope_native.pxi"
 include "_rope_tables.pxi"
 include "_capi.pxi"
+include "_rope_presets.pxi"

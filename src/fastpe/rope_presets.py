@@ -11,8 +11,8 @@ splat into :func:`fastpe.rope_cache` and :func:`fastpe.apply_rope`::
 
 By default the frequencies are the framework's own, rounded as it rounds them
 (float32, in torch's operation order, as :func:`fastpe.rope_frequencies`);
-``precision="float64"`` gives the exact formula. The angles fastpe builds from
-them are exact either way.
+``precision="float64"`` gives the real formula's value, correctly rounded. The
+angles fastpe builds from them are exact either way.
 """
 
 from __future__ import annotations
@@ -138,38 +138,6 @@ def _preset(
         float(attention),
         axes,
     )
-
-
-class _Ops:
-    """The framework's tensor arithmetic in one precision, in torch's order: Python
-    scalars are cast to the tensor's dtype at each operation, and ``scalar / tensor``
-    is ``reciprocal(tensor) * scalar`` (torch's ``__rtruediv__``), two roundings."""
-
-    def __init__(self, dtype):
-        self.t = dtype
-
-    def arr(self, a):
-        return np.asarray(a).astype(self.t)
-
-    def s(self, v):
-        return self.t(v)
-
-    def pow(self, base, expo):
-        # scalar ** tensor: the base cast to the tensor's dtype, then fastpe's
-        # correctly rounded power. torch's float32 power is not always correctly
-        # rounded (about 2 % of entries one ulp off in torch 2.13 on CPU), nor is C's
-        # powf (NumPy's): no bitwise twin of either here
-        f32 = self.t is np.float32
-        return _kernel._power(self.s(base), np.asarray(expo, self.t), float32=f32).astype(self.t)
-
-    def recip(self, a):
-        return self.s(1.0) / a
-
-    def rdiv(self, scalar, a):
-        return self.recip(a) * self.s(scalar)
-
-    def div(self, a, b):
-        return a / (self.s(b) if np.ndim(b) == 0 else b)
 
 
 def _precision(precision: Any) -> Precision:
@@ -660,21 +628,6 @@ def allegro_positions(
 # ---------------------------------------------------------------- timm
 
 
-def _linspace32(start: float, end: float, steps: int) -> np.ndarray:
-    """torch.linspace in float32: ``start + step * i`` up to halfway, ``end - step *
-    (steps - 1 - i)`` after, each a fused multiply-add as torch's CPU kernel is
-    compiled (the product is exact in float64, the sum rounded once to float32)."""
-    a, b = np.float32(start), np.float32(end)
-    if steps == 1:
-        return np.array([a], dtype=np.float32)
-    step = np.float64(np.float32((b - a) / np.float32(steps - 1)))
-    i = np.arange(steps)
-    with np.errstate(over="ignore"):
-        up = np.float64(a) + step * i
-        down = np.float64(b) - step * (steps - 1 - i)
-    return np.where(i < steps // 2, up, down).astype(np.float32)
-
-
 def _timm_bands(
     num_bands: int,
     in_pixels: bool,
@@ -683,35 +636,13 @@ def _timm_bands(
     linear_bands: bool,
     precision: Precision,
 ) -> np.ndarray:
-    """timm's ``_build_bands``: pixel bands (``linspace(1, max_res / 2) * pi``, or
-    ``2 ** linspace(0, log2(max_res) - 1) * pi``) or ``1 / temperature ** (i / n)``."""
+    """timm's ``_build_bands`` (the library's rules): pixel bands (``linspace(1,
+    max_res / 2) * pi``, or ``2 ** linspace(0, log2(max_res) - 1) * pi``) or
+    ``1 / temperature ** (i / n)``."""
     if not in_pixels:
-        if num_bands < 1:
-            return np.zeros(0)
-        return _default_rule(2 * num_bands, temperature, precision)
-    if num_bands < 1:
-        return np.zeros(0)
-    if precision == "float32":
-        f32 = _Ops(np.float32)
-        with np.errstate(over="ignore"):
-            if linear_bands:
-                bands = _linspace32(1.0, max_res / 2, num_bands)
-            else:
-                # Python's math.log(max_res, 2), log(x) / log(2), with fastpe's own log
-                log2 = _kernel._log(max_res) / _kernel._log(2.0)
-                bands = f32.pow(2.0, _linspace32(0.0, log2 - 1, num_bands))
-            out = (bands * np.float32(math.pi)).astype(np.float64)
-    else:  # each rational part rounded once, then the product with pi
-        x = [Fraction(i, max(num_bands - 1, 1)) for i in range(num_bands)]
-        with np.errstate(over="ignore"):
-            if linear_bands:
-                part = np.array([float(1 + (Fraction(max_res) / 2 - 1) * t) for t in x])
-            else:  # 2 ** ((log2(max_res) - 1) t) = (max_res / 2) ** t
-                part = _kernel._power(max_res / 2, np.array([float(t) for t in x]))
-            out = part * math.pi
-    if not np.all(np.isfinite(out)) or np.any(out < 0):
-        raise ValueError(f"max_res={max_res!r} gives pixel bands that are not finite and >= 0")
-    return out
+        return _kernel._timm_frequencies("language", num_bands, temperature, precision=precision)
+    kind = "pixel_linear" if linear_bands else "pixel_log"
+    return _kernel._timm_frequencies(kind, num_bands, max_res, precision=precision)
 
 
 def timm_rotary(
@@ -738,10 +669,11 @@ def timm_rotary(
 
     The float32 default rounds as timm does (its float32 ``linspace`` by the scalar
     formula of torch's kernel, which its vectorised kernel can miss by an ulp);
-    ``precision="float64"`` gives the exact bands.
+    ``precision="float64"`` gives each band correctly rounded: the real number of
+    its formula (``i / (dim // 4 - 1)`` and pi exact) rounded once.
     """
     precision = _precision(precision)
-    dim = as_int(dim, "dim", minimum=4)
+    dim = as_int(dim, "dim", minimum=4, maximum=2**32)
     n_axes = as_int(n_axes, "n_axes", minimum=1, maximum=3)
     in_pixels = as_bool(in_pixels, "in_pixels")
     linear_bands = as_bool(linear_bands, "linear_bands")
@@ -779,37 +711,23 @@ def timm_dinov3(
     are ``timm_positions(shape, grid_type="centered", ...)``.
 
     The float32 default divides by timm's float32 periods (the angle itself stays
-    exact); ``precision="float64"`` uses the exact periods.
+    exact); ``precision="float64"`` gives each ``2 pi / period`` correctly rounded:
+    the real number of its formula (the exponents and pi exact) rounded once.
     """
     precision = _precision(precision)
-    dim = as_int(dim, "dim", minimum=4)
+    dim = as_int(dim, "dim", minimum=4, maximum=2**32)
     half = as_bool(rotate_half, "rotate_half")
     nb = dim // 4
-    f32 = _Ops(np.float32)
-    with np.errstate(over="ignore", divide="ignore"):
-        if min_period is not None and max_period is not None:
-            lo = as_base(min_period, "min_period")
-            hi = as_base(max_period, "max_period")
-            if precision == "float32":  # min_period * (max_period / min_period) ** linspace(0, 1)
-                periods = f32.s(lo) * f32.pow(hi / lo, _linspace32(0.0, 1.0, nb))
-                w = 2 * math.pi / periods.astype(np.float64)
-            else:
-                x = np.array([float(Fraction(i, max(nb - 1, 1))) for i in range(nb)])
-                w = (2 * math.pi / lo) * _kernel._power(lo / hi, x)
-        else:
-            if temperature is None:
-                raise ValueError("give temperature, or both min_period and max_period")
-            t = as_base(temperature, "temperature")
-            if precision == "float32":  # temperature ** (2 * arange(nb) / (dim // 2))
-                ex = f32.s(2.0) * np.arange(nb, dtype=np.float32) / f32.s(dim // 2)
-                w = 2 * math.pi / f32.pow(t, ex).astype(np.float64)
-            else:
-                x = np.array([float(Fraction(2 * i, dim // 2)) for i in range(nb)])
-                w = 2 * math.pi * _kernel._power(t, -x)
-    if not np.all(np.isfinite(w) & (w > 0)):
-        raise ValueError(
-            f"the periods of temperature={temperature!r}, min_period={min_period!r}, "
-            f"max_period={max_period!r} must be finite and > 0 (in {precision})"
+    if min_period is not None and max_period is not None:
+        lo = as_base(min_period, "min_period")
+        hi = as_base(max_period, "max_period")
+        w = _kernel._timm_frequencies("dinov3_periods", nb, lo, hi, precision=precision)
+    else:
+        if temperature is None:
+            raise ValueError("give temperature, or both min_period and max_period")
+        t = as_base(temperature, "temperature")
+        w = _kernel._timm_frequencies(
+            "dinov3_temperature", nb, t, half=dim // 2, precision=precision
         )
     layout: Literal["half", "interleaved"] = "half" if half else "interleaved"
     return _preset(np.tile(w, 2), (nb, nb), "contiguous", layout, 1.0, ("h", "w"))
@@ -893,7 +811,7 @@ def timm_positions(
             continue
         f32 = np.float32
         if kind == "pixel":
-            v = _linspace32(-1.0, 1.0, n)
+            v = _kernel._linspace32(-1.0, 1.0, n).astype(f32)
         elif kind == "index":
             v = np.arange(n, dtype=f32) + f32(offset)
         else:
