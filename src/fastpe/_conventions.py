@@ -39,9 +39,18 @@ from ._validate import (
     as_real,
 )
 
-_DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
-_LAYOUTS = ("interleaved", "split", "split_cos_first")
-_ODD = ("sin", "zero", "error")
+# The string knobs' spellings, in the order of the library's enums: its own table
+# (lib/src/spec.c), which turns them into the enums too.
+_DENOMINATORS: tuple[str, ...] = _kernel.KNOB_SPELLINGS["denominator"]
+_LAYOUTS: tuple[str, ...] = _kernel.KNOB_SPELLINGS["layout"]
+_ODD: tuple[str, ...] = _kernel.KNOB_SPELLINGS["odd"]
+# Each named convention's default knobs, the library's presets
+# (fastpe_knobs_preset), read once here: a named constructor applies its own
+# arguments to them and calls nothing compiled (it may run while TorchDynamo
+# traces a function).
+_PRESETS: dict[str, dict[str, Any]] = {
+    name: _kernel.knobs_preset(name) for name in _kernel.PRESET_NAMES
+}
 
 
 def _check_knobs(base: float, position_scale: float, shift: float) -> None:
@@ -131,9 +140,14 @@ class Convention:
 
     # ----------------------------------------------------------- named conventions
     @classmethod
+    def _preset(cls, name: str, **changes: Any) -> Convention:
+        """The library's preset ``name`` with the constructor's own knobs set."""
+        return cls(name, **{**_PRESETS[name], **changes})
+
+    @classmethod
     def vaswani(cls, base: float = 10000.0, layout: str = "interleaved") -> Convention:
         """The paper, the seeds, the PyTorch tutorial, DistilBERT/XLM, keras_hub."""
-        return cls("vaswani", base=base, layout=layout)
+        return cls._preset("vaswani", base=base, layout=layout)
 
     @classmethod
     def tensor2tensor(cls, min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Convention:
@@ -147,22 +161,13 @@ class Convention:
                 f"max_timescale / min_timescale must be a finite ratio > 0, got "
                 f"{max_timescale!r} / {min_timescale!r}"
             )
-        return cls(
-            "tensor2tensor",
-            base=ratio,
-            denominator="max(h-1,1)",
-            position_scale=min_timescale,
-            layout="split",
-            odd="zero",
-        )
+        return cls._preset("tensor2tensor", base=ratio, position_scale=min_timescale)
 
     @classmethod
     def fairseq(cls, padding_idx: int | None = 1) -> Convention:
         """fairseq ``SinusoidalPositionalEmbedding``: exp(-i ln(10000)/(h-1)),
         [sin | cos], zero column for odd width, row ``padding_idx`` all zeros."""
-        return cls(
-            "fairseq", denominator="h-1", layout="split", odd="zero", padding_idx=padding_idx
-        )
+        return cls._preset("fairseq", padding_idx=padding_idx)
 
     @classmethod
     def diffusers(
@@ -175,28 +180,27 @@ class Convention:
         """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
         flip = as_bool(flip_sin_to_cos, "flip_sin_to_cos")
         max_period = as_base(max_period, "max_period")
-        return cls(
+        flipped = {"layout": "split_cos_first"} if flip else {}
+        return cls._preset(
             "diffusers",
             base=max_period,
-            denominator="h-shift",
             shift=downscale_freq_shift,
             position_scale=scale,
-            layout="split_cos_first" if flip else "split",
-            odd="zero",
+            **flipped,
         )
 
     @classmethod
     def gptj(cls, base: float = 10000.0) -> Convention:
         """GPT-J ``create_sinusoidal_positions``: the [sin | cos] table of
         base^(-2i/d) that rotary code slices into its sin and cos halves."""
-        return cls("gptj", base=base, layout="split", odd="error")
+        return cls._preset("gptj", base=base)
 
     def with_(self, **changes: Any) -> Convention:
         """A copy with some knobs changed."""
         return replace(self, **changes)
 
 
-CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
+CONVENTIONS: tuple[str, ...] = tuple(_PRESETS)
 
 
 def resolve(
