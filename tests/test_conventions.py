@@ -8,6 +8,8 @@ The frameworks' own functions are compared in test_frameworks.py (optional).
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 import typing
 
@@ -376,6 +378,27 @@ def test_the_library_presets_the_documented_knobs():
         assert _api._convention(name, 10000.0, "interleaved") == conv
     with pytest.raises(ValueError, match=r"name must be one of .*, got 'Vaswani'"):
         kernel.knobs_preset("Vaswani")
+
+
+def test_the_named_constructors_default_to_the_sources_defaults():
+    """Their parameters' defaults (read from the library's presets) are each
+    source's own: what a caller sees in the signature."""
+    want = {
+        "vaswani": dict(base=10000.0, layout="interleaved"),
+        "tensor2tensor": dict(min_timescale=1.0, max_timescale=1.0e4),
+        "fairseq": dict(padding_idx=1),
+        "diffusers": dict(
+            max_period=10000.0, downscale_freq_shift=1.0, scale=1.0, flip_sin_to_cos=False
+        ),
+        "gptj": dict(base=10000.0),
+    }
+    for name, defaults in want.items():
+        params = inspect.signature(getattr(Convention, name)).parameters
+        got = {key: p.default for key, p in params.items()}
+        assert got == defaults, name
+        assert all(type(got[key]) is type(value) for key, value in defaults.items()), name
+    fields = {f.name: f.default for f in dataclasses.fields(Convention)}
+    assert fields == {"name": "custom", **DOCUMENTED["vaswani"]}
 
 
 def test_the_named_constructors_apply_their_own_arguments():

@@ -25,21 +25,6 @@ static const char *const knob_names[3][KNOB_MAX + 1] = {
     {"sin", "zero", "error", NULL},
 };
 
-const char *pe_knob_name(int kind, int value) {
-    if (kind < 0 || kind > PE_KNOB_ODD || value < 0 || value >= KNOB_MAX)
-        return NULL;
-    return knob_names[kind][value]; /* NULL past the kind's last */
-}
-
-int pe_knob_parse(int kind, const char *s) {
-    const char *name;
-    for (int i = 0; s != NULL && (name = pe_knob_name(kind, i)) != NULL; i++) {
-        if (strcmp(s, name) == 0)
-            return i;
-    }
-    return -1;
-}
-
 /* The named conventions' knobs that differ from Vaswani's (base 10000,
  * position_scale 1 for all); fastpe.Convention's named constructors start from
  * these.  tensor2tensor: max/min timescale 1e4 / 1; diffusers:
@@ -58,24 +43,35 @@ static const struct preset {
     {"diffusers", FASTPE_DENOM_H_MINUS_SHIFT, FASTPE_COLUMNS_SPLIT, FASTPE_ODD_ZERO, 1.0, 0, 0},
     {"gptj", FASTPE_DENOM_D2, FASTPE_COLUMNS_SPLIT, FASTPE_ODD_ERROR, 0.0, 0, 0},
 };
+#define NPRESETS ((int)(sizeof(presets) / sizeof(presets[0])))
 
-const char *pe_preset_name(int i) {
-    return i >= 0 && i < (int)(sizeof(presets) / sizeof(presets[0])) ? presets[i].name : NULL;
+const char *pe_knob_name(int kind, int value) {
+    if (kind == PE_KNOB_PRESET)
+        return value >= 0 && value < NPRESETS ? presets[value].name : NULL;
+    if (kind < 0 || kind > PE_KNOB_ODD || value < 0 || value >= KNOB_MAX)
+        return NULL;
+    return knob_names[kind][value]; /* NULL past the kind's last */
+}
+
+int pe_knob_parse(int kind, const char *s) {
+    const char *name;
+    for (int i = 0; s != NULL && (name = pe_knob_name(kind, i)) != NULL; i++) {
+        if (strcmp(s, name) == 0)
+            return i;
+    }
+    return -1;
 }
 
 int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
-    const struct preset *p = NULL;
+    const struct preset *p;
+    int i;
     if (name == NULL || k == NULL)
         return pe_settle(pe_fail(FASTPE_ENULL, name == NULL ? "name" : "knobs", -1, NAN, NAN));
-    for (int i = 0; pe_preset_name(i) != NULL; i++) {
-        if (strcmp(name, presets[i].name) == 0) {
-            p = &presets[i];
-            break;
-        }
-    }
+    i = pe_knob_parse(PE_KNOB_PRESET, name);
     /* an unknown name leaves the caller's struct as it was */
-    if (p == NULL)
+    if (i < 0)
         return pe_settle(pe_fail(FASTPE_EINVAL, "name", -1, NAN, NAN));
+    p = &presets[i];
     memset(k, 0, sizeof(*k));
     k->size = sizeof(*k);
     k->base = 10000.0;

@@ -51,6 +51,10 @@ _ODD: tuple[str, ...] = _kernel.KNOB_SPELLINGS["odd"]
 _PRESETS: dict[str, dict[str, Any]] = {
     name: _kernel.knobs_preset(name) for name in _kernel.PRESET_NAMES
 }
+# the presets the defaults below are read from (the dataclass's are Vaswani's)
+_VASWANI = _PRESETS["vaswani"]
+_T2T = _PRESETS["tensor2tensor"]
+_DIFFUSERS = _PRESETS["diffusers"]
 
 
 def _check_knobs(base: float, position_scale: float, shift: float) -> None:
@@ -88,13 +92,13 @@ class Convention:
     """
 
     name: str = "custom"
-    base: float = 10000.0
-    denominator: str = "d/2"
-    shift: float = 0.0
-    position_scale: float = 1.0
-    layout: str = "interleaved"
-    odd: str = "sin"
-    padding_idx: int | None = None
+    base: float = _VASWANI["base"]
+    denominator: str = _VASWANI["denominator"]
+    shift: float = _VASWANI["shift"]
+    position_scale: float = _VASWANI["position_scale"]
+    layout: str = _VASWANI["layout"]
+    odd: str = _VASWANI["odd"]
+    padding_idx: int | None = _VASWANI["padding_idx"]
 
     def __post_init__(self) -> None:
         # Checked when built, so that a bad Convention fails here and nothing
@@ -145,12 +149,18 @@ class Convention:
         return cls(name, **{**_PRESETS[name], **changes})
 
     @classmethod
-    def vaswani(cls, base: float = 10000.0, layout: str = "interleaved") -> Convention:
+    def vaswani(
+        cls, base: float = _VASWANI["base"], layout: str = _VASWANI["layout"]
+    ) -> Convention:
         """The paper, the seeds, the PyTorch tutorial, DistilBERT/XLM, keras_hub."""
         return cls._preset("vaswani", base=base, layout=layout)
 
     @classmethod
-    def tensor2tensor(cls, min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Convention:
+    def tensor2tensor(
+        cls,
+        min_timescale: float = _T2T["position_scale"],
+        max_timescale: float = _T2T["position_scale"] * _T2T["base"],
+    ) -> Convention:
         """tensor2tensor ``get_timing_signal_1d`` (positions = start_index + 0..):
         inv_timescale_i = min_timescale * exp(-i ln(max/min) / max(h-1, 1))."""
         min_timescale = as_base(min_timescale, "min_timescale", maximum=MAX_SCALE)
@@ -164,7 +174,7 @@ class Convention:
         return cls._preset("tensor2tensor", base=ratio, position_scale=min_timescale)
 
     @classmethod
-    def fairseq(cls, padding_idx: int | None = 1) -> Convention:
+    def fairseq(cls, padding_idx: int | None = _PRESETS["fairseq"]["padding_idx"]) -> Convention:
         """fairseq ``SinusoidalPositionalEmbedding``: exp(-i ln(10000)/(h-1)),
         [sin | cos], zero column for odd width, row ``padding_idx`` all zeros."""
         return cls._preset("fairseq", padding_idx=padding_idx)
@@ -172,9 +182,9 @@ class Convention:
     @classmethod
     def diffusers(
         cls,
-        max_period: float = 10000.0,
-        downscale_freq_shift: float = 1.0,
-        scale: float = 1.0,
+        max_period: float = _DIFFUSERS["base"],
+        downscale_freq_shift: float = _DIFFUSERS["shift"],
+        scale: float = _DIFFUSERS["position_scale"],
         flip_sin_to_cos: bool = False,
     ) -> Convention:
         """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
@@ -190,7 +200,7 @@ class Convention:
         )
 
     @classmethod
-    def gptj(cls, base: float = 10000.0) -> Convention:
+    def gptj(cls, base: float = _PRESETS["gptj"]["base"]) -> Convention:
         """GPT-J ``create_sinusoidal_positions``: the [sin | cos] table of
         base^(-2i/d) that rotary code slices into its sin and cos halves."""
         return cls._preset("gptj", base=base)

@@ -97,13 +97,13 @@ cdef extern from "pe_lib.h" nogil:
         PE_KNOB_DENOMINATOR
         PE_KNOB_LAYOUT
         PE_KNOB_ODD
+        PE_KNOB_PRESET
     const char *pe_knob_name(int kind, int value)
     int pe_knob_parse(int kind, const char *s)
-    const char *pe_preset_name(int i)
 
 
-cdef tuple _knob_spellings(int kind):
-    """The spellings of one kind of knob, in the order of its enum."""
+cdef tuple _knob_names(int kind):
+    """The library's spellings of one kind of knob, in the order of its enum."""
     names = []
     while pe_knob_name(kind, len(names)) != NULL:
         names.append(pe_knob_name(kind, len(names)).decode())
@@ -112,13 +112,10 @@ cdef tuple _knob_spellings(int kind):
 
 # The knobs' spellings (fastpe.Convention's fields), from the library's table
 # (lib/src/spec.c), which also turns them into its enums (pe_knob_parse).
-KNOB_SPELLINGS = {"denominator": _knob_spellings(PE_KNOB_DENOMINATOR),
-                  "layout": _knob_spellings(PE_KNOB_LAYOUT), "odd": _knob_spellings(PE_KNOB_ODD)}
+KNOB_SPELLINGS = {"denominator": _knob_names(PE_KNOB_DENOMINATOR),
+                  "layout": _knob_names(PE_KNOB_LAYOUT), "odd": _knob_names(PE_KNOB_ODD)}
 # fastpe_knobs_preset's names, in the library's order
-cdef list _preset_names = []
-while pe_preset_name(len(_preset_names)) != NULL:
-    _preset_names.append(pe_preset_name(len(_preset_names)).decode())
-PRESET_NAMES = tuple(_preset_names)
+PRESET_NAMES = _knob_names(PE_KNOB_PRESET)
 
 
 def knobs_preset(str name):
