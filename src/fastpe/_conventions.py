@@ -104,9 +104,10 @@ class Convention:
         # Checked when built, so that a bad Convention fails here and nothing
         # malformed reaches the kernel; stored normalised (float / int).  Python
         # checks what the library cannot see -- the types, the spellings of the
-        # string knobs (the library takes their enums) and a padding_idx beyond
-        # int64 (it takes an int64) -- and the library checks the numbers
-        # (pe_knobs_check: the same check that makes the spec).
+        # string knobs (against the library's own, for a message listing them;
+        # the library takes their enums) and a padding_idx beyond int64 (it takes
+        # an int64) -- and the library checks the numbers (pe_knobs_check: the
+        # same check that makes the spec).
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         as_choice(self.denominator, "denominator", _DENOMINATORS)
