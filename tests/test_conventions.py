@@ -8,7 +8,10 @@ The frameworks' own functions are compared in test_frameworks.py (optional).
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
+import typing
 
 import mpmath
 import numpy as np
@@ -303,24 +306,26 @@ def test_fastpe_vs_mpmath(conv, d):
 
 # ---------------------------------------------------------------- the knob route
 
-RAW = {
-    "vaswani": Convention(base=10000.0, denominator="d/2", layout="interleaved", odd="sin"),
-    "tensor2tensor": Convention(
-        base=1.0e4, denominator="max(h-1,1)", position_scale=1.0, layout="split", odd="zero"
-    ),
-    "fairseq": Convention(
-        base=10000.0, denominator="h-1", layout="split", odd="zero", padding_idx=1
-    ),
-    "diffusers": Convention(
-        base=10000.0,
-        denominator="h-shift",
-        shift=1.0,
-        position_scale=1.0,
-        layout="split",
-        odd="zero",
-    ),
-    "gptj": Convention(base=10000.0, denominator="d/2", layout="split", odd="error"),
+# Each source's default knobs, written from its own definition (as the named
+# constructors' docstrings cite them), not read from the library: Vaswani et al.
+# (10000^(-2i/d), sin/cos interleaved, one more sine column for odd width);
+# tensor2tensor get_timing_signal_1d (min/max_timescale 1/1e4 over max(h-1, 1)
+# steps, [sin | cos], zero column); fairseq SinusoidalPositionalEmbedding
+# (ln(10000)/(h-1), [sin | cos], zero column, padding_idx 1); diffusers
+# get_timestep_embedding (max_period 10000, downscale_freq_shift 1 over h-shift,
+# scale 1, no flip: [sin | cos], zero column); GPT-J create_sinusoidal_positions
+# (10000^(-2i/d), [sin | cos], even widths only).
+DOCUMENTED = {
+    "vaswani": dict(denominator="d/2", shift=0.0, layout="interleaved", odd="sin"),
+    "tensor2tensor": dict(denominator="max(h-1,1)", shift=0.0, layout="split", odd="zero"),
+    "fairseq": dict(denominator="h-1", shift=0.0, layout="split", odd="zero", padding_idx=1),
+    "diffusers": dict(denominator="h-shift", shift=1.0, layout="split", odd="zero"),
+    "gptj": dict(denominator="d/2", shift=0.0, layout="split", odd="error"),
 }
+for _knobs in DOCUMENTED.values():
+    _knobs.setdefault("padding_idx", None)
+    _knobs.update(base=10000.0, position_scale=1.0)  # every source's base and scale
+RAW = {name: Convention(**knobs) for name, knobs in DOCUMENTED.items()}
 
 
 def test_every_named_convention_has_its_raw_knobs_here():
@@ -354,6 +359,110 @@ def test_raw_knobs_give_bitwise_the_named_table(name, d):
         fastpe.add_to(x1, offset=[4, 100], convention=name)
         fastpe.add_to(x2, offset=[4, 100], convention=raw)
         np.testing.assert_array_equal(x1, x2)
+
+
+def test_the_library_presets_the_documented_knobs():
+    """The C presets (fastpe_knobs_preset) and the named constructors built on
+    them, against each source's own defaults."""
+    from fastpe import _api, kernel
+    from fastpe.typing import ConventionName
+
+    assert kernel.PRESET_NAMES == fastpe.CONVENTIONS == tuple(DOCUMENTED)
+    assert typing.get_args(ConventionName) == fastpe.CONVENTIONS
+    for name, knobs in DOCUMENTED.items():
+        assert kernel.knobs_preset(name) == knobs, name
+        conv = getattr(Convention, name)()
+        assert conv.name == name
+        assert {key: getattr(conv, key) for key in knobs} == knobs, name
+        # the string route: the same knobs as the constructor's
+        assert _api._convention(name, 10000.0, "interleaved") == conv
+    with pytest.raises(ValueError, match=r"name must be one of .*, got 'Vaswani'"):
+        kernel.knobs_preset("Vaswani")
+
+
+def test_the_named_constructors_default_to_the_sources_defaults():
+    """Their parameters' defaults (read from the library's presets) are each
+    source's own: what a caller sees in the signature."""
+    want = {
+        "vaswani": dict(base=10000.0, layout="interleaved"),
+        "tensor2tensor": dict(min_timescale=1.0, max_timescale=1.0e4),
+        "fairseq": dict(padding_idx=1),
+        "diffusers": dict(
+            max_period=10000.0, downscale_freq_shift=1.0, scale=1.0, flip_sin_to_cos=False
+        ),
+        "gptj": dict(base=10000.0),
+    }
+    for name, defaults in want.items():
+        params = inspect.signature(getattr(Convention, name)).parameters
+        got = {key: p.default for key, p in params.items()}
+        assert got == defaults, name
+        assert all(type(got[key]) is type(value) for key, value in defaults.items()), name
+    fields = {f.name: f.default for f in dataclasses.fields(Convention)}
+    assert fields == {"name": "custom", **DOCUMENTED["vaswani"]}
+
+
+def test_the_named_constructors_apply_their_own_arguments():
+    """Each constructor's parameters land on their knobs, the rest stay the preset's."""
+    cases = [
+        (
+            Convention.vaswani(base=500.0, layout="split"),
+            "vaswani",
+            dict(base=500.0, layout="split"),
+        ),
+        (
+            Convention.tensor2tensor(min_timescale=2.0, max_timescale=64.0),
+            "tensor2tensor",
+            dict(base=32.0, position_scale=2.0),
+        ),
+        (Convention.fairseq(padding_idx=None), "fairseq", dict(padding_idx=None)),
+        (Convention.fairseq(padding_idx=-4), "fairseq", dict(padding_idx=-4)),
+        (
+            Convention.diffusers(
+                max_period=50.0, downscale_freq_shift=0.5, scale=3.0, flip_sin_to_cos=True
+            ),
+            "diffusers",
+            dict(base=50.0, shift=0.5, position_scale=3.0, layout="split_cos_first"),
+        ),
+        (Convention.gptj(base=20.0), "gptj", dict(base=20.0)),
+    ]
+    for conv, name, changes in cases:
+        want = {**DOCUMENTED[name], **changes}
+        assert {key: getattr(conv, key) for key in want} == want, (name, changes)
+
+
+# the knobs' spellings, as the module docstring and fastpe.Convention's document them
+SPELLINGS = {
+    "denominator": ("d/2", "h", "h-1", "max(h-1,1)", "h-shift"),
+    "layout": ("interleaved", "split", "split_cos_first"),
+    "odd": ("sin", "zero", "error"),
+}
+
+
+def test_the_library_spells_the_documented_knobs():
+    from fastpe import _conventions, kernel
+
+    assert kernel.KNOB_SPELLINGS == SPELLINGS
+    python_side = (_conventions._DENOMINATORS, _conventions._LAYOUTS, _conventions._ODD)
+    assert python_side == tuple(SPELLINGS.values())
+    for knob, spellings in SPELLINGS.items():
+        with pytest.raises(ValueError) as info:
+            Convention(**{knob: "bogus"})
+        assert str(info.value) == f"{knob} must be one of {spellings}, got 'bogus'"
+
+
+@pytest.mark.parametrize("denominator", SPELLINGS["denominator"])
+@pytest.mark.parametrize("layout", SPELLINGS["layout"])
+@pytest.mark.parametrize("odd", SPELLINGS["odd"])
+def test_every_spelling_means_its_knob(denominator, layout, odd):
+    """Each spelling becomes the library's enum that computes what the spelling
+    says (conventions_ref.knob_ref reads the spellings on its own)."""
+    from conventions_ref import knob_ref
+
+    conv = Convention(base=300.0, denominator=denominator, shift=0.5, layout=layout, odd=odd)
+    positions = np.arange(-2, 30)
+    for d in (7, 12) if odd != "error" else (12,):
+        ref, angles = knob_ref(positions, d, conv)
+        close(fastpe.sinusoidal_at(positions, d, convention=conv, dtype=F64), ref, angles)
 
 
 @pytest.mark.parametrize(

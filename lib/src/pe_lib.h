@@ -460,6 +460,16 @@ PE_HIDDEN int pe_rope_set_wide(int on);
 struct fastpe_knobs;
 PE_HIDDEN int pe_knobs_check(const struct fastpe_knobs *k);
 PE_HIDDEN int pe_spec_of(const struct fastpe_knobs *k, int64_t d, pe_spec *sp);
+/* The knobs' spellings and the named conventions (spec.c's tables):
+ * pe_knob_name gives the spelling of value (an enum, FASTPE_DENOM_* etc.; for
+ * PE_KNOB_PRESET the index of a fastpe_knobs_preset name) of a kind, NULL past
+ * the kind's last; pe_knob_parse the value of a spelling, -1 for none. */
+#define PE_KNOB_DENOMINATOR 0
+#define PE_KNOB_LAYOUT      1
+#define PE_KNOB_ODD         2
+#define PE_KNOB_PRESET      3
+PE_HIDDEN const char *pe_knob_name(int kind, int value);
+PE_HIDDEN int pe_knob_parse(int kind, const char *s);
 
 /* The error detail (status.c): pe_fail records which argument a check refused
  * (name: a static string; index -1 when not an element) and returns code;

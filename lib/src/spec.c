@@ -14,42 +14,74 @@
 /* the largest position_scale (fastpe._validate.MAX_SCALE's value) */
 #define MAX_SCALE 1e280
 
+/* The knobs' spellings, as fastpe.Convention and fastpe_spec_from_knobs take
+ * them, indexed by kind (PE_KNOB_*) and value (the FASTPE_DENOM_*,
+ * FASTPE_COLUMNS_* and FASTPE_ODD_* enums, 0 up); the Python binding reads its
+ * spellings from here, so that each is written once. */
+#define KNOB_MAX 5 /* the most spellings of one kind */
+static const char *const knob_names[3][KNOB_MAX + 1] = {
+    {"d/2", "h", "h-1", "max(h-1,1)", "h-shift", NULL},
+    {"interleaved", "split", "split_cos_first", NULL},
+    {"sin", "zero", "error", NULL},
+};
+
+/* The named conventions' knobs that differ from Vaswani's (base 10000,
+ * position_scale 1 for all); fastpe.Convention's named constructors start from
+ * these.  tensor2tensor: max/min timescale 1e4 / 1; diffusers:
+ * downscale_freq_shift 1, scale 1, no flip; fairseq: padding_idx 1. */
+static const struct preset {
+    const char *name;
+    int denominator, columns, odd;
+    double shift;
+    int has_padding_idx;
+    int64_t padding_idx;
+} presets[] = {
+    {"vaswani", FASTPE_DENOM_D2, FASTPE_COLUMNS_INTERLEAVED, FASTPE_ODD_SIN, 0.0, 0, 0},
+    {"tensor2tensor", FASTPE_DENOM_MAX_H_MINUS_1_1, FASTPE_COLUMNS_SPLIT, FASTPE_ODD_ZERO, 0.0, 0,
+     0},
+    {"fairseq", FASTPE_DENOM_H_MINUS_1, FASTPE_COLUMNS_SPLIT, FASTPE_ODD_ZERO, 0.0, 1, 1},
+    {"diffusers", FASTPE_DENOM_H_MINUS_SHIFT, FASTPE_COLUMNS_SPLIT, FASTPE_ODD_ZERO, 1.0, 0, 0},
+    {"gptj", FASTPE_DENOM_D2, FASTPE_COLUMNS_SPLIT, FASTPE_ODD_ERROR, 0.0, 0, 0},
+};
+#define NPRESETS ((int)(sizeof(presets) / sizeof(presets[0])))
+
+const char *pe_knob_name(int kind, int value) {
+    if (kind == PE_KNOB_PRESET)
+        return value >= 0 && value < NPRESETS ? presets[value].name : NULL;
+    if (kind < 0 || kind > PE_KNOB_ODD || value < 0 || value >= KNOB_MAX)
+        return NULL;
+    return knob_names[kind][value]; /* NULL past the kind's last */
+}
+
+int pe_knob_parse(int kind, const char *s) {
+    const char *name;
+    for (int i = 0; s != NULL && (name = pe_knob_name(kind, i)) != NULL; i++) {
+        if (strcmp(s, name) == 0)
+            return i;
+    }
+    return -1;
+}
+
 int fastpe_knobs_preset(const char *name, fastpe_knobs *k) {
-    fastpe_knobs t;
+    const struct preset *p;
+    int i;
     if (name == NULL || k == NULL)
         return pe_settle(pe_fail(FASTPE_ENULL, name == NULL ? "name" : "knobs", -1, NAN, NAN));
-    /* built in a local and copied out on success only: an unknown name leaves
-       the caller's struct as it was */
-    memset(&t, 0, sizeof(t));
-    t.size = sizeof(t);
-    t.base = 10000.0;
-    t.denominator = FASTPE_DENOM_D2;
-    t.position_scale = 1.0;
-    t.columns = FASTPE_COLUMNS_INTERLEAVED;
-    t.odd = FASTPE_ODD_SIN;
-    if (strcmp(name, "vaswani") == 0) {
-    } else if (strcmp(name, "tensor2tensor") == 0) { /* max/min timescale 1e4 / 1 */
-        t.denominator = FASTPE_DENOM_MAX_H_MINUS_1_1;
-        t.columns = FASTPE_COLUMNS_SPLIT;
-        t.odd = FASTPE_ODD_ZERO;
-    } else if (strcmp(name, "fairseq") == 0) {
-        t.denominator = FASTPE_DENOM_H_MINUS_1;
-        t.columns = FASTPE_COLUMNS_SPLIT;
-        t.odd = FASTPE_ODD_ZERO;
-        t.has_padding_idx = 1;
-        t.padding_idx = 1;
-    } else if (strcmp(name, "diffusers") == 0) { /* downscale_freq_shift 1, scale 1, no flip */
-        t.denominator = FASTPE_DENOM_H_MINUS_SHIFT;
-        t.shift = 1.0;
-        t.columns = FASTPE_COLUMNS_SPLIT;
-        t.odd = FASTPE_ODD_ZERO;
-    } else if (strcmp(name, "gptj") == 0) {
-        t.columns = FASTPE_COLUMNS_SPLIT;
-        t.odd = FASTPE_ODD_ERROR;
-    } else {
+    i = pe_knob_parse(PE_KNOB_PRESET, name);
+    /* an unknown name leaves the caller's struct as it was */
+    if (i < 0)
         return pe_settle(pe_fail(FASTPE_EINVAL, "name", -1, NAN, NAN));
-    }
-    *k = t;
+    p = &presets[i];
+    memset(k, 0, sizeof(*k));
+    k->size = sizeof(*k);
+    k->base = 10000.0;
+    k->position_scale = 1.0;
+    k->denominator = p->denominator;
+    k->shift = p->shift;
+    k->columns = p->columns;
+    k->odd = p->odd;
+    k->has_padding_idx = p->has_padding_idx;
+    k->padding_idx = p->padding_idx;
     return FASTPE_OK;
 }
 
@@ -189,30 +221,18 @@ fastpe_spec *fastpe_spec_from_name(const char *name, int64_t d_model) {
     return h;
 }
 
-/* The index of s in a NULL-terminated list, or -1. */
-static int choice(const char *s, const char *const *names) {
-    for (int i = 0; s != NULL && names[i] != NULL; i++) {
-        if (strcmp(s, names[i]) == 0)
-            return i;
-    }
-    return -1;
-}
-
 fastpe_spec *fastpe_spec_from_knobs(int64_t d_model, double base, const char *denominator,
                                     double shift, double position_scale, const char *layout,
                                     const char *odd, int has_padding_idx, int64_t padding_idx) {
-    static const char *const denoms[] = {"d/2", "h", "h-1", "max(h-1,1)", "h-shift", NULL};
-    static const char *const layouts[] = {"interleaved", "split", "split_cos_first", NULL};
-    static const char *const odds[] = {"sin", "zero", "error", NULL};
     fastpe_knobs k;
     fastpe_spec *h = NULL;
     fastpe_knobs_preset("vaswani", &k);
     k.base = base;
-    k.denominator = choice(denominator, denoms);
+    k.denominator = pe_knob_parse(PE_KNOB_DENOMINATOR, denominator);
     k.shift = shift;
     k.position_scale = position_scale;
-    k.columns = choice(layout, layouts);
-    k.odd = choice(odd, odds);
+    k.columns = pe_knob_parse(PE_KNOB_LAYOUT, layout);
+    k.odd = pe_knob_parse(PE_KNOB_ODD, odd);
     k.has_padding_idx = has_padding_idx;
     k.padding_idx = padding_idx;
     fastpe_spec_create(&k, d_model, &h);

@@ -39,9 +39,22 @@ from ._validate import (
     as_real,
 )
 
-_DENOMINATORS = ("d/2", "h", "h-1", "max(h-1,1)", "h-shift")
-_LAYOUTS = ("interleaved", "split", "split_cos_first")
-_ODD = ("sin", "zero", "error")
+# The string knobs' spellings, in the order of the library's enums: its own table
+# (lib/src/spec.c), which turns them into the enums too.
+_DENOMINATORS: tuple[str, ...] = _kernel.KNOB_SPELLINGS["denominator"]
+_LAYOUTS: tuple[str, ...] = _kernel.KNOB_SPELLINGS["layout"]
+_ODD: tuple[str, ...] = _kernel.KNOB_SPELLINGS["odd"]
+# Each named convention's default knobs, the library's presets
+# (fastpe_knobs_preset), read once here: a named constructor applies its own
+# arguments to them and calls nothing compiled (it may run while TorchDynamo
+# traces a function).
+_PRESETS: dict[str, dict[str, Any]] = {
+    name: _kernel.knobs_preset(name) for name in _kernel.PRESET_NAMES
+}
+# the presets the defaults below are read from (the dataclass's are Vaswani's)
+_VASWANI = _PRESETS["vaswani"]
+_T2T = _PRESETS["tensor2tensor"]
+_DIFFUSERS = _PRESETS["diffusers"]
 
 
 def _check_knobs(base: float, position_scale: float, shift: float) -> None:
@@ -79,21 +92,22 @@ class Convention:
     """
 
     name: str = "custom"
-    base: float = 10000.0
-    denominator: str = "d/2"
-    shift: float = 0.0
-    position_scale: float = 1.0
-    layout: str = "interleaved"
-    odd: str = "sin"
-    padding_idx: int | None = None
+    base: float = _VASWANI["base"]
+    denominator: str = _VASWANI["denominator"]
+    shift: float = _VASWANI["shift"]
+    position_scale: float = _VASWANI["position_scale"]
+    layout: str = _VASWANI["layout"]
+    odd: str = _VASWANI["odd"]
+    padding_idx: int | None = _VASWANI["padding_idx"]
 
     def __post_init__(self) -> None:
         # Checked when built, so that a bad Convention fails here and nothing
         # malformed reaches the kernel; stored normalised (float / int).  Python
         # checks what the library cannot see -- the types, the spellings of the
-        # string knobs (the library takes their enums) and a padding_idx beyond
-        # int64 (it takes an int64) -- and the library checks the numbers
-        # (pe_knobs_check: the same check that makes the spec).
+        # string knobs (against the library's own, for a message listing them;
+        # the library takes their enums) and a padding_idx beyond int64 (it takes
+        # an int64) -- and the library checks the numbers (pe_knobs_check: the
+        # same check that makes the spec).
         if not isinstance(self.name, str):
             raise TypeError(f"name must be a string, got {type(self.name).__name__}")
         as_choice(self.denominator, "denominator", _DENOMINATORS)
@@ -131,12 +145,23 @@ class Convention:
 
     # ----------------------------------------------------------- named conventions
     @classmethod
-    def vaswani(cls, base: float = 10000.0, layout: str = "interleaved") -> Convention:
-        """The paper, the seeds, the PyTorch tutorial, DistilBERT/XLM, keras_hub."""
-        return cls("vaswani", base=base, layout=layout)
+    def _preset(cls, name: str, **changes: Any) -> Convention:
+        """The library's preset ``name`` with the constructor's own knobs set."""
+        return cls(name, **{**_PRESETS[name], **changes})
 
     @classmethod
-    def tensor2tensor(cls, min_timescale: float = 1.0, max_timescale: float = 1.0e4) -> Convention:
+    def vaswani(
+        cls, base: float = _VASWANI["base"], layout: str = _VASWANI["layout"]
+    ) -> Convention:
+        """The paper, the seeds, the PyTorch tutorial, DistilBERT/XLM, keras_hub."""
+        return cls._preset("vaswani", base=base, layout=layout)
+
+    @classmethod
+    def tensor2tensor(
+        cls,
+        min_timescale: float = _T2T["position_scale"],
+        max_timescale: float = _T2T["position_scale"] * _T2T["base"],
+    ) -> Convention:
         """tensor2tensor ``get_timing_signal_1d`` (positions = start_index + 0..):
         inv_timescale_i = min_timescale * exp(-i ln(max/min) / max(h-1, 1))."""
         min_timescale = as_base(min_timescale, "min_timescale", maximum=MAX_SCALE)
@@ -147,56 +172,46 @@ class Convention:
                 f"max_timescale / min_timescale must be a finite ratio > 0, got "
                 f"{max_timescale!r} / {min_timescale!r}"
             )
-        return cls(
-            "tensor2tensor",
-            base=ratio,
-            denominator="max(h-1,1)",
-            position_scale=min_timescale,
-            layout="split",
-            odd="zero",
-        )
+        return cls._preset("tensor2tensor", base=ratio, position_scale=min_timescale)
 
     @classmethod
-    def fairseq(cls, padding_idx: int | None = 1) -> Convention:
+    def fairseq(cls, padding_idx: int | None = _PRESETS["fairseq"]["padding_idx"]) -> Convention:
         """fairseq ``SinusoidalPositionalEmbedding``: exp(-i ln(10000)/(h-1)),
         [sin | cos], zero column for odd width, row ``padding_idx`` all zeros."""
-        return cls(
-            "fairseq", denominator="h-1", layout="split", odd="zero", padding_idx=padding_idx
-        )
+        return cls._preset("fairseq", padding_idx=padding_idx)
 
     @classmethod
     def diffusers(
         cls,
-        max_period: float = 10000.0,
-        downscale_freq_shift: float = 1.0,
-        scale: float = 1.0,
+        max_period: float = _DIFFUSERS["base"],
+        downscale_freq_shift: float = _DIFFUSERS["shift"],
+        scale: float = _DIFFUSERS["position_scale"],
         flip_sin_to_cos: bool = False,
     ) -> Convention:
         """diffusers ``get_timestep_embedding`` (float timesteps welcome)."""
         flip = as_bool(flip_sin_to_cos, "flip_sin_to_cos")
         max_period = as_base(max_period, "max_period")
-        return cls(
+        flipped = {"layout": "split_cos_first"} if flip else {}
+        return cls._preset(
             "diffusers",
             base=max_period,
-            denominator="h-shift",
             shift=downscale_freq_shift,
             position_scale=scale,
-            layout="split_cos_first" if flip else "split",
-            odd="zero",
+            **flipped,
         )
 
     @classmethod
-    def gptj(cls, base: float = 10000.0) -> Convention:
+    def gptj(cls, base: float = _PRESETS["gptj"]["base"]) -> Convention:
         """GPT-J ``create_sinusoidal_positions``: the [sin | cos] table of
         base^(-2i/d) that rotary code slices into its sin and cos halves."""
-        return cls("gptj", base=base, layout="split", odd="error")
+        return cls._preset("gptj", base=base)
 
     def with_(self, **changes: Any) -> Convention:
         """A copy with some knobs changed."""
         return replace(self, **changes)
 
 
-CONVENTIONS = ("vaswani", "tensor2tensor", "fairseq", "diffusers", "gptj")
+CONVENTIONS: tuple[str, ...] = tuple(_PRESETS)
 
 
 def resolve(

@@ -32,6 +32,11 @@ class Plan:
 
 def plan_nbytes(enc: Encoder) -> int: ...
 def check_knobs(base: float, position_scale: float, shift: float) -> None: ...
+
+KNOB_SPELLINGS: dict[str, tuple[str, ...]]
+PRESET_NAMES: tuple[str, ...]
+
+def knobs_preset(name: str) -> dict[str, Any]: ...
 def rope_rotate(
     x: Any,
     enc: RopePlan,

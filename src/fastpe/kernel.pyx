@@ -89,16 +89,60 @@ cdef extern from "fastpe/fastpe.h" nogil:
         int has_padding_idx
         int64_t padding_idx
     int fastpe_spec_create(const fastpe_knobs *knobs, int64_t d_model, fastpe_spec **spec)
+    int fastpe_knobs_preset(const char *name, fastpe_knobs *knobs)
 
 cdef extern from "pe_lib.h" nogil:
     int pe_knobs_check(const fastpe_knobs *k)
     int pe_spec_of(const fastpe_knobs *k, int64_t d, pe_spec *sp)
+    enum:
+        PE_KNOB_DENOMINATOR
+        PE_KNOB_LAYOUT
+        PE_KNOB_ODD
+        PE_KNOB_PRESET
+    const char *pe_knob_name(int kind, int value)
+    int pe_knob_parse(int kind, const char *s)
 
-# the knobs' spellings (fastpe.Convention's fields) -> the library's enums
-# (FASTPE_DENOM_*, FASTPE_COLUMNS_*, FASTPE_ODD_* in include/fastpe/fastpe.h)
-cdef dict _DENOM_CODES = {"d/2": 0, "h": 1, "h-1": 2, "max(h-1,1)": 3, "h-shift": 4}
-cdef dict _COLUMN_CODES = {"interleaved": 0, "split": 1, "split_cos_first": 2}
-cdef dict _ODD_CODES = {"sin": 0, "zero": 1, "error": 2}
+
+cdef tuple _knob_names(int kind):
+    """The library's spellings of one kind of knob, in the order of its enum."""
+    names = []
+    while pe_knob_name(kind, len(names)) != NULL:
+        names.append(pe_knob_name(kind, len(names)).decode())
+    return tuple(names)
+
+
+# The knobs' spellings (fastpe.Convention's fields), from the library's table
+# (lib/src/spec.c), which also turns them into its enums (pe_knob_parse).
+KNOB_SPELLINGS = {"denominator": _knob_names(PE_KNOB_DENOMINATOR),
+                  "layout": _knob_names(PE_KNOB_LAYOUT), "odd": _knob_names(PE_KNOB_ODD)}
+# fastpe_knobs_preset's names, in the library's order
+PRESET_NAMES = _knob_names(PE_KNOB_PRESET)
+
+
+def knobs_preset(str name):
+    """The knobs of a named convention as the library presets them
+    (fastpe_knobs_preset), as fastpe.Convention's keyword arguments."""
+    cdef fastpe_knobs k
+    if fastpe_knobs_preset(name.encode(), &k) != FASTPE_OK:
+        raise ValueError(f"name must be one of {PRESET_NAMES}, got {name!r}")
+    return {
+        "base": k.base,
+        "denominator": KNOB_SPELLINGS["denominator"][k.denominator],
+        "shift": k.shift,
+        "position_scale": k.position_scale,
+        "layout": KNOB_SPELLINGS["layout"][k.columns],
+        "odd": KNOB_SPELLINGS["odd"][k.odd],
+        "padding_idx": k.padding_idx if k.has_padding_idx else None,
+    }
+
+
+cdef int _knob_code(int kind, str spelling) except -1:
+    """The library's enum of a knob's spelling (the Convention checked it when it
+    was built; one outside the table is a KeyError)."""
+    cdef int code = pe_knob_parse(kind, spelling.encode())
+    if code < 0:
+        raise KeyError(spelling)
+    return code
 
 
 cdef int _knobs_init(fastpe_knobs *k, double base, double position_scale,
@@ -117,9 +161,9 @@ cdef int _knobs_of(conv, fastpe_knobs *k) except -1:
     if type(getattr(conv, "_key", None)) is not tuple:
         raise TypeError(f"convention must be a fastpe.Convention, got {type(conv).__name__}")
     _knobs_init(k, conv.base, conv.position_scale, conv.shift)
-    k.denominator = _DENOM_CODES[conv.denominator]
-    k.columns = _COLUMN_CODES[conv.layout]
-    k.odd = _ODD_CODES[conv.odd]
+    k.denominator = _knob_code(PE_KNOB_DENOMINATOR, conv.denominator)
+    k.columns = _knob_code(PE_KNOB_LAYOUT, conv.layout)
+    k.odd = _knob_code(PE_KNOB_ODD, conv.odd)
     pad = conv.padding_idx
     if pad is not None:
         k.has_padding_idx = 1
