@@ -2,6 +2,9 @@
 # arguments the library's plan cache serves (_rope_plans.pxi): one C call, no Python
 # validation; anything else falls through to the general path (fastpe._rope_apply).
 
+cdef extern from "pe_lib.h" nogil:
+    const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot)
+
 cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, const pe_rope_axes_plan *pl) except -1:
     """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
     or (1 or rows, cols, n_axes), that passes the library's checks of multi-axis
@@ -552,9 +555,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             return None
         h = <pe_rope_handle *>pl.h
         if correctly_rounded:
-            # (the shared handle keeps the low parts its accurate rows reuse: made
-            # here, or the copy would make its own every call)
-            if pe_rope_lows(h) == NULL and h.plan != NULL:
+            # (the shared handle keeps the low parts its accurate rows reuse, counted
+            # in the plan cache's bytes: made here, or the copy would make its own
+            # every call)
+            if pe_rope_plan_lows(pl, slot) == NULL and h.plan != NULL:
                 return None
             exact = h[0]
             exact.rounding = FASTPE_ROUND_CORRECT
