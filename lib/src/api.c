@@ -263,11 +263,14 @@ typedef struct {
 } limit_memo;
 static PE_API_TLS limit_memo last_limit = {0, 0.0, 0.0, 0.0, 0, 0.0};
 
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof(a)) == 0; }
+
 static const limit_memo *spec_limit(const pe_spec *sp) {
     limit_memo *m = &last_limit;
-    /* (compared by value: NaN never matches, and is never kept either) */
-    if (sp->wlist == NULL && m->nf == sp->nf && m->nf != 0 && m->w0 == sp->w0 &&
-        m->base == sp->base && m->denom == sp->denom)
+    /* (compared by their bits: -0.0 is not 0.0 here, as a zero denominator's sign
+       is the sign of an infinite exponent) */
+    if (sp->wlist == NULL && m->nf == sp->nf && m->nf != 0 && same_bits(m->w0, sp->w0) &&
+        same_bits(m->base, sp->base) && same_bits(m->denom, sp->denom))
         return m;
     m->nf = 0;
     m->finite = pe_frequencies_finite(sp);

@@ -321,7 +321,35 @@ static void gap_positions(void) {
     fastpe_spec_free(s);
 }
 
+/* The plain fills remember the last frequencies' position limit (per thread): a
+ * call of other frequencies must still get its own.  Vaswani's largest frequency
+ * is 1 for any base above 1 and base^(-7/8) > 1.8 for base 0.5 (d_model 16), so
+ * an offset just inside base 1e4's limit is refused with base 0.5 however the
+ * calls alternate, and base 1e-310 (d_model 64: frequencies beyond 1e290) is
+ * refused too. */
+static void limit_rows(void) {
+    const int IL = FASTPE_LAYOUT_INTERLEAVED;
+    fastpe_error e;
+    double limit;
+    int64_t k;
+    CHECK(fastpe_fill_f64(xd, 1, 16, 16, 1e4, (int64_t)1 << 60, IL, 1) == FASTPE_ERANGE,
+          "offset 2^60 refused");
+    fastpe_last_error(&e);
+    limit = e.limit;
+    CHECK(limit > 1e6 && limit < 1e18, "the limit %g", limit);
+    k = (int64_t)(limit * 0.9);
+    for (int i = 0; i < 3; i++) {
+        CHECK(fastpe_fill_f64(xd, 1, 16, 16, 1e4, k, IL, 1) == FASTPE_OK, "base 1e4 at 0.9 limit");
+        ROW(fastpe_fill_f64(xd, 1, 16, 16, 0.5, k, IL, 1), FASTPE_ERANGE, "offset", -1, (double)k,
+            POSITIVE);
+        ROW(fastpe_fill_f32(xf, 1, 64, 64, 1e-310, 0, IL, 1), FASTPE_EBASE, "base", -1, 1e-310,
+            NAN);
+        CHECK(fastpe_fill_f32(xf, 1, 16, 16, 1e4, k, IL, 1) == FASTPE_OK, "base 1e4 again");
+    }
+}
+
 int main(void) {
+    limit_rows();
     table_rows();
     spec_rows();
     rope_rows();
