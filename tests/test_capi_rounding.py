@@ -263,9 +263,14 @@ def test_a_decoding_step_goes_through_the_c_entry_point(params):
     np.testing.assert_array_equal(
         default[0], fastpe.rope_cache(128, params, positions=HARD, dtype=np.float64)[0]
     )
-    # float32 (asked for, or the default) is declined: the general path fills it
-    assert kernel.rope_cache_fast(*args[:6], np.float32, *args[7:], True) is None
-    assert kernel.rope_cache_fast(*args[:6], None, *args[7:], True) is None
+    # float32 (asked for, or the default) too, through fastpe_rope_cache_f32: the
+    # general path's bits (tests/test_rope_fast_rounding.py: every dtype)
+    f32 = kernel.rope_cache_fast(*args[:6], np.float32, *args[7:], True)
+    assert f32 is not None and f32[0].dtype == np.float32
+    g32 = _rope_cache.rope_cache(128, params, positions=tuple(HARD), correctly_rounded=True)
+    np.testing.assert_array_equal(f32[0], g32[0])
+    np.testing.assert_array_equal(f32[1], g32[1])
+    assert kernel.rope_cache_fast(*args[:6], None, *args[7:], True) is not None
     c32 = fastpe.rope_cache(128, params, positions=HARD, correctly_rounded=True)
     assert c32[0].dtype == np.float32
     np.testing.assert_array_equal(

@@ -69,6 +69,69 @@ static const double *table_plan(const pe_spec *sp, int num_threads, int *slot, d
     return mem;
 }
 
+static void table_lows_drop(void *v) { free(v); }
+
+/* The low parts of plan's table rows (pe_plan_lows), for a correctly rounded
+ * float64 fill: kept in the plan cache beside the plan, under the plan's key
+ * with its own tag (a plan is a function of its key, and so are its low
+ * parts), and counted in the cache's bytes.  Held (*slot >= 0; give it back
+ * with pe_plans_release), or the caller's to free (*owned), or NULL: the fill
+ * then evaluates the rows it needs.  A fill of a few rows (at most a quarter
+ * of the table's B/2 + 1) does that when nothing is kept yet: it needs about as
+ * many table rows as it has rows, and making every one would cost a one-row
+ * call 60 times its own; a longer fill makes and keeps them, at most four times
+ * what it would evaluate anyway. */
+static const double *table_lows(const pe_spec *sp, const pe_rows *rq, int kind, const double *plan,
+                                int *slot, double **owned) {
+    int64_t H;
+    table_key k;
+    double *lows;
+    *slot = -1;
+    *owned = NULL;
+    /* (only the accurate float64 writers read them; listed frequencies have no key) */
+    if (!rq->accurate || rq->add || kind != PE_KIND_F64 || plan == NULL || rq->lows != NULL ||
+        sp->wlist != NULL)
+        return NULL;
+    k = table_key_of(sp);
+    k.tag = PE_PLAN_TABLE_LOWS;
+    lows = (double *)pe_plans_find(&k, sizeof(k), slot);
+    if (lows != NULL)
+        return lows;
+    H = pe_block_rows(sp->nf) / 2;
+    if (rq->nseq * rq->S <= (H + 1) / 4)
+        return NULL;
+    /* made outside the lock (hundreds of microseconds); a racing thread may make
+       the same, and then one copy is kept */
+    lows = pe_plan_lows(sp, plan);
+    if (lows == NULL)
+        return NULL;
+    lows =
+        (double *)pe_plans_add(&k, sizeof(k), lows, (size_t)(2 * (H + 1) * sp->nf) * sizeof(double),
+                               table_lows_drop, slot);
+    if (*slot < 0)
+        *owned = lows;
+    return lows;
+}
+
+/* A fill of plan with the kept low parts of its rows where it can use them. */
+static int fill_with_lows(void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                          const pe_rows *rq, int num_threads, const double *plan,
+                          pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx) {
+    int slot, err;
+    double *owned;
+    pe_rows r;
+    const double *lows = table_lows(sp, rq, kind, plan, &slot, &owned);
+    if (lows != NULL) {
+        r = *rq;
+        r.lows = lows;
+        rq = &r;
+    }
+    err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
+    pe_plans_release(slot);
+    free(owned);
+    return err;
+}
+
 typedef struct {
     double *out;
     int n, k;
@@ -109,7 +172,7 @@ int pe_fill_cached(void *out, int kind, int64_t row_stride, const pe_spec *sp, c
     plan = table_plan(sp, num_threads, &slot, &owned, &err);
     if (err != FASTPE_OK)
         return err;
-    err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, NULL, NULL, NULL);
+    err = fill_with_lows(out, kind, row_stride, sp, rq, num_threads, plan, NULL, NULL, NULL);
     pe_plans_release(slot);
     free(owned);
     return err;
@@ -176,6 +239,51 @@ static int check_input_overlap(const written_rows *o, const void *p, int64_t nse
     return FASTPE_OK;
 }
 
+/* Thread-local storage in each toolchain the library builds with (as status.c's
+ * error detail). */
+#if defined(_MSC_VER) && !defined(__clang__)
+#define PE_API_TLS __declspec(thread)
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define PE_API_TLS _Thread_local
+#else
+#define PE_API_TLS __thread
+#endif
+
+/* The frequency checks of the last spec without a bound of its own that this
+ * thread checked: whether its frequencies are finite and the largest position
+ * they allow (pe_max_position: a double-double log and exp, most of a one-row
+ * fastpe_fill_* call), kept for the next call of equal frequencies.  Per
+ * thread: no lock, and nothing a fork() could leave half written for another
+ * thread. */
+typedef struct {
+    int64_t nf; /* 0: empty */
+    double w0, base, denom;
+    int finite;
+    double limit;
+} limit_memo;
+static PE_API_TLS limit_memo last_limit = {0, 0.0, 0.0, 0.0, 0, 0.0};
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof(a)) == 0; }
+
+static const limit_memo *spec_limit(const pe_spec *sp) {
+    limit_memo *m = &last_limit;
+    /* (compared by their bits: -0.0 is not 0.0 here, as a zero denominator's sign
+       is the sign of an infinite exponent) */
+    if (sp->wlist == NULL && m->nf == sp->nf && m->nf != 0 && same_bits(m->w0, sp->w0) &&
+        same_bits(m->base, sp->base) && same_bits(m->denom, sp->denom))
+        return m;
+    m->nf = 0;
+    m->finite = pe_frequencies_finite(sp);
+    m->limit = m->finite ? pe_max_position(sp) : NAN;
+    if (sp->wlist == NULL) {
+        m->w0 = sp->w0;
+        m->base = sp->base;
+        m->denom = sp->denom;
+        m->nf = sp->nf;
+    }
+    return m;
+}
+
 int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                   const pe_rows *rq, const char *n_name) {
     return pe_check_fill_within(out, kind, row_stride, sp, rq, n_name, NAN);
@@ -213,7 +321,8 @@ int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe
     if (rq->add && !isfinite(rq->scale))
         return pe_fail(FASTPE_ESCALE, "scale", -1, rq->scale, NAN);
     /* (a known bound is a spec handle's: its frequencies were checked when it was made) */
-    if (isnan(max_position) && !pe_frequencies_finite(sp))
+    const limit_memo *known = isnan(max_position) ? spec_limit(sp) : NULL;
+    if (known != NULL && !known->finite)
         return pe_fail(FASTPE_EBASE, "base", -1, sp->base, NAN);
     if (rq->pos_f != NULL && (rq->offs != NULL || rq->offset != 0))
         return pe_fail(FASTPE_EINVAL, "offset", -1, (double)rq->offset, 0.0);
@@ -221,7 +330,7 @@ int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe
        reduction); this also keeps offset + position far from int64 overflow.
        One offset for all is checked even with no rows (it is an argument all
        the same); an offset and an integer position count apart. */
-    const double limit = isnan(max_position) ? pe_max_position(sp) : max_position;
+    const double limit = known != NULL ? known->limit : max_position;
     if (rq->offs == NULL && rq->pos_f == NULL && rq->pos_i == NULL) {
         double k = pe_extent(rq->offset, S);
         return k <= limit ? FASTPE_OK : pe_fail(FASTPE_ERANGE, "offset", -1, k, limit);
@@ -276,7 +385,7 @@ int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp, 
         if (err != FASTPE_OK)
             return pe_settle(err);
     }
-    err = pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
+    err = fill_with_lows(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
     pe_plans_release(slot);
     free(owned);
     return pe_settle(err);
@@ -294,12 +403,13 @@ static pe_spec vaswani(int64_t d_model, double base, int layout) {
 
 static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model,
                            int64_t row_stride, double base, int64_t offset, int layout,
-                           int num_threads, pe_poll_fn poll, void *ctx) {
+                           int num_threads, pe_poll_fn poll, void *ctx, int accurate) {
     pe_init();
     pe_spec sp = vaswani(d_model, base, layout);
     pe_rows rq;
     pe_init_rows(&rq, 1, seq_len, 0, 0);
     rq.offset = offset;
+    rq.accurate = accurate;
     int err = pe_check_fill(out, kind, row_stride, &sp, &rq, "seq_len");
     if (err != FASTPE_OK || seq_len == 0)
         return err;
@@ -310,10 +420,11 @@ static int fill_table_body(void *out, int kind, int64_t seq_len, int64_t d_model
 
 static int fill_table(void *out, int kind, int64_t seq_len, int64_t d_model, int64_t row_stride,
                       double base, int64_t offset, int layout, int num_threads, pe_poll_fn poll,
-                      void *ctx) {
+                      void *ctx, int accurate) {
     int saved_errno = errno;
-    return pe_keep_errno(saved_errno, fill_table_body(out, kind, seq_len, d_model, row_stride, base,
-                                                      offset, layout, num_threads, poll, ctx));
+    return pe_keep_errno(saved_errno,
+                         fill_table_body(out, kind, seq_len, d_model, row_stride, base, offset,
+                                         layout, num_threads, poll, ctx, accurate));
 }
 
 static int add_table_body(void *x, int kind, int64_t nseq, int64_t seq_len, int64_t d_model,
@@ -373,35 +484,45 @@ static int at_positions(void *out, int kind, int64_t n, int64_t d_model, int64_t
 FASTPE_API int fastpe_fill_f32(float *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                double base, int64_t offset, int layout, int num_threads) {
     return fill_table(out, PE_KIND_F32, seq_len, d_model, row_stride, base, offset, layout,
-                      num_threads, NULL, NULL);
+                      num_threads, NULL, NULL, 0);
 }
 
 FASTPE_API int fastpe_fill_f64(double *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                double base, int64_t offset, int layout, int num_threads) {
     return fill_table(out, PE_KIND_F64, seq_len, d_model, row_stride, base, offset, layout,
-                      num_threads, NULL, NULL);
+                      num_threads, NULL, NULL, 0);
 }
 
 FASTPE_API int fastpe_fill_f16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                double base, int64_t offset, int layout, int num_threads) {
     return fill_table(out, PE_KIND_F16, seq_len, d_model, row_stride, base, offset, layout,
-                      num_threads, NULL, NULL);
+                      num_threads, NULL, NULL, 0);
 }
 
 FASTPE_API int fastpe_fill_bf16(uint16_t *out, int64_t seq_len, int64_t d_model, int64_t row_stride,
                                 double base, int64_t offset, int layout, int num_threads) {
     return fill_table(out, PE_KIND_BF16, seq_len, d_model, row_stride, base, offset, layout,
-                      num_threads, NULL, NULL);
+                      num_threads, NULL, NULL, 0);
+}
+
+FASTPE_API int fastpe_fill_poll_ex(void *out, int dtype, int64_t seq_len, int64_t d_model,
+                                   int64_t row_stride, double base, int64_t offset, int layout,
+                                   int rounding, int num_threads, fastpe_poll_fn poll, void *ctx) {
+    static const int kinds[4] = {PE_KIND_F32, PE_KIND_F64, PE_KIND_F16, PE_KIND_BF16};
+    if (dtype < 0 || dtype > 3)
+        return pe_keep_errno(errno, pe_fail(FASTPE_EINVAL, "dtype", -1, (double)dtype, 3.0));
+    if (rounding != PE_ROUND_DEFAULT && rounding != PE_ROUND_CORRECT)
+        return pe_keep_errno(errno, pe_fail(FASTPE_EINVAL, "rounding", -1, (double)rounding,
+                                            (double)PE_ROUND_CORRECT));
+    return fill_table(out, kinds[dtype], seq_len, d_model, row_stride, base, offset, layout,
+                      num_threads, poll, ctx, rounding == PE_ROUND_CORRECT);
 }
 
 FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d_model,
                                 int64_t row_stride, double base, int64_t offset, int layout,
                                 int num_threads, fastpe_poll_fn poll, void *ctx) {
-    static const int kinds[4] = {PE_KIND_F32, PE_KIND_F64, PE_KIND_F16, PE_KIND_BF16};
-    if (dtype < 0 || dtype > 3)
-        return pe_keep_errno(errno, pe_fail(FASTPE_EINVAL, "dtype", -1, (double)dtype, 3.0));
-    return fill_table(out, kinds[dtype], seq_len, d_model, row_stride, base, offset, layout,
-                      num_threads, poll, ctx);
+    return fastpe_fill_poll_ex(out, dtype, seq_len, d_model, row_stride, base, offset, layout,
+                               PE_ROUND_DEFAULT, num_threads, poll, ctx);
 }
 
 FASTPE_API int fastpe_add_f32(float *x, int64_t nseq, int64_t seq_len, int64_t d_model,

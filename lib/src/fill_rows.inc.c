@@ -192,7 +192,7 @@ PE_INLINE void DRV_FN(write_at)(DRV_T *dest, const pe_ctx *c, int64_t K, double 
 PE_INLINE void DRV_FN(encode_row)(DRV_T *row, const pe_ctx *c, int64_t b, int64_t s, double *ev,
                                   int64_t *cached, double zero) {
     const pe_rows *rq = c->rq;
-    int64_t nf = c->nf, K;
+    int64_t K;
     if (rq->pos_f != NULL) {
         double Kf = rq->pos_f[b * rq->psb + s * rq->pss];
         if (Kf != floor(Kf)) {

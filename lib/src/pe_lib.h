@@ -150,15 +150,19 @@ PE_HIDDEN void pe_fork_child(void);
  * when there is no room, value itself with *slot -1 (then it is the caller's
  * to drop after use).  pe_plans_release: the hold of pe_plans_find/add given
  * back (slot -1: nothing). */
-#define PE_PLAN_TABLE     1 /* a table's plan (api.c) */
-#define PE_PLAN_ROPE_LIST 2 /* a RoPE handle of listed frequencies (rope.c) */
-#define PE_PLAN_ROPE_RULE 3 /* a RoPE handle of a rule's parameters (rope_rules.c) */
-#define PE_PLAN_ROPE_AXES 4 /* a multi-axis RoPE handle (rope.c) */
+#define PE_PLAN_TABLE      1 /* a table's plan (api.c) */
+#define PE_PLAN_ROPE_LIST  2 /* a RoPE handle of listed frequencies (rope.c) */
+#define PE_PLAN_ROPE_RULE  3 /* a RoPE handle of a rule's parameters (rope_rules.c) */
+#define PE_PLAN_ROPE_AXES  4 /* a multi-axis RoPE handle (rope.c) */
+#define PE_PLAN_TABLE_LOWS 5 /* the low parts of a table plan's rows (api.c) */
 typedef void (*pe_plan_drop)(void *value);
 PE_HIDDEN void *pe_plans_find(const void *key, size_t len, int *slot);
 PE_HIDDEN void *pe_plans_add(const void *key, size_t len, void *value, size_t bytes,
                              pe_plan_drop drop, int *slot);
 PE_HIDDEN void pe_plans_release(int slot);
+/* bytes more counted for the held entry slot (slot -1: nothing), for what its
+ * value keeps once made (a RoPE handle's low parts); freed with it. */
+PE_HIDDEN void pe_plans_charge(int slot, size_t bytes);
 /* fn(ctx, key, len, holds) for every entry, under the cache's lock. */
 PE_HIDDEN void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len, int64_t refs),
                               void *ctx);
@@ -221,10 +225,12 @@ PE_HIDDEN int pe_fill_run(void *out, int kind, int64_t row_stride, const pe_spec
 PE_HIDDEN double *pe_plan_lows(const pe_spec *sp, const double *plan);
 /* A RoPE handle's pe_plan_lows, made by its first correctly rounded cache and
  * kept with it (freed by fastpe_rope_free); NULL for a handle without a kept
- * plan, or when out of memory.  Safe from several threads at once.  (For a
- * handle of the plan cache, their 2 (B/2+1) nf doubles are not in the bytes
- * the cache counts: only handles asked for correct rounding make them.) */
+ * plan, or when out of memory.  Safe from several threads at once. */
 PE_HIDDEN const double *pe_rope_lows(struct fastpe_rope *h);
+/* The same for the handle of a held plan of the plan cache (slot as
+ * pe_rope_plan_list gave it): the 2 (B/2+1) nf doubles, when this call makes
+ * them, are counted in the cache's bytes for the entry. */
+PE_HIDDEN const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot);
 /* Entries the accurate float64 rows left to their exact fallback (a count). */
 PE_HIDDEN uint64_t pe_f64_undecided(void);
 /* The float64 row of a one-position fill (one integer position, plan given)

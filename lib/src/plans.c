@@ -171,6 +171,15 @@ void pe_plans_release(int slot) {
     }
 }
 
+void pe_plans_charge(int slot, size_t bytes) {
+    if (slot >= 0) {
+        pe_mutex_lock(&plans_lock);
+        plans[slot].bytes += bytes;
+        held_bytes += bytes;
+        pe_mutex_unlock(&plans_lock);
+    }
+}
+
 void pe_plans_visit(void (*fn)(void *ctx, const void *key, size_t len, int64_t refs), void *ctx) {
     pe_mutex_lock(&plans_lock);
     for (int s = 0; s < PE_PLANS_MAX; s++) {

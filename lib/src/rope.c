@@ -605,8 +605,11 @@ static int rope_positions(const struct fastpe_rope *h, pe_rows *rq, int64_t nseq
 }
 
 /* Whether the rows of a rotation (m <= 3 axes of n[i] rows at st[i] elements,
- * each row w elements wide) share no element: FASTPE_OK, else FASTPE_ESTRIDE.  Axes
- * of one row are dropped first (their stride is never used, and may be anything,
+ * each row w elements wide) share no element: FASTPE_OK, else FASTPE_ESTRIDE
+ * naming the stride at fault (names[i], with its value): one beyond the layout's
+ * bound, one shorter than a row, or, when rows meet, the innermost stride that
+ * lands inside what the axes inside it span (its limit that span).  Axes of one
+ * row are dropped first (their stride is never used, and may be anything,
  * INT64_MIN included); every product and sum below is bounded before it is
  * formed, so no argument can overflow the check.  Decided on elements: nested
  * strides (each axis stepping over everything the axes inside it span) are
@@ -616,46 +619,51 @@ static int rope_positions(const struct fastpe_rope *h, pe_rows *rq, int64_t nseq
  * candidates, as for two rows of one stride).  A search beyond ROPE_OVERLAP_WORK steps is not
  * run and the layout refused: real layouts are nested, or small. */
 #define ROPE_OVERLAP_WORK ((int64_t)1 << 22)
-static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, int64_t w) {
+static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, int64_t w,
+                              const char *const *names) {
     /* whole layouts must fit in INT64_MAX / 16 elements: byte offsets (entries of
        at most 8 bytes) then fit in int64 with room to spare */
     const int64_t lim = INT64_MAX / 16;
-    int64_t n[3], st[3], span = w;
-    int k = 0;
+    int64_t n[3], st[3], span = w, fault_span = 0;
+    int k = 0, axis[3], fault = -1;
     for (int i = 0; i < m; i++) {
         if (n_in[i] <= 1)
             continue;
         int64_t q = lim / (n_in[i] - 1);
         if (st_in[i] > q || st_in[i] < -q)
-            return FASTPE_ESTRIDE;
+            return pe_fail(FASTPE_ESTRIDE, names[i], -1, (double)st_in[i], (double)q);
         n[k] = n_in[i];
         st[k] = st_in[i] >= 0 ? st_in[i] : -st_in[i];
+        axis[k] = i;
         if (st[k] < w) /* one step along this axis lands inside the row */
-            return FASTPE_ESTRIDE;
+            return pe_fail(FASTPE_ESTRIDE, names[i], -1, (double)st_in[i], (double)w);
         span += st[k] * (n[k] - 1);
         if (span > lim)
-            return FASTPE_ESTRIDE;
+            return pe_fail(FASTPE_ESTRIDE, names[i], -1, (double)st_in[i], (double)lim);
         k++;
     }
     for (int i = 0; i < k; i++) { /* sort by stride (at most three entries) */
         for (int j = 0; j + 1 < k - i; j++) {
             if (st[j] > st[j + 1]) {
                 int64_t ts = st[j], tn = n[j];
-                st[j] = st[j + 1], n[j] = n[j + 1];
-                st[j + 1] = ts, n[j + 1] = tn;
+                int ta = axis[j];
+                st[j] = st[j + 1], n[j] = n[j + 1], axis[j] = axis[j + 1];
+                st[j + 1] = ts, n[j + 1] = tn, axis[j + 1] = ta;
             }
         }
     }
-    int nested = 1;
     span = w;
     for (int i = 0; i < k; i++) {
-        nested = nested && st[i] >= span;
+        if (fault < 0 && st[i] < span) /* (the first stride that does not nest) */
+            fault = axis[i], fault_span = span;
         span += st[i] * (n[i] - 1);
     }
-    if (nested)
+    if (fault < 0)
         return FASTPE_OK;
+#define ROWS_MEET                                                                                  \
+    pe_fail(FASTPE_ESTRIDE, names[fault], -1, (double)st_in[fault], (double)fault_span)
     if (k < 2)
-        return FASTPE_ESTRIDE; /* (one axis: nested iff its stride >= w, seen above) */
+        return ROWS_MEET; /* (one axis: nested iff its stride >= w, seen above) */
     /* solve for the axis with the most rows; walk the other one or two */
     int big = 0;
     for (int i = 1; i < k; i++)
@@ -670,7 +678,7 @@ static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, 
             nb = n[i], sb = st[i];
     }
     if ((2 * na - 1) > ROPE_OVERLAP_WORK / (2 * nb - 1))
-        return FASTPE_ESTRIDE;
+        return ROWS_MEET;
     /* d and -d meet alike: da >= 0 (and db >= 0 when da == 0) covers every pair */
     for (int64_t da = 0; da < na; da++) {
         for (int64_t db = da == 0 ? 0 : -(nb - 1); db < nb; db++) {
@@ -681,12 +689,16 @@ static int rope_rows_disjoint(const int64_t *n_in, const int64_t *st_in, int m, 
                     continue;
                 int64_t f = e + dc * sc;
                 if (-w < f && f < w)
-                    return FASTPE_ESTRIDE;
+                    return ROWS_MEET;
             }
         }
     }
+#undef ROWS_MEET
     return FASTPE_OK;
 }
+
+/* The names of rope_rows_disjoint's strides in fastpe_rope_apply_*'s order. */
+static const char *const rope_stride_names[3] = {"stride_batch", "stride_seq", "stride_head"};
 
 static int rope_check(const struct fastpe_rope *h) {
     if (h == NULL)
@@ -717,6 +729,24 @@ const double *pe_rope_lows(struct fastpe_rope *h) {
         return lows;
     lows = pe_plan_lows(&h->sp, h->plan);
     return lows == NULL ? NULL : pe_shell_keep(&h->lows, lows);
+}
+
+const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot) {
+    struct fastpe_rope *h = plan->h;
+    double *lows, *kept;
+    if (h->plan == NULL)
+        return NULL;
+    kept = pe_shell_kept(&h->lows);
+    if (kept != NULL)
+        return kept;
+    lows = pe_plan_lows(&h->sp, h->plan);
+    if (lows == NULL)
+        return NULL;
+    kept = pe_shell_keep(&h->lows, lows);
+    if (kept == lows) /* (this call's copy was kept: counted once) */
+        pe_plans_charge(slot, (size_t)(2 * (pe_block_rows(h->sp.nf) / 2 + 1) * h->sp.nf) *
+                                  sizeof(double));
+    return kept;
 }
 
 #define ROPE_T    float

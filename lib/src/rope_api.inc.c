@@ -124,9 +124,9 @@ static int ROPE_FN(rope_rows3)(pe_rope_rows *R, ROPE_T *x, int64_t batch, int64_
     /* rotated in place: no two rows' rotated entries may share an element */
     n3[0] = batch, n3[1] = seq, n3[2] = heads;
     st[0] = stride_batch, st[1] = stride_seq, st[2] = stride_head;
-    err = rope_rows_disjoint(n3, st, 3, W);
-    if (err != FASTPE_OK) /* (the three strides together: the first of them named) */
-        return pe_fail(err, "stride_batch", -1, NAN, NAN);
+    err = rope_rows_disjoint(n3, st, 3, W, rope_stride_names); /* (naming the one at fault) */
+    if (err != FASTPE_OK)
+        return err;
     /* the stride of an axis of one row is never used: 0, so that nothing below
        scales an arbitrary value (it may be INT64_MIN) */
     stride_batch = batch > 1 ? stride_batch : 0;

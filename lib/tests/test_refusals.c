@@ -86,6 +86,17 @@ static void table_rows(void) {
         -1.0, 3.0);
     ROW(fastpe_fill_poll(NULL, 1, 4, 16, 16, 1e4, 0, IL, 1, NULL, NULL), FASTPE_ENULL, "out", -1,
         NAN, NAN);
+    /* fastpe_fill_poll_ex: its rounding after the dtype, then the table's checks */
+    ROW(fastpe_fill_poll_ex(xd, 1, 4, 16, 16, 1e4, 0, IL, 2, 1, NULL, NULL), FASTPE_EINVAL,
+        "rounding", -1, 2.0, 1.0);
+    ROW(fastpe_fill_poll_ex(xd, 1, 4, 16, 16, 1e4, 0, IL, -1, 1, NULL, NULL), FASTPE_EINVAL,
+        "rounding", -1, -1.0, 1.0);
+    ROW(fastpe_fill_poll_ex(xd, 7, 4, 16, 16, 1e4, 0, IL, 2, 1, NULL, NULL), FASTPE_EINVAL, "dtype",
+        -1, 7.0, 3.0);
+    ROW(fastpe_fill_poll_ex(NULL, 1, 4, 16, 16, 1e4, 0, IL, 1, 1, NULL, NULL), FASTPE_ENULL, "out",
+        -1, NAN, NAN);
+    ROW(fastpe_fill_poll_ex(xd, 1, 4, 16, 16, 1e4, (int64_t)1 << 60, IL, 1, 1, NULL, NULL),
+        FASTPE_ERANGE, "offset", -1, big + 3.0, POSITIVE);
     ROW(fastpe_add_f32(xf, -1, 4, 16, 16, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE, "nseq", -1, -1.0, 0.0);
     ROW(fastpe_add_f64(xd, 2, -4, 16, 16, 1e4, 0, 1.0, IL, 1), FASTPE_ESIZE, "seq_len", -1, -4.0,
         0.0);
@@ -222,8 +233,17 @@ static void rope_rows(void) {
         -1, -2.0, 0.0);
     ROW(fastpe_rope_apply_f32(h, NULL, 1, 3, 1, 24, 8, 8, NULL, 0, HALF, 1), FASTPE_ENULL, "x", -1,
         NAN, NAN);
+    /* rows that overlap: the stride at fault, with its value (and what it must reach) */
     ROW(fastpe_rope_apply_f32(h, xf, 1, 3, 1, 24, 4, 8, NULL, 0, HALF, 1), FASTPE_ESTRIDE,
-        "stride_batch", -1, NAN, NAN);
+        "stride_seq", -1, 4.0, 8.0);
+    ROW(fastpe_rope_apply_f32(h, xf, 1, 2, 2, 24, 16, -4, NULL, 0, HALF, 1), FASTPE_ESTRIDE,
+        "stride_head", -1, -4.0, 8.0);
+    ROW(fastpe_rope_apply_f32(h, xf, 2, 3, 1, 10, 8, 8, NULL, 0, HALF, 1), FASTPE_ESTRIDE,
+        "stride_batch", -1, 10.0, 24.0);
+    ROW(fastpe_rope_apply_f64(h, xd, 2, 3, 1, 0, 8, 8, NULL, 0, HALF, 1), FASTPE_ESTRIDE,
+        "stride_batch", -1, 0.0, 8.0);
+    ROW(fastpe_rope_apply_f32(h, xf, 1, 3, 1, 24, INT64_MAX / 4, 8, NULL, 0, HALF, 1),
+        FASTPE_ESTRIDE, "stride_seq", -1, (double)(INT64_MAX / 4), (double)(INT64_MAX / 16 / 2));
     ROW(fastpe_rope_apply_f32(h, xf, 1, 3, 1, 24, 8, 8, NULL, INT64_MAX / 2, HALF, 1),
         FASTPE_ERANGE, "offset", -1, (double)(INT64_MAX / 2) + 2.0, POSITIVE);
     ROW(fastpe_rope_cache_axes_f32(h, xf, xf + 64, 3, 8, NULL, HALF, 1), FASTPE_ENULL, "positions",
@@ -301,7 +321,35 @@ static void gap_positions(void) {
     fastpe_spec_free(s);
 }
 
+/* The plain fills remember the last frequencies' position limit (per thread): a
+ * call of other frequencies must still get its own.  Vaswani's largest frequency
+ * is 1 for any base above 1 and base^(-7/8) > 1.8 for base 0.5 (d_model 16), so
+ * an offset just inside base 1e4's limit is refused with base 0.5 however the
+ * calls alternate, and base 1e-310 (d_model 64: frequencies beyond 1e290) is
+ * refused too. */
+static void limit_rows(void) {
+    const int IL = FASTPE_LAYOUT_INTERLEAVED;
+    fastpe_error e;
+    double limit;
+    int64_t k;
+    CHECK(fastpe_fill_f64(xd, 1, 16, 16, 1e4, (int64_t)1 << 60, IL, 1) == FASTPE_ERANGE,
+          "offset 2^60 refused");
+    fastpe_last_error(&e);
+    limit = e.limit;
+    CHECK(limit > 1e6 && limit < 1e18, "the limit %g", limit);
+    k = (int64_t)(limit * 0.9);
+    for (int i = 0; i < 3; i++) {
+        CHECK(fastpe_fill_f64(xd, 1, 16, 16, 1e4, k, IL, 1) == FASTPE_OK, "base 1e4 at 0.9 limit");
+        ROW(fastpe_fill_f64(xd, 1, 16, 16, 0.5, k, IL, 1), FASTPE_ERANGE, "offset", -1, (double)k,
+            POSITIVE);
+        ROW(fastpe_fill_f32(xf, 1, 64, 64, 1e-310, 0, IL, 1), FASTPE_EBASE, "base", -1, 1e-310,
+            NAN);
+        CHECK(fastpe_fill_f32(xf, 1, 16, 16, 1e4, k, IL, 1) == FASTPE_OK, "base 1e4 again");
+    }
+}
+
 int main(void) {
+    limit_rows();
     table_rows();
     spec_rows();
     rope_rows();

@@ -225,6 +225,72 @@ static void check_refusals(void) {
     detail_is(fastpe_rope_set_rounding(h, 1), FASTPE_EHANDLE, "rope", "freed rope");
 }
 
+static int stop_never(void *ctx) {
+    *(int *)ctx += 1;
+    return 0;
+}
+
+/* fastpe_fill_poll_ex: FASTPE_ROUND_CORRECT gives a correctly rounded Vaswani
+ * spec's rows (tied to fastpe.sinusoidal by the digests) in every dtype, with a
+ * poll callback or without (the plan cache's plan and kept low parts, or the
+ * fill's own), the hard rows their exact values; FASTPE_ROUND_DEFAULT gives
+ * fastpe_fill_poll's. */
+static void check_fill_poll(void) {
+    enum { S = 70, D = 64 };
+    static unsigned char a[S * D * 8], b[S * D * 8];
+    static const size_t size[4] = {4, 8, 2, 2};
+    fastpe_spec *s = correct_spec("vaswani", D);
+    double row[8];
+    int calls = 0; /* (a table this small may finish in one chunk: never called) */
+    for (int dt = 0; dt < 4; dt++) {
+        const int64_t offset = 103960;
+        int err;
+        switch (dt) {
+        case FASTPE_DTYPE_F32:
+            err = fastpe_spec_fill_f32(s, (float *)b, S, D, offset, 2);
+            break;
+        case FASTPE_DTYPE_F64:
+            err = fastpe_spec_fill_f64(s, (double *)b, S, D, offset, 2);
+            break;
+        case FASTPE_DTYPE_F16:
+            err = fastpe_spec_fill_f16(s, (uint16_t *)b, S, D, offset, 2);
+            break;
+        default:
+            err = fastpe_spec_fill_bf16(s, (uint16_t *)b, S, D, offset, 2);
+        }
+        CHECK(err == FASTPE_OK, "spec fill dtype %d", dt);
+        for (int polled = 0; polled < 2; polled++) {
+            memset(a, 0xAB, sizeof(a));
+            CHECK(fastpe_fill_poll_ex(a, dt, S, D, D, 10000.0, offset, FASTPE_LAYOUT_INTERLEAVED,
+                                      FASTPE_ROUND_CORRECT, 2, polled ? stop_never : NULL,
+                                      &calls) == FASTPE_OK,
+                  "fill_poll_ex dtype %d", dt);
+            CHECK(memcmp(a, b, (size_t)(S * D) * size[dt]) == 0,
+                  "fill_poll_ex dtype %d (poll %d): not the correctly rounded spec's rows", dt,
+                  polled);
+        }
+        /* the default rounding is fastpe_fill_poll */
+        CHECK(fastpe_fill_poll(b, dt, S, D, D, 10000.0, offset, FASTPE_LAYOUT_SPLIT, 2, NULL,
+                               NULL) == FASTPE_OK,
+              "fill_poll");
+        CHECK(fastpe_fill_poll_ex(a, dt, S, D, D, 10000.0, offset, FASTPE_LAYOUT_SPLIT,
+                                  FASTPE_ROUND_DEFAULT, 2, NULL, NULL) == FASTPE_OK,
+              "fill_poll_ex default");
+        CHECK(memcmp(a, b, (size_t)(S * D) * size[dt]) == 0,
+              "fill_poll_ex's default dtype %d is not fastpe_fill_poll's", dt);
+    }
+    for (int r = 0; r < 3; r++) {
+        CHECK(fastpe_fill_poll_ex(row, FASTPE_DTYPE_F64, 1, 8, 8, 10000.0, HARD[r],
+                                  FASTPE_LAYOUT_INTERLEAVED, FASTPE_ROUND_CORRECT, 1, NULL,
+                                  NULL) == FASTPE_OK,
+              "fill_poll_ex hard row");
+        for (int j = 0; j < 8; j++)
+            CHECK(same(row[j], VASWANI[r][j]), "fill_poll_ex k=%" PRId64 " col %d: %a, exact %a",
+                  HARD[r], j, row[j], VASWANI[r][j]);
+    }
+    fastpe_spec_free(s);
+}
+
 /* The default is the default: a spec left at (or set back to) FASTPE_ROUND_DEFAULT
  * fills fastpe_fill_f64's bits. */
 static void check_default(void) {
@@ -445,6 +511,7 @@ int main(int argc, char **argv) {
         check_hard_rows();
         check_refusals();
         check_default();
+        check_fill_poll();
     } else if (argc >= 2 && strcmp(argv[1], "digests") == 0) {
         if (argc >= 3) {
             expected = fopen(argv[2], "r");

@@ -172,7 +172,7 @@ def rope_cache(
         and type(rope_parameters) is not dict
         and _per_axis_rules(rope_parameters)
     ):
-        done = None if accurate else _kernel.rope_cache_axes_fast(*given)
+        done = _kernel.rope_cache_axes_fast(*given, accurate)
         if done is not None:  # sections and frequencies already planned: filled
             return done
         return _rope_cache_axes(given, accurate)

@@ -2,6 +2,9 @@
 # arguments the library's plan cache serves (_rope_plans.pxi): one C call, no Python
 # validation; anything else falls through to the general path (fastpe._rope_apply).
 
+cdef extern from "pe_lib.h" nogil:
+    const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot)
+
 cdef bint _fast_axes_ids(arr, int64_t rows, int64_t cols, const pe_rope_axes_plan *pl) except -1:
     """Whether ``arr`` is a C-contiguous native int64 ndarray of shape (cols, n_axes),
     or (1 or rows, cols, n_axes), that passes the library's checks of multi-axis
@@ -126,18 +129,36 @@ cdef void _axes_caches(const void *tab, bint tab64, real *cos, real *sin, int64_
                 sin[o + 2 * j + 1] = s
 
 
+cdef void _axes_caches16(const uint16_t *tab, uint16_t *cos, uint16_t *sin, int64_t n,
+                         int64_t nf, bint half) noexcept nogil:
+    """_axes_caches for 16-bit entries (their bits), from rows already rounded."""
+    cdef int64_t r, j, o, W = 2 * nf
+    for r in range(n):
+        o = r * W
+        for j in range(nf):
+            if half:
+                cos[o + j] = cos[o + nf + j] = tab[o + nf + j]
+                sin[o + j] = sin[o + nf + j] = tab[o + j]
+            else:
+                cos[o + 2 * j] = cos[o + 2 * j + 1] = tab[o + nf + j]
+                sin[o + 2 * j] = sin[o + 2 * j + 1] = tab[o + j]
+
+
 def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, sections,
                          section_layout, layout, dtype, max_position_embeddings, precision,
-                         inv_freq, attention_factor, out, num_threads):
+                         inv_freq, attention_factor, out, num_threads,
+                         bint correctly_rounded=False):
     """fastpe.rope_cache with sections for the common case -- the arguments
     rope_apply_axes serves, a C-contiguous (n, n_axes) int64 ndarray of positions,
-    float32/float64 into new arrays -- or None to decline (the general path then
-    validates and explains)."""
+    float32/float64 (``correctly_rounded``: float16/bfloat16 too) into new arrays --
+    or None to decline (the general path then validates and explains).
+    ``correctly_rounded``: each entry the attention factor times its sine or cosine,
+    rounded once into the dtype, as the general path's."""
     cdef const pe_rope_axes_plan *pl
     cdef Py_buffer pv
     cdef pe_rope_axis ax[64]
     cdef int64_t n, nf
-    cdef int nt, err, slot = -1
+    cdef int nt, err, i, slot = -1
     cdef char want, kind
     cdef double attention = 1.0
     cdef bint tab64, half, scaled
@@ -150,6 +171,8 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
         return None
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
+    if correctly_rounded and want == c'x':
+        want = _half_dtype(dtype)
     if nt < 0 or want == c'x':
         return None
     shape = (<object>positions).shape
@@ -168,19 +191,23 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
         if (8 + 2 * 8) * <double>n * 2 * nf >= _small_request \
                 or not _fast_axes_ids(positions, 0, n, pl):
             return None
-        dt = _F64 if want == c'd' else _F32
-        tab64 = attention != 1.0 or want == c'd'
-        kind = c'd' if tab64 else c'f'
-        table = _np_empty((n, 2 * nf), _F64 if tab64 else _F32)
+        dt = _F64 if want == c'd' else _F16 if want == c'e' else _U16 if want == c'b' else _F32
+        # (correctly rounded rows come scaled, in the caches' type)
+        tab64 = not correctly_rounded and (attention != 1.0 or want == c'd')
+        kind = c'd' if tab64 else c'f' if want == 0 else want
+        table = _np_empty((n, 2 * nf), _F64 if tab64 else dt)
         cos, sin = _np_empty((n, 2 * nf), dt), _np_empty((n, 2 * nf), dt)
         tp = _data(table)
         cp = _data(cos)
         sp = _data(sin)
         half = layout == "half"
-        scaled = attention != 1.0
+        scaled = tab64 and attention != 1.0
         PyObject_GetBuffer(positions, &pv, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
         try:
             _axes_rows(pl, ax, pv.buf, False, 1, n)  # (int64: _fast_axes_ids)
+            for i in range(pl.nax):
+                ax[i].rq.accurate = correctly_rounded
+                ax[i].rq.scale = attention if correctly_rounded else 1.0
             with nogil:
                 err = pe_rope_table_axes(tp, kind, nf, n, ax, pl.nax, nt, _poll_signals, NULL)
         finally:
@@ -191,6 +218,10 @@ def rope_cache_axes_fast(head_dim, rope_parameters, seq_len, offset, positions, 
         return None
     if want == c'd':
         _axes_caches[double](tp, scaled, <double *>cp, <double *>sp, n, nf, attention, half)
+    elif want == c'e' or want == c'b':
+        _axes_caches16(<const uint16_t *>tp, <uint16_t *>cp, <uint16_t *>sp, n, nf, half)
+        if want == c'b':
+            return cos.view(_BF16), sin.view(_BF16)
     else:
         _axes_caches[float](tp, scaled, <float *>cp, <float *>sp, n, nf, attention, half)
     return cos, sin
@@ -389,6 +420,53 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
     return q if k is None else (q, k)
 
 
+cdef object _F16 = _np.dtype(_np.float16)
+cdef object _F16_TYPE = _np.float16
+cdef object _U16 = _np.dtype(_np.uint16)
+#: ml_dtypes' bfloat16 (its type, its dtype) once looked up; False without ml_dtypes
+cdef object _BF16_TYPE = None
+cdef object _BF16 = None
+
+
+cdef char _half_dtype(dtype) except 0:
+    """'e' for the plain spellings of float16, 'b' for bfloat16's (ml_dtypes'
+    type or dtype, or "bfloat16" with ml_dtypes installed), 'x' else."""
+    global _BF16_TYPE, _BF16
+    if dtype is _F16_TYPE or dtype is _F16 or (type(dtype) is str and dtype == "float16"):
+        return c'e'
+    if _BF16 is None:
+        try:
+            import ml_dtypes
+            _BF16_TYPE, _BF16 = ml_dtypes.bfloat16, _np.dtype(ml_dtypes.bfloat16)
+        except ImportError:     # (the general path names the extra)
+            _BF16_TYPE = _BF16 = False
+    if _BF16 is not False and (dtype is _BF16_TYPE or dtype is _BF16
+                               or (type(dtype) is str and dtype == "bfloat16")):
+        return c'b'
+    return c'x'
+
+
+cdef object _rope_cache_half(pe_rope_handle *h, char want, int64_t n, int64_t W,
+                             const int64_t *pp, int64_t off, int lay, int nt):
+    """rope_cache_fast's new float16/bfloat16 (``want`` 'e' or 'b') caches of n
+    rows, or None when the library refuses (the general path then raises it)."""
+    cdef int err
+    cdef uint16_t *cp
+    cdef uint16_t *sp
+    dt = _F16 if want == c'e' else _U16     # (bfloat16: filled as its uint16 bits)
+    cos, sin = _np_empty((n, W), dt), _np_empty((n, W), dt)
+    cp = <uint16_t *>_data(cos)
+    sp = <uint16_t *>_data(sin)
+    with nogil:
+        if want == c'e':
+            err = fastpe_rope_cache_f16(<fastpe_rope *>h, cp, sp, n, W, pp, off, lay, nt)
+        else:
+            err = fastpe_rope_cache_bf16(<fastpe_rope *>h, cp, sp, n, W, pp, off, lay, nt)
+    if err != FASTPE_OK:
+        return None
+    return (cos, sin) if want == c'e' else (cos.view(_BF16), sin.view(_BF16))
+
+
 # the most positions a list may hold on rope_cache's small-call path (a decoding
 # step's few; longer lists take the general path's conversion)
 cdef enum:
@@ -422,9 +500,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     into new arrays or
     a pair of plain ndarrays of the result's shape -- through the C API's cache
     function, or None to decline (the general path then validates and explains).
-    ``correctly_rounded``: float64 here (other dtypes: the general path), through a
+    ``correctly_rounded``: every dtype (float16/bfloat16 into new arrays), through a
     copy of the plan's handle set to the C API's correct rounding (the shared handle
-    itself is never changed)."""
+    itself is never changed): the one correctly rounded result, as the general
+    path's."""
     cdef const pe_rope_plan *pl = NULL
     cdef pe_rope_handle *h
     cdef pe_rope_handle exact
@@ -441,12 +520,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
     lay = FASTPE_LAYOUT_SPLIT if layout == "half" else FASTPE_LAYOUT_INTERLEAVED
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
+    if correctly_rounded and want == c'x' and out is None:
+        want = _half_dtype(dtype)   # (new 16-bit caches: correctly rounded ones only)
     if nt < 0 or want == c'x':
         return None
-    if correctly_rounded:   # (other dtypes: the general path)
-        if want == c'f' or (want == 0 and out is None):
-            return None
-        want = c'd'
     if positions is None:
         if type(seq_len) is not int or type(offset) is not int:
             return None
@@ -478,9 +555,10 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             return None
         h = <pe_rope_handle *>pl.h
         if correctly_rounded:
-            # (the shared handle keeps the low parts its accurate rows reuse: made
-            # here, or the copy would make its own every call)
-            if pe_rope_lows(h) == NULL and h.plan != NULL:
+            # (the shared handle keeps the low parts its accurate rows reuse, counted
+            # in the plan cache's bytes: made here, or the copy would make its own
+            # every call)
+            if pe_rope_plan_lows(pl, slot) == NULL and h.plan != NULL:
                 return None
             exact = h[0]
             exact.rounding = FASTPE_ROUND_CORRECT
@@ -494,6 +572,8 @@ def rope_cache_fast(head_dim, rope_parameters, seq_len, offset, positions, layou
             pp = <const int64_t *>pv.buf
         if (8 + 2 * 8) * <double>n * W >= _small_request:   # the general path checks memory
             return None
+        if want == c'e' or want == c'b':
+            return _rope_cache_half(h, want, n, W, pp, off, lay, nt)
         if out is None:
             dt = _F64 if want == c'd' else _F32
             result = (_np_empty((n, W), dt), _np_empty((n, W), dt))

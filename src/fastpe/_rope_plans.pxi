@@ -252,5 +252,5 @@ def _c_plan_kinds():
     with (for tests)."""
     cdef int64_t n[16]
     pe_plans_kinds(n)
-    names = {1: "table", 2: "rope list", 3: "rope rule", 4: "rope axes"}
+    names = {1: "table", 2: "rope list", 3: "rope rule", 4: "rope axes", 5: "table lows"}
     return {name: (n[2 * t], n[2 * t + 1]) for t, name in names.items()}

@@ -139,6 +139,7 @@ def rope_cache_axes_fast(
     attention_factor: Any,
     out: Any,
     num_threads: Any,
+    correctly_rounded: bool = ...,
 ) -> tuple[np.ndarray, np.ndarray] | None: ...
 
 @disjoint_base

@@ -126,7 +126,7 @@ extern "C" {
  * functions are only ever added.  (The capsule's table has a version of its
  * own, FASTPE_ABI_MAJOR/MINOR in fastpe.h.) */
 #define FASTPE_LIB_ABI_MAJOR 1
-#define FASTPE_LIB_ABI_MINOR 3
+#define FASTPE_LIB_ABI_MINOR 4
 
 /* FASTPE_NO_CONSTANTS: for a file that already has these values under the same
  * names (the Python binding, whose kernel.pxd declares them). */
@@ -310,6 +310,14 @@ FASTPE_API int fastpe_add_positions_f64(double *x, int64_t n, int64_t d_model, i
 FASTPE_API int fastpe_fill_poll(void *out, int dtype, int64_t seq_len, int64_t d_model,
                                 int64_t row_stride, double base, int64_t offset, int layout,
                                 int num_threads, fastpe_poll_fn poll, void *ctx);
+/* fastpe_fill_poll with a rounding (FASTPE_ROUND_*): FASTPE_ROUND_CORRECT gives
+ * every entry correctly rounded, as fastpe.sinusoidal(..., correctly_rounded=True)
+ * and a spec handle set to it; FASTPE_ROUND_DEFAULT is fastpe_fill_poll.  Another
+ * value: FASTPE_EINVAL naming "rounding" (after "dtype").  Library only; ABI
+ * 1.4. */
+FASTPE_API int fastpe_fill_poll_ex(void *out, int dtype, int64_t seq_len, int64_t d_model,
+                                   int64_t row_stride, double base, int64_t offset, int layout,
+                                   int rounding, int num_threads, fastpe_poll_fn poll, void *ctx);
 
 /* ---- every convention, through a compiled spec --------------------------------
  * A spec is made once and used from any thread; it is freed with
