@@ -65,6 +65,49 @@ static ROT_ATTR void ROT_FN(pe_rot_pairs)(char *row, const double *PE_RESTRICT s
     }
 }
 #endif
+
+#ifdef ROT_CR
+/* Entry a (u C + w S) of pair i at position K, correctly rounded (the test and
+ * bound above pe_crr). */
+static ROT_T ROT_FN(pe_crr_entry)(const pe_crr *X, double K, int64_t i, double u, double w,
+                                  double ch, double cl, double sh, double sl, double et) {
+    double pa, pb;
+    if (crr_probes(u, w, ch, cl, sh, sl, et, X->a, ROT_MARGIN, &pa, &pb) && isfinite(pa) && isfinite(pb) &&
+        !pe_cr_forced()) {
+        ROT_T ra = ROT_STORE(pa), rb = ROT_STORE(pb);
+        if (memcmp(&ra, &rb, sizeof ra) == 0)
+            return ra;
+    }
+    if (!(isfinite(u) && isfinite(w))) /* as the default rotation: IEEE operations */
+        return ROT_STORE(u * (ch * X->a) + w * (sh * X->a));
+    {
+        const pe_spec *sp = X->sp;
+        return ROT_STORE(pe_rot_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, u, w, X->a,
+                                      ROT_PREC, ROT_EMIN));
+    }
+}
+
+/* One row rotated at position K, correctly rounded; tr: its angles as sin hi,
+ * sin lo, cos hi, cos lo (nf each). */
+PE_TARGET_CLONES
+static void ROT_FN(pe_rot_cr)(char *row, const double *tr, double K, const pe_crr *X, int half,
+                              int64_t nf) {
+    ROT_T *x = (ROT_T *)row;
+    int64_t step = half ? 1 : 2, gap = half ? nf : 1;
+    for (int64_t i = 0; i < nf; i++) {
+        double x1 = ROT_LOAD(x[i * step]), x2 = ROT_LOAD(x[i * step + gap]);
+        double sh = tr[i], sl = tr[nf + i], ch = tr[2 * nf + i], cl = tr[3 * nf + i];
+        double et = 0x1p-99 + 0x1p-90 * fabs(K * X->f[i]);
+        ROT_T r1 = ROT_FN(pe_crr_entry)(X, K, i, x1, -x2, ch, cl, sh, sl, et);
+        ROT_T r2 = ROT_FN(pe_crr_entry)(X, K, i, x2, x1, ch, cl, sh, sl, et);
+        x[i * step] = r1;
+        x[i * step + gap] = r2;
+    }
+}
+#endif
+#undef ROT_PREC
+#undef ROT_EMIN
+#undef ROT_MARGIN
 #undef ROT_ATTR
 
 #undef ROT_FN
