@@ -307,4 +307,3 @@ def test_c_rotation_with_a_correct_handle_has_the_python_bits(t, dtype, params):
         assert np.array_equal(x.view(np.uint8), want.view(np.uint8))
     finally:
         t.rope_free(h)
-

@@ -9,6 +9,7 @@
 #include "kernels/pe_rows_dd.h"
 #include "kernels/pe_v512.h"
 
+#include <float.h>
 #include <string.h>
 
 /*
@@ -45,14 +46,12 @@ PE_INLINE pe_dd crr_dot(double u, double w, double ch, double cl, double sh, dou
 
 /* The probes of entry a (u C + w S) into pa, pb (doubles), margin: the share of
  * |v| that covers their own rounding; 0 where the inputs are beyond the fast
- * path (too large, or not finite: *nf set). */
+ * path (too large, or not finite), whose probes are then meaningless.  No
+ * branch, so that the loops calling it vectorise. */
 PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, double sl, double et,
                          double a, double margin, double *pa, double *pb) {
     double m = fabs(u) + fabs(w), E, d;
-    pe_dd n;
-    if (!(m <= 0x1p990)) /* (NaN and infinity too) */
-        return 0;
-    n = crr_dot(u, w, ch, cl, sh, sl);
+    pe_dd n = crr_dot(u, w, ch, cl, sh, sl);
     E = m * (et + 0x1p-100) + 0x1p-1068;
     if (a != 1.0) {
         pe_dd p = pe_dd_prod(a, n.hi);
@@ -62,7 +61,13 @@ PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, do
     d = E + margin * fabs(n.hi);
     *pa = n.hi + (n.lo - d);
     *pb = n.hi + (n.lo + d);
-    return 1;
+    return m <= 0x1p990; /* (0 for NaN and infinity too) */
+}
+
+PE_INLINE uint64_t crr_f64_bits(double v) {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
 }
 
 #define ROT_CR 1
@@ -71,6 +76,7 @@ PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, do
 #define ROT_SFX      f32
 #define ROT_LOAD(v)  ((double)(v))
 #define ROT_STORE(v) ((float)(v))
+#define ROT_BITS(v)  ((uint64_t)pe_f32_bits(v))
 #define ROT_PREC     24
 #define ROT_EMIN     (-149)
 #define ROT_MARGIN   0x1p-50
@@ -80,6 +86,7 @@ PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, do
 #define ROT_SFX      f64
 #define ROT_LOAD(v)  (v)
 #define ROT_STORE(v) (v)
+#define ROT_BITS(v)  crr_f64_bits(v)
 #define ROT_PREC     53
 #define ROT_EMIN     (-1074)
 #define ROT_MARGIN   0x1p-101
@@ -89,6 +96,7 @@ PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, do
 #define ROT_SFX      f16
 #define ROT_LOAD(v)  ((double)pe_f16_to_f32(v))
 #define ROT_STORE(v) pe_f64_to_f16(v)
+#define ROT_BITS(v)  ((uint64_t)(v))
 #define ROT_PREC     11
 #define ROT_EMIN     (-24)
 #define ROT_MARGIN   0x1p-50
@@ -98,6 +106,7 @@ PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, do
 #define ROT_SFX      bf16
 #define ROT_LOAD(v)  ((double)pe_bf16_to_f32(v))
 #define ROT_STORE(v) pe_f64_to_bf16(v)
+#define ROT_BITS(v)  ((uint64_t)(v))
 #define ROT_PREC     8
 #define ROT_EMIN     (-133)
 #define ROT_MARGIN   0x1p-50

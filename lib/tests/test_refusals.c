@@ -247,8 +247,8 @@ static void rope_rows(void) {
     CHECK(fastpe_rope_apply_f64(h, xd, 1, 3, 1, 24, 8, 8, NULL, 0, HALF, 1) == FASTPE_OK,
           "correct rotation");
     CHECK(fastpe_rope_set_rounding(ha, FASTPE_ROUND_CORRECT) == FASTPE_OK, "correct axes");
-    ROW(fastpe_rope_apply_axes_f64(ha, xd, 1, 3, 1, 24, 8, 8, pos2, HALF, 1), FASTPE_EINVAL,
-        "rope", -1, 1.0, NAN);
+    ROW(fastpe_rope_apply_axes_f64(ha, xd, 1, 3, 1, 24, 8, 8, pos2, HALF, 1), FASTPE_EINVAL, "rope",
+        -1, 1.0, NAN);
     fastpe_rope_free(h);
     fastpe_rope_free(ha);
 }
