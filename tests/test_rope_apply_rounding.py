@@ -162,6 +162,13 @@ def test_fractional_positions_and_offsets_per_batch(dtype):
     want = _oracle(x.transpose(0, 2, 1, 3), tokens, w, a, "interleaved").transpose(0, 2, 1, 3)
     fastpe.apply_rope(x, offset=offs, seq_axis=1, layout="interleaved", correctly_rounded=True)
     _check(x, want, "offsets")
+    # position ids per sequence (left padding), k with fewer heads
+    ids = np.array([[0, 0, 1, 2], [5419351, -1, 3, 2**40]])
+    q, k = _inputs(rng, (2, 4, 4, 8), dtype), _inputs(rng, (2, 2, 4, 8), dtype)
+    want_q, want_k = _oracle(q, ids, w, a, "half"), _oracle(k, ids, w, a, "half")
+    fastpe.apply_rope(q, k, positions=ids, correctly_rounded=True)
+    _check(q, want_q, "ids q")
+    _check(k, want_k, "ids k")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -107,9 +107,10 @@ def apply_rope(
         an ulp and rounds a rare entry the wrong way, more where ``x1*cos`` and
         ``x2*sin`` nearly cancel.  A proved error bound on a double-double
         evaluation decides nearly every entry; the rest are evaluated again in
-        256-bit arithmetic.  It costs several times the default time (see
-        docs/performance.md).  Not with ``sections``, one rule per axis, per-head
-        or mixed frequencies, or xPos (a ValueError).
+        256-bit arithmetic.  It costs about 10x the default's time on a prefill
+        and ~40x on a decoding step (docs/performance.md).  Not with
+        ``sections``, one rule per axis, per-head or mixed frequencies, or xPos
+        (a ValueError).
 
     Returns
     -------
