@@ -52,11 +52,14 @@ PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, do
                          double a, double margin, double *pa, double *pb) {
     double m = fabs(u) + fabs(w), E, d;
     pe_dd n = crr_dot(u, w, ch, cl, sh, sl);
-    E = m * (et + 0x1p-100) + 0x1p-1068;
+    /* (et 0: position 0, where cos 1 and sin 0 are exact and so is v; a pair of
+       zeros: v is exactly 0.  Zero padding and the first token's zero entries are
+       decided here rather than on the exact path) */
+    E = et > 0.0 ? m * (et + 0x1p-100) + (m > 0.0 ? 0x1p-1068 : 0.0) : 0.0;
     if (a != 1.0) {
         pe_dd p = pe_dd_prod(a, n.hi);
         n = pe_two_sum(p.hi, p.lo + a * n.lo);
-        E = fabs(a) * E + 0x1p-101 * fabs(n.hi) + 0x1p-1068;
+        E = fabs(a) * E + 0x1p-101 * fabs(n.hi) + (m > 0.0 ? 0x1p-1068 : 0.0);
     }
     d = E + margin * fabs(n.hi);
     *pa = n.hi + (n.lo - d);

@@ -72,6 +72,8 @@ static ROT_ATTR void ROT_FN(pe_rot_pairs)(char *row, const double *PE_RESTRICT s
 static ROT_T ROT_FN(pe_crr_entry)(const pe_crr *X, double K, int64_t i, double u, double w,
                                   double ch, double cl, double sh, double sl, double et) {
     double pa, pb;
+    if (u == 0.0 && w == 0.0) /* exactly 0 (of either sign: +0) */
+        return ROT_STORE(0.0);
     if (crr_probes(u, w, ch, cl, sh, sl, et, X->a, ROT_MARGIN, &pa, &pb) && isfinite(pa) &&
         isfinite(pb) && !pe_cr_forced()) {
         ROT_T ra = ROT_STORE(pa), rb = ROT_STORE(pb);
@@ -100,7 +102,7 @@ PE_INLINE uint64_t ROT_FN(pe_crr_run)(ROT_T *PE_RESTRICT out, const ROT_T *PE_RE
         int64_t i = i0 + j;
         double x1 = ROT_LOAD(x[i * step]), x2 = ROT_LOAD(x[i * step + gap]);
         double sh = tr[i], sl = tr[nf + i], ch = tr[2 * nf + i], cl = tr[3 * nf + i];
-        double et = 0x1p-99 + 0x1p-90 * fabs(K * f[i]);
+        double et = K != 0.0 ? 0x1p-99 + 0x1p-90 * fabs(K * f[i]) : 0.0;
         double a1, b1, a2, b2;
         int ok = crr_probes(x1, -x2, ch, cl, sh, sl, et, a, ROT_MARGIN, &a1, &b1) &
                  crr_probes(x2, x1, ch, cl, sh, sl, et, a, ROT_MARGIN, &a2, &b2);
@@ -142,7 +144,7 @@ PE_DD_FLAT static void ROT_FN(pe_rot_cr)(char *row, const double *tr, double K, 
         for (int64_t i = i0; i < i0 + n; i++) {
             double x1 = ROT_LOAD(x[i * step]), x2 = ROT_LOAD(x[i * step + gap]);
             double sh = tr[i], sl = tr[nf + i], ch = tr[2 * nf + i], cl = tr[3 * nf + i];
-            double et = 0x1p-99 + 0x1p-90 * fabs(K * X->f[i]);
+            double et = K != 0.0 ? 0x1p-99 + 0x1p-90 * fabs(K * X->f[i]) : 0.0;
             ROT_T r1 = ROT_FN(pe_crr_entry)(X, K, i, x1, -x2, ch, cl, sh, sl, et);
             ROT_T r2 = ROT_FN(pe_crr_entry)(X, K, i, x2, x1, ch, cl, sh, sl, et);
             x[i * step] = r1;
