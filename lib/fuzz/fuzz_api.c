@@ -14,7 +14,8 @@
  *   - an error's detail (fastpe_last_error) holding its code and, but for a
  *     failed allocation, naming the argument refused;
  *   - a handle set to correct rounding refused (FASTPE_EINVAL, naming it) by
- *     the adds and the rotations (the fills and caches honour it); a rounding outside
+ *     the adds and the multi-axis rotations (the fills, caches and one-axis
+ *     rotations honour it); a rounding outside
  *     FASTPE_ROUND_* refused by the setters, the handle left as it was;
  *   - (ASan, UBSan) no access outside the arena, no undefined behaviour.
  * A call whose rows would fall outside the arena is made only when its sizes
@@ -252,10 +253,12 @@ static int pick_rounding(reader *r) {
     return sel < 224 ? FASTPE_ROUND_CORRECT : (int)pick(r, -3, 3);
 }
 
-/* Whether the call writes table rows or caches (of any type): the ones that
- * honour correct rounding; the adds and the rotations refuse it. */
+/* Whether the call writes table rows, caches or one-axis rotations (of any
+ * type): the ones that honour correct rounding; the adds and the multi-axis
+ * rotations refuse it. */
 static int honours_rounding(const call *C) {
-    return (C->op == 3 && (C->dtype == 1 || C->dtype == 2)) || C->op == 5;
+    return (C->op == 3 && (C->dtype == 1 || C->dtype == 2)) || C->op == 5 ||
+           (C->op == 4 && C->dtype != 2);
 }
 
 /* After a failing call: its detail holds its code and names the argument. */

@@ -220,3 +220,42 @@ double pe_entry_exact(double K, int64_t i, double w0, double base, double denom,
     }
     return pe_round_exact(v, prec, emin, rel);
 }
+
+double pe_rot_exact(double K, int64_t i, double w0, double base, double denom, const double *wl,
+                    double u, double w, double scale, int prec, int emin) {
+    pe_mp wi, s, c, v;
+    double eps_w = 0.0, tabs, err, vabs, rel;
+    if (K == 0.0 || (wl != NULL && wl[i] == 0.0) || (wl == NULL && w0 == 0.0)) {
+        /* an angle of exactly 0: scale u, one product of two doubles (exact here) */
+        return pe_round_exact(pe_mp_mul(pe_mp_from(u), pe_mp_from(scale)), prec, emin, 0.0);
+    }
+    /* the frequency and the angle as pe_entry_exact forms them (the same bounds) */
+    if (wl != NULL) {
+        wi = pe_mp_from(wl[i]);
+    } else if (i == 0) {
+        wi = pe_mp_from(w0);
+    } else {
+        pe_mp e = pe_mp_div(pe_mp_from(-(double)i), pe_mp_from(denom));
+        pe_mp l = pe_mp_log(pe_mp_from(base));
+        wi = pe_mp_mul(pe_mp_from(w0), pe_mp_exp(pe_mp_mul(l, e)));
+        eps_w = fabs((double)i / denom) * ldexp(1.0, -227) + ldexp(1.0, -229);
+    }
+    {
+        pe_mp t = pe_mp_mul(pe_mp_from(K), pe_mp_div(wi, pe_mp_ldexp(pe_mp_pi(), 1)));
+        tabs = fabs(pe_mp_to_double(t));
+        pe_mp_sincos_turns(t, &s, &c);
+    }
+    /* u cos + w sin: the inputs are exact, the products and the sum truncate
+       below 2^-250 of their sizes; sin and cos each within err (pe_entry_exact) */
+    v = pe_mp_add(pe_mp_mul(pe_mp_from(u), c), pe_mp_mul(pe_mp_from(w), s));
+    err = (fabs(u) + fabs(w)) * (6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -196));
+    vabs = fabs(pe_mp_to_double(v));
+    /* (zero only where the angle is 0 or u = w = 0: tan of a nonzero rational
+       multiple of a double is irrational; an undecided rounding is counted) */
+    rel = vabs > 0.0 ? err / vabs : 1.0;
+    if (scale != 1.0) {
+        v = pe_mp_mul(v, pe_mp_from(scale));
+        rel += ldexp(1.0, -250);
+    }
+    return pe_round_exact(v, prec, emin, rel);
+}

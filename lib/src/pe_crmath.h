@@ -56,6 +56,12 @@ PE_HIDDEN float pe_powf_cr_ln(float x, pe_dd ln_x, float y);
  * as a run of the exact path).  |K f_i| < 2^45 (the position limit). */
 PE_HIDDEN double pe_entry_exact(double K, int64_t i, double w0, double base, double denom,
                                 const double *wl, int cosine, double scale, int prec, int emin);
+/* One rotated RoPE entry on the exact path: scale (u cos t + w sin t), t the
+ * angle of pe_entry_exact's (K, i, w0, base, denom, wl), u and w finite doubles
+ * (a rotated pair's entries, one negated), rounded once as there (counted). */
+PE_HIDDEN double pe_rot_exact(double K, int64_t i, double w0, double base, double denom,
+                              const double *wl, double u, double w, double scale, int prec,
+                              int emin);
 /* Whether the exact path is forced (pe_cr_force_exact). */
 PE_HIDDEN int pe_cr_forced(void);
 /* Since the library was loaded: how many values took the exact path, and how

@@ -374,6 +374,11 @@ PE_HIDDEN int pe_rope_check_arrays(const pe_rope_array *q, const pe_rope_array *
 PE_HIDDEN int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
                           int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                           void *poll_ctx);
+/* pe_rope_run with every rotated entry correctly rounded (the exact rotation
+ * of the inputs by the angles of rq's positions, times R[0]->attention, rounded
+ * once; rope_rotate.c); R's table fields unused. */
+PE_HIDDEN int pe_rope_run_cr(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
+                             int num_threads, pe_poll_fn poll, void *poll_ctx);
 /* One axis of a multi-axis angle table: the encoding of its own frequencies
  * (sp's [sin | cos] rows; plan, ac as pe_fill_run), the positions of its tokens
  * (rq: a column of the caller's positions, nseq x S rows), and the table

@@ -165,8 +165,8 @@ static int ROPE_FN(rope_apply_body)(const fastpe_rope *h, ROPE_T *x, int64_t bat
     pe_rope_rows R;
     pe_rope_rows *Rs = &R;
     int err = rope_check(h);
-    if (err == FASTPE_OK)
-        err = pe_check_rounding(h->rounding, 0, "rope");
+    if (err == FASTPE_OK) /* (every rounding: the correct one by pe_rope_run_cr) */
+        err = pe_check_rounding(h->rounding, ROPE_KIND, "rope");
     if (err != FASTPE_OK)
         return err;
     err = ROPE_FN(rope_rows3)(&R, x, batch, seq, heads, stride_batch, stride_seq, stride_head,
@@ -177,6 +177,8 @@ static int ROPE_FN(rope_apply_body)(const fastpe_rope *h, ROPE_T *x, int64_t bat
     if (err != FASTPE_OK)
         return err;
     R.per_batch = rq.nseq > 1;
+    if (h->rounding == PE_ROUND_CORRECT)
+        return pe_rope_run_cr(&Rs, 1, &h->sp, &rq, num_threads, NULL, NULL);
     return pe_rope_run(&Rs, 1, &h->sp, &rq, num_threads, h->plan, NULL, NULL, NULL);
 }
 

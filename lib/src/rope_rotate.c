@@ -3,33 +3,118 @@
  * the angle table (sin | cos of nf frequencies, filled by the fill driver like
  * any encoding), the threads splitting the rows.
  */
+#include "pe_crmath.h"
 #include "pe_lib.h"
 #include "fastpe/fastpe.h"
+#include "kernels/pe_rows_dd.h"
 #include "kernels/pe_v512.h"
+
+#include <float.h>
+#include <string.h>
+
+/*
+ * The correctly rounded rotation (a handle's FASTPE_ROUND_CORRECT): each entry
+ * a (u cos t + w sin t), (u, w) = (x1, -x2) or (x2, x1), the input entries
+ * exact, rounded once into the row's type.  cos t and sin t come as
+ * double-double (pe_sincos_row_dd: within et = 2^-102 + 2^-93 |K f| of the real
+ * ones, f the frequency in turns; taken here as 2^-99 + 2^-90 |K f|); the
+ * products u ch, w sh are exact (FMA or Dekker), the low terms' and the sums'
+ * roundings stay below 2^-101 (|u| + |w|), products that underflow lose below
+ * 2^-1074 each.  So the double-double v is within
+ *     E = (|u| + |w|) (et + 2^-100) + 2^-1068
+ * of the exact entry (times |a| after the factor, formed as
+ * pe_dd_round_scaled does, with 2^-101 |v| more).  The probes v - d and v + d
+ * (d: E plus what their own two roundings can move them: 2^-101 |v| for
+ * float64, whose test is pe_dd_round's, 2^-50 |v| for the narrower types, which
+ * round the probe doubles once more) rounding to the same entry decide it
+ * (rounding is monotonic); otherwise, and for inputs beyond 2^990 in size (the
+ * exact products' range), the entry comes from pe_rot_exact (counted).
+ */
+typedef struct {
+    const pe_spec *sp;
+    const double *f; /* the frequencies in turns (high parts), for et */
+    double a;        /* the attention factor */
+} pe_crr;
+
+/* u (ch + cl) + w (sh + sl) as double-double (the bound above). */
+PE_INLINE pe_dd crr_dot(double u, double w, double ch, double cl, double sh, double sl) {
+    pe_dd p = pe_dd_prod(u, ch), q = pe_dd_prod(w, sh);
+    pe_dd s = pe_two_sum(p.hi, q.hi);
+    double lo = s.lo + ((p.lo + q.lo) + (u * cl + w * sl));
+    return pe_two_sum(s.hi, lo);
+}
+
+/* The probes of entry a (u C + w S) into pa, pb (doubles), margin: the share of
+ * |v| that covers their own rounding; 0 where the inputs are beyond the fast
+ * path (too large, or not finite), whose probes are then meaningless.  No
+ * branch, so that the loops calling it vectorise. */
+PE_INLINE int crr_probes(double u, double w, double ch, double cl, double sh, double sl, double et,
+                         double a, double margin, double *pa, double *pb) {
+    double m = fabs(u) + fabs(w), E, d;
+    pe_dd n = crr_dot(u, w, ch, cl, sh, sl);
+    /* (et 0: position 0, where cos 1 and sin 0 are exact and so is v; a pair of
+       zeros: v is exactly 0.  Zero padding and the first token's zero entries are
+       decided here rather than on the exact path) */
+    E = et > 0.0 ? m * (et + 0x1p-100) + (m > 0.0 ? 0x1p-1068 : 0.0) : 0.0;
+    if (a != 1.0) {
+        pe_dd p = pe_dd_prod(a, n.hi);
+        n = pe_two_sum(p.hi, p.lo + a * n.lo);
+        E = fabs(a) * E + 0x1p-101 * fabs(n.hi) + (m > 0.0 ? 0x1p-1068 : 0.0);
+    }
+    d = E + margin * fabs(n.hi);
+    *pa = n.hi + (n.lo - d);
+    *pb = n.hi + (n.lo + d);
+    return m <= 0x1p990; /* (0 for NaN and infinity too) */
+}
+
+PE_INLINE uint64_t crr_f64_bits(double v) {
+    uint64_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+#define ROT_CR 1
 
 #define ROT_T        float
 #define ROT_SFX      f32
 #define ROT_LOAD(v)  ((double)(v))
 #define ROT_STORE(v) ((float)(v))
+#define ROT_BITS(v)  ((uint64_t)pe_f32_bits(v))
+#define ROT_PREC     24
+#define ROT_EMIN     (-149)
+#define ROT_MARGIN   0x1p-50
 #include "rope_rows.inc.c"
 
 #define ROT_T        double
 #define ROT_SFX      f64
 #define ROT_LOAD(v)  (v)
 #define ROT_STORE(v) (v)
+#define ROT_BITS(v)  crr_f64_bits(v)
+#define ROT_PREC     53
+#define ROT_EMIN     (-1074)
+#define ROT_MARGIN   0x1p-101
 #include "rope_rows.inc.c"
 
 #define ROT_T        uint16_t
 #define ROT_SFX      f16
 #define ROT_LOAD(v)  ((double)pe_f16_to_f32(v))
 #define ROT_STORE(v) pe_f64_to_f16(v)
+#define ROT_BITS(v)  ((uint64_t)(v))
+#define ROT_PREC     11
+#define ROT_EMIN     (-24)
+#define ROT_MARGIN   0x1p-50
 #include "rope_rows.inc.c"
 
 #define ROT_T        uint16_t
 #define ROT_SFX      bf16
 #define ROT_LOAD(v)  ((double)pe_bf16_to_f32(v))
 #define ROT_STORE(v) pe_f64_to_bf16(v)
+#define ROT_BITS(v)  ((uint64_t)(v))
+#define ROT_PREC     8
+#define ROT_EMIN     (-133)
+#define ROT_MARGIN   0x1p-50
 #include "rope_rows.inc.c"
+#undef ROT_CR
 
 #if PE_HAVE_V512
 /* the same rotations compiled for AVX-512F, used where pe_v512 is set */
@@ -654,5 +739,131 @@ int pe_rope_run(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows
         err = pe_rope_rotate_by(R, nR, table, nrows, W, num_threads, poll, poll_ctx);
     if (table != small)
         free(table);
+    return err;
+}
+
+/* Position of table row r (sequence b = r / S, step s), as the fill reads it. */
+static double crr_position(const pe_rows *rq, int64_t r) {
+    int64_t b = r / rq->S, s = r - b * rq->S;
+    if (rq->pos_f != NULL)
+        return rq->pos_f[b * rq->psb + s * rq->pss];
+    return (double)((rq->offs != NULL ? rq->offs[b * rq->offs_stride] : rq->offset) +
+                    (rq->pos_i != NULL ? rq->pos_i[b * rq->psb + s * rq->pss] : s));
+}
+
+typedef void (*crr_fn)(char *row, const double *tr, double K, const pe_crr *X, int half,
+                       int64_t nf);
+
+static crr_fn crr_choose(int kind) {
+    switch (kind) {
+    case PE_KIND_F32:
+        return pe_rot_cr_f32;
+    case PE_KIND_F64:
+        return pe_rot_cr_f64;
+    case PE_KIND_F16:
+        return pe_rot_cr_f16;
+    default:
+        return pe_rot_cr_bf16;
+    }
+}
+
+/* Rows r0 .. r1-1 of R (C order), correctly rounded: rotate_range's walk, with
+ * table rows of 4 nf doubles and their positions K. */
+static void crr_range(const pe_rope_rows *R, const pe_crr *X, const double *tab, const double *Ks,
+                      int64_t r0, int64_t r1) {
+    int64_t idx[PE_ROPE_MAX_AXES];
+    int64_t rem = r0, off = 0;
+    crr_fn fn = crr_choose(R->kind);
+    if (r0 >= r1)
+        return;
+    for (int j = R->m - 1; j >= 0; j--) {
+        idx[j] = rem % R->shape[j];
+        rem /= R->shape[j];
+        off += idx[j] * R->strides[j];
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t t = (R->per_batch ? idx[0] * R->S : 0) + idx[R->sa];
+        fn(R->base + off, tab + t * 4 * R->nf, Ks[t], X, R->half, R->nf);
+        for (int j = R->m - 1; j >= 0; j--) {
+            idx[j] += 1;
+            off += R->strides[j];
+            if (idx[j] < R->shape[j])
+                break;
+            off -= R->shape[j] * R->strides[j];
+            idx[j] = 0;
+        }
+    }
+}
+
+int pe_rope_run_cr(pe_rope_rows *const *R, int nR, const pe_spec *sp, const pe_rows *rq,
+                   int num_threads, pe_poll_fn poll, void *poll_ctx) {
+    int64_t nf = sp->nf, ntab = rq->nseq * rq->S, nrows = pe_rope_rows_total(R, nR), total;
+    int64_t step, done = 0, r;
+    double *mem, *fmem, *tab, *Ks;
+    pe_freq fr;
+    pe_crr X;
+    int nt, err = FASTPE_OK;
+    if (nrows < 0)
+        return FASTPE_ESIZE;
+    if (nrows == 0 || ntab == 0 || nf == 0)
+        return FASTPE_OK;
+    /* the frequencies (4 nf), then per table row its position and its angles */
+    mem = (double *)malloc((size_t)(4 * nf + ntab * (4 * nf + 1)) * sizeof(double));
+    if (mem == NULL)
+        return FASTPE_ENOMEM;
+    fmem = mem;
+    Ks = mem + 4 * nf;
+    tab = Ks + ntab;
+    fr = pe_freq_view(fmem, nf);
+    if (sp->wlist != NULL)
+        pe_freqs_list(fr, nf, sp->wlist);
+    else
+        pe_freqs(fr, nf, sp->w0, sp->base, sp->denom);
+    for (r = 0; r < ntab; r++)
+        Ks[r] = crr_position(rq, r);
+    nt = pe_threads(num_threads, ntab, 4 * nf, -1);
+    if (nt > 1) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (r = 0; r < ntab; r++) {
+            double *t = tab + r * 4 * nf;
+            pe_sincos_row_dd(Ks[r], fr, nf, t, t + nf, t + 2 * nf, t + 3 * nf);
+        }
+    } else {
+        for (r = 0; r < ntab; r++) {
+            double *t = tab + r * 4 * nf;
+            pe_sincos_row_dd(Ks[r], fr, nf, t, t + nf, t + 2 * nf, t + 3 * nf);
+        }
+    }
+    X.sp = sp;
+    X.f = fr.fh;
+    X.a = R[0]->attention;
+    /* the rows of every tensor in one numbering, in steps of about
+       pe_chunk_entries entries (polling between them), each split evenly */
+    total = nrows;
+    nt = pe_threads(num_threads, total, 2 * nf, -1);
+    step = pe_chunk_entries() / (2 * nf);
+    if (poll == NULL || step >= total)
+        step = total;
+    if (step < 1)
+        step = 1;
+    while (done < total && err == FASTPE_OK) {
+        int64_t lo = done, hi = total - done > step ? done + step : total;
+        int t, n = hi - lo < nt ? (int)(hi - lo) : nt;
+#pragma omp parallel for num_threads(n > 1 ? n : 1) schedule(static, 1) if (n > 1)
+        for (t = 0; t < n; t++) {
+            int64_t a = lo + t * (hi - lo) / n, b = lo + (t + 1) * (hi - lo) / n, base = 0;
+            for (int i = 0; i < nR; i++) {
+                int64_t ni = pe_rope_nrows(R[i]);
+                int64_t u0 = a > base ? a : base, u1 = b < base + ni ? b : base + ni;
+                if (u0 < u1)
+                    crr_range(R[i], &X, tab, Ks, u0 - base, u1 - base);
+                base += ni;
+            }
+        }
+        done = hi;
+        if (done < total && poll != NULL && poll(poll_ctx) != 0)
+            err = PE_EINTR;
+    }
+    free(mem);
     return err;
 }

@@ -65,6 +65,98 @@ static ROT_ATTR void ROT_FN(pe_rot_pairs)(char *row, const double *PE_RESTRICT s
     }
 }
 #endif
+
+#ifdef ROT_CR
+/* Entry a (u C + w S) of pair i at position K, correctly rounded (the test and
+ * bound above pe_crr). */
+static ROT_T ROT_FN(pe_crr_entry)(const pe_crr *X, double K, int64_t i, double u, double w,
+                                  double ch, double cl, double sh, double sl, double et) {
+    double pa, pb;
+    if (u == 0.0 && w == 0.0) /* exactly 0 (of either sign: +0) */
+        return ROT_STORE(0.0);
+    if (crr_probes(u, w, ch, cl, sh, sl, et, X->a, ROT_MARGIN, &pa, &pb) && isfinite(pa) &&
+        isfinite(pb) && !pe_cr_forced()) {
+        ROT_T ra = ROT_STORE(pa), rb = ROT_STORE(pb);
+        if (memcmp(&ra, &rb, sizeof ra) == 0)
+            return ra;
+    }
+    if (!(isfinite(u) && isfinite(w))) /* as the default rotation: IEEE operations */
+        return ROT_STORE(u * (ch * X->a) + w * (sh * X->a));
+    {
+        const pe_spec *sp = X->sp;
+        return ROT_STORE(pe_rot_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, u, w, X->a,
+                                      ROT_PREC, ROT_EMIN));
+    }
+}
+
+/* Pairs i0 .. i0+n-1 of a row at position K into out (r1, r2 of pair i at 2i,
+ * 2i+1), each the rounding of its lower probe; nonzero where one of them is not
+ * decided (then pe_rot_cr takes those pairs entry by entry).  Branch-free and
+ * every call inlined, so that the compiler can vectorise it. */
+PE_INLINE uint64_t ROT_FN(pe_crr_run)(ROT_T *PE_RESTRICT out, const ROT_T *PE_RESTRICT x,
+                                      int64_t step, int64_t gap, const double *PE_RESTRICT tr,
+                                      int64_t nf, int64_t i0, int64_t n, double K,
+                                      const double *PE_RESTRICT f, double a) {
+    uint64_t flag = 0;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t i = i0 + j;
+        double x1 = ROT_LOAD(x[i * step]), x2 = ROT_LOAD(x[i * step + gap]);
+        double sh = tr[i], sl = tr[nf + i], ch = tr[2 * nf + i], cl = tr[3 * nf + i];
+        double et = K != 0.0 ? 0x1p-99 + 0x1p-90 * fabs(K * f[i]) : 0.0;
+        double a1, b1, a2, b2;
+        int ok = crr_probes(x1, -x2, ch, cl, sh, sl, et, a, ROT_MARGIN, &a1, &b1) &
+                 crr_probes(x2, x1, ch, cl, sh, sl, et, a, ROT_MARGIN, &a2, &b2);
+        ROT_T r1 = ROT_STORE(a1), r2 = ROT_STORE(a2);
+        out[2 * j] = r1;
+        out[2 * j + 1] = r2;
+        flag |= (ROT_BITS(r1) ^ ROT_BITS(ROT_STORE(b1))) |
+                (ROT_BITS(r2) ^ ROT_BITS(ROT_STORE(b2))) | (uint64_t)(ok == 0) |
+                (uint64_t)!(fabs(a1) <= DBL_MAX && fabs(b1) <= DBL_MAX) |
+                (uint64_t)!(fabs(a2) <= DBL_MAX && fabs(b2) <= DBL_MAX);
+    }
+    return flag;
+}
+
+/* One row rotated at position K, correctly rounded; tr: its angles as sin hi,
+ * sin lo, cos hi, cos lo (nf each).  Blocks of pairs through pe_crr_run, a
+ * block it flags (or every pair, where the exact path is forced) entry by
+ * entry. */
+PE_TARGET_CLONES
+PE_DD_FLAT static void ROT_FN(pe_rot_cr)(char *row, const double *tr, double K, const pe_crr *X,
+                                         int half, int64_t nf) {
+    enum { CH = 64 };
+    ROT_T *x = (ROT_T *)row, out[2 * CH];
+    int64_t step = half ? 1 : 2, gap = half ? nf : 1;
+    int forced = pe_cr_forced();
+    for (int64_t i0 = 0; i0 < nf; i0 += CH) {
+        int64_t n = nf - i0 < CH ? nf - i0 : CH;
+        /* (the layouts' steps as constants: unit-stride loads for the half split) */
+        uint64_t flag = forced ? 1
+                        : half ? ROT_FN(pe_crr_run)(out, x, 1, nf, tr, nf, i0, n, K, X->f, X->a)
+                               : ROT_FN(pe_crr_run)(out, x, 2, 1, tr, nf, i0, n, K, X->f, X->a);
+        if (flag == 0) {
+            for (int64_t j = 0; j < n; j++) {
+                x[(i0 + j) * step] = out[2 * j];
+                x[(i0 + j) * step + gap] = out[2 * j + 1];
+            }
+            continue;
+        }
+        for (int64_t i = i0; i < i0 + n; i++) {
+            double x1 = ROT_LOAD(x[i * step]), x2 = ROT_LOAD(x[i * step + gap]);
+            double sh = tr[i], sl = tr[nf + i], ch = tr[2 * nf + i], cl = tr[3 * nf + i];
+            double et = K != 0.0 ? 0x1p-99 + 0x1p-90 * fabs(K * X->f[i]) : 0.0;
+            ROT_T r1 = ROT_FN(pe_crr_entry)(X, K, i, x1, -x2, ch, cl, sh, sl, et);
+            ROT_T r2 = ROT_FN(pe_crr_entry)(X, K, i, x2, x1, ch, cl, sh, sl, et);
+            x[i * step] = r1;
+            x[i * step + gap] = r2;
+        }
+    }
+}
+#endif
+#undef ROT_PREC
+#undef ROT_BITS
+#undef ROT_EMIN
+#undef ROT_MARGIN
 #undef ROT_ATTR
 
 #undef ROT_FN

@@ -195,14 +195,17 @@ static void check_refusals(void) {
     CHECK(fastpe_rope_cache_f32(h, f, f + 8, 2, 4, pos, 0, 0, 1) == FASTPE_OK, "rope_cache_f32");
     CHECK(fastpe_rope_cache_f16(h, u, u + 8, 2, 4, pos, 0, 0, 1) == FASTPE_OK, "rope_cache_f16");
     CHECK(fastpe_rope_cache_bf16(h, u, u + 8, 2, 4, pos, 0, 0, 1) == FASTPE_OK, "rope_cache_bf16");
-    /* the adds and the rotations refuse it, writing nothing */
+    /* the adds and the multi-axis rotations refuse it, writing nothing */
     detail_is(fastpe_spec_add_f64(s, d, 1, 2, 8, 0, 1.0, 1), FASTPE_EINVAL, "spec", "spec_add_f64");
     detail_is(fastpe_spec_add_f32(s, f, 1, 2, 8, 0, 1.0, 1), FASTPE_EINVAL, "spec", "spec_add_f32");
-    detail_is(fastpe_rope_apply_f64(h, d, 1, 2, 1, 8, 4, 4, pos, 0, 0, 1), FASTPE_EINVAL, "rope",
-              "rope_apply_f64");
     detail_is(fastpe_rope_apply_axes_f64(x, d, 1, 1, 1, 4, 4, 4, pos, 0, 1), FASTPE_EINVAL, "rope",
               "rope_apply_axes_f64");
     CHECK(memcmp(d, d2, sizeof(d)) == 0, "a refused call wrote into its buffer");
+    /* the rotations take it (their bits: tests/test_rope_apply_rounding.py) */
+    CHECK(fastpe_rope_apply_f64(h, d, 1, 2, 1, 8, 4, 4, pos, 0, 0, 1) == FASTPE_OK,
+          "rope_apply_f64");
+    for (int i = 0; i < 64; i++)
+        d[i] = 7.0;
     /* the setters' own arguments */
     detail_is(fastpe_spec_set_rounding(s, 2), FASTPE_EINVAL, "rounding", "rounding 2");
     detail_is(fastpe_spec_set_rounding(s, -1), FASTPE_EINVAL, "rounding", "rounding -1");

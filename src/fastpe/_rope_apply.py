@@ -9,8 +9,9 @@ from . import _rope_heads
 from . import kernel as _kernel
 from ._rope_args import _kernel_pair, _rope_views, _token_positions
 from ._rope_axes import _rotate_axes
+from ._rope_cache import _refuse_correctly_rounded
 from ._rope_rules import ROPE_LAYOUTS, SECTION_LAYOUTS, _angles, _per_axis_rules, _plan, _Rule
-from ._validate import as_choice, as_num_threads, check_table_size
+from ._validate import as_bool, as_choice, as_num_threads, check_table_size
 
 
 @_kernel.rope_front
@@ -33,6 +34,7 @@ def apply_rope(
     num_threads: int | None = None,
     xpos_scale_base: float | None = None,
     xpos_center: float | None = None,
+    correctly_rounded: bool = False,
 ) -> Any:
     """Rotate queries (and keys) in place by their positions' RoPE angles.
 
@@ -95,6 +97,20 @@ def apply_rope(
         rotary dim ``d``; folded into the rotation (each entry still rounded
         once).  ``xpos_center`` defaults to ``seq // 2``, the library's centre for
         positions ``0 .. seq-1``.  Needs ``k``; 1-axis positions only.
+    correctly_rounded : bool, keyword-only
+        Every rotated entry correctly rounded, in every dtype: the exact value of
+        ``a * (x1*cos(t) - x2*sin(t))`` (and ``a * (x2*cos(t) + x1*sin(t))``), with
+        ``x1, x2`` the input entries, ``t`` the exact product of the position
+        (fractional ones as their float64 value) and the float64 frequency (as in
+        :func:`rope_cache`'s option) and ``a`` the attention factor, rounded once
+        to the array's dtype (subnormals included).  The default is within about
+        an ulp and rounds a rare entry the wrong way, more where ``x1*cos`` and
+        ``x2*sin`` nearly cancel.  A proved error bound on a double-double
+        evaluation decides nearly every entry; the rest are evaluated again in
+        256-bit arithmetic.  It costs about 10x the default's time on a prefill
+        and ~40x on a decoding step (docs/performance.md).  Not with
+        ``sections``, one rule per axis, per-head or mixed frequencies, or xPos
+        (a ValueError).
 
     Returns
     -------
@@ -112,6 +128,11 @@ def apply_rope(
     >>> bool(np.allclose(q[0, 1], one * cos + rotate_half(one) * sin, atol=1e-6))
     True
     """
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
+    if accurate:
+        _refuse_apply_correctly_rounded(
+            rope_parameters, inv_freq, sections, section_layout, xpos_scale_base, xpos_center
+        )
     # the arguments of the multi-axis and per-head paths, in kernel.rope_apply_axes's order
     given = (
         q, k, rope_parameters, head_dim, offset, positions, sections, section_layout, seq_axis,
@@ -130,7 +151,12 @@ def apply_rope(
         and _per_axis_rules(rope_parameters)
     )
     # (kernel.rope_apply takes the same arguments but sections and section_layout)
-    done = _kernel.rope_apply_axes(*given) if multi else _kernel.rope_apply(*given[:6], *given[8:])
+    if accurate:  # (the compiled paths below rotate the default way only)
+        done = None
+    elif multi:
+        done = _kernel.rope_apply_axes(*given)
+    else:
+        done = _kernel.rope_apply(*given[:6], *given[8:])
     if done is not None:  # the common arguments, frequencies already planned: rotated
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)
@@ -168,6 +194,34 @@ def apply_rope(
                 x_bf16,
                 other,
                 other_bf16,
+                accurate,
             )
     _plan(rule, head_dim, enc)  # (a call that failed plans nothing)
     return q if k is None else (q, k)
+
+
+def _refuse_apply_correctly_rounded(
+    rope_parameters: Any,
+    inv_freq: Any,
+    sections: Any,
+    section_layout: Any,
+    xpos_scale_base: Any,
+    xpos_center: Any,
+) -> None:
+    """correctly_rounded rotates by one axis's angles with one row of frequencies:
+    rope_cache's exclusions, and the multi-axis and per-head rotations, which the
+    option does not cover yet."""
+    _refuse_correctly_rounded(inv_freq, section_layout, xpos_scale_base)
+    what = None
+    if xpos_center is not None:
+        what = "xpos_center"
+    elif sections is not None or (
+        rope_parameters is not None
+        and type(rope_parameters) is not dict
+        and _per_axis_rules(rope_parameters)
+    ):
+        what = "sections" if sections is not None else "one rope_parameters per axis"
+    elif inv_freq is not None and _rope_heads.wants_tables(inv_freq, "contiguous", None, None):
+        what = "inv_freq of one row per head"
+    if what is not None:
+        raise ValueError(f"correctly_rounded=True does not apply with {what}")

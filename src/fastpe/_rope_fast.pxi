@@ -310,10 +310,12 @@ def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, posi
                sections=None, section_layout="contiguous", seq_axis=-2, layout="half",
                max_position_embeddings=None, precision="float32", inv_freq=None,
                attention_factor=None, num_threads=None, xpos_scale_base=None,
-               xpos_center=None):
+               xpos_center=None, correctly_rounded=False):
     # (the general path's parameters, one for one: tests/test_fast_path.py checks
     # them; no **kwargs, whose dict costs a tenth of the call's overhead)
+    # (correctly_rounded: declined to the general path)
     if sections is None and xpos_scale_base is None and xpos_center is None \
+            and correctly_rounded is False \
             and (rope_parameters is None or type(rope_parameters) is dict) \
             and type(section_layout) is str \
             and (section_layout == "contiguous" or section_layout == "interleaved"):
@@ -328,7 +330,7 @@ def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, posi
                          max_position_embeddings=max_position_embeddings, precision=precision,
                          inv_freq=inv_freq, attention_factor=attention_factor,
                          num_threads=num_threads, xpos_scale_base=xpos_scale_base,
-                         xpos_center=xpos_center)
+                         xpos_center=xpos_center, correctly_rounded=correctly_rounded)
 
 
 cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,

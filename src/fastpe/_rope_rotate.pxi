@@ -23,6 +23,8 @@ cdef extern from "pe_lib.h" nogil:
     int pe_rope_run(pe_rope_rows **R, int nR, const pe_spec *sp, const pe_rows *rq,
                     int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
                     void *poll_ctx)
+    int pe_rope_run_cr(pe_rope_rows **R, int nR, const pe_spec *sp, const pe_rows *rq,
+                       int num_threads, pe_poll_fn poll, void *poll_ctx)
     int pe_rope_set_blocked(int on)
     int pe_rope_set_wide(int on)
     int64_t pe_rope_nrows(const pe_rope_rows *R)
@@ -82,7 +84,7 @@ cdef enum:
 cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, char kkind,
                       const pe_spec *sp, const double *pmem, pe_anchor_cache *ac, int sa,
                       int64_t offset, offsets, positions, bint half, double attention,
-                      int num_threads):
+                      int num_threads, bint accurate=False):
     """Rotate the rows of the held buffer ``view`` of entries ``kind`` (see _rope_view;
     checked by the caller: writable, aligned, last axis contiguous holding 2 nf entries or more,
     rows not overlapping; ``sa`` an axis before the last), and those of ``kview`` (k: entries
@@ -92,7 +94,8 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
     is at position ``(offsets[b] if offsets is not None else offset) +
     (positions[b or 0, s] if positions is not None else s)``: ``offsets`` a 1-D
     int64 array of one entry per batch index, ``positions`` a 2-D int64 array of
-    1 or batch rows; their range is the caller's to check."""
+    1 or batch rows; their range is the caller's to check.  ``accurate``: each entry
+    the exact rotation of its inputs, rounded once (pe_rope_run_cr)."""
     cdef pe_rope_rows R, RK
     cdef pe_rope_rows *Rs[2]
     cdef pe_rows rq
@@ -145,7 +148,10 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
             return
         # one library call for q and k: the angle table, then both rotated by it, in
         # chunks checking for Ctrl-C between them, as a long fill does
-        if nrows * 2 * nf <= _ROPE_HOLD_GIL:
+        if accurate:
+            with nogil:
+                err = pe_rope_run_cr(Rs, nR, sp, &rq, num_threads, _poll_signals, NULL)
+        elif nrows * 2 * nf <= _ROPE_HOLD_GIL:
             # a decoding step's few microseconds: releasing and taking back the GIL
             # would cost a tenth of them
             err = pe_rope_run(Rs, nR, sp, &rq, num_threads, pmem, ac, _poll_signals, NULL)
@@ -184,14 +190,14 @@ cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16) except -1
 
 def rope_rotate(x, RopePlan enc, int seq_axis, int64_t offset, offsets, positions, bint half,
                 double attention, int num_threads, bint bfloat16=False, k=None,
-                bint k_bfloat16=False):
+                bint k_bfloat16=False, bint accurate=False):
     """Rotate the rows of ``x`` in place by the angles of ``enc`` (the library's plan
     of nf frequencies) at each token's position (see _rope_run), and
     those of ``k`` (if not None; the same batch and sequence axes) by the same
     table in the same pass; ``bfloat16``, ``k_bfloat16``: x, k hold bfloat16
     entries as uint16 bits.  The buffer checks are made here; the range of the
     positions, that rows do not overlap, and the shapes of offsets and positions
-    against q are the caller's."""
+    against q are the caller's.  ``accurate``: correctly rounded (see _rope_run)."""
     cdef Py_buffer view, kview
     cdef char kind = _rope_view(x, &view, 2 * enc.spp.nf, bfloat16), kkind = 0
     if kind == 0:
@@ -208,7 +214,8 @@ def rope_rotate(x, RopePlan enc, int seq_axis, int64_t offset, offsets, position
                                  "rotated pairs")
         try:
             _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc.spp, enc.pmem, enc.acp,
-                      seq_axis, offset, offsets, positions, half, attention, num_threads)
+                      seq_axis, offset, offsets, positions, half, attention, num_threads,
+                      accurate)
         finally:
             if kkind:
                 PyBuffer_Release(&kview)

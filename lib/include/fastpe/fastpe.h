@@ -526,9 +526,13 @@ FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head
  *   spec: fastpe_spec_fill_{f64,f32,f16,bf16},
  *         fastpe_spec_fill_positions_{f64,f32,f16,bf16} (for fastpe_fill_* and
  *         fastpe_fill_positions_*, a "vaswani" spec, whose rows are theirs);
- *   rope: fastpe_rope_cache_*, fastpe_rope_cache_axes_*.
- * Tables and caches only: the add functions (x*scale + PE) and the rotations
- * (fastpe_rope_apply_*) given a handle set to FASTPE_ROUND_CORRECT return
+ *   rope: fastpe_rope_cache_*, fastpe_rope_cache_axes_*, and the rotations
+ *         fastpe_rope_apply_{f64,f32,f16,bf16}: each rotated entry the exact
+ *         value of a (x1 cos t - x2 sin t) (and a (x2 cos t + x1 sin t)), x1 and
+ *         x2 the entries given, t the exact angle and a the attention factor,
+ *         rounded once: fastpe.apply_rope(..., correctly_rounded=True)'s bits.
+ * The add functions (x*scale + PE) and the multi-axis rotations
+ * (fastpe_rope_apply_axes_*) given a handle set to FASTPE_ROUND_CORRECT return
  * FASTPE_EINVAL before writing anything, the error detail naming "spec" or
  * "rope" (value: the rounding).
  *
