@@ -151,12 +151,11 @@ def apply_rope(
         and _per_axis_rules(rope_parameters)
     )
     # (kernel.rope_apply takes the same arguments but sections and section_layout)
-    if accurate:  # (the compiled paths below rotate the default way only)
-        done = None
-    elif multi:
+    # (the option was refused above for the multi-axis rotations)
+    if multi:
         done = _kernel.rope_apply_axes(*given)
     else:
-        done = _kernel.rope_apply(*given[:6], *given[8:])
+        done = _kernel.rope_apply(*given[:6], *given[8:], accurate)
     if done is not None:  # the common arguments, frequencies already planned: rotated
         return done
     layout = as_choice(layout, "layout", ROPE_LAYOUTS)

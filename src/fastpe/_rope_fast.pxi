@@ -279,14 +279,15 @@ cdef bint _aliases(arr, const Py_buffer *qv, const Py_buffer *kv, bint have_k) e
 
 
 def rope_apply(q, k, rope_parameters, head_dim, offset, positions, seq_axis, layout,
-               max_position_embeddings, precision, inv_freq, attention_factor, num_threads):
+               max_position_embeddings, precision, inv_freq, attention_factor, num_threads,
+               bint accurate=False):
     """fastpe.apply_rope for the common case -- C-contiguous ndarrays, an int
     offset (or an int64 ndarray of one per batch entry, or int64 position ids),
     frequencies already planned -- or None to decline (the general path then
-    validates and explains)."""
+    validates and explains).  ``accurate``: correctly_rounded=True."""
     return _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
                             layout, max_position_embeddings, precision, inv_freq,
-                            attention_factor, num_threads)
+                            attention_factor, num_threads, accurate)
 
 
 #: the public apply_rope's general path (a Python function), given by rope_front
@@ -313,15 +314,16 @@ def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, posi
                xpos_center=None, correctly_rounded=False):
     # (the general path's parameters, one for one: tests/test_fast_path.py checks
     # them; no **kwargs, whose dict costs a tenth of the call's overhead)
-    # (correctly_rounded: declined to the general path)
+    # (correctly_rounded: only the bools here; the one-row frequencies planned below
+    # are those the option covers, the others the general path refuses)
     if sections is None and xpos_scale_base is None and xpos_center is None \
-            and correctly_rounded is False \
+            and (correctly_rounded is False or correctly_rounded is True) \
             and (rope_parameters is None or type(rope_parameters) is dict) \
             and type(section_layout) is str \
             and (section_layout == "contiguous" or section_layout == "interleaved"):
         done = _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
                                 layout, max_position_embeddings, precision, inv_freq,
-                                attention_factor, num_threads)
+                                attention_factor, num_threads, correctly_rounded)
         if done is not None:
             return done
     return _rope_general(q, k, rope_parameters=rope_parameters, head_dim=head_dim,
@@ -335,7 +337,7 @@ def apply_rope(q, k=None, *, rope_parameters=None, head_dim=None, offset=0, posi
 
 cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions, seq_axis,
                              layout, max_position_embeddings, precision, inv_freq,
-                             attention_factor, num_threads):
+                             attention_factor, num_threads, bint accurate):
     cdef Py_buffer qv, kv
     cdef bint have_k = False
     cdef char qkind, kkind = 0
@@ -413,7 +415,7 @@ cdef object _rope_apply_fast(q, k, rope_parameters, head_dim, offset, positions,
                 return None
         _rope_run(&qv, qkind, &kv if have_k else NULL, kkind, &h.sp, h.plan,
                   <pe_anchor_cache *>&pl.ac, sa, off, offsets, positions, layout == "half",
-                  h.attention, nt)
+                  h.attention, nt, accurate)
     finally:
         PyBuffer_Release(&qv)
         if have_k:

@@ -203,6 +203,7 @@ def rope_apply(
     inv_freq: Any,
     attention_factor: Any,
     num_threads: Any,
+    accurate: bool = ...,
 ) -> Any | None: ...
 def rope_front(general: _F) -> _F: ...
 
