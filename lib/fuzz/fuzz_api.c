@@ -252,11 +252,9 @@ static int pick_rounding(reader *r) {
     return sel < 224 ? FASTPE_ROUND_CORRECT : (int)pick(r, -3, 3);
 }
 
-/* Whether the call writes table rows or caches (of any type): the ones that
- * honour correct rounding; the adds and the rotations refuse it. */
-static int honours_rounding(const call *C) {
-    return (C->op == 3 && (C->dtype == 1 || C->dtype == 2)) || C->op == 5;
-}
+/* Whether the call writes table rows, adds them or writes caches (of any
+ * type): the ones that honour correct rounding; the rotations refuse it. */
+static int honours_rounding(const call *C) { return C->op == 3 || C->op == 5; }
 
 /* After a failing call: its detail holds its code and names the argument. */
 static void check_detail(int e, const call *C) {
