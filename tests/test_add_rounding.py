@@ -155,7 +155,7 @@ def test_fairseq_padding_row_and_zero_column(fmt):
     """fairseq's padding row (position 1) and its zero column (odd width): no
     encoding, so the result is x*scale rounded once, signed zeros kept."""
     rng = np.random.default_rng(23)
-    dt, d = narrow._dtype(fmt), 9
+    d = 9
     x = _x(rng, (3, 4, d), fmt)
     x[0, 1, :3] = -0.0
     x[1, 1, 3] = float(_finfo(fmt).tiny)

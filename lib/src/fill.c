@@ -321,17 +321,16 @@ static void pe_acc_row(double *hi, double *lo, double *er, const pe_ctx *c, int6
     double pos, sg = 1.0;
     int64_t nfreq =
         inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
+    double Kf = rq->pos_f != NULL ? rq->pos_f[b * rq->psb + s * rq->pss] : 0.0;
     *none = 0;
-    if (rq->pos_f != NULL && rq->pos_f[b * rq->psb + s * rq->pss] !=
-                                 floor(rq->pos_f[b * rq->psb + s * rq->pss])) {
+    if (Kf != floor(Kf)) {
         /* a fractional position: its row directly, "rotated" by table row 0 */
-        pos = rq->pos_f[b * rq->psb + s * rq->pss];
+        pos = Kf;
         pe_direct_row(c, pos, ev);
         *cached = INT64_MIN;
         *K = pos;
     } else {
-        Ki = rq->pos_f != NULL ? (int64_t)rq->pos_f[b * rq->psb + s * rq->pss]
-                               : pe_int_position(rq, b, s);
+        Ki = rq->pos_f != NULL ? (int64_t)Kf : pe_int_position(rq, b, s);
         *K = (double)Ki;
         if (rq->has_zero_pos && Ki == rq->zero_pos) {
             *none = 1;
@@ -751,8 +750,11 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
     /* (a correctly rounded add: P's row hi, lo, bound and the result row) */
-    f->per_thread =
-        4 * nf + (rq->add ? (rq->accurate ? 4 : f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
+    f->per_thread = 4 * nf + (rq->add ? (rq->accurate ? 4
+                                         : f->blocked ? f->nb
+                                                      : 1) *
+                                            D
+                                      : (f->stream ? 2 * D : 0));
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
     /* float64 rows by the accurate writers when asked (not rows added to x) */
     f->c.cradd = rq->accurate && rq->add;

@@ -220,8 +220,8 @@ static void DRV_FN(cra_row)(DRV_T *x, const pe_ctx *c, const double *hi, const d
             (forced && fabs(xv) <= DBL_MAX)) {
             int64_t i = 0;
             int entry = none ? -1 : pe_col_entry(sp, k, &i);
-            r = DRV_PUT(pe_add_exact(xv, scale, K, i, sp->w0, sp->base, sp->denom, sp->wlist,
-                                     entry, DRV_PREC, DRV_EMIN));
+            r = DRV_PUT(pe_add_exact(xv, scale, K, i, sp->w0, sp->base, sp->denom, sp->wlist, entry,
+                                     DRV_PREC, DRV_EMIN));
         }
         x[k] = r;
     }
