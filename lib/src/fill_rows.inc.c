@@ -471,13 +471,19 @@ static void DRV_FN(fill_part)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_
         if (stream)
             pe_stream_fence();
     } else if (c->cradd) {
-        double *hl = buf + D, *er = buf + 2 * D;
-        for (int64_t r = u_lo; r < u_hi; r++) {
-            int64_t b = r / S;
-            double K;
-            int none;
-            pe_acc_row(buf, hl, er, c, b, r - b * S, ev, &cached, &K, &none);
-            DRV_FN(cra_row)(out + r * row_stride, c, buf, hl, er, K, none, (DRV_T *)(buf + 3 * D));
+        /* when every sequence has the same positions, unit u is step u / nseq
+           of sequence u % nseq: each step's row is evaluated once for all */
+        int shared = rq->offs == NULL && ((rq->pos_i == NULL && rq->pos_f == NULL) || rq->psb == 0);
+        int64_t nseq = rq->nseq, last = -1;
+        double *hl = buf + D, *er = buf + 2 * D, K = 0.0;
+        int none = 0;
+        for (int64_t u = u_lo; u < u_hi; u++) {
+            int64_t b = shared ? u % nseq : u / S, s = shared ? u / nseq : u % S;
+            if (!shared || s != last)
+                pe_acc_row(buf, hl, er, c, b, s, ev, &cached, &K, &none);
+            last = s;
+            DRV_FN(cra_row)(out + (b * S + s) * row_stride, c, buf, hl, er, K, none,
+                            (DRV_T *)(buf + 3 * D));
         }
     } else if (f->blocked) {
         DRV_FN(add_blocked)(out, row_stride, f, u_lo, u_hi, ev, &cached, buf);
