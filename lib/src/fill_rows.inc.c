@@ -179,22 +179,23 @@ static unsigned DRV_FN(cra_run)(DRV_T *PE_RESTRICT res, const DRV_T *PE_RESTRICT
     for (int64_t k = 0; k < n; k++) {
         double x = DRV_GET(xs[k]), h = hi[k];
         pe_dd p = pe_dd_prod(x, scale);
-        int ok = fabs(x) <= 3.3484643974570854e+299 /* 2^995 */ &&
-                 fabs(scale) <= 3.3484643974570854e+299 &&
-                 (fabs(p.hi) >= 1.0261342003245941e-289 /* 2^-960 */ || x == 0.0 || scale == 0.0);
+        int ok =
+            (fabs(x) <= 3.3484643974570854e+299 /* 2^995 */) &
+            (fabs(scale) <= 3.3484643974570854e+299) &
+            ((fabs(p.hi) >= 1.0261342003245941e-289 /* 2^-960 */) | (x == 0.0) | (scale == 0.0));
         pe_dd s1 = pe_two_sum(p.hi, h);
         double t = p.lo + lo[k], s2 = s1.lo + t;
         pe_dd n2 = pe_two_sum(s1.hi, s2);
         double err = er[k] + 2.220446049250313e-16 /* 2^-52 */ * (fabs(t) + fabs(s2));
         double d = err * (1.0 + 9.094947017729282e-13 /* 2^-40 */) + DRV_CRA_MARGIN * fabs(n2.hi);
-        int zero = n2.hi == 0.0 && err == 0.0 && t == 0.0 && s2 == 0.0;
+        int zero = (n2.hi == 0.0) & (err == 0.0) & (t == 0.0) & (s2 == 0.0);
         DRV_T r = zero ? DRV_PUT(p.hi + h) : DRV_PUT(n2.hi);
         unsigned u = (unsigned)(DRV_BITS(DRV_PUT(n2.hi + (n2.lo - d))) !=
                                 DRV_BITS(DRV_PUT(n2.hi + (n2.lo + d)))) |
-                     (unsigned)(n2.hi == 0.0 && !zero);
+                     (unsigned)((n2.hi == 0.0) & !zero);
         res[k] = ok ? r : DRV_PUT(x * scale + h);
         /* (x out of range but finite: the exact path) */
-        f |= ok ? (zero ? 0u : u) : (unsigned)(fabs(x) <= DBL_MAX);
+        f |= ((unsigned)(ok & !zero) & u) | (unsigned)(!ok & (fabs(x) <= DBL_MAX));
     }
     return f;
 }
