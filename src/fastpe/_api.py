@@ -475,7 +475,7 @@ def add_to(
         ``scale`` as given, ``PE`` the exact sine or cosine of the convention's
         real frequency) rounded once to ``x``'s dtype, for every dtype.  An exact
         sum of zero is ``+0.0`` (``-0.0`` only where ``x*scale`` is ``-0.0`` and no
-        encoding goes: a padding row, a padded column).  It costs a few times the
+        encoding goes: a padding row, a padded column).  It costs 5-12x the
         default add (the encoding in double-double, each entry tested, the rare
         undecided one computed exactly); see docs/accuracy.md.  Default ``False``:
         ``x*scale + PE`` in double (``PE`` within a few ulps), rounded once.
