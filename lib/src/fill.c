@@ -910,9 +910,9 @@ int pe_frequencies_finite(const pe_spec *sp) {
 double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int add) {
     int nt = pe_threads(num_threads, rows, sp->d, -1);
     double nf = (double)sp->nf, B = (double)pe_block_rows(sp->nf);
-    /* (a correctly rounded add: 4 rows) */
+    /* (an add: its block of rows, at least the 4 rows of a correctly rounded one) */
     double nb = add ? (double)pe_add_block_rows(sp->d) : 2.0;
-    double per_thread = 4 * nf + (nb > 4.0 ? nb : 4.0) * (double)sp->d;
+    double per_thread = 4 * nf + (add && nb < 4.0 ? 4.0 : nb) * (double)sp->d;
     double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
     /* a blocked add's lists: a start per sequence and at most one block per row */
     double lists = add ? 5.0 * (double)rows + 1 : 0.0;
