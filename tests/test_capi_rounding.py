@@ -194,17 +194,28 @@ def test_multi_axis_cache_is_rope_cache_correctly_rounded(t, section_layout):
 # ---------------------------------------------------------------- refusals
 
 
-def test_other_dtypes_take_the_setting_adds_refuse_it(t):
+def _adds_residues(t, s):
+    """Whether spec s adds correctly rounded, as fastpe.add_to does: x = -(the
+    rounded rows at 355, 356) plus their exact values leaves P - round(P)
+    rounded once in every entry, never 0 (where a default add of equal rows
+    leaves 0)."""
+    rows = fastpe.sinusoidal(2, 8, offset=355, **CR)
+    x = -rows
+    assert t.spec_add_f64(s, p(x), 1, 2, 8, 355, 1.0, 1) == OK
+    want = fastpe.add_to(-rows, offset=355, correctly_rounded=True)
+    np.testing.assert_array_equal(x, want)
+    return bool(np.all(x != 0.0))
+
+
+def test_other_dtypes_adds_and_rotations_take_the_setting(t):
     s = spec(t, "vaswani", 8)
     w = np.array([1.0, 0.5])
     r = rope_handle(t, t.rope_from_frequencies(p(w), 2, 1.0))
     try:
         f32, f16 = np.full((2, 8), 7, np.float32), np.full((2, 8), 7, np.float16)
         u16 = np.full((2, 8), 7, np.uint16)
-        x = np.full((2, 8), 7.0)
-        # (the rotations take it: tests/test_rope_apply_rounding.py)
-        assert t.spec_add_f64(s, p(x), 1, 2, 8, 0, 1.0, 1) == EINVAL
-        assert np.all(x == 7.0)
+        # (the one-axis rotations take it: tests/test_rope_apply_rounding.py)
+        assert _adds_residues(t, s)
         # the 16/32-bit fills and caches: the Python API's correctly rounded bits
         assert t.spec_fill_f32(s, p(f32), 2, 8, 355, 1) == OK
         assert t.spec_fill_f16(s, p(f16), 2, 8, 355, 1) == OK
@@ -227,7 +238,7 @@ def test_other_dtypes_take_the_setting_adds_refuse_it(t):
         assert t.rope_set_rounding(r, -1) == EINVAL
         assert t.spec_set_rounding(None, CORRECT) == C["FASTPE_ENULL"]
         # the refused values left the handles correctly rounded
-        assert t.spec_add_f64(s, p(x), 1, 2, 8, 0, 1.0, 1) == EINVAL
+        assert _adds_residues(t, s)
     finally:
         t.spec_free(s)
         t.rope_free(r)

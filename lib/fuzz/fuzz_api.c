@@ -253,12 +253,11 @@ static int pick_rounding(reader *r) {
     return sel < 224 ? FASTPE_ROUND_CORRECT : (int)pick(r, -3, 3);
 }
 
-/* Whether the call writes table rows, caches or one-axis rotations (of any
- * type): the ones that honour correct rounding; the adds and the multi-axis
- * rotations refuse it. */
+/* Whether the call writes table rows, adds them, writes caches or one-axis
+ * rotations (of any type): the ones that honour correct rounding; the
+ * multi-axis rotations refuse it. */
 static int honours_rounding(const call *C) {
-    return (C->op == 3 && (C->dtype == 1 || C->dtype == 2)) || C->op == 5 ||
-           (C->op == 4 && C->dtype != 2);
+    return C->op == 3 || C->op == 5 || (C->op == 4 && C->dtype != 2);
 }
 
 /* After a failing call: its detail holds its code and names the argument. */

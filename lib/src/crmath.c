@@ -184,12 +184,13 @@ float pe_powf_cr(float x, float y) {
     return pe_powf_cr_ln(x, x > 0.0f && isfinite(x) ? pe_dd_log((double)x) : pe_dd_from(NAN), y);
 }
 
-double pe_entry_exact(double K, int64_t i, double w0, double base, double denom, const double *wl,
-                      int cosine, double scale, int prec, int emin) {
-    pe_mp w, s, c, v;
-    double eps_w = 0.0, vabs, tabs, err, rel;
-    if (K == 0.0 || (wl != NULL && wl[i] == 0.0) || (wl == NULL && w0 == 0.0))
-        return cosine ? scale : 0.0; /* an angle of exactly 0 (scale: a double already) */
+/* Entry i (cosine: its cosine, else its sine) of the row at position K as
+ * pe_entry_exact defines it, unrounded, with *err its absolute error bound;
+ * the angle is not 0 (the caller's case: exact values). */
+static pe_mp entry_mp(double K, int64_t i, double w0, double base, double denom, const double *wl,
+                      int cosine, double *err) {
+    pe_mp w, s, c;
+    double eps_w = 0.0, tabs;
     if (wl != NULL) {
         w = pe_mp_from(wl[i]);
     } else if (i == 0) {
@@ -209,10 +210,24 @@ double pe_entry_exact(double K, int64_t i, double w0, double base, double denom,
         tabs = fabs(pe_mp_to_double(t));
         pe_mp_sincos_turns(t, &s, &c);
     }
-    v = cosine ? c : s;
-    vabs = fabs(pe_mp_to_double(v));
     /* pe_mp.h: 2 pi |t| (its relative error + 2^-252) + 2^-198, with room */
-    err = 6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -197);
+    *err = 6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -197);
+    return cosine ? c : s;
+}
+
+/* Whether entry i's angle is exactly 0 at K (its sine 0, its cosine 1). */
+static int angle_zero(double K, int64_t i, double w0, const double *wl) {
+    return K == 0.0 || (wl != NULL && wl[i] == 0.0) || (wl == NULL && w0 == 0.0);
+}
+
+double pe_entry_exact(double K, int64_t i, double w0, double base, double denom, const double *wl,
+                      int cosine, double scale, int prec, int emin) {
+    pe_mp v;
+    double vabs, err, rel;
+    if (angle_zero(K, i, w0, wl))
+        return cosine ? scale : 0.0; /* (scale: a double already) */
+    v = entry_mp(K, i, w0, base, denom, wl, cosine, &err);
+    vabs = fabs(pe_mp_to_double(v));
     rel = vabs > 0.0 ? err / vabs : 1.0;
     if (scale != 1.0) { /* the product's own truncation: below 2^-254 relative */
         v = pe_mp_mul(v, pe_mp_from(scale));
@@ -258,4 +273,38 @@ double pe_rot_exact(double K, int64_t i, double w0, double base, double denom, c
         rel += ldexp(1.0, -250);
     }
     return pe_round_exact(v, prec, emin, rel);
+}
+
+double pe_add_exact(double x, double scale, double K, int64_t i, double w0, double base,
+                    double denom, const double *wl, int entry, int prec, int emin) {
+    pe_mp v, p = pe_mp_from(0.0);
+    double perr = 0.0, pd = -0.0, big, err, sabs;
+    if (entry >= 0) {
+        if (angle_zero(K, i, w0, wl)) {
+            pd = entry ? 1.0 : 0.0;
+            p = pe_mp_from(pd);
+        } else {
+            p = entry_mp(K, i, w0, base, denom, wl, entry, &perr);
+            pd = pe_mp_to_double(p);
+        }
+    }
+    if (!isfinite(x))
+        return x * scale + pd; /* (infinities and NaN as the double sum has them) */
+    /* x scale is exact in 256 bits (106 at most); the sum drops bits below
+       the larger operand's last one: 2^-254 of it, with room */
+    v = pe_mp_mul(pe_mp_from(x), pe_mp_from(scale));
+    big = fabs(pe_mp_to_double(v)) > fabs(pd) ? fabs(pe_mp_to_double(v)) : fabs(pd);
+    v = pe_mp_add(v, p);
+    if (!isfinite(big)) /* (|x scale| beyond the doubles: P's part is below 2^-900 of it) */
+        return pe_round_exact(v, prec, emin, ldexp(1.0, -250));
+    err = perr + ldexp(big, -253);
+    sabs = fabs(pe_mp_to_double(v));
+    if (perr == 0.0 && sabs == 0.0 && pe_mp_cmp(v, pe_mp_from(0.0)) == 0) {
+        /* an exact 0 (x scale = -P, P exact: a sum that cancels to 0 dropped
+           no bits), with the sign IEEE addition gives it, from the two exact
+           addends in double */
+        COUNT(exact_runs);
+        return x * scale + pd;
+    }
+    return pe_round_exact(v, prec, emin, sabs > 0.0 ? err / sabs : 1.0);
 }

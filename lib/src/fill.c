@@ -14,6 +14,7 @@
 #include "fastpe/fastpe.h"
 
 #include <errno.h>
+#include <float.h>
 #include <stdlib.h>
 
 /* A row evaluated accurately (fractional or scattered positions) counts as
@@ -195,6 +196,7 @@ typedef struct {
     const double *Tsl;
     int cr;      /* 16/32-bit rows correctly rounded (fill_rows.inc.c's tested writer) */
     double ferr; /* then the angles' error per unit of position (pe_angle_err_rate) */
+    int cradd;   /* an add correctly rounded: its rows in double-double (dd set), pe_acc_row */
 } pe_ctx;
 
 /* The error of the angle 2 pi K f_i of a row at position K, over |K|, times
@@ -305,21 +307,132 @@ double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r
     return pe_entry_exact(K, i, sp->w0, sp->base, sp->denom, sp->wlist, cosine, scale, 53, -1074);
 }
 
+/* The encoding of row (b, s) of a correctly rounded add (c->cradd), unrounded:
+ * entry col within er[col] of hi[col] + lo[col] (er 0: exact; where no
+ * encoding goes, -0.0 exactly, which leaves x scale as it is).  *K: its
+ * position; *none: a row with no encoding (the zero position).  ev, cached:
+ * the thread's anchor scratch (4 nf, double-double) as for the table rows. */
+static void pe_acc_row(double *hi, double *lo, double *er, const pe_ctx *c, int64_t b, int64_t s,
+                       double *ev, int64_t *cached, double *K, int *none) {
+    const pe_rows *rq = c->rq;
+    const pe_spec *sp = c->sp;
+    int64_t nf = c->nf, a = 0, Ki = 0, col;
+    int inter = sp->layout == PE_LAYOUT_INTERLEAVED, exact = 0;
+    double pos, sg = 1.0;
+    int64_t nfreq =
+        inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
+    double Kf = rq->pos_f != NULL ? rq->pos_f[b * rq->psb + s * rq->pss] : 0.0;
+    *none = 0;
+    if (Kf != floor(Kf)) {
+        /* a fractional position: its row directly, "rotated" by table row 0 */
+        pos = Kf;
+        pe_direct_row(c, pos, ev);
+        *cached = INT64_MIN;
+        *K = pos;
+    } else {
+        Ki = rq->pos_f != NULL ? (int64_t)Kf : pe_int_position(rq, b, s);
+        *K = (double)Ki;
+        if (rq->has_zero_pos && Ki == rq->zero_pos) {
+            *none = 1;
+            for (col = 0; col < sp->d; col++) {
+                hi[col] = -0.0;
+                lo[col] = 0.0;
+                er[col] = 0.0;
+            }
+            return;
+        }
+        exact = Ki == 0; /* (sines 0, cosines 1) */
+        if (!exact) {
+            pe_anchor_row(c, Ki, ev, cached);
+            a = Ki - *cached;
+            sg = a >= 0 ? 1.0 : -1.0;
+            a = a >= 0 ? a : -a;
+        }
+        pos = (double)*cached;
+    }
+    pe_ddrot R = {ev,
+                  ev + 2 * nf,
+                  ev + nf,
+                  ev + 3 * nf,
+                  c->Tm + a * nf,
+                  c->Tml + a * nf,
+                  c->Ts + a * nf,
+                  c->Tsl + a * nf,
+                  c->fr.fh,
+                  pe_dd_bound(pos, (double)c->B)};
+    for (int64_t i = 0; i < nfreq; i++) {
+        pe_dd v[2] = {{0.0, 0.0}, {1.0, 0.0}};
+        double E = 0.0;
+        int64_t at[2];
+        if (!exact)
+            E = pe_dd_val(&R, i, sg, &v[0], &v[1]);
+        if (inter) {
+            at[0] = i < sp->npairs ? 2 * i : sp->d - 1;
+            at[1] = i < sp->npairs ? 2 * i + 1 : -1;
+        } else {
+            at[0] = i < sp->ns ? sp->s_off + i : -1;
+            at[1] = i < sp->nc ? sp->c_off + i : -1;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (at[k] >= 0) {
+                hi[at[k]] = v[k].hi;
+                lo[at[k]] = v[k].lo;
+                er[at[k]] = exact ? 0.0 : E + 4.930380657631324e-32 /* 2^-104 */ * fabs(v[k].hi);
+            }
+        }
+    }
+    if (sp->zero_col >= 0) {
+        hi[sp->zero_col] = -0.0;
+        lo[sp->zero_col] = 0.0;
+        er[sp->zero_col] = 0.0;
+    }
+}
+
+/* What column col of a spec's row holds: frequency *i's sine (0) or cosine
+ * (1), or no encoding (-1: the zero column). */
+static int pe_col_entry(const pe_spec *sp, int64_t col, int64_t *i) {
+    if (col == sp->zero_col)
+        return -1;
+    if (sp->layout == PE_LAYOUT_INTERLEAVED) {
+        *i = col / 2 < sp->npairs ? col / 2 : sp->npairs;
+        return col / 2 < sp->npairs ? (int)(col & 1) : 0;
+    }
+    if (col >= sp->s_off && col < sp->s_off + sp->ns) {
+        *i = col - sp->s_off;
+        return 0;
+    }
+    *i = col - sp->c_off;
+    return 1;
+}
+
 #define DRV_FN(name) PE_CAT(pe_drv_##name, DRV_SFX)
 
-/* The 16/32-bit types also define DRV_PUT (a double rounded once to the type),
- * DRV_BITS (an entry's bits, so that -0.0 and 0.0 differ), DRV_PREC and
- * DRV_EMIN (the format's significant bits and least subnormal exponent, for
- * the exact path): what the correctly rounded rows need. */
-#define DRV_T   double
-#define DRV_SFX f64
-#define DRV_DD  1
+/* Each type also defines DRV_PUT (a double rounded once to the type), DRV_GET
+ * (an entry's value as a double), DRV_BITS (an entry's bits, so that -0.0 and
+ * 0.0 differ), DRV_PREC and DRV_EMIN (the format's significant bits and least
+ * subnormal exponent, for the exact path): what the correctly rounded rows
+ * and adds need. */
+PE_INLINE uint64_t pe_f64_bits(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+#define DRV_T       double
+#define DRV_SFX     f64
+#define DRV_DD      1
+#define DRV_PUT(v)  (v)
+#define DRV_GET(x)  (x)
+#define DRV_BITS(x) pe_f64_bits(x)
+#define DRV_PREC    53
+#define DRV_EMIN    -1074
 #include "fill_rows.inc.c"
 
 #define DRV_T       float
 #define DRV_SFX     f32
 #define DRV_DD      0
 #define DRV_PUT(v)  ((float)(v))
+#define DRV_GET(x)  ((double)(x))
 #define DRV_BITS(x) pe_f32_bits(x)
 #define DRV_PREC    24
 #define DRV_EMIN    -149
@@ -329,6 +442,7 @@ double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r
 #define DRV_SFX     f16
 #define DRV_DD      0
 #define DRV_PUT(v)  pe_f64_to_f16(v)
+#define DRV_GET(x)  ((double)pe_f16_to_f32(x))
 #define DRV_BITS(x) (x)
 #define DRV_PREC    11
 #define DRV_EMIN    -24
@@ -338,6 +452,7 @@ double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine, double r
 #define DRV_SFX     bf16
 #define DRV_DD      0
 #define DRV_PUT(v)  pe_f64_to_bf16(v)
+#define DRV_GET(x)  ((double)pe_bf16_to_f32(x))
 #define DRV_BITS(x) (x)
 #define DRV_PREC    8
 #define DRV_EMIN    -133
@@ -370,6 +485,7 @@ int pe_fill_one_f64(double *row, const pe_spec *sp, const pe_rows *rq, const dou
     c.dd = 0;
     c.cr = 0;
     c.ferr = 0.0;
+    c.cradd = 0;
     K = pe_int_position(rq, 0, 0);
     centre = pe_centre(K, c.B);
     /* The anchor cache only saves work (the bits are the same without it), so
@@ -608,7 +724,7 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
                     !rq->has_zero_pos;
     f->c.rq = rq;
     f->units = N;
-    if (rq->add && N > 0) {
+    if (rq->add && N > 0 && !rq->accurate) {
         /* rows shared by several sequences (or consecutive in one) are encoded
            once per block and added to each sequence using them */
         int mode = pe_add_mode(rq);
@@ -633,12 +749,18 @@ static int pe_fill_setup(pe_fill *f, const pe_spec *sp, const pe_rows *rq, int n
     double stream_from = pe_stream_bytes(itemsize);
     f->stream = PE_HAVE_STREAM && !rq->add && !rq->fresh && D <= STREAM_MAX_WIDTH &&
                 (double)N * (double)(D * (int64_t)itemsize) >= stream_from;
-    f->per_thread = 4 * nf + (rq->add ? (f->blocked ? f->nb : 1) * D : (f->stream ? 2 * D : 0));
+    /* (a correctly rounded add: P's row hi, lo, bound and the result row) */
+    f->per_thread = 4 * nf + (rq->add ? (rq->accurate ? 4
+                                         : f->blocked ? f->nb
+                                                      : 1) *
+                                            D
+                                      : (f->stream ? 2 * D : 0));
     size_t own = plan != NULL ? 0 : pe_plan_doubles(nf, B);
     /* float64 rows by the accurate writers when asked (not rows added to x) */
-    f->c.dd = itemsize == 8 && rq->accurate && !rq->add;
+    f->c.cradd = rq->accurate && rq->add;
+    f->c.dd = rq->accurate && (itemsize == 8 || rq->add);
     f->c.cr = itemsize != 8 && rq->accurate && !rq->add;
-    f->c.scale = f->c.dd || f->c.cr ? rq->scale : 1.0;
+    f->c.scale = (f->c.dd || f->c.cr) && !rq->add ? rq->scale : 1.0;
     size_t nlows = f->c.dd && lows == NULL ? (size_t)(2 * (B / 2 + 1) * nf + B / 2 + 1) : 0;
     f->mem = (double *)malloc((own + nlows + (size_t)(f->per_thread * f->nt)) * sizeof(double));
     if (f->mem == NULL) {
@@ -788,7 +910,9 @@ int pe_frequencies_finite(const pe_spec *sp) {
 double pe_scratch_bound(const pe_spec *sp, int64_t rows, int num_threads, int add) {
     int nt = pe_threads(num_threads, rows, sp->d, -1);
     double nf = (double)sp->nf, B = (double)pe_block_rows(sp->nf);
-    double per_thread = 4 * nf + (add ? (double)pe_add_block_rows(sp->d) : 2.0) * (double)sp->d;
+    /* (an add: its block of rows, at least the 4 rows of a correctly rounded one) */
+    double nb = add ? (double)pe_add_block_rows(sp->d) : 2.0;
+    double per_thread = 4 * nf + (add && nb < 4.0 ? 4.0 : nb) * (double)sp->d;
     double plan = 4 * nf + (B + 2) * nf + 2 * (SUB + B / 2 / SUB + 1) * nf + B;
     /* a blocked add's lists: a start per sequence and at most one block per row */
     double lists = add ? 5.0 * (double)rows + 1 : 0.0;

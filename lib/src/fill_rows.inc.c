@@ -149,6 +149,86 @@ static void DRV_FN(write_dd)(double *rp, double *rm, const pe_ctx *c, const doub
 }
 #endif
 
+/*
+ * The correctly rounded add (c->cradd): x scale + P rounded once into x's
+ * type, P an entry of pe_acc_row's double-double row (within E of the exact
+ * one).  The product x scale is exact as a double-double (pe_dd_prod) while
+ * |x|, |scale| <= 2^995 and |x scale| >= 2^-960 (or 0); it is summed with P by
+ * two exact sums and two rounded ones, each off by at most 2^-53 of its
+ * result (2^-52 taken).  Where the probes n - d and n + d round to the same
+ * entry, every real number between them does too, the exact sum among them,
+ * so that entry is the correctly rounded one; d covers the bound and the
+ * probes' own roundings (2^-104 of n for float64, 2^-51 for the narrower
+ * types, whose probes are doubles rounded again).  An exact 0 (x scale = -P,
+ * both exact) gets the sign IEEE addition gives it; the rest (undecided, out
+ * of that range) take the exact path.  x not finite: the double sum.
+ */
+#if DRV_DD
+#define DRV_CRA_MARGIN 4.930380657631324e-32 /* 2^-104 */
+#else
+#define DRV_CRA_MARGIN 4.440892098500626e-16 /* 2^-51 */
+#endif
+
+/* Entries 0 .. n-1 of a row of x (xs) into res, each tested; nonzero where
+ * one is undecided.  Branch-free, so the compiler can vectorise it. */
+PE_TARGET_CLONES
+static unsigned DRV_FN(cra_run)(DRV_T *PE_RESTRICT res, const DRV_T *PE_RESTRICT xs, int64_t n,
+                                double scale, const double *PE_RESTRICT hi,
+                                const double *PE_RESTRICT lo, const double *PE_RESTRICT er) {
+    unsigned f = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double x = DRV_GET(xs[k]), h = hi[k];
+        pe_dd p = pe_dd_prod(x, scale);
+        int ok =
+            (fabs(x) <= 3.3484643974570854e+299 /* 2^995 */) &
+            (fabs(scale) <= 3.3484643974570854e+299) &
+            ((fabs(p.hi) >= 1.0261342003245941e-289 /* 2^-960 */) | (x == 0.0) | (scale == 0.0));
+        pe_dd s1 = pe_two_sum(p.hi, h);
+        double t = p.lo + lo[k], s2 = s1.lo + t;
+        pe_dd n2 = pe_two_sum(s1.hi, s2);
+        double err = er[k] + 2.220446049250313e-16 /* 2^-52 */ * (fabs(t) + fabs(s2));
+        double d = err * (1.0 + 9.094947017729282e-13 /* 2^-40 */) + DRV_CRA_MARGIN * fabs(n2.hi);
+        int zero = (n2.hi == 0.0) & (err == 0.0) & (t == 0.0) & (s2 == 0.0);
+        DRV_T r = zero ? DRV_PUT(p.hi + h) : DRV_PUT(n2.hi);
+        unsigned u = (unsigned)(DRV_BITS(DRV_PUT(n2.hi + (n2.lo - d))) !=
+                                DRV_BITS(DRV_PUT(n2.hi + (n2.lo + d)))) |
+                     (unsigned)((n2.hi == 0.0) & !zero);
+        res[k] = ok ? r : DRV_PUT(x * scale + h);
+        /* (x out of range but finite: the exact path) */
+        f |= ((unsigned)(ok & !zero) & u) | (unsigned)(!ok & (fabs(x) <= DBL_MAX));
+    }
+    return f;
+}
+
+/* Row x (position K; none: no encoding) of a correctly rounded add, P's row
+ * in hi, lo, er (pe_acc_row), res a row of scratch: the row tested as a whole,
+ * then, where an entry was undecided (or the exact path is forced), entry by
+ * entry with the undecided ones from pe_add_exact. */
+static void DRV_FN(cra_row)(DRV_T *x, const pe_ctx *c, const double *hi, const double *lo,
+                            const double *er, double K, int none, DRV_T *res) {
+    const pe_spec *sp = c->sp;
+    double scale = c->rq->scale;
+    int64_t D = sp->d;
+    int forced = pe_cr_forced();
+    if (DRV_FN(cra_run)(res, x, D, scale, hi, lo, er) == 0 && !forced) {
+        memcpy(x, res, (size_t)D * sizeof(DRV_T));
+        return;
+    }
+    for (int64_t k = 0; k < D; k++) {
+        DRV_T r;
+        double xv = DRV_GET(x[k]);
+        if (DRV_FN(cra_run)(&r, &x[k], 1, scale, hi + k, lo + k, er + k) != 0 ||
+            (forced && fabs(xv) <= DBL_MAX)) {
+            int64_t i = 0;
+            int entry = none ? -1 : pe_col_entry(sp, k, &i);
+            r = DRV_PUT(pe_add_exact(xv, scale, K, i, sp->w0, sp->base, sp->denom, sp->wlist, entry,
+                                     DRV_PREC, DRV_EMIN));
+        }
+        x[k] = r;
+    }
+}
+#undef DRV_CRA_MARGIN
+
 /* Row at centre + j of the anchor in ev: rotated by table row |j|, sign of j
  * (through buf when streaming); pos: its position. */
 PE_INLINE void DRV_FN(write_one)(DRV_T *dest, const pe_ctx *c, const double *ev, int64_t j,
@@ -391,6 +471,21 @@ static void DRV_FN(fill_part)(DRV_T *out, int64_t row_stride, pe_fill *f, int64_
         }
         if (stream)
             pe_stream_fence();
+    } else if (c->cradd) {
+        /* when every sequence has the same positions, unit u is step u / nseq
+           of sequence u % nseq: each step's row is evaluated once for all */
+        int shared = rq->offs == NULL && ((rq->pos_i == NULL && rq->pos_f == NULL) || rq->psb == 0);
+        int64_t nseq = rq->nseq, last = -1;
+        double *hl = buf + D, *er = buf + 2 * D, K = 0.0;
+        int none = 0;
+        for (int64_t u = u_lo; u < u_hi; u++) {
+            int64_t b = shared ? u % nseq : u / S, s = shared ? u / nseq : u % S;
+            if (!shared || s != last)
+                pe_acc_row(buf, hl, er, c, b, s, ev, &cached, &K, &none);
+            last = s;
+            DRV_FN(cra_row)(out + (b * S + s) * row_stride, c, buf, hl, er, K, none,
+                            (DRV_T *)(buf + 3 * D));
+        }
     } else if (f->blocked) {
         DRV_FN(add_blocked)(out, row_stride, f, u_lo, u_hi, ev, &cached, buf);
     } else {
@@ -427,9 +522,8 @@ static void DRV_FN(fill_units)(DRV_T *out, int64_t row_stride, pe_fill *f, int64
 #undef DRV_T
 #undef DRV_SFX
 #undef DRV_DD
-#if defined(DRV_PUT)
 #undef DRV_PUT
+#undef DRV_GET
 #undef DRV_BITS
 #undef DRV_PREC
 #undef DRV_EMIN
-#endif

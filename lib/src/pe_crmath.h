@@ -62,6 +62,14 @@ PE_HIDDEN double pe_entry_exact(double K, int64_t i, double w0, double base, dou
 PE_HIDDEN double pe_rot_exact(double K, int64_t i, double w0, double base, double denom,
                               const double *wl, double u, double w, double scale, int prec,
                               int emin);
+/* x scale + P rounded once to prec bits with least subnormal exponent emin
+ * (pe_mp_round), P the entry as pe_entry_exact defines it (entry 1: the
+ * cosine, 0: the sine) or none (entry -1: x scale alone, added to -0.0), as
+ * the double of that value, counted as a run of the exact path.  An exact sum
+ * of 0 has the sign IEEE addition gives it (-0 only for x scale = -0 and no
+ * entry); x not finite: the double sum x scale + P. */
+PE_HIDDEN double pe_add_exact(double x, double scale, double K, int64_t i, double w0, double base,
+                              double denom, const double *wl, int entry, int prec, int emin);
 /* Whether the exact path is forced (pe_cr_force_exact). */
 PE_HIDDEN int pe_cr_forced(void);
 /* Since the library was loaded: how many values took the exact path, and how

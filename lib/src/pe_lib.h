@@ -39,8 +39,8 @@ typedef struct {
     int add; /* 0: out = PE (accurate: scale PE);  1: out = out*scale + PE */
     double scale;
     int fresh;    /* out was just allocated (no streaming stores) */
-    int accurate; /* float64 rows correctly rounded (pe_rows_dd.h), not added: each
-                     entry scale times its sine or cosine, rounded once */
+    int accurate; /* rows correctly rounded: each entry scale times its sine or
+                     cosine (add: x*scale plus it), rounded once */
     /* accurate: pe_plan_lows of the plan the fill is given, or NULL (the fill
        evaluates the rows it needs) */
     const double *lows;

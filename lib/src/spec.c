@@ -250,8 +250,8 @@ int64_t fastpe_spec_d_model(const fastpe_spec *h) {
     return h != NULL && h->magic == PE_SPEC_MAGIC ? h->sp.d : -1;
 }
 
-/* A live handle whose rounding the call can honour (kind 0: it cannot, an add),
- * else the refusal naming "spec". */
+/* A live handle whose rounding the call can honour (every fill and add of a
+ * type: kind not 0), else the refusal naming "spec". */
 static int spec_usable(const fastpe_spec *h, int kind) {
     if (h == NULL)
         return pe_fail(FASTPE_ENULL, "spec", -1, NAN, NAN);
@@ -266,7 +266,7 @@ static int spec_fill_body(const fastpe_spec *h, void *out, int kind, int64_t nse
                           int64_t row_stride, int64_t offset, int add, double scale,
                           int num_threads) {
     pe_rows rq;
-    int err = spec_usable(h, add ? 0 : kind);
+    int err = spec_usable(h, kind);
     if (err != FASTPE_OK)
         return err;
     pe_init_rows(&rq, nseq, S, h->has_zero, h->zero);

@@ -177,13 +177,15 @@ static void spec_rows(void) {
     pos[3] = 3.0;
     ROW(fastpe_spec_fill_positions_f64(s, xd, 4, 16, xd + 33, 1), FASTPE_EOVERLAP, "positions", 0,
         NAN, NAN);
-    /* correct rounding: tables (of every type), never the adds */
+    /* correct rounding: tables and adds of every type */
     ROW(fastpe_spec_set_rounding(s, 7), FASTPE_EINVAL, "rounding", -1, 7.0, NAN);
     ROW(fastpe_spec_set_rounding(NULL, 1), FASTPE_ENULL, "spec", -1, NAN, NAN);
     ROW(fastpe_spec_set_rounding(gone, 1), FASTPE_EHANDLE, "spec", -1, NAN, NAN);
     CHECK(fastpe_spec_set_rounding(s, FASTPE_ROUND_CORRECT) == FASTPE_OK, "correct rounding");
-    ROW(fastpe_spec_add_f64(s, xd, 1, 4, 16, 0, 1.0, 1), FASTPE_EINVAL, "spec", -1, 1.0, NAN);
-    ROW(fastpe_spec_add_f32(s, xf, 1, 4, 16, 0, 1.0, 1), FASTPE_EINVAL, "spec", -1, 1.0, NAN);
+    CHECK(fastpe_spec_add_f64(s, xd, 1, 4, 16, 0, 1.0, 1) == FASTPE_OK, "correct add, float64");
+    CHECK(fastpe_spec_add_f32(s, xf, 1, 4, 16, 0, 1.0, 1) == FASTPE_OK, "correct add, float32");
+    ROW(fastpe_spec_add_f64(s, xd, 1, 4, 15, 0, 1.0, 1), FASTPE_ESTRIDE, "row_stride", -1, 15.0,
+        16.0);
     ROW(fastpe_spec_fill_f64(s, xd, 4, 15, 0, 1), FASTPE_ESTRIDE, "row_stride", -1, 15.0, 16.0);
     fastpe_spec_free(s);
 }

@@ -446,6 +446,7 @@ def add_to(
     layout: Layout = "interleaved",
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
+    correctly_rounded: bool = False,
 ) -> _ArrayT:
     """Add the encoding to embeddings in place: ``x = x * scale + PE``; returns ``x``.
 
@@ -469,6 +470,15 @@ def add_to(
     base, layout, num_threads, convention
         As in :func:`sinusoidal`.  With ``convention="fairseq"`` rows at
         ``padding_idx`` get no encoding (see :func:`fairseq_positions`).
+    correctly_rounded : bool, keyword-only
+        Every entry of the result is the exact ``x*scale + PE`` (``x`` and
+        ``scale`` as given, ``PE`` the exact sine or cosine of the convention's
+        real frequency) rounded once to ``x``'s dtype, for every dtype.  An exact
+        sum of zero is ``+0.0`` (``-0.0`` only where ``x*scale`` is ``-0.0`` and no
+        encoding goes: a padding row, a padded column).  It costs 5-12x the
+        default add (the encoding in double-double, each entry tested, the rare
+        undecided one computed exactly); see docs/accuracy.md.  Default ``False``:
+        ``x*scale + PE`` in double (``PE`` within a few ulps), rounded once.
 
     ``offset`` and ``positions`` may share memory with ``x`` (they are copied
     first).  If the call is interrupted (Ctrl-C), the rows of ``x`` processed so
@@ -482,7 +492,10 @@ def add_to(
     >>> bool(np.array_equal(x[1], fastpe.sinusoidal(5, 8, offset=3)))
     True
     """
-    done = _kernel.add(x, offset, positions, scale, base, layout, num_threads, convention)
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
+    done = _kernel.add(
+        x, offset, positions, scale, base, layout, num_threads, convention, accurate
+    )
     if done is not None:  # the common argument types, already cached: added
         return done
     if not isinstance(x, np.ndarray):
@@ -522,6 +535,7 @@ def add_to(
         num_threads=nthreads,
         bfloat16=bf16,
         errctx=(_kernel.ADD_ERRORS, x.shape[:-1], "x"),
+        accurate=accurate,
     )
     return x
 

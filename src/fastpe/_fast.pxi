@@ -291,9 +291,11 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
             PyBuffer_Release(&view)
 
 
-def add(x, offset, positions, scale, base, layout, num_threads, convention):
+def add(x, offset, positions, scale, base, layout, num_threads, convention,
+        bint accurate=False):
     """fastpe.add_to for the common argument types (one int offset, no positions):
-    ``x``, or None to decline (the general path then validates and explains)."""
+    ``x``, or None to decline (the general path then validates and explains).
+    ``accurate``: its correctly_rounded."""
     cdef Py_buffer view
     cdef int64_t off, rows = 0, stride = 0, S
     cdef int nt
@@ -319,6 +321,7 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention):
         rq.offset = off
         rq.add = 1
         rq.scale = <double>scale
+        rq.accurate = accurate
         _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
                             &enc.ac, (ADD_ERRORS, None, "x"))
     finally:

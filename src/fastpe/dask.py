@@ -30,6 +30,7 @@ from . import _api
 from ._conventions import Convention
 from ._validate import (
     INT64_MAX,
+    as_bool,
     as_finite,
     as_float_dtype,
     as_int,
@@ -230,6 +231,7 @@ def add_to(
     layout: str = "interleaved",
     num_threads: int | None = 1,
     convention: str | Convention = "vaswani",
+    correctly_rounded: bool = False,
 ) -> Any:
     """``x * scale + PE`` for a Dask array of embeddings, lazily, as a new array.
 
@@ -252,8 +254,9 @@ def add_to(
         Explicit positions, a NumPy or Dask array broadcastable to
         ``x.shape[:-1]``, chunked alongside ``x``; integer positions are added
         to ``offset``, float positions need ``offset=0``.
-    scale, base, layout, convention
-        As in :func:`fastpe.add_to`.
+    scale, base, layout, convention, correctly_rounded
+        As in :func:`fastpe.add_to` (each entry is its own, so the blocks give
+        the whole call's bits with correct rounding too).
     num_threads : int or None, keyword-only
         OpenMP threads per task; 1 by default (see :func:`sinusoidal`).
 
@@ -303,6 +306,7 @@ def add_to(
     enc = _api._encoder(convention, base, layout, d_model)
     as_num_threads(num_threads)
     scale = as_finite(scale, "scale")
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
     batch = x.shape[:-2]
 
     def convert(values: Any, name: str, kinds: str) -> tuple[Any, float | None]:
@@ -330,9 +334,14 @@ def add_to(
     off_scalar = where.off_scalar
 
     kwargs = dict(
-        scale=scale, base=base, layout=layout, num_threads=num_threads, convention=convention
+        scale=scale,
+        base=base,
+        layout=layout,
+        num_threads=num_threads,
+        convention=convention,
+        correctly_rounded=accurate,
     )
-    name = "fastpe-add-" + tokenize(x, offs, pos, off_scalar, scale, conv, num_threads)
+    name = "fastpe-add-" + tokenize(x, offs, pos, off_scalar, scale, conv, num_threads, accurate)
     args = [x, offs, pos]
     return da.map_blocks(
         _add_block,

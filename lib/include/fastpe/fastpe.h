@@ -513,28 +513,30 @@ FASTPE_API int fastpe_rope_from_params(const fastpe_rope_params *p, int64_t head
                                        fastpe_rope **rope);
 
 /* ---- correct rounding (library ABI 1.3, capsule ABI 1.5) ----------------------
- * fastpe.sinusoidal / sinusoidal_at / rope_cache(..., correctly_rounded=True):
- * each entry is its exact value (the sine or cosine of the exact product of
- * the position and the frequency; for a RoPE cache, times the attention
- * factor) rounded once to nearest-even in the output's type (float64, float32,
- * float16 or bfloat16, subnormals included): the same bits as those Python
- * functions, by the same code.  The fast evaluation runs first, a rounding test
+ * fastpe.sinusoidal / sinusoidal_at / rope_cache / add_to(...,
+ * correctly_rounded=True): each entry is its exact value (the sine or cosine
+ * of the exact product of the position and the frequency; for a RoPE cache,
+ * times the attention factor; for an add, x*scale plus it, an exact sum of 0
+ * being +0.0 but where x*scale is -0.0 and no encoding goes) rounded once to
+ * nearest-even in the output's type (float64, float32, float16 or bfloat16,
+ * subnormals included): the same bits as those Python functions, by the same
+ * code.  The fast evaluation runs first, a rounding test
  * decides each entry, and the rare entry it cannot decide is evaluated exactly:
  * costlier than the default (see docs/performance.md), which stays as it is.
  *
  * It is a setting of the handle, FASTPE_ROUND_DEFAULT when it is made:
  *   spec: fastpe_spec_fill_{f64,f32,f16,bf16},
  *         fastpe_spec_fill_positions_{f64,f32,f16,bf16} (for fastpe_fill_* and
- *         fastpe_fill_positions_*, a "vaswani" spec, whose rows are theirs);
+ *         fastpe_fill_positions_*, a "vaswani" spec, whose rows are theirs),
+ *         fastpe_spec_add_{f64,f32,f16,bf16} (x = x*scale + PE);
  *   rope: fastpe_rope_cache_*, fastpe_rope_cache_axes_*, and the rotations
  *         fastpe_rope_apply_{f64,f32,f16,bf16}: each rotated entry the exact
  *         value of a (x1 cos t - x2 sin t) (and a (x2 cos t + x1 sin t)), x1 and
  *         x2 the entries given, t the exact angle and a the attention factor,
  *         rounded once: fastpe.apply_rope(..., correctly_rounded=True)'s bits.
- * The add functions (x*scale + PE) and the multi-axis rotations
- * (fastpe_rope_apply_axes_*) given a handle set to FASTPE_ROUND_CORRECT return
- * FASTPE_EINVAL before writing anything, the error detail naming "spec" or
- * "rope" (value: the rounding).
+ * The multi-axis rotations (fastpe_rope_apply_axes_*) given a handle set to
+ * FASTPE_ROUND_CORRECT return FASTPE_EINVAL before writing anything, the error
+ * detail naming "rope" (value: the rounding).
  *
  * Threads: set the rounding after making the handle and before sharing it; it
  * must not change while another thread calls through the handle.

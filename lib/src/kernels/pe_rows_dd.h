@@ -272,6 +272,30 @@ PE_INLINE void pe_dd_at(const pe_ddrot *R, int64_t i, double *sp, double *cp, do
     *cm = pe_dd_round(ch, p3.hi, p4.hi, cl + (l3 + l4), E, und);
 }
 
+/* A + (P + Q) + low as a normalised double-double, unrounded (pe_dd_round's
+ * sum): within E of the exact entry, with 2^-104 of it for the low part's own
+ * rounding (the bound the adds use). */
+PE_INLINE pe_dd pe_dd_sum4(double Ah, double Ph, double Qh, double low) {
+    pe_dd s = pe_two_sum(Ph, Qh);
+    pe_dd t = pe_two_sum(Ah, s.hi);
+    return pe_two_sum(t.hi, t.lo + (s.lo + low));
+}
+
+/* Frequency i of the row at sg t (sg +1 or -1) unrounded: its sine (*s) and
+ * cosine (*c) as double-double, for the correctly rounded adds; returns E,
+ * their error bound (the header's). */
+PE_INLINE double pe_dd_val(const pe_ddrot *R, int64_t i, double sg, pe_dd *s, pe_dd *c) {
+    double sh = R->sh[i], sl = R->sl[i], ch = R->ch[i], cl = R->cl[i];
+    double mh = R->mh[i], ml = R->ml[i], th = R->th[i], tl = R->tl[i];
+    pe_dd p1 = pe_dd_prod(sh, mh), p2 = pe_dd_prod(ch, th);
+    pe_dd p3 = pe_dd_prod(ch, mh), p4 = pe_dd_prod(sh, th);
+    double l1 = p1.lo + (sh * ml + sl * mh), l2 = p2.lo + (ch * tl + cl * th);
+    double l3 = p3.lo + (ch * ml + cl * mh), l4 = p4.lo + (sh * tl + sl * th);
+    *s = pe_dd_sum4(sh, p1.hi, sg * p2.hi, sl + (l1 + sg * l2));
+    *c = pe_dd_sum4(ch, p3.hi, -sg * p4.hi, cl + (l3 - sg * l4));
+    return 1.262177448353619e-29 /* 2^-96 */ + R->E1 * fabs(R->f[i]);
+}
+
 /* Frequencies lo .. hi-1 of the rows at +t (ps, pc) and -t (ms, mc) written
  * at the given element steps (interleaved: 2, split: 1); a NULL row is not
  * stored.  Returns whether some entry's rounding was left undecided. */
