@@ -184,12 +184,12 @@ float pe_powf_cr(float x, float y) {
     return pe_powf_cr_ln(x, x > 0.0f && isfinite(x) ? pe_dd_log((double)x) : pe_dd_from(NAN), y);
 }
 
-/* Entry i (cosine: its cosine, else its sine) of the row at position K as
- * pe_entry_exact defines it, unrounded, with *err its absolute error bound;
- * the angle is not 0 (the caller's case: exact values). */
-static pe_mp entry_mp(double K, int64_t i, double w0, double base, double denom, const double *wl,
-                      int cosine, double *err) {
-    pe_mp w, s, c;
+/* The sine and cosine of entry i's angle at position K as pe_entry_exact
+ * defines it (the angle not 0: the callers' case), unrounded; returns their
+ * absolute error bound. */
+static double angle_sincos(double K, int64_t i, double w0, double base, double denom,
+                           const double *wl, pe_mp *s, pe_mp *c) {
+    pe_mp w;
     double eps_w = 0.0, tabs;
     if (wl != NULL) {
         w = pe_mp_from(wl[i]);
@@ -208,10 +208,18 @@ static pe_mp entry_mp(double K, int64_t i, double w0, double base, double denom,
     {
         pe_mp t = pe_mp_mul(pe_mp_from(K), pe_mp_div(w, pe_mp_ldexp(pe_mp_pi(), 1)));
         tabs = fabs(pe_mp_to_double(t));
-        pe_mp_sincos_turns(t, &s, &c);
+        pe_mp_sincos_turns(t, s, c);
     }
     /* pe_mp.h: 2 pi |t| (its relative error + 2^-252) + 2^-198, with room */
-    *err = 6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -197);
+    return 6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -197);
+}
+
+/* Entry i (cosine: its cosine, else its sine) as angle_sincos gives it, with
+ * *err its absolute error bound. */
+static pe_mp entry_mp(double K, int64_t i, double w0, double base, double denom, const double *wl,
+                      int cosine, double *err) {
+    pe_mp s, c;
+    *err = angle_sincos(K, i, w0, base, denom, wl, &s, &c);
     return cosine ? c : s;
 }
 
@@ -238,32 +246,17 @@ double pe_entry_exact(double K, int64_t i, double w0, double base, double denom,
 
 double pe_rot_exact(double K, int64_t i, double w0, double base, double denom, const double *wl,
                     double u, double w, double scale, int prec, int emin) {
-    pe_mp wi, s, c, v;
-    double eps_w = 0.0, tabs, err, vabs, rel;
-    if (K == 0.0 || (wl != NULL && wl[i] == 0.0) || (wl == NULL && w0 == 0.0)) {
+    pe_mp s, c, v;
+    double err, vabs, rel;
+    if (angle_zero(K, i, w0, wl)) {
         /* an angle of exactly 0: scale u, one product of two doubles (exact here) */
         return pe_round_exact(pe_mp_mul(pe_mp_from(u), pe_mp_from(scale)), prec, emin, 0.0);
     }
-    /* the frequency and the angle as pe_entry_exact forms them (the same bounds) */
-    if (wl != NULL) {
-        wi = pe_mp_from(wl[i]);
-    } else if (i == 0) {
-        wi = pe_mp_from(w0);
-    } else {
-        pe_mp e = pe_mp_div(pe_mp_from(-(double)i), pe_mp_from(denom));
-        pe_mp l = pe_mp_log(pe_mp_from(base));
-        wi = pe_mp_mul(pe_mp_from(w0), pe_mp_exp(pe_mp_mul(l, e)));
-        eps_w = fabs((double)i / denom) * ldexp(1.0, -227) + ldexp(1.0, -229);
-    }
-    {
-        pe_mp t = pe_mp_mul(pe_mp_from(K), pe_mp_div(wi, pe_mp_ldexp(pe_mp_pi(), 1)));
-        tabs = fabs(pe_mp_to_double(t));
-        pe_mp_sincos_turns(t, &s, &c);
-    }
     /* u cos + w sin: the inputs are exact, the products and the sum truncate
-       below 2^-250 of their sizes; sin and cos each within err (pe_entry_exact) */
+       below 2^-250 of their sizes (the 2^-197 beside sin's and cos's bound) */
+    err = angle_sincos(K, i, w0, base, denom, wl, &s, &c) + ldexp(1.0, -197);
+    err *= fabs(u) + fabs(w);
     v = pe_mp_add(pe_mp_mul(pe_mp_from(u), c), pe_mp_mul(pe_mp_from(w), s));
-    err = (fabs(u) + fabs(w)) * (6.3 * tabs * (eps_w + ldexp(1.0, -249)) + ldexp(1.0, -196));
     vabs = fabs(pe_mp_to_double(v));
     /* (zero only where the angle is 0 or u = w = 0: tan of a nonzero rational
        multiple of a double is irrational; an undecided rounding is counted) */

@@ -292,6 +292,23 @@ PE_INLINE void pe_anchor_row(const pe_ctx *c, int64_t K, double *ev, int64_t *ca
     }
 }
 
+/* The double-double anchor in ev (4 nf: sin, cos and their low parts) rotated
+ * by table row a of c, bounded for positions within a block of pos. */
+static inline pe_ddrot pe_ddrot_of(const pe_ctx *c, const double *ev, int64_t a, double pos) {
+    int64_t nf = c->nf;
+    pe_ddrot R = {ev,
+                  ev + 2 * nf,
+                  ev + nf,
+                  ev + 3 * nf,
+                  c->Tm + a * nf,
+                  c->Tml + a * nf,
+                  c->Ts + a * nf,
+                  c->Tsl + a * nf,
+                  c->fr.fh,
+                  pe_dd_bound(pos, (double)c->B)};
+    return R;
+}
+
 /* Entries left undecided by the accurate float64 rows' rounding test. */
 static PE_RELAXED(uint64_t) f64_undecided;
 
@@ -316,11 +333,10 @@ static void pe_acc_row(double *hi, double *lo, double *er, const pe_ctx *c, int6
                        double *ev, int64_t *cached, double *K, int *none) {
     const pe_rows *rq = c->rq;
     const pe_spec *sp = c->sp;
-    int64_t nf = c->nf, a = 0, Ki = 0, col;
-    int inter = sp->layout == PE_LAYOUT_INTERLEAVED, exact = 0;
+    int64_t a = 0, Ki = 0, col;
+    int exact = 0;
     double pos, sg = 1.0;
-    int64_t nfreq =
-        inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
+    int64_t nfreq = pe_row_freqs(sp);
     double Kf = rq->pos_f != NULL ? rq->pos_f[b * rq->psb + s * rq->pss] : 0.0;
     *none = 0;
     if (Kf != floor(Kf)) {
@@ -350,29 +366,14 @@ static void pe_acc_row(double *hi, double *lo, double *er, const pe_ctx *c, int6
         }
         pos = (double)*cached;
     }
-    pe_ddrot R = {ev,
-                  ev + 2 * nf,
-                  ev + nf,
-                  ev + 3 * nf,
-                  c->Tm + a * nf,
-                  c->Tml + a * nf,
-                  c->Ts + a * nf,
-                  c->Tsl + a * nf,
-                  c->fr.fh,
-                  pe_dd_bound(pos, (double)c->B)};
+    pe_ddrot R = pe_ddrot_of(c, ev, a, pos);
     for (int64_t i = 0; i < nfreq; i++) {
         pe_dd v[2] = {{0.0, 0.0}, {1.0, 0.0}};
         double E = 0.0;
         int64_t at[2];
         if (!exact)
             E = pe_dd_val(&R, i, sg, &v[0], &v[1]);
-        if (inter) {
-            at[0] = i < sp->npairs ? 2 * i : sp->d - 1;
-            at[1] = i < sp->npairs ? 2 * i + 1 : -1;
-        } else {
-            at[0] = i < sp->ns ? sp->s_off + i : -1;
-            at[1] = i < sp->nc ? sp->c_off + i : -1;
-        }
+        pe_freq_columns(sp, i, at);
         for (int k = 0; k < 2; k++) {
             if (at[k] >= 0) {
                 hi[at[k]] = v[k].hi;

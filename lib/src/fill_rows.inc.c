@@ -120,17 +120,7 @@ static void DRV_FN(cr_row)(DRV_T *row, const pe_ctx *c, double K, const double *
  * position within a block of it. */
 static void DRV_FN(write_dd)(double *rp, double *rm, const pe_ctx *c, const double *ev, int64_t a,
                              double pos, double zero) {
-    int64_t nf = c->nf;
-    pe_ddrot R = {ev,
-                  ev + 2 * nf,
-                  ev + nf,
-                  ev + 3 * nf,
-                  c->Tm + a * nf,
-                  c->Tml + a * nf,
-                  c->Ts + a * nf,
-                  c->Tsl + a * nf,
-                  c->fr.fh,
-                  pe_dd_bound(pos, (double)c->B)};
+    pe_ddrot R = pe_ddrot_of(c, ev, a, pos);
     /* (the forced exact path: every entry through it, for the tests; a factor
        other than 1: every entry from the fix-up, which applies it) */
     int all = pe_cr_forced();

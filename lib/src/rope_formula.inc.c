@@ -91,16 +91,7 @@ static int FN(frequency)(const rule *R, NUM ln_base, int64_t i, NUM *wout, doubl
     return W_USABLE;
 }
 
-#undef NUM
-#undef FN
-#undef N_FROM
-#undef N_ADD
-#undef N_NEG
-#undef N_MUL
-#undef N_DIV
+#include "pe_num_end.inc.h"
 #undef N_LT
-#undef N_HI
-#undef N_EXP
-#undef N_LOG
 #undef N_TWO_PI
 #undef N_EPS

@@ -61,17 +61,7 @@ void pe_linspace_f32(double start, double end, int64_t steps, float *out) {
 }
 
 /* The float64 formulas, in double-double and on the exact path. */
-#define NUM       pe_dd
-#define FN(name)  dd_##name
-#define N_FROM    pe_dd_from
-#define N_ADD     pe_dd_add
-#define N_NEG     pe_dd_neg
-#define N_MUL     pe_dd_mul
-#define N_DIV     pe_dd_div
-#define N_HI(a)   ((a).hi)
-#define N_EXP     pe_dd_exp
-#define N_LOG     pe_log_dd
-#define N_PI      pe_dd_add(pe_dd_from(2.0 * PE_PIO2_HI), pe_dd_from(2.0 * PE_PIO2_LO))
+#include "pe_num.inc.h"
 #define N_LN2     pe_dd_add(pe_dd_from(PE_LN2_HI), pe_dd_from(PE_LN2_LO))
 #define N_EPS_LIN 1.2621774483536189e-29 /* 2^-96 */
 #define N_EPS(s)  (5.048709793414476e-29 /* 2^-94 */ * (1.0 + (s)))
@@ -79,17 +69,8 @@ void pe_linspace_f32(double start, double end, int64_t steps, float *out) {
 
 /* ln's absolute error 2^-228 + |k| 2^-255 per log (weights at most 1), exp's
  * 2^-230 relative, each product's and quotient's 2^-254 */
-#define NUM       pe_mp
-#define FN(name)  mp_##name
-#define N_FROM    pe_mp_from
-#define N_ADD     pe_mp_add
-#define N_NEG     pe_mp_neg
-#define N_MUL     pe_mp_mul
-#define N_DIV     pe_mp_div
-#define N_HI      pe_mp_to_double
-#define N_EXP     pe_mp_exp
-#define N_LOG     pe_mp_log
-#define N_PI      pe_mp_pi()
+#define PE_NUM_MP
+#include "pe_num.inc.h"
 #define N_LN2     pe_mp_log(pe_mp_from(2.0))
 #define N_EPS_LIN ldexp(1.0, -240)
 #define N_EPS(s)  ldexp(1.0, -220)

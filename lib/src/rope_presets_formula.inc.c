@@ -58,17 +58,7 @@ static int FN(value)(const preset *P, int64_t i, NUM *w, double *eps) {
     return W_OK;
 }
 
-#undef NUM
-#undef FN
-#undef N_FROM
-#undef N_ADD
-#undef N_NEG
-#undef N_MUL
-#undef N_DIV
-#undef N_HI
-#undef N_EXP
-#undef N_LOG
-#undef N_PI
+#include "pe_num_end.inc.h"
 #undef N_LN2
 #undef N_EPS_LIN
 #undef N_EPS

@@ -435,30 +435,47 @@ static void rope_dup_row(double *d, const double *ang, int64_t nf) {
 }
 #endif
 
-/* Rows r0 .. r1-1 (C order of the leading axes), walked with an odometer: no
- * division per row. */
-static void rotate_range(const pe_rope_rows *R, rot_fn fn, int64_t r0, int64_t r1) {
-    int64_t idx[PE_ROPE_MAX_AXES];
+/* An odometer over the rows of R in C order of the leading axes: no division
+ * per row.  walk_start sets idx and returns the offset of row r0; walk_next
+ * moves both to the next row. */
+static inline int64_t walk_start(const pe_rope_rows *R, int64_t r0, int64_t *idx) {
     int64_t rem = r0, off = 0;
-    if (r0 >= r1)
-        return;
     for (int j = R->m - 1; j >= 0; j--) {
         idx[j] = rem % R->shape[j];
         rem /= R->shape[j];
         off += idx[j] * R->strides[j];
     }
+    return off;
+}
+
+static inline int64_t walk_next(const pe_rope_rows *R, int64_t *idx, int64_t off) {
+    for (int j = R->m - 1; j >= 0; j--) {
+        idx[j] += 1;
+        off += R->strides[j];
+        if (idx[j] < R->shape[j])
+            break;
+        off -= R->shape[j] * R->strides[j];
+        idx[j] = 0;
+    }
+    return off;
+}
+
+/* The table row of the token at idx. */
+static inline int64_t walk_token(const pe_rope_rows *R, const int64_t *idx) {
+    return (R->per_batch ? idx[0] * R->S : 0) + idx[R->sa];
+}
+
+/* Rows r0 .. r1-1 (C order of the leading axes). */
+static void rotate_range(const pe_rope_rows *R, rot_fn fn, int64_t r0, int64_t r1) {
+    int64_t idx[PE_ROPE_MAX_AXES];
+    int64_t off;
+    if (r0 >= r1)
+        return;
+    off = walk_start(R, r0, idx);
     for (int64_t r = r0; r < r1; r++) {
-        int64_t t = (R->per_batch ? idx[0] * R->S : 0) + idx[R->sa];
-        const double *angles = R->table + t * 2 * R->nf;
+        const double *angles = R->table + walk_token(R, idx) * 2 * R->nf;
         fn(R->base + off, angles, angles + R->nf, R->nf, R->attention);
-        for (int j = R->m - 1; j >= 0; j--) {
-            idx[j] += 1;
-            off += R->strides[j];
-            if (idx[j] < R->shape[j])
-                break;
-            off -= R->shape[j] * R->strides[j];
-            idx[j] = 0;
-        }
+        off = walk_next(R, idx, off);
     }
 }
 
@@ -772,26 +789,15 @@ static crr_fn crr_choose(int kind) {
 static void crr_range(const pe_rope_rows *R, const pe_crr *X, const double *tab, const double *Ks,
                       int64_t r0, int64_t r1) {
     int64_t idx[PE_ROPE_MAX_AXES];
-    int64_t rem = r0, off = 0;
+    int64_t off;
     crr_fn fn = crr_choose(R->kind);
     if (r0 >= r1)
         return;
-    for (int j = R->m - 1; j >= 0; j--) {
-        idx[j] = rem % R->shape[j];
-        rem /= R->shape[j];
-        off += idx[j] * R->strides[j];
-    }
+    off = walk_start(R, r0, idx);
     for (int64_t r = r0; r < r1; r++) {
-        int64_t t = (R->per_batch ? idx[0] * R->S : 0) + idx[R->sa];
+        int64_t t = walk_token(R, idx);
         fn(R->base + off, tab + t * 4 * R->nf, Ks[t], X, R->half, R->nf);
-        for (int j = R->m - 1; j >= 0; j--) {
-            idx[j] += 1;
-            off += R->strides[j];
-            if (idx[j] < R->shape[j])
-                break;
-            off -= R->shape[j] * R->strides[j];
-            idx[j] = 0;
-        }
+        off = walk_next(R, idx, off);
     }
 }
 

@@ -454,17 +454,8 @@ static int frequency32(const rule *R, int64_t i, double *out) {
 }
 
 /* The float64 formulas, in double-double and on the exact path. */
-#define NUM      pe_dd
-#define FN(name) dd_##name
-#define N_FROM   pe_dd_from
-#define N_ADD    pe_dd_add
-#define N_NEG    pe_dd_neg
-#define N_MUL    pe_dd_mul
-#define N_DIV    pe_dd_div
+#include "pe_num.inc.h"
 #define N_LT     dd_lt
-#define N_HI(a)  ((a).hi)
-#define N_EXP    pe_dd_exp
-#define N_LOG    pe_log_dd
 #define N_TWO_PI pe_dd_add(pe_dd_from(4.0 * PE_PIO2_HI), pe_dd_from(4.0 * PE_PIO2_LO))
 #define N_EPS(t) (PE_POW_EPS(t) * 2.0)
 #include "rope_formula.inc.c"
@@ -473,17 +464,9 @@ static int mp_lt(pe_mp a, pe_mp b) { return pe_mp_cmp(a, b) < 0; }
 
 /* |t| error: |2i/d| (2^-228 + 2^-245) from the log (three logs for dynamic's
  * base), exp's 2^-230 */
-#define NUM      pe_mp
-#define FN(name) mp_##name
-#define N_FROM   pe_mp_from
-#define N_ADD    pe_mp_add
-#define N_NEG    pe_mp_neg
-#define N_MUL    pe_mp_mul
-#define N_DIV    pe_mp_div
+#define PE_NUM_MP
+#include "pe_num.inc.h"
 #define N_LT     mp_lt
-#define N_HI     pe_mp_to_double
-#define N_EXP    pe_mp_exp
-#define N_LOG    pe_mp_log
 #define N_TWO_PI pe_mp_ldexp(pe_mp_pi(), 1)
 #define N_EPS(t) ldexp(1.0, -220)
 #include "rope_formula.inc.c"

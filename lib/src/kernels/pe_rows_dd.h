@@ -400,8 +400,7 @@ PE_HIDDEN double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine
 static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg, double K,
                       int all, double scale) {
     int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
-    int64_t nfreq =
-        inter ? sp->npairs + (sp->lone_sin ? 1 : 0) : (sp->ns > sp->nc ? sp->ns : sp->nc);
+    int64_t nfreq = pe_row_freqs(sp);
     if (K == 0.0) {
         if (scale != 1.0) { /* sines 0, cosines 1: the products are exact */
             for (int64_t i = 0; i < nfreq; i++) {
@@ -439,13 +438,7 @@ static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double 
                 v[1] = pe_dd_round(ch, p3.hi, p4.hi, cl + (l3 + l4), E, &und[1]);
             }
         }
-        if (inter) {
-            at[0] = i < sp->npairs ? 2 * i : sp->d - 1;
-            at[1] = i < sp->npairs ? 2 * i + 1 : -1;
-        } else {
-            at[0] = i < sp->ns ? sp->s_off + i : -1;
-            at[1] = i < sp->nc ? sp->c_off + i : -1;
-        }
+        pe_freq_columns(sp, i, at);
         for (int k = 0; k < 2; k++) {
             if (at[k] >= 0 && (und[k] || all))
                 row[at[k]] = pe_f64_exact(sp, K, i, k, v[k], scale);

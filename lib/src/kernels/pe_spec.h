@@ -70,6 +70,24 @@ PE_INLINE double pe_spec_max_turns(const pe_spec *sp) {
     return fabs(sp->w0) * g * PE_INV2PI_HI * (1.0 + 1e-12);
 }
 
+/* The frequencies with a column in a row (a sine, a cosine or both). */
+PE_INLINE int64_t pe_row_freqs(const pe_spec *sp) {
+    return sp->layout == PE_LAYOUT_INTERLEAVED ? sp->npairs + (sp->lone_sin ? 1 : 0)
+                                               : (sp->ns > sp->nc ? sp->ns : sp->nc);
+}
+
+/* The columns of frequency i's sine (at[0]) and cosine (at[1]) in a row, -1
+ * where the row has none. */
+PE_INLINE void pe_freq_columns(const pe_spec *sp, int64_t i, int64_t at[2]) {
+    if (sp->layout == PE_LAYOUT_INTERLEAVED) {
+        at[0] = i < sp->npairs ? 2 * i : sp->d - 1;
+        at[1] = i < sp->npairs ? 2 * i + 1 : -1;
+    } else {
+        at[0] = i < sp->ns ? sp->s_off + i : -1;
+        at[1] = i < sp->nc ? sp->c_off + i : -1;
+    }
+}
+
 /* The number of frequencies whose sine and cosine both have a column in a
  * split row (the vector writers' share; pe_row_rest writes the others). */
 PE_INLINE int64_t pe_split_pairs(const pe_spec *sp) { return sp->ns < sp->nc ? sp->ns : sp->nc; }
