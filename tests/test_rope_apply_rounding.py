@@ -329,3 +329,36 @@ def test_c_rotation_with_a_correct_handle_has_the_python_bits(t, dtype, params):
         assert np.array_equal(x.view(np.uint8), want.view(np.uint8))
     finally:
         t.rope_free(h)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("params", [None, LLAMA3, YARN])
+def test_the_small_call_path_gives_the_general_paths_bits(dtype, params):
+    """A decoding step with the option takes the compiled small-call path (it
+    returns, not None) and writes the general path's bits (position ids as a
+    list, which that path declines), through the correctly rounded rotation:
+    with the exact path forced, every entry is counted there."""
+    rng = np.random.default_rng(12)
+    q = _inputs(rng, (1, 4, 3, 64), dtype)
+    k = _inputs(rng, (1, 2, 3, 64), dtype)
+    ids = [[355, 103993, 833719]]
+    args = (params, None, 0)
+    rest = (-2, "half", None, "float32", None, None, 1)
+    fastpe.apply_rope(q.copy(), k.copy(), rope_parameters=params, positions=np.array(ids))
+    fq, fk = q.copy(), k.copy()
+    assert _kernel.rope_apply(fq, fk, *args, np.array(ids), *rest, True) is not None
+    gq, gk = q.copy(), k.copy()
+    assert _kernel.rope_apply(gq, gk, *args, ids, *rest, True) is None  # (declined)
+    fastpe.apply_rope(gq, gk, rope_parameters=params, positions=ids, correctly_rounded=True)
+    assert np.array_equal(fq.view(np.uint8), gq.view(np.uint8))
+    assert np.array_equal(fk.view(np.uint8), gk.view(np.uint8))
+    xq, xk = q.copy(), k.copy()
+    old = _kernel._force_exact_path(True)
+    try:
+        before = _kernel._exact_path_runs()
+        assert _kernel.rope_apply(xq, xk, *args, np.array(ids), *rest, True) is not None
+        runs = _kernel._exact_path_runs() - before
+    finally:
+        _kernel._force_exact_path(old)
+    assert runs >= q.size + k.size
+    assert np.array_equal(fq.view(np.uint8), xq.view(np.uint8))
