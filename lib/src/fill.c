@@ -672,13 +672,16 @@ static int pe_add_plan(pe_fill *f, const pe_rows *rq, int mode) {
 static void pe_table_lows(pe_fill *f, double *mem) {
     const pe_rows *rq = f->c.rq;
     int64_t nf = f->c.nf, B = f->c.B, H = B / 2, a;
-    double *Tml = mem, *Tsl = mem + (H + 1) * nf, *need = Tsl + (H + 1) * nf;
+    double *Tml, *Tsl, *need;
     int64_t N = rq->nseq * rq->S;
     if (mem == NULL) { /* (the caller's, of this plan: pe_fill_setup) */
         f->c.Tml = rq->lows;
         f->c.Tsl = rq->lows + (H + 1) * nf;
         return;
     }
+    Tml = mem;
+    Tsl = mem + (H + 1) * nf;
+    need = Tsl + (H + 1) * nf;
     for (a = 0; a < H + 1; a++)
         need[a] = f->contiguous && N >= B ? 1.0 : 0.0;
     if (!(f->contiguous && N >= B)) {
