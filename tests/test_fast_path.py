@@ -798,3 +798,22 @@ def test_section_layout_is_checked_without_sections_cold_and_planned(value, exc)
     ref = before.copy()
     fastpe.apply_rope(ref, inv_freq=w)
     np.testing.assert_array_equal(q, ref)
+
+
+def test_correctly_rounded_is_checked_on_the_small_call_path_too():
+    """The small-call paths take only the bools themselves; anything else goes to
+    the general path, which converts it (NumPy's bool) or refuses it, warm or cold."""
+    row = np.empty((1, 512), np.float32)
+    fastpe.sinusoidal(1, 512, offset=1000, out=row)  # (cached: the small-call path is warm)
+    want = fastpe.sinusoidal(1, 512, offset=1000, correctly_rounded=True)
+    for bad in ("yes", 1, None):
+        with pytest.raises(TypeError, match="correctly_rounded"):
+            fastpe.sinusoidal(1, 512, offset=1000, out=row, correctly_rounded=bad)
+        with pytest.raises(TypeError, match="correctly_rounded"):
+            fastpe.sinusoidal_at([1000], 512, out=row, correctly_rounded=bad)
+        with pytest.raises(TypeError, match="correctly_rounded"):
+            fastpe.add_to(np.zeros((1, 512), np.float32), offset=1000, correctly_rounded=bad)
+    args = (1, 512, 10000.0, 1000, None, "interleaved", row, None, "vaswani")
+    assert kernel.table(*args, 1) is None
+    got = fastpe.sinusoidal(1, 512, offset=1000, out=row, correctly_rounded=np.True_)
+    np.testing.assert_array_equal(got, want)

@@ -222,12 +222,21 @@ def sinusoidal(
     >>> fastpe.sinusoidal(8, 128, out=t) is t               # doctest: +SKIP
     True
     """
-    accurate = as_bool(correctly_rounded, "correctly_rounded")
     done = _kernel.table(
-        seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention, accurate
+        seq_len,
+        d_model,
+        base,
+        offset,
+        dtype,
+        layout,
+        out,
+        num_threads,
+        convention,
+        correctly_rounded,
     )
     if done is not None:  # the common argument types, already cached: filled
         return done
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
     # Python integers to int64 here; their values are the library's to check
     seq_len = as_int(seq_len, "seq_len", minimum=INT64_MIN, maximum=INT64_MAX)
     d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)
@@ -419,12 +428,12 @@ def sinusoidal_at(
     >>> bool(np.array_equal(fastpe.sinusoidal_at([3, 7], 16), P[[3, 7]]))
     True
     """
-    accurate = as_bool(correctly_rounded, "correctly_rounded")
     done = _kernel.table_at(
-        positions, d_model, base, dtype, layout, out, num_threads, convention, accurate
+        positions, d_model, base, dtype, layout, out, num_threads, convention, correctly_rounded
     )
     if done is not None:  # the common argument types, already cached: filled
         return done
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
     d_model = as_int(d_model, "d_model", minimum=INT64_MIN, maximum=INT64_MAX)
     _kernel.check_sizes(1, 0, d_model)
     enc = _encoder(convention, base, layout, d_model)
@@ -492,12 +501,12 @@ def add_to(
     >>> bool(np.array_equal(x[1], fastpe.sinusoidal(5, 8, offset=3)))
     True
     """
-    accurate = as_bool(correctly_rounded, "correctly_rounded")
     done = _kernel.add(
-        x, offset, positions, scale, base, layout, num_threads, convention, accurate
+        x, offset, positions, scale, base, layout, num_threads, convention, correctly_rounded
     )
     if done is not None:  # the common argument types, already cached: added
         return done
+    accurate = as_bool(correctly_rounded, "correctly_rounded")
     if not isinstance(x, np.ndarray):
         raise TypeError(f"x must be a numpy.ndarray, got {type(x).__name__}")
     if isinstance(x, np.ma.MaskedArray):

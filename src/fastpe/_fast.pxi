@@ -189,16 +189,22 @@ ADD_ERRORS = {"seq_len": "x.shape[-2]", "nseq": "the number of sequences",
 
 
 def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention,
-          bint accurate=False):
+          correctly_rounded=False):
     """fastpe.sinusoidal for the common argument types: the table, or None to
-    decline (the general path then validates and explains).  ``accurate``: its
-    correctly_rounded."""
+    decline (the general path then validates and explains).  ``correctly_rounded``:
+    a bool (anything else declined), checked here rather than by the caller: a
+    Python-level check would cost a sixth of a one-row call."""
     cdef Encoder enc = _cached(convention, base, layout, d_model)
     cdef int64_t S, off, last, rows = 0, stride = 0
     cdef int nt
     cdef char want
     cdef Py_buffer view
     cdef pe_rows rq
+    cdef bint accurate
+    if correctly_rounded is False or correctly_rounded is True:
+        accurate = correctly_rounded
+    else:
+        return None     # (the general path converts or refuses it)
     if enc is None or not _as_i64(seq_len, &S) or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
@@ -241,10 +247,10 @@ cdef bint _fast_positions(positions, Py_buffer *pv) except -1:
 
 
 def table_at(positions, d_model, base, dtype, layout, out, num_threads, convention,
-             bint accurate=False):
+             correctly_rounded=False):
     """fastpe.sinusoidal_at for the common argument types: the rows, or None to
     decline (the general path then validates, converts, copies and explains).
-    ``accurate``: its correctly_rounded."""
+    ``correctly_rounded``: as for table."""
     cdef Encoder enc = _cached(convention, base, layout, d_model)
     cdef int64_t n, rows = 0, stride = 0
     cdef int nt
@@ -252,6 +258,11 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
     cdef Py_buffer pv, view
     cdef bint have_view = False
     cdef pe_rows rq
+    cdef bint accurate
+    if correctly_rounded is False or correctly_rounded is True:
+        accurate = correctly_rounded
+    else:
+        return None     # (the general path converts or refuses it)
     if enc is None:
         return None
     nt = _fast_threads(num_threads)
@@ -292,15 +303,20 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
 
 
 def add(x, offset, positions, scale, base, layout, num_threads, convention,
-        bint accurate=False):
+        correctly_rounded=False):
     """fastpe.add_to for the common argument types (one int offset, no positions):
     ``x``, or None to decline (the general path then validates and explains).
-    ``accurate``: its correctly_rounded."""
+    ``correctly_rounded``: as for table."""
     cdef Py_buffer view
     cdef int64_t off, rows = 0, stride = 0, S
     cdef int nt
     cdef pe_rows rq
     cdef Encoder enc
+    cdef bint accurate
+    if correctly_rounded is False or correctly_rounded is True:
+        accurate = correctly_rounded
+    else:
+        return None     # (the general path converts or refuses it)
     if positions is not None or type(x) is not _NDARRAY or type(scale) is not float \
             or not _as_i64(offset, &off):
         return None

@@ -317,7 +317,7 @@ def table(
     out: Any,
     num_threads: Any,
     convention: Any,
-    accurate: bool = ...,
+    correctly_rounded: Any = ...,
 ) -> Any | None: ...
 def table_at(
     positions: Any,
@@ -328,7 +328,7 @@ def table_at(
     out: Any,
     num_threads: Any,
     convention: Any,
-    accurate: bool = ...,
+    correctly_rounded: Any = ...,
 ) -> Any | None: ...
 def add(
     x: Any,
@@ -339,7 +339,7 @@ def add(
     layout: Any,
     num_threads: Any,
     convention: Any,
-    accurate: bool = ...,
+    correctly_rounded: Any = ...,
 ) -> Any | None: ...
 def usable_cpus() -> int: ...
 def _set_chunk_entries(n: int) -> int: ...
