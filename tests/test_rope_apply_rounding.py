@@ -19,20 +19,11 @@ import numpy as np
 import pytest
 import test_capi_rope as capi_rope
 from test_capi_rounding import CORRECT, OK, rope_handle, t  # noqa: F401 (the fixture)
+from test_rope_rounding import CONVERGENTS, LLAMA3, PREC
 
 import fastpe
 from fastpe import kernel as _kernel
 
-PREC = 256
-CONVERGENTS = (355, 103993, 833719, 5419351)
-LLAMA3 = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
         "original_max_position_embeddings": 4096}  # fmt: skip
 
