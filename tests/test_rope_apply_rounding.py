@@ -20,6 +20,7 @@ import pytest
 import test_capi_rope as capi_rope
 from test_capi_rounding import CORRECT, OK, rope_handle, t  # noqa: F401 (the fixture)
 from test_rope_rounding import CONVERGENTS, LLAMA3, PREC
+from test_rounding_narrow import sweep_tool
 
 import fastpe
 from fastpe import kernel as _kernel
@@ -35,31 +36,11 @@ if HAVE_BF16:
 DTYPES = [np.float64, np.float32, np.float16] + (
     [BF16] if HAVE_BF16 else [pytest.param(None, marks=pytest.mark.skip("needs ml_dtypes"))]
 )
-# significant bits and least subnormal exponent of each dtype
-FORMATS = {np.dtype(np.float64): (53, -1074), np.dtype(np.float32): (24, -149),
-           np.dtype(np.float16): (11, -24)}  # fmt: skip
-if HAVE_BF16:
-    FORMATS[np.dtype(BF16)] = (8, -133)
 
 
 def _rounded(exact: mpmath.mpf, dtype: Any) -> float:
-    """exact rounded once to nearest-even with dtype's precision and subnormals; a
-    value past its largest finite one becomes infinite in the cast that follows."""
-    if exact == 0:
-        return 0.0
-    prec, emin = FORMATS[np.dtype(dtype)]
-    e = int(mpmath.floor(mpmath.log(abs(exact), 2)))
-    while mpmath.ldexp(1, e) > abs(exact):
-        e -= 1
-    while mpmath.ldexp(1, e + 1) <= abs(exact):
-        e += 1
-    unit = mpmath.ldexp(1, max(e - (prec - 1), emin))
-    n = exact / unit
-    i = int(mpmath.floor(n))
-    f = n - i
-    if f > 0.5 or (f == 0.5 and i % 2):
-        i += 1
-    return float(mpmath.mpf(i) * unit)
+    """exact rounded once to dtype, subnormals and overflow included."""
+    return sweep_tool.round_to(exact, np.dtype(dtype).name)
 
 
 def _oracle(x: np.ndarray, tokens: np.ndarray, w: np.ndarray, a: float, layout: str) -> np.ndarray:
@@ -182,7 +163,7 @@ def test_cancelling_and_tiny_inputs(dtype):
     fastpe.apply_rope(got, positions=pos, correctly_rounded=True, precision="float64")
     _check(got, want, "cancelling")
     # tiny: a few units of the least subnormal, and the smallest normals
-    prec, emin = FORMATS[np.dtype(dtype)]
+    prec, emin = sweep_tool.FORMATS[np.dtype(dtype).name]
     units = np.array([1, 2, 3, 5, 2 ** (prec - 1), 2**prec + 1, 7, 1], np.float64)
     tiny = (np.ldexp(units, emin) * np.array([1, -1] * 4)).astype(dtype)
     x = np.broadcast_to(tiny, (1, 1, pos.size, d)).copy()
