@@ -719,21 +719,10 @@ static int rope_check_axes(const struct fastpe_rope *h) {
 
 /* The handle's low parts are made outside the lock (tens to hundreds of
  * microseconds) and published under it: two first calls at once may both make
- * them, and one copy is kept. */
-const double *pe_rope_lows(struct fastpe_rope *h) {
-    double *lows;
-    if (h->plan == NULL)
-        return NULL;
-    lows = pe_shell_kept(&h->lows);
-    if (lows != NULL)
-        return lows;
-    lows = pe_plan_lows(&h->sp, h->plan);
-    return lows == NULL ? NULL : pe_shell_keep(&h->lows, lows);
-}
-
-const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot) {
-    struct fastpe_rope *h = plan->h;
+ * them, and one copy is kept (*fresh: 1 when it is this call's). */
+static const double *rope_lows(struct fastpe_rope *h, int *fresh) {
     double *lows, *kept;
+    *fresh = 0;
     if (h->plan == NULL)
         return NULL;
     kept = pe_shell_kept(&h->lows);
@@ -743,9 +732,21 @@ const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot) {
     if (lows == NULL)
         return NULL;
     kept = pe_shell_keep(&h->lows, lows);
-    if (kept == lows) /* (this call's copy was kept: counted once) */
-        pe_plans_charge(slot, (size_t)(2 * (pe_block_rows(h->sp.nf) / 2 + 1) * h->sp.nf) *
-                                  sizeof(double));
+    *fresh = kept == lows;
+    return kept;
+}
+
+const double *pe_rope_lows(struct fastpe_rope *h) {
+    int fresh;
+    return rope_lows(h, &fresh);
+}
+
+const double *pe_rope_plan_lows(const pe_rope_plan *plan, int slot) {
+    int fresh;
+    const double *kept = rope_lows(plan->h, &fresh);
+    int64_t nf = plan->h->sp.nf;
+    if (fresh) /* (counted once, by the call whose copy was kept) */
+        pe_plans_charge(slot, (size_t)(2 * (pe_block_rows(nf) / 2 + 1) * nf) * sizeof(double));
     return kept;
 }
 
