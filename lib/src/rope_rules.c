@@ -188,7 +188,9 @@ static double get_mscale(double scale, double m) {
 }
 
 static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
-    double factor, attention, mscale, mscale_all, beta_fast, beta_slow, low, high, d;
+    /* (zeros only for the compiler: each is set or the call has returned) */
+    double factor = 0, attention = 0, mscale = 0, mscale_all = 0, beta_fast = 0, beta_slow = 0;
+    double low, high, d;
     int err = context_factor(p, old_len, &factor);
     if (err == FASTPE_OK)
         err = optional("attention_factor", p->attention_factor, 1, NAN, &attention);
@@ -242,7 +244,7 @@ static int yarn(const fastpe_rope_params *p, rule *R, int64_t old_len) {
 }
 
 static int longrope(const fastpe_rope_params *p, rule *R, int64_t old_len) {
-    double factor, attention;
+    double factor = 0, attention = 0; /* (set or returned before use, as in yarn) */
     int64_t n = R->dim / 2;
     int err = context_factor(p, old_len, &factor);
     if (err == FASTPE_OK)
