@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from rules import LLAMA4, LLAMA31, LLAMA32, LONGROPE4, YARN4K
 from test_rope import generated_configs
 
 import fastpe
@@ -158,45 +159,9 @@ PHI3_LONG = [1.0 + 1.3 * i + 0.07 * (i % 5) for i in range(48)]
 
 REAL = {
     # (head_dim, rope_parameters, max_position_embeddings, seq_len)
-    "llama-3.1": (
-        128,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        131072,
-        None,
-    ),
-    "llama-3.2": (
-        64,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 32.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        131072,
-        None,
-    ),
-    "llama-4": (
-        128,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 16.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 1.0,
-            "original_max_position_embeddings": 8192,
-        },
-        10485760,
-        None,
-    ),
+    "llama-3.1": (128, LLAMA31, 131072, None),
+    "llama-3.2": (64, LLAMA32, 131072, None),
+    "llama-4": (128, LLAMA4, 10485760, None),
     "qwen2-yarn": (
         128,
         {
@@ -385,15 +350,7 @@ def test_generated_parameters_good_and_bad(rope_type, data):
 
 # ---------------------------------------------------------------- refusals, named
 
-YARN4K = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
-LLAMA3_8K = dict(REAL["llama-3.1"][1], rope_theta=10000.0)
-LONGROPE4 = {
-    "rope_type": "longrope",
-    "short_factor": [1.0] * 4,
-    "long_factor": [1.0] * 4,
-    "original_max_position_embeddings": 4096,
-    "factor": 2.0,
-}
+LLAMA3_8K = dict(LLAMA31, rope_theta=10000.0)
 
 REFUSED = [
     # (head_dim, params, mpe, seq_len, the library's code)
