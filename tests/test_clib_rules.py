@@ -156,6 +156,13 @@ def compare(head_dim, params, mpe=None, seq_len=None, precision="float32") -> st
 
 PHI3_SHORT = [1.0 + 0.05 * (i % 7) + 0.01 * i for i in range(48)]
 PHI3_LONG = [1.0 + 1.3 * i + 0.07 * (i % 5) for i in range(48)]
+# (both entries' rule: seq_len up to original_max_position_embeddings takes short_factor)
+PHI3 = {
+    "rope_type": "longrope",
+    "short_factor": PHI3_SHORT,
+    "long_factor": PHI3_LONG,
+    "original_max_position_embeddings": 4096,
+}
 
 REAL = {
     # (head_dim, rope_parameters, max_position_embeddings, seq_len)
@@ -173,28 +180,8 @@ REAL = {
         32768,
         None,
     ),
-    "phi-3-short": (
-        96,
-        {
-            "rope_type": "longrope",
-            "short_factor": PHI3_SHORT,
-            "long_factor": PHI3_LONG,
-            "original_max_position_embeddings": 4096,
-        },
-        131072,
-        4096,
-    ),
-    "phi-3-long": (
-        96,
-        {
-            "rope_type": "longrope",
-            "short_factor": PHI3_SHORT,
-            "long_factor": PHI3_LONG,
-            "original_max_position_embeddings": 4096,
-        },
-        131072,
-        4097,
-    ),
+    "phi-3-short": (96, PHI3, 131072, 4096),
+    "phi-3-long": (96, PHI3, 131072, 4097),
     "deepseek-v2-yarn": (
         64,
         {

@@ -17,6 +17,7 @@ import mpmath
 import numpy as np
 import pytest
 from rules import LLAMA31
+from test_rounding_narrow import sweep_tool
 
 import fastpe
 from fastpe import kernel as _kernel
@@ -34,21 +35,7 @@ LINEAR = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
 
 def _rounded(exact: mpmath.mpf) -> float:
     """exact rounded once to nearest-even float64, subnormals included."""
-    if exact == 0:
-        return 0.0
-    e = int(mpmath.floor(mpmath.log(abs(exact), 2)))
-    # (log2 may be off by one next to a power of two: settle it exactly)
-    while mpmath.ldexp(1, e) > abs(exact):
-        e -= 1
-    while mpmath.ldexp(1, e + 1) <= abs(exact):
-        e += 1
-    unit = mpmath.ldexp(1, max(e - 52, -1074))
-    n = exact / unit
-    i = int(mpmath.floor(n))
-    f = n - i
-    if f > 0.5 or (f == 0.5 and i % 2):
-        i += 1
-    return float(mpmath.mpf(i) * unit)
+    return sweep_tool.round_to(exact, "float64")
 
 
 def _oracle(pos: np.ndarray, w: np.ndarray, a: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
