@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import test_capi_specs as capi_specs
+from rules import LLAMA31
 
 import fastpe
 from fastpe import kernel
@@ -34,14 +35,6 @@ ROPE_CACHE = ctypes.CFUNCTYPE(cint, vp, vp, vp, i64, i64, vp, i64, cint, cint)
 ROPE_APPLY = ctypes.CFUNCTYPE(cint, vp, vp, i64, i64, i64, i64, i64, i64, vp, i64, cint, cint)
 
 LAYOUT = {"half": C["FASTPE_LAYOUT_SPLIT"], "interleaved": C["FASTPE_LAYOUT_INTERLEAVED"]}
-LLAMA3 = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}
 
 
@@ -126,7 +119,7 @@ def apply(t, h, x, seq_axis, positions=None, offset=0, layout="half", threads=0)
     return fn(h, p(x), b, seq, heads, sb, ss, sh, p(positions), offset, LAYOUT[layout], threads)
 
 
-@pytest.mark.parametrize("params", [None, LLAMA3, YARN, {"partial_rotary_factor": 0.5}])
+@pytest.mark.parametrize("params", [None, LLAMA31, YARN, {"partial_rotary_factor": 0.5}])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_cache_is_rope_cache_bitwise(t, rope, params, dtype, layout):
@@ -164,7 +157,7 @@ def test_cache_is_rope_cache_bitwise(t, rope, params, dtype, layout):
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_apply_is_apply_rope_bitwise(t, rope, rng, dtype, seq_axis, layout, threads):
-    h = rope(LLAMA3, 64)
+    h = rope(LLAMA31, 64)
     shape = (3, 4, 6, 80) if seq_axis == 2 else (3, 6, 4, 80)  # head_dim 80 > rotary 64
     x0 = rng.standard_normal(shape).astype(dtype)
     pos = rng.integers(0, 200000, size=(3, 6)).astype(np.int64)
@@ -172,7 +165,7 @@ def test_apply_is_apply_rope_bitwise(t, rope, rng, dtype, seq_axis, layout, thre
         x = x0.copy()
         assert apply(t, h, x, seq_axis, layout=layout, threads=threads, **kw) == C["FASTPE_OK"]
         want = fastpe.apply_rope(
-            x0.copy(), rope_parameters=LLAMA3, head_dim=64, seq_axis=seq_axis, layout=layout, **kw
+            x0.copy(), rope_parameters=LLAMA31, head_dim=64, seq_axis=seq_axis, layout=layout, **kw
         )
         np.testing.assert_array_equal(x, want)
         np.testing.assert_array_equal(x[..., 64:], x0[..., 64:])
@@ -297,10 +290,10 @@ def _free_handles(t):
 
 
 def test_one_handle_from_many_threads(t, rope, rng):
-    h = rope(LLAMA3, 128)
+    h = rope(LLAMA31, 128)
     x0 = rng.standard_normal((1, 32, 1, 128)).astype(np.float32)
     want = [
-        fastpe.apply_rope(x0.copy(), rope_parameters=LLAMA3, offset=1000 + i) for i in range(8)
+        fastpe.apply_rope(x0.copy(), rope_parameters=LLAMA31, offset=1000 + i) for i in range(8)
     ]
     got = [x0.copy() for _ in range(8)]
     codes = [None] * 8

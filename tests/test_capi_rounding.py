@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import test_capi_rope as capi_rope
 import test_capi_rope_axes as capi_axes
+from rules import LLAMA31
 
 import fastpe
 from fastpe import kernel
@@ -156,7 +157,7 @@ def test_rope_cache_is_rope_cache_correctly_rounded(t, layout, attention):
         t.rope_free(h)
 
 
-@pytest.mark.parametrize("params", [capi_rope.YARN, capi_rope.LLAMA3])
+@pytest.mark.parametrize("params", [capi_rope.YARN, LLAMA31])
 def test_rule_handles_give_rope_cache_correctly_rounded(t, params):
     h = rope_handle(t, t.rope_new(params, 128, 0, -1, None))
     try:

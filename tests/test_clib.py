@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 import pytest
+from rules import LLAMA31
 
 import fastpe
 
@@ -140,18 +141,7 @@ RULES = {
         },
         None,
     ),
-    "llama3": (
-        128,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        None,
-    ),
+    "llama3": (128, LLAMA31, None),
 }
 
 

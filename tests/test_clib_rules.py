@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from rules import LLAMA4, LLAMA31, LLAMA32, LONGROPE4, YARN4K
 from test_rope import generated_configs
 
 import fastpe
@@ -155,48 +156,19 @@ def compare(head_dim, params, mpe=None, seq_len=None, precision="float32") -> st
 
 PHI3_SHORT = [1.0 + 0.05 * (i % 7) + 0.01 * i for i in range(48)]
 PHI3_LONG = [1.0 + 1.3 * i + 0.07 * (i % 5) for i in range(48)]
+# (both entries' rule: seq_len up to original_max_position_embeddings takes short_factor)
+PHI3 = {
+    "rope_type": "longrope",
+    "short_factor": PHI3_SHORT,
+    "long_factor": PHI3_LONG,
+    "original_max_position_embeddings": 4096,
+}
 
 REAL = {
     # (head_dim, rope_parameters, max_position_embeddings, seq_len)
-    "llama-3.1": (
-        128,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        131072,
-        None,
-    ),
-    "llama-3.2": (
-        64,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 32.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-        131072,
-        None,
-    ),
-    "llama-4": (
-        128,
-        {
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 16.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 1.0,
-            "original_max_position_embeddings": 8192,
-        },
-        10485760,
-        None,
-    ),
+    "llama-3.1": (128, LLAMA31, 131072, None),
+    "llama-3.2": (64, LLAMA32, 131072, None),
+    "llama-4": (128, LLAMA4, 10485760, None),
     "qwen2-yarn": (
         128,
         {
@@ -208,28 +180,8 @@ REAL = {
         32768,
         None,
     ),
-    "phi-3-short": (
-        96,
-        {
-            "rope_type": "longrope",
-            "short_factor": PHI3_SHORT,
-            "long_factor": PHI3_LONG,
-            "original_max_position_embeddings": 4096,
-        },
-        131072,
-        4096,
-    ),
-    "phi-3-long": (
-        96,
-        {
-            "rope_type": "longrope",
-            "short_factor": PHI3_SHORT,
-            "long_factor": PHI3_LONG,
-            "original_max_position_embeddings": 4096,
-        },
-        131072,
-        4097,
-    ),
+    "phi-3-short": (96, PHI3, 131072, 4096),
+    "phi-3-long": (96, PHI3, 131072, 4097),
     "deepseek-v2-yarn": (
         64,
         {
@@ -385,15 +337,7 @@ def test_generated_parameters_good_and_bad(rope_type, data):
 
 # ---------------------------------------------------------------- refusals, named
 
-YARN4K = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
-LLAMA3_8K = dict(REAL["llama-3.1"][1], rope_theta=10000.0)
-LONGROPE4 = {
-    "rope_type": "longrope",
-    "short_factor": [1.0] * 4,
-    "long_factor": [1.0] * 4,
-    "original_max_position_embeddings": 4096,
-    "factor": 2.0,
-}
+LLAMA3_8K = dict(LLAMA31, rope_theta=10000.0)
 
 REFUSED = [
     # (head_dim, params, mpe, seq_len, the library's code)

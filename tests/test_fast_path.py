@@ -7,6 +7,7 @@ handle so that the general path raises its documented errors."""
 
 import numpy as np
 import pytest
+from rules import LLAMA31
 
 import fastpe
 from fastpe import kernel
@@ -196,14 +197,7 @@ ROPES = [
     dict(
         shape=(1, 8, 4, 128),
         offset=20000,
-        rope_parameters={
-            "rope_type": "llama3",
-            "rope_theta": 500000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
+        rope_parameters=LLAMA31,
     ),
     dict(shape=(1, 4, 3, 64), offset=2, rope_parameters={"partial_rotary_factor": 0.5}),
     # KV-cache decoding of a batch: one offset per sequence; left padding: position ids

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 import pytest
+from rules import LLAMA4, LLAMA31
 from test_frameworks import _import
 from test_frameworks_vision import (  # noqa: F401
     diffusers_freqs,
@@ -463,28 +464,7 @@ def test_gemma3_layer_types(rope, rng, torch_pow):  # noqa: F811
     )
 
 
-LLAMA4 = [
-    # Llama 4 Scout's rule: llama3 scaling with equal low and high factors
-    {
-        "rope_type": "llama3",
-        "factor": 16.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 1.0,
-        "original_max_position_embeddings": 8192,
-        "rope_theta": 500000.0,
-    },
-    {
-        "rope_type": "llama3",
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-        "rope_theta": 500000.0,
-    },
-]
-
-
-@pytest.mark.parametrize("rope", LLAMA4)
+@pytest.mark.parametrize("rope", [LLAMA4, LLAMA31])
 def test_llama4_layers_and_complex_rotation(rope, rng, torch_pow):  # noqa: F811
     torch = _import("torch")
     tr = _import("transformers")

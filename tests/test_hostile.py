@@ -29,6 +29,7 @@ from conventions_ref import knob_ref, make_positions_ref, timm_ref
 from hypothesis import HealthCheck, assume, event, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from rules import LLAMA31
 
 import fastpe
 from fastpe import Convention, kernel
@@ -217,14 +218,7 @@ VALID = {
             {"rope_type": "linear", "factor": 4.0},
             {"type": "dynamic", "factor": 2.0, "partial_rotary_factor": 0.5},
             {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 2048},
-            {
-                "rope_type": "llama3",
-                "rope_theta": 500000.0,
-                "factor": 8.0,
-                "low_freq_factor": 1.0,
-                "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 8192,
-            },
+            LLAMA31,
         ]
     ),
     "max_position_embeddings": st.one_of(st.integers(1, 10**6), st.just(np.int32(4096))),

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rules import LLAMA3_8K, LLAMA4, LLAMA31, LONGROPE4, YARN4K
 
 import fastpe
 
@@ -328,22 +329,6 @@ def test_the_callers_mapping_is_not_changed():
     fastpe.rope_frequencies(64, params)
     assert params == {"type": "linear", "factor": 2.0}
 
-
-YARN4K = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
-LLAMA3_8K = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
-LONGROPE4 = {
-    "rope_type": "longrope",
-    "short_factor": [1.0] * 4,
-    "long_factor": [1.0] * 4,
-    "original_max_position_embeddings": 4096,
-    "factor": 2.0,
-}
 
 # Parameters each valid alone whose frequencies overflow (to inf in float32, past
 # 1e280 in float64) or whose formula breaks down: refused with the key and value.
@@ -778,25 +763,16 @@ def test_float32_within_a_few_ulps_of_transformers(transformers_cases):
 @pytest.mark.parametrize("head_dim, factor", [(128, 8.0), (64, 32.0)], ids=["3.1", "3.2"])
 def test_float32_llama_3_1_and_3_2_are_transformers_bitwise(head_dim, factor):
     pytest.importorskip("torch")
-    params = {**LLAMA31_PARAMS, "factor": factor}
+    params = {**LLAMA31, "factor": factor}
     inv, _ = transformers_frequencies("llama3", params, head_dim, 131072, None)
-    w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
+    w, _ = fastpe.rope_frequencies(head_dim, params)
     np.testing.assert_array_equal(w, inv)
-
-
-LLAMA4_PARAMS = {
-    "rope_theta": 500000.0,
-    "factor": 16.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 1.0,
-    "original_max_position_embeddings": 8192,
-}
 
 
 def test_float32_llama_4_equal_factors_are_transformers_bitwise():
     pytest.importorskip("torch")
-    inv, attention = transformers_frequencies("llama3", LLAMA4_PARAMS, 128, 10485760, None)
-    w, a = fastpe.rope_frequencies(128, {"rope_type": "llama3", **LLAMA4_PARAMS})
+    inv, attention = transformers_frequencies("llama3", LLAMA4, 128, 10485760, None)
+    w, a = fastpe.rope_frequencies(128, LLAMA4)
     np.testing.assert_array_equal(w, inv)
     assert a == attention
 
@@ -808,37 +784,20 @@ def test_float32_equal_factors_are_torchs_operation_order(head_dim, band, monkey
     frequencies to the bit (and within a few ulps with the correctly rounded one)."""
     pytest.importorskip("torch")
 
-    params = {**LLAMA4_PARAMS, "rope_theta": 10000.0 * band, "low_freq_factor": band}
+    params = {**LLAMA4, "rope_theta": 10000.0 * band, "low_freq_factor": band}
     params["high_freq_factor"] = band
     inv, _ = transformers_frequencies("llama3", params, head_dim, 8 * 8192, None)
     assert np.isfinite(inv).all()
-    w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
+    w, _ = fastpe.rope_frequencies(head_dim, params)
     assert np.all(float32_ulps(w, inv) <= ULPS["llama3"])
 
     with_torch_power(monkeypatch)
-    w, _ = fastpe.rope_frequencies(head_dim, {"rope_type": "llama3", **params})
+    w, _ = fastpe.rope_frequencies(head_dim, params)
     np.testing.assert_array_equal(w, inv)
-
-
-LLAMA31_PARAMS = {
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 
 
 # ---------------------------------------------------------------- the cos/sin cache
 
-LLAMA31 = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
 
 

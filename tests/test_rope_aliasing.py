@@ -14,12 +14,12 @@ import textwrap
 import numpy as np
 import pytest
 import test_capi_rope as capi
+from rules import LLAMA31
 
 import fastpe
 from fastpe import kernel
 
 C = kernel._C_CONSTANTS
-LLAMA3 = capi.LLAMA3
 
 
 def _ids_in(host, values):
@@ -86,12 +86,12 @@ def test_an_empty_torch_tensor_is_accepted_as_numpy_arrays_are():
 def test_fused_qkv_views_are_rotated_like_copies(warm, layout, rng):
     kernel.rope_args.clear()
     if warm:
-        _primed(LLAMA3, 16)
+        _primed(LLAMA31, 16)
     qkv = rng.standard_normal((2, 5, 3, 4, 16)).astype(np.float32)  # (batch, seq, 3, heads, d)
     q, k = qkv[:, :, 0], qkv[:, :, 1]
     v0 = qkv[:, :, 2].copy()
     want_q, want_k = q.copy(), k.copy()
-    kw = {"rope_parameters": LLAMA3, "seq_axis": 1, "layout": layout, "offset": 9}
+    kw = {"rope_parameters": LLAMA31, "seq_axis": 1, "layout": layout, "offset": 9}
     fastpe.apply_rope(want_q, want_k, **kw)
     fastpe.apply_rope(q, k, **kw)
     np.testing.assert_array_equal(q, want_q)

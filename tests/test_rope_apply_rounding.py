@@ -18,8 +18,9 @@ import mpmath
 import numpy as np
 import pytest
 import test_capi_rope as capi_rope
+from rules import LLAMA31
 from test_capi_rounding import CORRECT, OK, rope_handle, t  # noqa: F401 (the fixture)
-from test_rope_rounding import CONVERGENTS, LLAMA3, PREC
+from test_rope_rounding import CONVERGENTS, PREC
 from test_rounding_narrow import sweep_tool
 
 import fastpe
@@ -90,7 +91,7 @@ def _tokens(positions: np.ndarray, batch: int) -> np.ndarray:
 
 RULES = [
     pytest.param(None, {}, id="default"),
-    pytest.param(LLAMA3, {}, id="llama3"),
+    pytest.param(LLAMA31, {}, id="llama3"),
     pytest.param(YARN, {"precision": "float64"}, id="yarn"),  # (its attention factor)
     pytest.param(None, {"inv_freq": 10.0 ** -np.arange(0, 8, dtype=np.float64)}, id="inv_freq"),
 ]
@@ -304,7 +305,7 @@ def test_c_rotation_with_a_correct_handle_has_the_python_bits(t, dtype, params):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
-@pytest.mark.parametrize("params", [None, LLAMA3, YARN])
+@pytest.mark.parametrize("params", [None, LLAMA31, YARN])
 def test_the_small_call_path_gives_the_general_paths_bits(dtype, params):
     """A decoding step with the option takes the compiled small-call path (it
     returns, not None) and writes the general path's bits (position ids as a

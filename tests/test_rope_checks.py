@@ -10,26 +10,12 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from rules import LLAMA3_8K, LONGROPE4, YARN4K
 
 import fastpe
 from fastpe import kernel
 
 NAN = float("nan")
-YARN4K = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
-LLAMA3_8K = {
-    "rope_type": "llama3",
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
-LONGROPE4 = {
-    "rope_type": "longrope",
-    "short_factor": [1.0] * 4,
-    "long_factor": [1.0] * 4,
-    "original_max_position_embeddings": 4096,
-    "factor": 2.0,
-}
 
 
 def _refusal(head_dim, params, **kw):

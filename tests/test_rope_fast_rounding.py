@@ -9,6 +9,7 @@ import importlib.util
 import mpmath
 import numpy as np
 import pytest
+from test_rounding_narrow import sweep_tool
 
 import fastpe
 from fastpe import kernel
@@ -111,27 +112,9 @@ def test_multi_axis_path_gives_the_general_paths_bits(call, dtype):
         assert any((d != f).any() for d, f in zip(default, fast, strict=True)) or call == 0
 
 
-# fmt (significand bits, least exponent of a subnormal's unit)
-FORMATS = {"float64": (53, -1074), "float32": (24, -149), "float16": (11, -24)}
-FORMATS["bfloat16"] = (8, -133)
-
-
-def _round_to(v, fmt):
-    """The exact value v rounded once to nearest (ties to even) in fmt."""
-    prec, emin = FORMATS[fmt]
-    if v == 0:
-        return 0.0
-    lead = int(mpmath.floor(mpmath.log(abs(v), 2)))
-    while mpmath.ldexp(1, lead) > abs(v):
-        lead -= 1
-    while mpmath.ldexp(1, lead + 1) <= abs(v):
-        lead += 1
-    unit = mpmath.ldexp(1, max(lead - (prec - 1), emin))
-    n = v / unit
-    i = int(mpmath.floor(n))
-    if n - i > 0.5 or (n - i == 0.5 and i % 2):
-        i += 1
-    return float(mpmath.mpf(i) * unit)
+# the exact value rounded once to nearest (ties to even) in a format: the suite's one
+# rounding (tools/rounding_sweep.py)
+_round_to = sweep_tool.round_to
 
 
 # Positions whose sine at frequency 1 is tiny (numerators of convergents of pi):

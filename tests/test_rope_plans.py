@@ -313,6 +313,39 @@ def test_a_held_multi_axis_plan_outlives_a_clear():
     assert kernel._c_plan_kinds()["rope axes"] == (0, 0)
 
 
+def test_one_rotation_takes_either_plan_and_names_what_it_refuses():
+    """kernel.rope_rotate rotates by a RopePlan (one position per token) or a
+    RopeAxes (a position per axis, and nothing else); anything else, and a buffer
+    it cannot rotate, is refused naming the argument."""
+    w = np.geomspace(1.0, 1e-4, 64)
+    axes, plan = kernel.RopeAxes(w, SEC, 0), kernel.RopePlan(w)
+    x = np.ones((1, 2, 128), np.float32)  # (batch, seq, 2 nf)
+    pos = np.array([[[0, 0, 0], [1, 1, 1]]], np.int64)  # (batch, seq, axes)
+    by_axes, by_plan = x.copy(), x.copy()
+    kernel.rope_rotate(by_axes, axes, 1, 0, None, pos, True, 1.0, 1)
+    kernel.rope_rotate(by_plan, plan, 1, 0, None, None, True, 1.0, 1)
+    # every axis at the token's position: the one-axis rotation's bits
+    np.testing.assert_array_equal(by_axes, by_plan)
+    assert not np.array_equal(by_plan, x)
+    for offset, offsets, accurate in [(1, None, False), (0, pos[0, :, 0], False), (0, None, True)]:
+        with pytest.raises(ValueError, match=r"^a RopeAxes plan takes no offset"):
+            kernel.rope_rotate(x, axes, 1, offset, offsets, pos, True, 1.0, 1, accurate=accurate)
+    for wrong in (None, w):
+        with pytest.raises(TypeError, match=r"^plan must be a RopePlan or a RopeAxes, got "):
+            kernel.rope_rotate(x, wrong, 1, 0, None, None, True, 1.0, 1)
+    ints = x.astype(np.int32)
+    with pytest.raises(ValueError, match=r"^x must be a writable, aligned float16/"):
+        kernel.rope_rotate(ints, plan, 1, 0, None, None, True, 1.0, 1)
+    with pytest.raises(ValueError, match=r"^k must be a writable, aligned float16/"):
+        kernel.rope_rotate(x, axes, 1, 0, None, pos, True, 1.0, 1, k=ints)
+    table = np.zeros((2, 128))
+    with pytest.raises(ValueError, match=r"^x must be a writable, aligned float16/"):
+        kernel.rope_rotate_tables(ints, table, 1, True, 1.0, 1)
+    with pytest.raises(ValueError, match=r"^k must be a writable, aligned float16/"):
+        kernel.rope_rotate_tables(x, table, 1, True, 1.0, 1, k=ints, ktable=table)
+    assert (ints == 1).all() and (x == 1).all()  # refused before anything was written
+
+
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4096}
 Q = np.linspace(-1, 1, 2 * 3 * 128, dtype=np.float32).reshape(1, 2, 3, 128)
 COORDS = np.array([[0, 1, 2], [3, 4, 5], [6, 7, 8]], np.int64)

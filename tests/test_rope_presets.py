@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rules import LLAMA4
 
 import fastpe
 from fastpe import rope_presets as rp
@@ -579,16 +580,8 @@ def test_gemma3_from_a_config_json_dict():
 
 
 def test_llama4_equal_factors_and_layers_without_rope():
-    rope = {
-        "rope_type": "llama3",
-        "factor": 16.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 1.0,
-        "original_max_position_embeddings": 8192,
-        "rope_theta": 500000.0,
-    }
     cfg = {"head_dim": 128, "num_hidden_layers": 4, "no_rope_layers": [1, 1, 0, 1]}
-    layers = rp.llama4({**cfg, "rope_parameters": rope}, precision="float64")
+    layers = rp.llama4({**cfg, "rope_parameters": LLAMA4}, precision="float64")
     assert [x is None for x in layers] == [False, False, True, False]
     # wavelengths 2 pi / w above 8192 / 1 are divided by 16, the others kept
     ladder = [float(x) for x in mp_ladder(128, 500000)]
@@ -596,7 +589,7 @@ def test_llama4_equal_factors_and_layers_without_rope():
     np.testing.assert_allclose(layers[0].inv_freq, want, rtol=1e-15)
     assert layers[0].layout == "interleaved"
     with pytest.raises(ValueError, match="no_rope_layers"):
-        rp.llama4({**cfg, "no_rope_layers": [1, 0], "rope_parameters": rope})
+        rp.llama4({**cfg, "no_rope_layers": [1, 0], "rope_parameters": LLAMA4})
 
 
 def test_kwargs_leave_out_an_attention_factor_of_one_and_keep_the_same_result():

@@ -16,20 +16,14 @@ from typing import Any
 import mpmath
 import numpy as np
 import pytest
+from rules import LLAMA31
+from test_rounding_narrow import sweep_tool
 
 import fastpe
 from fastpe import kernel as _kernel
 
 PREC = 256
 CONVERGENTS = (355, 103993, 833719, 5419351)
-LLAMA3 = {
-    "rope_type": "llama3",
-    "rope_theta": 500000.0,
-    "factor": 8.0,
-    "low_freq_factor": 1.0,
-    "high_freq_factor": 4.0,
-    "original_max_position_embeddings": 8192,
-}
 YARN = {
     "rope_type": "yarn",
     "rope_theta": 10000.0,
@@ -41,21 +35,7 @@ LINEAR = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
 
 def _rounded(exact: mpmath.mpf) -> float:
     """exact rounded once to nearest-even float64, subnormals included."""
-    if exact == 0:
-        return 0.0
-    e = int(mpmath.floor(mpmath.log(abs(exact), 2)))
-    # (log2 may be off by one next to a power of two: settle it exactly)
-    while mpmath.ldexp(1, e) > abs(exact):
-        e -= 1
-    while mpmath.ldexp(1, e + 1) <= abs(exact):
-        e += 1
-    unit = mpmath.ldexp(1, max(e - 52, -1074))
-    n = exact / unit
-    i = int(mpmath.floor(n))
-    f = n - i
-    if f > 0.5 or (f == 0.5 and i % 2):
-        i += 1
-    return float(mpmath.mpf(i) * unit)
+    return sweep_tool.round_to(exact, "float64")
 
 
 def _oracle(pos: np.ndarray, w: np.ndarray, a: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
@@ -109,8 +89,8 @@ def _cache(head_dim: int, params: Any = None, **kw: Any) -> tuple[np.ndarray, np
     [
         (None, {}),
         ({"rope_theta": 500000.0}, {"precision": "float64"}),
-        (LLAMA3, {"precision": "float64"}),
-        (LLAMA3, {}),  # (float32 frequencies: float64 numbers all the same)
+        (LLAMA31, {"precision": "float64"}),
+        (LLAMA31, {}),  # (float32 frequencies: float64 numbers all the same)
         (LINEAR, {"layout": "interleaved"}),
         (YARN, {"attention_factor": 1.0, "precision": "float64"}),
         (YARN, {"precision": "float64"}),
@@ -297,19 +277,19 @@ def test_an_undecided_entry_takes_the_exact_path():
 def test_the_forced_exact_path_gives_the_same_bits():
     """Every entry through the 256-bit path: the fast path's bits (a fast path
     that rounds wrongly, or a broken exact path, fails here)."""
-    w, _ = fastpe.rope_frequencies(24, LLAMA3, precision="float64")
+    w, _ = fastpe.rope_frequencies(24, LLAMA31, precision="float64")
     pos = np.array([3, 355, 103993, 2**20 + 3, 2**31 - 1, 5419351])
     kw: dict[str, Any] = {"precision": "float64"}
-    fast = _cache(24, LLAMA3, positions=pos, **kw)
-    fast_t = _cache(24, LLAMA3, seq_len=8, offset=103990, **kw)
-    fast_f = _cache(24, LLAMA3, positions=pos + 0.5, **kw)
+    fast = _cache(24, LLAMA31, positions=pos, **kw)
+    fast_t = _cache(24, LLAMA31, seq_len=8, offset=103990, **kw)
+    fast_f = _cache(24, LLAMA31, positions=pos + 0.5, **kw)
     fast_y = _cache(24, YARN, positions=pos, **kw)
     runs = _kernel._exact_path_runs()
     was = _kernel._force_exact_path(True)
     try:
-        exact = _cache(24, LLAMA3, positions=pos, **kw)
-        exact_t = _cache(24, LLAMA3, seq_len=8, offset=103990, **kw)
-        exact_f = _cache(24, LLAMA3, positions=pos + 0.5, **kw)
+        exact = _cache(24, LLAMA31, positions=pos, **kw)
+        exact_t = _cache(24, LLAMA31, seq_len=8, offset=103990, **kw)
+        exact_f = _cache(24, LLAMA31, positions=pos + 0.5, **kw)
         exact_y = _cache(24, YARN, positions=pos, **kw)
     finally:
         _kernel._force_exact_path(was)
@@ -351,13 +331,13 @@ def test_default_path_is_unchanged_by_the_keyword():
 
 def test_thread_count_and_out_give_the_same_bits():
     kw: dict[str, Any] = {"seq_len": 777, "offset": 355, "precision": "float64"}
-    for params in (YARN, LLAMA3):  # (yarn: every entry through the scaled fix-up)
+    for params in (YARN, LLAMA31):  # (yarn: every entry through the scaled fix-up)
         a = _cache(130, params, num_threads=1, **kw)
         b = _cache(130, params, num_threads=3, **kw)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     buf = np.zeros((777, 2 * 130))
     out = (buf[:, :130], buf[:, 130:])
-    got = fastpe.rope_cache(130, LLAMA3, out=out, correctly_rounded=True, **kw)
+    got = fastpe.rope_cache(130, LLAMA31, out=out, correctly_rounded=True, **kw)
     assert got[0] is out[0] and np.array_equal(buf[:, :130], a[0])
     assert np.array_equal(buf[:, 130:], a[1])
 

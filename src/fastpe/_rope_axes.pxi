@@ -189,32 +189,3 @@ cdef object _rope_run_axes(const Py_buffer *view, char kind, const Py_buffer *kv
             _raise_for(err)
     finally:
         PyBuffer_Release(&pv)
-
-
-def rope_rotate_axes(x, RopeAxes axes, int seq_axis, positions, bint half, double attention,
-                     int num_threads, bint bfloat16=False, k=None, bint k_bfloat16=False):
-    """rope_rotate for multi-axis positions (see _rope_run_axes): the table of every
-    token's angles, then q and k by it, in one library call."""
-    cdef Py_buffer view, kview
-    cdef int64_t nf = axes.pl.nf
-    cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16), kkind = 0
-    if kind == 0:
-        raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
-                         "buffer whose last axis is contiguous and holds the rotated pairs")
-    try:
-        if not 0 <= seq_axis < view.ndim - 1:
-            raise ValueError("seq_axis must be an axis of x before its last")
-        if k is not None:
-            kkind = _rope_view(k, &kview, 2 * nf, k_bfloat16)
-            if kkind == 0:
-                raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
-                                 "float64 buffer whose last axis is contiguous and holds the "
-                                 "rotated pairs")
-        try:
-            _rope_run_axes(&view, kind, &kview if kkind else NULL, kkind, axes.pl, seq_axis,
-                           positions, half, attention, num_threads)
-        finally:
-            if kkind:
-                PyBuffer_Release(&kview)
-    finally:
-        PyBuffer_Release(&view)

@@ -297,10 +297,12 @@ def _rotate_axes(
         if pair is not None:
             x, x_bf16, other, other_bf16 = pair
             half = layout == "half"
-            _kernel.rope_rotate_axes(
+            _kernel.rope_rotate(
                 x,
                 axes,
                 sa,
+                0,
+                None,
                 np.ascontiguousarray(pos),
                 half,
                 attention,

@@ -169,10 +169,11 @@ cdef object _rope_run(const Py_buffer *view, char kind, const Py_buffer *kview, 
             PyBuffer_Release(&pview)
 
 
-cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16) except -1:
+cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16, str name) except 0:
     """Hold x's buffer: writable, aligned, its last axis contiguous and at least
     ``width`` wide, of float32, float64, float16 or (``bfloat16``: uint16 bits)
-    bfloat16 entries.  Their kind ('f', 'd', 'e', 'b'), or 0 (nothing held)."""
+    bfloat16 entries.  Their kind ('f', 'd', 'e', 'b'); any other buffer is
+    refused naming x as ``name`` (q's and k's one message), nothing held."""
     PyObject_GetBuffer(x, view, PyBUF_STRIDES | PyBUF_FORMAT)   # (read-only: not an error)
     cdef char code = _native_code(view.format)
     if code == c'H' and bfloat16:
@@ -184,38 +185,53 @@ cdef char _rope_view(x, Py_buffer *view, int64_t width, bint bfloat16) except -1
             or view.shape[view.ndim - 1] < width \
             or (view.shape[view.ndim - 1] > 1 and view.strides[view.ndim - 1] != view.itemsize):
         PyBuffer_Release(view)
-        return 0
+        raise ValueError(f"{name} must be a writable, aligned float16/bfloat16/float32/float64 "
+                         "buffer whose last axis is contiguous and holds the rotated pairs")
     return code
 
 
-def rope_rotate(x, RopePlan enc, int seq_axis, int64_t offset, offsets, positions, bint half,
+def rope_rotate(x, plan, int seq_axis, int64_t offset, offsets, positions, bint half,
                 double attention, int num_threads, bint bfloat16=False, k=None,
                 bint k_bfloat16=False, bint accurate=False):
-    """Rotate the rows of ``x`` in place by the angles of ``enc`` (the library's plan
-    of nf frequencies) at each token's position (see _rope_run), and
-    those of ``k`` (if not None; the same batch and sequence axes) by the same
-    table in the same pass; ``bfloat16``, ``k_bfloat16``: x, k hold bfloat16
-    entries as uint16 bits.  The buffer checks are made here; the range of the
-    positions, that rows do not overlap, and the shapes of offsets and positions
-    against q are the caller's.  ``accurate``: correctly rounded (see _rope_run)."""
+    """Rotate the rows of ``x`` in place by the angles of ``plan`` at each token's
+    position, and those of ``k`` (if not None; the same batch and sequence axes) by
+    the same angles in the same pass; ``bfloat16``, ``k_bfloat16``: x, k hold
+    bfloat16 entries as uint16 bits.  ``plan`` is a RopePlan (the library's plan of
+    nf frequencies; the positions from ``offset``, ``offsets`` or ``positions``, see
+    _rope_run; ``accurate``: correctly rounded) or a RopeAxes (``positions`` a
+    C-contiguous (1 or batch, seq, n_axes) array, see _rope_run_axes).  The buffer
+    checks are made here; the range of the positions, that rows do not overlap, and
+    the shapes of offsets and positions against q are the caller's."""
+    cdef RopePlan enc = None
+    cdef RopeAxes axes = None
+    cdef int64_t nf
+    if isinstance(plan, RopePlan):
+        enc = plan
+        nf = enc.spp.nf
+    elif isinstance(plan, RopeAxes):
+        axes = plan
+        nf = axes.pl.nf
+        # (a multi-axis token's angles come from its row of positions alone, by the
+        # default rounding)
+        if offset != 0 or offsets is not None or accurate:
+            raise ValueError("a RopeAxes plan takes no offset, offsets or accurate")
+    else:
+        raise TypeError(f"plan must be a RopePlan or a RopeAxes, got {type(plan).__name__}")
     cdef Py_buffer view, kview
-    cdef char kind = _rope_view(x, &view, 2 * enc.spp.nf, bfloat16), kkind = 0
-    if kind == 0:
-        raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
-                         "buffer whose last axis is contiguous and holds the rotated pairs")
+    cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16, "x"), kkind = 0
     try:
         if not 0 <= seq_axis < view.ndim - 1:
             raise ValueError("seq_axis must be an axis of x before its last")
         if k is not None:
-            kkind = _rope_view(k, &kview, 2 * enc.spp.nf, k_bfloat16)
-            if kkind == 0:
-                raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
-                                 "float64 buffer whose last axis is contiguous and holds the "
-                                 "rotated pairs")
+            kkind = _rope_view(k, &kview, 2 * nf, k_bfloat16, "k")
         try:
-            _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc.spp, enc.pmem, enc.acp,
-                      seq_axis, offset, offsets, positions, half, attention, num_threads,
-                      accurate)
+            if axes is None:
+                _rope_run(&view, kind, &kview if kkind else NULL, kkind, enc.spp, enc.pmem,
+                          enc.acp, seq_axis, offset, offsets, positions, half, attention,
+                          num_threads, accurate)
+            else:
+                _rope_run_axes(&view, kind, &kview if kkind else NULL, kkind, axes.pl,
+                               seq_axis, positions, half, attention, num_threads)
         finally:
             if kkind:
                 PyBuffer_Release(&kview)

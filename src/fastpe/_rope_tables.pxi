@@ -34,10 +34,7 @@ def rope_rotate_tables(x, table, int seq_axis, bint half, double attention, int 
     cdef int nR = 0, err
     cdef int64_t nf = table.shape[1] // 2
     cdef bint have_t = False, have_kt = False
-    cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16), kkind = 0
-    if kind == 0:
-        raise ValueError("x must be a writable, aligned float16/bfloat16/float32/float64 "
-                         "buffer whose last axis is contiguous and holds the rotated pairs")
+    cdef char kind = _rope_view(x, &view, 2 * nf, bfloat16, "x"), kkind = 0
     try:
         if not 0 <= seq_axis < view.ndim - 1 or (per_batch and seq_axis == 0):
             raise ValueError("seq_axis must be an axis of x before its last (not 0 per batch)")
@@ -48,11 +45,7 @@ def rope_rotate_tables(x, table, int seq_axis, bint half, double attention, int 
         _rope_table_of(&R, table, &tv, view.shape[seq_axis])
         have_t = True
         if k is not None:
-            kkind = _rope_view(k, &kview, 2 * nf, k_bfloat16)
-            if kkind == 0:
-                raise ValueError("k must be a writable, aligned float16/bfloat16/float32/"
-                                 "float64 buffer whose last axis is contiguous and holds the "
-                                 "rotated pairs")
+            kkind = _rope_view(k, &kview, 2 * nf, k_bfloat16, "k")
             if kview.ndim != view.ndim or kview.shape[seq_axis] != view.shape[seq_axis] \
                     or kview.shape[0] != view.shape[0]:
                 raise ValueError("q and k must agree on the batch and sequence axes")

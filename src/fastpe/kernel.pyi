@@ -39,7 +39,7 @@ PRESET_NAMES: tuple[str, ...]
 def knobs_preset(name: str) -> dict[str, Any]: ...
 def rope_rotate(
     x: Any,
-    enc: RopePlan,
+    plan: RopePlan | RopeAxes,
     seq_axis: int,
     offset: int,
     offsets: np.ndarray | None,
@@ -94,18 +94,6 @@ def rope_table_axes(
     bfloat16: bool = ...,
     accurate: bool = ...,
     scale: float = ...,
-) -> None: ...
-def rope_rotate_axes(
-    x: Any,
-    axes: RopeAxes,
-    seq_axis: int,
-    positions: np.ndarray,
-    half: bool,
-    attention: float,
-    num_threads: int,
-    bfloat16: bool = ...,
-    k: Any = ...,
-    k_bfloat16: bool = ...,
 ) -> None: ...
 def rope_apply_axes(
     q: Any,
