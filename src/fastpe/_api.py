@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import platform
 from collections.abc import Callable
-from typing import Any, NamedTuple, overload
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import DTypeLike
@@ -81,36 +81,6 @@ def _check_range(enc: _kernel.Encoder, largest: float, name: str) -> None:
     enc.fill_rows(None, nseq=1, seq_len=1, offset=offset, errctx=({"offset": name}, None, "x"))
 
 
-# Two signatures for type checkers: a new ndarray, or the `out` object passed
-# (a tensor stays a tensor).
-@overload
-def sinusoidal(
-    seq_len: int,
-    d_model: int,
-    *,
-    base: float = ...,
-    offset: int = ...,
-    dtype: DTypeLike | None = ...,
-    layout: Layout = ...,
-    out: None = ...,
-    num_threads: int | None = ...,
-    convention: ConventionName | Convention = ...,
-    correctly_rounded: bool = ...,
-) -> np.ndarray: ...
-@overload
-def sinusoidal(
-    seq_len: int,
-    d_model: int,
-    *,
-    base: float = ...,
-    offset: int = ...,
-    dtype: DTypeLike | None = ...,
-    layout: Layout = ...,
-    out: _OutT,
-    num_threads: int | None = ...,
-    convention: ConventionName | Convention = ...,
-    correctly_rounded: bool = ...,
-) -> _OutT: ...
 def sinusoidal(
     seq_len: int,
     d_model: int,
@@ -119,11 +89,11 @@ def sinusoidal(
     offset: int = 0,
     dtype: DTypeLike | None = None,
     layout: Layout = "interleaved",
-    out: Any = None,
+    out: _OutT | None = None,
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
     correctly_rounded: bool = False,
-) -> Any:
+) -> _OutT:
     """Sinusoidal positional-encoding table of "Attention Is All You Need".
 
     Row ``r`` encodes position ``k = offset + r``; with ``w_i = base**(-2*i/d_model)``::
@@ -362,33 +332,6 @@ def _largest(a: np.ndarray) -> float:
     return float(np.max(np.abs(a))) if a.size else 0.0
 
 
-# As for sinusoidal: the same keywords in both signatures, by design.
-@overload
-def sinusoidal_at(
-    positions: Any,
-    d_model: int,
-    *,
-    base: float = ...,
-    dtype: DTypeLike | None = ...,
-    layout: Layout = ...,
-    out: None = ...,
-    num_threads: int | None = ...,
-    convention: ConventionName | Convention = ...,
-    correctly_rounded: bool = ...,
-) -> np.ndarray: ...
-@overload
-def sinusoidal_at(
-    positions: Any,
-    d_model: int,
-    *,
-    base: float = ...,
-    dtype: DTypeLike | None = ...,
-    layout: Layout = ...,
-    out: _OutT,
-    num_threads: int | None = ...,
-    convention: ConventionName | Convention = ...,
-    correctly_rounded: bool = ...,
-) -> _OutT: ...
 def sinusoidal_at(
     positions: Any,
     d_model: int,
@@ -396,11 +339,11 @@ def sinusoidal_at(
     base: float = 10000.0,
     dtype: DTypeLike | None = None,
     layout: Layout = "interleaved",
-    out: Any = None,
+    out: _OutT | None = None,
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
     correctly_rounded: bool = False,
-) -> Any:
+) -> _OutT:
     """Encodings of arbitrary positions: shape ``(*positions.shape, d_model)``.
 
     Parameters

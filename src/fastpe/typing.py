@@ -66,7 +66,13 @@ class _SupportsArrayInterface(Protocol):
 #: at run time.
 OutArray = Union[np.ndarray, Buffer, _SupportsArrayInterface, _SupportsDLPack]
 
-# out= comes back as the object passed: a tensor stays a tensor.
-_OutT = TypeVar("_OutT", bound=OutArray)
+# out= comes back as the object passed (a tensor stays a tensor), and a new ndarray
+# when out is not given: the default, which type checkers read (PEP 696).
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as _TypeVarDefault
+
+    _OutT = _TypeVarDefault("_OutT", bound=OutArray, default=np.ndarray)
+else:
+    _OutT = TypeVar("_OutT", bound=OutArray)
 # add_to returns its x (an ndarray, or a subclass of one).
 _ArrayT = TypeVar("_ArrayT", bound=np.ndarray)
