@@ -418,6 +418,11 @@ def test_job_object_memory_limit_is_a_memory_error():
     assert "MemoryError" in r.stdout and "job object memory limit" in r.stdout, r.stdout
 
 
+LINUX_ONLY = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the library reads cgroups on Linux only"
+)
+
+
 def fake_cgroup(tmp_path, monkeypatch, proc, files):
     root = tmp_path / "cgroup"
     for rel, text in files.items():
@@ -427,19 +432,24 @@ def fake_cgroup(tmp_path, monkeypatch, proc, files):
     (tmp_path / "self_cgroup").write_text(proc)
     monkeypatch.setattr(_system, "_CGROUP_ROOT", str(root))
     monkeypatch.setattr(_system, "_PROC_CGROUP", str(tmp_path / "self_cgroup"))
-    _system.cgroup_cpu_quota.cache_clear()
     _system.cgroup_memory_limit.cache_clear()
+    return str(tmp_path / "self_cgroup"), str(root)
+
+
+def cpu_quota(where):
+    """The library's cgroup CPU quota (whole cores) read from the substitute files."""
+    return kernel._cgroup_limits(*where)[0]
 
 
 @pytest.fixture
 def restore_cgroup_caches():
     yield
-    _system.cgroup_cpu_quota.cache_clear()
     _system.cgroup_memory_limit.cache_clear()
 
 
+@LINUX_ONLY
 def test_cgroup_v2_limits(tmp_path, monkeypatch, restore_cgroup_caches):
-    fake_cgroup(
+    where = fake_cgroup(
         tmp_path,
         monkeypatch,
         "0::/user.slice/job\n",
@@ -451,14 +461,15 @@ def test_cgroup_v2_limits(tmp_path, monkeypatch, restore_cgroup_caches):
             "user.slice/memory.max": "max\n",
         },
     )
-    assert _system.cgroup_cpu_quota() == 3
+    assert cpu_quota(where) == 3
     assert _system.cgroup_memory_limit() == 1 << 30
     limit = _system.memory_limit()
     assert limit is not None and limit[0] <= 1 << 30
 
 
+@LINUX_ONLY
 def test_cgroup_v1_limits(tmp_path, monkeypatch, restore_cgroup_caches):
-    fake_cgroup(
+    where = fake_cgroup(
         tmp_path,
         monkeypatch,
         "5:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n",
@@ -469,16 +480,45 @@ def test_cgroup_v1_limits(tmp_path, monkeypatch, restore_cgroup_caches):
             "memory/memory.limit_in_bytes": "9223372036854771712\n",  # no limit
         },
     )
-    assert _system.cgroup_cpu_quota() == 1
+    assert cpu_quota(where) == 1
     assert _system.cgroup_memory_limit() == 512 << 20
 
 
+@LINUX_ONLY
 def test_no_cgroup_limits(tmp_path, monkeypatch, restore_cgroup_caches):
-    fake_cgroup(
+    where = fake_cgroup(
         tmp_path, monkeypatch, "0::/\n", {"cpu.max": "max 100000\n", "memory.max": "max\n"}
     )
-    assert _system.cgroup_cpu_quota() == 0
+    assert cpu_quota(where) == 0
     assert _system.cgroup_memory_limit() is None
+
+
+@LINUX_ONLY
+def test_cgroup_files_read_as_the_kernel_writes_them(tmp_path, monkeypatch, restore_cgroup_caches):
+    # "..": parts a cgroup namespace shows above its root, skipped; a v1 mount
+    # named by its controller alone (no "cpu,cpuacct" directory); quotas rounded
+    # up to whole cores; unreadable or malformed files set no limit.
+    where = fake_cgroup(
+        tmp_path,
+        monkeypatch,
+        "4:cpu,cpuacct:/../a/b\n3:memory:/a\n",
+        {
+            "cpu/a/b/cpu.cfs_quota_us": "150000\n",
+            "cpu/a/b/cpu.cfs_period_us": "100000\n",
+            "cpu/a/cpu.cfs_quota_us": "-1\n",  # no quota
+            "cpu/a/cpu.cfs_period_us": "100000\n",
+            "memory/a/memory.limit_in_bytes": "12x\n",  # malformed
+            "memory/memory.limit_in_bytes": "4096\n",
+        },
+    )
+    assert cpu_quota(where) == 2
+    assert _system.cgroup_memory_limit() == 4096
+    where = fake_cgroup(
+        tmp_path, monkeypatch, "0::/j\n", {"j/cpu.max": "100000\n", "j/memory.max": "\n"}
+    )
+    assert cpu_quota(where) == 1  # "Q" alone: the default period, 100000
+    assert _system.cgroup_memory_limit() is None
+    assert kernel._cgroup_limits(str(tmp_path / "absent"), str(tmp_path)) == (0, 0)
 
 
 # -------------------------------------------------------- positions, masks

@@ -539,7 +539,10 @@ PE_HIDDEN double pe_stream_bytes(int itemsize);
 PE_HIDDEN int pe_usable_cpus(void);
 PE_HIDDEN int pe_forked_child(void);
 PE_HIDDEN void pe_set_cpu_quota(int n);
-PE_HIDDEN int pe_cgroup_cpu_quota(void);
+/* The tightest cgroup CPU quota (whole cores, rounded up) and memory limit
+ * (bytes) of this process, 0 for none; the files' paths given (for tests). */
+PE_HIDDEN int pe_cgroup_cpu_quota_in(const char *proc_cgroup, const char *root);
+PE_HIDDEN int64_t pe_cgroup_memory_limit_in(const char *proc_cgroup, const char *root);
 PE_HIDDEN int pe_max_threads(void);
 PE_HIDDEN int pe_idle_team(int nt);
 PE_HIDDEN int pe_set_idle_teams(int on);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #if defined(__linux__)
 #include <sched.h>
+#include <sys/stat.h>
 #endif
 
 /* The CPU quota of this process's cgroup, in whole cores (0: none); written
@@ -230,7 +231,7 @@ static int read_line(const char *path, char *buf, size_t n) {
 }
 
 /* ceil(quota / period) of one cgroup directory, 0 if it sets none. */
-static int quota_of(const char *dir) {
+static int64_t quota_of(const char *dir) {
     char path[4400], text[128];
     long long q = 0, p = 0;
     snprintf(path, sizeof(path), "%s/cpu.max", dir); /* v2: "max 100000" or "Q P" */
@@ -250,18 +251,37 @@ static int quota_of(const char *dir) {
     }
     if (q <= 0 || p <= 0)
         return 0;
-    long long n = (q + p - 1) / p;
-    return n < 1 ? 1 : (n > 1 << 30 ? 1 << 30 : (int)n);
+    long long n = q / p + (q % p != 0);
+    return n > 1 << 30 ? 1 << 30 : n;
 }
-#endif
 
-/* The tightest CPU quota of the cgroups this process is in (whole cores,
- * rounded up; 0: none): its own cgroup and every ancestor, v2 and v1. */
-int pe_cgroup_cpu_quota(void) {
-    int best = 0;
-#if defined(__linux__)
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    char line[4096], dir[4200];
+/* The memory limit of one cgroup directory in bytes (v2 memory.max, else v1
+ * memory.limit_in_bytes), 0 if it sets none: "max", or v1's ~2^63 for none. */
+static int64_t memory_of(const char *dir) {
+    char path[4400], text[128], *end;
+    snprintf(path, sizeof(path), "%s/memory.max", dir);
+    if (!read_line(path, text, sizeof(text))) {
+        snprintf(path, sizeof(path), "%s/memory.limit_in_bytes", dir);
+        if (!read_line(path, text, sizeof(text)))
+            return 0;
+    }
+    errno = 0;
+    long long n = strtoll(text, &end, 10);
+    if (errno != 0 || end == text || (*end != 0 && *end != '\n'))
+        return 0;
+    return n > 0 && n < (1LL << 62) ? n : 0;
+}
+
+/* The tightest (smallest nonzero) value `of` gives over the cgroups this process
+ * is in for `controller`, its own and every ancestor's (a parent's limit applies
+ * too); 0 for none.  proc_cgroup is /proc/self/cgroup's format, root the cgroup
+ * mount: v2's unified hierarchy, or v1's mount of the controller's set (its
+ * names, else the controller's own name). */
+static int64_t cgroup_tightest(const char *proc_cgroup, const char *root, const char *controller,
+                               int64_t (*of)(const char *dir)) {
+    int64_t best = 0;
+    FILE *f = fopen(proc_cgroup, "r");
+    char line[4096], dir[4400];
     if (f == NULL)
         return 0;
     while (fgets(line, sizeof(line), f) != NULL) {
@@ -271,38 +291,68 @@ int pe_cgroup_cpu_quota(void) {
         if (c2 == NULL)
             continue;
         *c2 = 0;
-        char *path = c2 + 1;
+        char *names = c1 + 1, *path = c2 + 1, *part[256];
         path[strcspn(path, "\n")] = 0;
-        const char *root;
-        if (c1[1] == 0) {
-            root = "/sys/fs/cgroup"; /* v2 (unified) */
+        int base, np = 0;
+        if (names[0] == 0) {
+            base = snprintf(dir, sizeof(dir), "%s", root); /* v2 (unified) */
         } else {
-            /* v1: a hierarchy whose controllers include "cpu" */
-            int has_cpu = 0;
-            for (char *tok = strtok(c1 + 1, ","); tok != NULL; tok = strtok(NULL, ","))
-                has_cpu = has_cpu || strcmp(tok, "cpu") == 0;
-            if (!has_cpu)
+            int has = 0; /* v1: a hierarchy whose controllers include this one */
+            for (const char *t = names; *t != 0;) {
+                size_t k = strcspn(t, ",");
+                has = has || (k == strlen(controller) && strncmp(t, controller, k) == 0);
+                t += k + (t[k] == ',');
+            }
+            if (!has)
                 continue;
-            root = "/sys/fs/cgroup/cpu";
+            struct stat st;
+            base = snprintf(dir, sizeof(dir), "%s/%s", root, names);
+            if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+                base = snprintf(dir, sizeof(dir), "%s/%s", root, controller);
         }
-        /* the cgroup and its ancestors up to the mount point */
-        for (;;) {
-            snprintf(dir, sizeof(dir), "%s%s", root, strcmp(path, "/") == 0 ? "" : path);
-            int n = quota_of(dir);
+        if (base < 0 || (size_t)base >= sizeof(dir))
+            continue;
+        /* the path's parts, without empty ones and "..", then the deepest first */
+        char *save = NULL;
+        for (char *t = strtok_r(path, "/", &save); t != NULL && np < 256;
+             t = strtok_r(NULL, "/", &save))
+            if (strcmp(t, "..") != 0)
+                part[np++] = t;
+        for (int i = np; i >= 0; i--) {
+            size_t len = (size_t)base;
+            for (int j = 0; j < i && len < sizeof(dir); j++)
+                len += (size_t)snprintf(dir + len, sizeof(dir) - len, "/%s", part[j]);
+            if (len >= sizeof(dir))
+                continue;
+            int64_t n = of(dir);
             if (n > 0)
                 best = best == 0 || n < best ? n : best;
-            char *slash = strrchr(path, '/');
-            if (slash == NULL || (slash == path && path[1] == 0))
-                break;
-            if (slash == path)
-                path[1] = 0;
-            else
-                *slash = 0;
+            dir[base] = 0;
         }
     }
     fclose(f);
-#endif
     return best;
+}
+#endif
+
+int pe_cgroup_cpu_quota_in(const char *proc_cgroup, const char *root) {
+#if defined(__linux__)
+    return (int)cgroup_tightest(proc_cgroup, root, "cpu", quota_of);
+#else
+    (void)proc_cgroup;
+    (void)root;
+    return 0;
+#endif
+}
+
+int64_t pe_cgroup_memory_limit_in(const char *proc_cgroup, const char *root) {
+#if defined(__linux__)
+    return cgroup_tightest(proc_cgroup, root, "memory", memory_of);
+#else
+    (void)proc_cgroup;
+    (void)root;
+    return 0;
+#endif
 }
 
 /* The streaming-store thresholds: 1/32 of the last-level cache for float64,
@@ -380,7 +430,7 @@ static void init_once(void) {
         pe_v512_set(0);
     pe_default_stream_bytes(&f64, &f32);
     pe_set_stream_bytes(f64, f32, NULL, NULL);
-    pe_set_cpu_quota(pe_cgroup_cpu_quota());
+    pe_set_cpu_quota(pe_cgroup_cpu_quota_in("/proc/self/cgroup", "/sys/fs/cgroup"));
     idle_sample(); /* the first window starts here */
     init_error = install_fork_guard();
     errno = saved_errno;

@@ -10,76 +10,13 @@ refused, never killed.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 
-# Requests below this many bytes skip the memory-limit look-up (a small call
-# stays cheap; a malloc that fails this small still raises MemoryError cleanly).
-SMALL_REQUEST = 64 << 20
+from . import kernel as _kernel
 
 _CGROUP_ROOT = "/sys/fs/cgroup"
 _PROC_CGROUP = "/proc/self/cgroup"
-
-
-def _cgroup_dirs(controller: str) -> list[str]:
-    """The cgroup directories of this process for ``controller``, own first, then
-    its ancestors (a parent's limit applies too).  cgroup v2 and v1 layouts."""
-    try:
-        with open(_PROC_CGROUP, encoding="ascii", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return []
-    dirs = []
-    for line in lines:
-        names, _, path = line.partition(":")[2].partition(":")
-        if names == "":  # v2 unified hierarchy
-            base = _CGROUP_ROOT
-        elif controller in names.split(","):  # v1: one mount per controller set
-            base = os.path.join(_CGROUP_ROOT, names)
-            if not os.path.isdir(base):
-                base = os.path.join(_CGROUP_ROOT, controller)
-        else:
-            continue
-        parts = [p for p in path.split("/") if p and p != ".."]
-        for i in range(len(parts), -1, -1):
-            dirs.append(os.path.join(base, *parts[:i]))
-    return dirs
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as f:
-            return f.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def cgroup_cpu_quota() -> int:
-    """Cores' worth of CPU time the cgroup quota allows (rounded up), 0 if none."""
-    best = 0
-    for d in _cgroup_dirs("cpu"):
-        quota: str | None = None
-        period: str | None = None
-        text = _read(os.path.join(d, "cpu.max"))  # v2: "max 100000" or "Q P"
-        if text:
-            head, _, tail = text.partition(" ")
-            if head != "max":
-                quota, period = head, tail or "100000"
-        else:  # v1
-            quota = _read(os.path.join(d, "cpu.cfs_quota_us"))
-            period = _read(os.path.join(d, "cpu.cfs_period_us"))
-        if quota is None or period is None:
-            continue
-        try:
-            q, p = int(quota), int(period)
-        except ValueError:
-            continue
-        if q > 0 and p > 0:
-            n = max(1, math.ceil(q / p))
-            best = n if best == 0 else min(best, n)
-    return best
 
 
 @functools.lru_cache(maxsize=1)
@@ -180,19 +117,9 @@ def windows_job_memory_limit() -> int | None:
 
 @functools.lru_cache(maxsize=1)
 def cgroup_memory_limit() -> int | None:
-    """The tightest cgroup memory limit of this process in bytes, or None."""
-    best = None
-    for d in _cgroup_dirs("memory"):
-        text = _read(os.path.join(d, "memory.max")) or _read(
-            os.path.join(d, "memory.limit_in_bytes")
-        )
-        try:
-            n = int(text or "")
-        except ValueError:
-            continue  # "max", or unreadable
-        if 0 < n < 2**62:  # v1 says "no limit" as ~2^63
-            best = n if best is None else min(best, n)
-    return best
+    """The tightest cgroup memory limit of this process in bytes, or None (the C
+    library reads the cgroup files, as it does for the CPU quota)."""
+    return _kernel._cgroup_limits(_PROC_CGROUP, _CGROUP_ROOT)[1] or None
 
 
 def memory_limit() -> tuple[int, str] | None:

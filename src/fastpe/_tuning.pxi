@@ -7,9 +7,14 @@
 pe_init()
 if pe_init_error() != 0:
     raise ImportError("fastpe: pthread_atfork failed; cannot install the fork guard")
-# The quota as fastpe._system reads it (the library reads the same files; this
-# keeps the one Python reader that tests can point at substitute files).
-pe_set_cpu_quota(_system.cgroup_cpu_quota())
+
+
+def _cgroup_limits(str proc_cgroup="/proc/self/cgroup", str root="/sys/fs/cgroup"):
+    """(CPU quota in whole cores, memory limit in bytes) of this process's cgroups,
+    0 for none: the library's reading, which sizes its teams (the files' paths are
+    arguments so that tests can give substitutes)."""
+    cdef bytes p = proc_cgroup.encode(), r = root.encode()
+    return pe_cgroup_cpu_quota_in(p, r), pe_cgroup_memory_limit_in(p, r)
 
 
 def _default_stream_bytes():

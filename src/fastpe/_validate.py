@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 
 from . import kernel as _kernel
-from ._system import SMALL_REQUEST, memory_limit, physical_memory  # noqa: F401  (re-export)
+from ._system import memory_limit, physical_memory  # noqa: F401  (re-export)
 
 LAYOUTS = ("interleaved", "split")
 
@@ -213,7 +213,7 @@ def check_table_size(
             f"a ({seq_len}, {d_model}) table of {itemsize}-byte floats does not fit in memory"
         )
     total = nbytes + scratch
-    if total < SMALL_REQUEST:
+    if total < _kernel.SMALL_REQUEST:
         return
     limit = memory_limit()
     if limit is not None and total > limit[0]:

@@ -15,6 +15,7 @@ from typing_extensions import Self, disjoint_base
 from ._conventions import Convention
 
 ERROR_MESSAGES: dict[int, str]
+SMALL_REQUEST: int
 C_API_VERSION: tuple[int, int]
 _C_API: Any  # PyCapsule "fastpe.kernel._C_API" holding the versioned function table
 _C_CONSTANTS: dict[str, int]
@@ -331,6 +332,7 @@ def add(
 ) -> Any | None: ...
 def usable_cpus() -> int: ...
 def _set_chunk_entries(n: int) -> int: ...
+def _cgroup_limits(proc_cgroup: str = ..., root: str = ...) -> tuple[int, int]: ...
 def _rope_rule(
     head_dim: int,
     fields: dict[str, Any],

@@ -41,7 +41,9 @@ import threading
 
 import numpy as _np
 
-from fastpe import _system
+# Requests below this many bytes skip the memory-limit look-up (a small call
+# stays cheap; a malloc that fails this small still raises MemoryError cleanly).
+SMALL_REQUEST = 64 << 20
 
 cdef object _NDARRAY = _np.ndarray
 cdef object _np_empty = _np.empty
@@ -49,8 +51,7 @@ cdef object _F32 = _np.dtype(_np.float32)
 cdef object _F64 = _np.dtype(_np.float64)
 cdef object _F32_TYPE = _np.float32
 cdef object _F64_TYPE = _np.float64
-# requests below this many bytes skip the memory-limit look-up (see _validate)
-cdef double _small_request = _system.SMALL_REQUEST
+cdef double _small_request = SMALL_REQUEST
 
 
 include "_pe_core.pxi"
