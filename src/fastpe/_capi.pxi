@@ -1,15 +1,14 @@
-# Included by kernel.pyx: the C API -- the spec constructors through the library's
-# (fastpe_spec_create, with the Python API's exceptions from its error detail), the
-# RoPE constructors through Python (so that a refusal is the Python API's
-# exception), the Cython API (kernel.pxd) over
-# the library's functions (lib/src/api.c, spec.c, rope.c: the entry points, their
-# checks, the plan cache of C callers, the compiled specs, the RoPE handles), and the
-# capsule whose table publishes them (include/fastpe.h).  The marked blocks are
-# written by tools/gen_capi.py from the signatures of lib/include/fastpe/fastpe.h.
-
-# Not _api, _conventions nor _rope_rules: they import this module, so the
-# constructors import them when first called.
-from fastpe._validate import as_base, as_int
+# Included by kernel.pyx: the C API -- the constructors through the library's
+# (fastpe_spec_create, fastpe_rope_from_frequencies, fastpe_rope_from_axes, with the
+# Python API's exceptions from its error detail; rope_new, which takes a Python dict,
+# through fastpe.rope_frequencies), the Cython API (kernel.pxd) over the library's
+# functions (lib/src/api.c, spec.c, rope.c: the entry points, their checks, the plan
+# cache of C callers, the compiled specs, the RoPE handles), and the capsule whose
+# table publishes them (include/fastpe.h).  The marked blocks are written by
+# tools/gen_capi.py from the signatures of lib/include/fastpe/fastpe.h.
+#
+# The constructors import _api, _conventions and _rope_rules when first called:
+# those import this module.
 
 
 def _c_plan_cache():
@@ -302,39 +301,49 @@ def _rope_rule(int64_t head_dim, dict fields, capacity=None, bint handle=False, 
     return err, buf, attention, nf, (why.reason, why.index, why.value)
 
 
-cdef fastpe_rope *_rope_handle(w, double attention) except NULL:
-    """The library's handle for frequencies the Python API validated (float64)."""
-    cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
-    cdef fastpe_rope *h = fastpe_rope_from_frequencies(&wv[0], wv.shape[0], attention)
-    if h == NULL:
-        raise MemoryError("could not allocate a fastpe RoPE handle")
-    return h
-
-
 cdef fastpe_rope *rope_new(object rope_parameters, int64_t head_dim,
                            int64_t max_position_embeddings, int64_t seq_len,
                            const char *precision) except NULL:
     """fastpe.rope_frequencies' rule as a handle (with the GIL); 0 / -1 / NULL for
     max_position_embeddings / seq_len / precision: not given."""
-    from fastpe._rope_rules import _as_frequencies, rope_frequencies
+    from fastpe._rope_rules import rope_frequencies
     w, attention = rope_frequencies(
         head_dim, rope_parameters,
         max_position_embeddings=max_position_embeddings if max_position_embeddings > 0 else None,
         seq_len=seq_len if seq_len >= 0 else None,
         precision="float32" if precision == NULL else precision.decode())
-    return _rope_handle(_as_frequencies(w), attention)
+    cdef const double[::1] wv = _np.ascontiguousarray(w, dtype=_np.float64)
+    return rope_from_frequencies(&wv[0], wv.shape[0], attention)
+
+
+cdef int _refused_handle() except -1:
+    """Raise for the RoPE constructor that just returned NULL, from its error
+    detail: TypeError for a NULL pointer, ValueError naming the argument (and the
+    entry), MemoryError when nothing was refused."""
+    code, arg, i, v, limit = _last_error()
+    if code == FASTPE_ENULL:
+        raise TypeError(f"{arg} must not be NULL")
+    if code == FASTPE_ESIZE:     # nf, n_axes
+        raise ValueError(f"{arg} must be an integer {'>=' if v < limit else '<='} "
+                         f"{_number(limit)}, got {_number(v)}")
+    if arg == "inv_freq":
+        raise ValueError(_frequency_refusal(i, v, limit))
+    if arg == "attention_factor":
+        raise ValueError(f"attention_factor must be finite and > 0, got {v!r}")
+    if arg == "axis":            # (the limit: n_axes)
+        raise ValueError(f"axis[{i}] must be in 0 .. n_axes-1 = {_number(limit) - 1}, got "
+                         f"{_number(v)}")
+    raise MemoryError("could not allocate a fastpe RoPE handle")
 
 
 cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
                                         double attention_factor) except NULL:
     """A handle for a model's own inv_freq (nf entries) and attention factor (with
-    the GIL)."""
-    from fastpe._rope_rules import _as_frequencies
-    if inv_freq == NULL:
-        raise TypeError("inv_freq must not be NULL")
-    as_int(nf, "nf", minimum=1, maximum=2**31)
-    w = _as_frequencies(_np.array(<const double[:nf]>inv_freq))
-    return _rope_handle(w, as_base(attention_factor, "attention_factor"))
+    the GIL): the library's constructor, its refusal the Python API's exception."""
+    cdef fastpe_rope *h = fastpe_rope_from_frequencies(inv_freq, nf, attention_factor)
+    if h == NULL:
+        _refused_handle()
+    return h
 
 
 # ---------------------------------------------------------------------------
@@ -344,24 +353,11 @@ cdef fastpe_rope *rope_from_frequencies(const double *inv_freq, int64_t nf,
 cdef fastpe_rope *rope_from_axes(const double *inv_freq, int64_t nf, const int32_t *axis,
                                  int n_axes, double attention_factor) except NULL:
     """A handle for nf frequencies, frequency i following axis[i] of each token's
-    n_axes coordinates (with the GIL): the library's, its arguments checked here so
-    that a refusal is the Python API's exception."""
-    from fastpe._rope_rules import _as_frequencies
-    if inv_freq == NULL or axis == NULL:
-        raise TypeError("inv_freq and axis must not be NULL")
-    as_int(nf, "nf", minimum=1, maximum=2**31)
-    as_int(n_axes, "n_axes", minimum=1, maximum=ROPE_MAX_AXES)
-    ax = _np.array(<const int32_t[:nf]>axis)
-    bad = _np.flatnonzero((ax < 0) | (ax >= n_axes))
-    if bad.size:
-        raise ValueError(f"axis[{bad[0]}] must be in 0 .. n_axes-1 = {n_axes - 1}, got "
-                         f"{ax[bad[0]]}")
-    w = _as_frequencies(_np.array(<const double[:nf]>inv_freq))
-    cdef const double[::1] wv = w
-    cdef fastpe_rope *h = fastpe_rope_from_axes(&wv[0], nf, axis, n_axes,
-                                                as_base(attention_factor, "attention_factor"))
+    n_axes coordinates (with the GIL): the library's constructor, its refusal the
+    Python API's exception."""
+    cdef fastpe_rope *h = fastpe_rope_from_axes(inv_freq, nf, axis, n_axes, attention_factor)
     if h == NULL:
-        raise MemoryError("could not allocate a fastpe RoPE handle")
+        _refused_handle()
     return h
 
 

@@ -109,8 +109,11 @@ def check_frequencies(const double[::1] inv_freq):
     cdef fastpe_error e
     if err != FASTPE_OK:
         fastpe_last_error(&e)
-        raise ValueError(f"inv_freq must be finite, >= 0 and <= {e.limit:g}, got "
-                         f"inv_freq[{e.index}] = {e.value!r}")
+        raise ValueError(_frequency_refusal(e.index, e.value, e.limit))
+
+
+cdef str _frequency_refusal(int64_t index, double value, double limit):
+    return f"inv_freq must be finite, >= 0 and <= {limit:g}, got inv_freq[{index}] = {value!r}"
 
 
 def check_sizes(int64_t nseq, int64_t seq_len, int64_t d_model, dict names=None):

@@ -30,7 +30,8 @@ def _linspace32(double start, double end, int64_t steps):
     """torch.linspace(start, end, steps) in float32 (as float64), by the scalar
     formula of torch's CPU kernel (pe_presets.h), which its vectorised kernel can
     miss by an ulp."""
-    as_int(steps, "steps", minimum=1, maximum=2**31)
+    if not 1 <= steps <= (<int64_t>1 << 31):   # (the caller's sizes, checked there)
+        raise ValueError(f"steps must be an integer in 1 .. 2**31, got {steps}")
     out = _np.empty(steps, _np.float32)
     cdef float[::1] o = out
     with nogil:
