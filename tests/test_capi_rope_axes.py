@@ -278,9 +278,9 @@ def test_section_axes_errors_write_nothing(t):
 def test_from_axes_raises_the_python_apis_errors(t):
     w = frequencies(4)
     axis = np.array([0, 1, 1, 2], np.int32)
-    with pytest.raises(TypeError, match="^inv_freq must not be NULL"):
+    with pytest.raises(TypeError, match=r"^inv_freq must not be NULL"):
         t.rope_from_axes(None, 4, p(axis), 3, 1.0)
-    with pytest.raises(TypeError, match="^axis must not be NULL"):
+    with pytest.raises(TypeError, match=r"^axis must not be NULL"):
         t.rope_from_axes(p(w), 4, None, 3, 1.0)
     with pytest.raises(ValueError, match=r"axis\[3\].*got 2"):
         t.rope_from_axes(p(w), 4, p(axis), 2, 1.0)
