@@ -29,7 +29,7 @@ from ._validate import (
     kernel_view,
 )
 from ._version import __version__
-from .typing import BuildInfo, Convention2DName, ConventionName, Layout, _ArrayT, _OutT
+from .typing import BuildInfo, Convention2DName, ConventionName, Layout, OutArrayT, _ArrayT
 
 _DEFAULT_DTYPE = np.float32
 
@@ -89,11 +89,11 @@ def sinusoidal(
     offset: int = 0,
     dtype: DTypeLike | None = None,
     layout: Layout = "interleaved",
-    out: _OutT | None = None,
+    out: OutArrayT | None = None,
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
     correctly_rounded: bool = False,
-) -> _OutT:
+) -> OutArrayT:
     """Sinusoidal positional-encoding table of "Attention Is All You Need".
 
     Row ``r`` encodes position ``k = offset + r``; with ``w_i = base**(-2*i/d_model)``::
@@ -339,11 +339,11 @@ def sinusoidal_at(
     base: float = 10000.0,
     dtype: DTypeLike | None = None,
     layout: Layout = "interleaved",
-    out: _OutT | None = None,
+    out: OutArrayT | None = None,
     num_threads: int | None = None,
     convention: ConventionName | Convention = "vaswani",
     correctly_rounded: bool = False,
-) -> _OutT:
+) -> OutArrayT:
     """Encodings of arbitrary positions: shape ``(*positions.shape, d_model)``.
 
     Parameters

@@ -23,7 +23,7 @@ elif TYPE_CHECKING:
 else:  # only named at run time (typing_extensions is not a dependency)
     Buffer = memoryview
 
-__all__ = ["BuildInfo", "Convention2DName", "ConventionName", "Layout", "OutArray"]
+__all__ = ["BuildInfo", "Convention2DName", "ConventionName", "Layout", "OutArray", "OutArrayT"]
 
 #: ``layout=`` of :func:`fastpe.sinusoidal`, :func:`fastpe.sinusoidal_at`, :func:`fastpe.add_to`.
 Layout = Literal["interleaved", "split"]
@@ -66,13 +66,14 @@ class _SupportsArrayInterface(Protocol):
 #: at run time.
 OutArray = Union[np.ndarray, Buffer, _SupportsArrayInterface, _SupportsDLPack]
 
-# out= comes back as the object passed (a tensor stays a tensor), and a new ndarray
-# when out is not given: the default, which type checkers read (PEP 696).
+#: What :func:`fastpe.sinusoidal` and :func:`fastpe.sinusoidal_at` return: the ``out``
+#: object passed (a tensor stays a tensor), or a new ndarray when ``out`` is not given
+#: (the default, which type checkers read: PEP 696).
 if TYPE_CHECKING:
     from typing_extensions import TypeVar as _TypeVarDefault
 
-    _OutT = _TypeVarDefault("_OutT", bound=OutArray, default=np.ndarray)
+    OutArrayT = _TypeVarDefault("OutArrayT", bound=OutArray, default=np.ndarray)
 else:
-    _OutT = TypeVar("_OutT", bound=OutArray)
+    OutArrayT = TypeVar("OutArrayT", bound=OutArray)
 # add_to returns its x (an ndarray, or a subclass of one).
 _ArrayT = TypeVar("_ArrayT", bound=np.ndarray)
