@@ -120,6 +120,10 @@ static int fill_with_lows(void *out, int kind, int64_t row_stride, const pe_spec
     int slot, err;
     double *owned;
     pe_rows r;
+    /* (the common fill, not a correctly rounded float64 one, goes straight on:
+       a one-row call's time is a few hundred instructions of setup) */
+    if (!rq->accurate || kind != PE_KIND_F64)
+        return pe_fill_run(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
     const double *lows = table_lows(sp, rq, kind, plan, &slot, &owned);
     if (lows != NULL) {
         r = *rq;
@@ -302,7 +306,8 @@ int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe
         return pe_fail(FASTPE_ESIZE, "d_model", -1, (double)sp->d, 1.0);
     if (sp->d > PE_MAX_WIDTH)
         return pe_fail(FASTPE_ESIZE, "d_model", -1, (double)sp->d, (double)PE_MAX_WIDTH);
-    if (S > 0 && nseq > INT64_MAX / S)
+    /* (one sequence always fits: no division on the one-row calls' path) */
+    if (S > 0 && nseq > 1 && nseq > INT64_MAX / S)
         return pe_fail(FASTPE_ESIZE, "nseq", -1, (double)nseq, (double)(INT64_MAX / S));
     rows = nseq * S;
     if (out == NULL && rows > 0 && kind != 0)
@@ -375,8 +380,9 @@ int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe
 
 int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp, const pe_rows *rq,
                     int num_threads, const double *plan, pe_anchor_cache *ac, pe_poll_fn poll,
-                    void *poll_ctx) {
-    int slot = -1, err = pe_check_fill(out, kind, row_stride, sp, rq, "seq_len");
+                    void *poll_ctx, double max_position) {
+    int slot = -1,
+        err = pe_check_fill_within(out, kind, row_stride, sp, rq, "seq_len", max_position);
     double *owned = NULL;
     if (err != FASTPE_OK || rq->nseq * rq->S == 0)
         return pe_settle(err);
@@ -386,8 +392,10 @@ int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp, 
             return pe_settle(err);
     }
     err = fill_with_lows(out, kind, row_stride, sp, rq, num_threads, plan, ac, poll, poll_ctx);
-    pe_plans_release(slot);
-    free(owned);
+    if (slot >= 0 || owned != NULL) {
+        pe_plans_release(slot);
+        free(owned);
+    }
     return pe_settle(err);
 }
 

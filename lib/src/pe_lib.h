@@ -517,12 +517,13 @@ PE_HIDDEN int pe_check_fill(const void *out, int kind, int64_t row_stride, const
  * microseconds, a one-row fill's whole time); NaN: computed from sp. */
 PE_HIDDEN int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                                    const pe_rows *rq, const char *n_name, double max_position);
-/* pe_check_fill, then the fill: with plan NULL through the shared plan cache
- * (specs without a frequency list), else with that plan; ac, poll as
- * pe_fill_run. */
+/* pe_check_fill_within, then the fill: with plan NULL through the shared plan
+ * cache (specs without a frequency list), else with that plan; ac, poll as
+ * pe_fill_run; max_position as pe_check_fill_within (NaN: computed from sp). */
 PE_HIDDEN int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                               const pe_rows *rq, int num_threads, const double *plan,
-                              pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx);
+                              pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx,
+                              double max_position);
 
 /* Tunables (tests and measurements; not while a fill runs).  Each setter
  * returns the old value. */

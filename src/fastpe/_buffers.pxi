@@ -118,7 +118,8 @@ cdef object _fill_buffers(out, const pe_spec *spp, const double *pmem, int64_t n
                 else:
                     _raise(err, errctx[0], errctx[1], errctx[2])
         else:
-            _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac, errctx)
+            _fill_interruptibly(view.buf, code, stride, &sp, &rq, num_threads, pmem, ac, NAN,
+                                errctx)
     finally:
         if not check_only:
             PyBuffer_Release(&view)
@@ -186,24 +187,36 @@ cdef int _raise_pending() except -1:
     return -1
 
 
-cdef void _fill_interruptibly(void *out, char kind, int64_t stride, const pe_spec *sp,
-                              const pe_rows *rq, int num_threads, const double *plan,
-                              pe_anchor_cache *ac=NULL, tuple errctx=None) except *:
+cdef inline int _fill(void *out, char kind, int64_t stride, const pe_spec *sp, const pe_rows *rq,
+                      int num_threads, const double *plan, pe_anchor_cache *ac,
+                      double max_position) noexcept:
     """Run a checked fill without the GIL: ONE call into the library, which checks
     the arguments, then works in chunks of about _set_chunk_entries entries and
     checks for signals between them, so that Ctrl-C interrupts a long fill within
-    a few milliseconds (KeyboardInterrupt; the rows done so far stay written).
-    ``kind``: the entries' type ('f', 'd', 'e' or 'b').  Any chunking gives the
-    same bits.  ``ac``: the encoding's anchor cache, read before and written
-    after a fill (NULL: none).  ``errctx``: None, or (names, shape, label) for
-    _raise: the caller's names of the library's arguments, and where an
-    element index points."""
+    a few milliseconds (PE_EINTR; the rows done so far stay written).  ``kind``:
+    the entries' type ('f', 'd', 'e' or 'b').  Any chunking gives the same bits.
+    ``ac``: the encoding's anchor cache, read before and written after a fill
+    (NULL: none).  ``max_position``: the largest position sp's frequencies allow
+    (an Encoder's, known since it was built; NaN: the library works it out, the
+    same number).  Returns the library's code: the caller raises (_raise)."""
     cdef int err
     with nogil:
         err = pe_fill_checked(out, kind, stride, sp, rq, num_threads, plan, ac, _poll_signals,
-                              NULL)
+                              NULL, max_position)
+    return err
+
+
+cdef int _fill_interruptibly(void *out, char kind, int64_t stride, const pe_spec *sp,
+                             const pe_rows *rq, int num_threads, const double *plan,
+                             pe_anchor_cache *ac, double max_position,
+                             tuple errctx) except -1:
+    """_fill, raising for a refusal or an interruption (KeyboardInterrupt).
+    ``errctx``: None, or (names, shape, label) for _raise: the caller's names of
+    the library's arguments, and where an element index points."""
+    cdef int err = _fill(out, kind, stride, sp, rq, num_threads, plan, ac, max_position)
     if err != FASTPE_OK:
         if errctx is None:
             _raise(err)
         else:
             _raise(err, errctx[0], errctx[1], errctx[2])
+    return 0

@@ -18,9 +18,12 @@ cdef extern from "pe_lib.h" nogil:
     int pe_rope_check_frequencies(const double *inv_freq, int64_t nf)
     int pe_check_fill(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
                       const pe_rows *rq, const char *n_name)
+    int pe_check_fill_within(const void *out, int kind, int64_t row_stride, const pe_spec *sp,
+                             const pe_rows *rq, const char *n_name, double max_position)
     int pe_fill_checked(void *out, int kind, int64_t row_stride, const pe_spec *sp,
                         const pe_rows *rq, int num_threads, const double *plan,
-                        pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx)
+                        pe_anchor_cache *ac, pe_poll_fn poll, void *poll_ctx,
+                        double max_position)
 
 
 def _number(double v):

@@ -162,22 +162,18 @@ cdef inline bint _small(const pe_spec *sp, int64_t rows, int nt, bint add, doubl
 
 cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows *rq,
                       tuple errctx):
-    """A new array of ``shape`` (n rows; float32 unless want is 'd') filled, or None
-    when it is large enough for the general path's memory checks.  The library
-    checks the arguments before the array is made (and again in the fill: the
-    same checks, so a refusal never depends on the path)."""
-    cdef int err
+    """A new array of ``shape`` (n >= 0 rows; float32 unless want is 'd') filled,
+    or None when it is large enough for the general path's memory checks.  The
+    fill's one library call checks the arguments (a refused call costs the small
+    array made for it: a second check before it would cost every call)."""
     if want == 0:
         want = c'f'
-    err = pe_check_fill(NULL, 0, 0, &enc.sp, rq, "seq_len")     # (no buffer yet)
-    if err != FASTPE_OK:
-        _raise(err, errctx[0], errctx[1], errctx[2])
     if not _small(&enc.sp, n, nt, False, <double>n * enc.sp.d * (4 if want == c'f' else 8)):
         return None
     out = _np_empty(shape, _F32 if want == c'f' else _F64)
     rq.fresh = 1
     _fill_interruptibly(_data(out), want, enc.sp.d, &enc.sp, rq, nt, enc.pmem, &enc.ac,
-                        errctx)
+                        enc.max_position, errctx)
     return out
 
 
@@ -186,6 +182,10 @@ cdef object _fill_new(Encoder enc, shape, int64_t n, char want, int nt, pe_rows 
 TABLE_ERRORS = ({"offset": "seq_len and offset", "seq_len": "seq_len"}, None, "positions")
 ADD_ERRORS = {"seq_len": "x.shape[-2]", "nseq": "the number of sequences",
               "d_model": "x's last axis (d_model)"}
+# (C-level names of the same objects: the fast paths read them without a
+# module-dict lookup or a new tuple per call)
+cdef tuple _TABLE_CTX = TABLE_ERRORS
+cdef tuple _ADD_CTX = (ADD_ERRORS, None, "x")
 
 
 def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, convention,
@@ -205,7 +205,8 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
         accurate = correctly_rounded
     else:
         return None     # (the general path converts or refuses it)
-    if enc is None or not _as_i64(seq_len, &S) or not _as_i64(offset, &off):
+    # (a negative seq_len is the general path's to refuse: no array has that shape)
+    if enc is None or not _as_i64(seq_len, &S) or S < 0 or not _as_i64(offset, &off):
         return None
     nt = _fast_threads(num_threads)
     want = _fast_dtype(dtype)
@@ -215,14 +216,14 @@ def table(seq_len, d_model, base, offset, dtype, layout, out, num_threads, conve
     rq.offset = off
     rq.accurate = accurate
     if out is None:
-        return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq, TABLE_ERRORS)
+        return _fill_new(enc, (S, enc.d_model), S, want, nt, &rq, _TABLE_CTX)
     if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
         return None
     try:
         if view.ndim != 2 or rows != S or not _small(&enc.sp, S, nt, False, 0.0):
             return None
         _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
-                            &enc.ac, TABLE_ERRORS)
+                            &enc.ac, enc.max_position, _TABLE_CTX)
     finally:
         PyBuffer_Release(&view)
     return out
@@ -259,6 +260,7 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
     cdef bint have_view = False
     cdef pe_rows rq
     cdef bint accurate
+    cdef int err
     if correctly_rounded is False or correctly_rounded is True:
         accurate = correctly_rounded
     else:
@@ -280,10 +282,10 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
             rq.pos_f = <const double *>pv.buf
         else:
             rq.pos_i = <const int64_t *>pv.buf
-        errctx = (None, (<object>positions).shape, "positions")
         if out is None:
-            return _fill_new(enc, (<object>positions).shape + (enc.d_model,), n, want, nt, &rq,
-                             errctx)
+            shape = (<object>positions).shape
+            return _fill_new(enc, shape + (enc.d_model,), n, want, nt, &rq,
+                             (None, shape, "positions"))
         if not _fast_out(out, &view, want, &rows, enc.sp.d, &stride):
             return None
         have_view = True
@@ -293,8 +295,11 @@ def table_at(positions, d_model, base, dtype, layout, out, num_threads, conventi
         for i in range(pv.ndim):
             if view.shape[i] != pv.shape[i]:
                 return None
-        _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
-                            &enc.ac, errctx)
+        # (the refusal's wording is built only for a refusal)
+        err = _fill(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem, &enc.ac,
+                    enc.max_position)
+        if err != FASTPE_OK:
+            _raise(err, None, (<object>positions).shape, "positions")
         return out
     finally:
         PyBuffer_Release(&pv)
@@ -339,7 +344,7 @@ def add(x, offset, positions, scale, base, layout, num_threads, convention,
         rq.scale = <double>scale
         rq.accurate = accurate
         _fill_interruptibly(view.buf, _kind(&view), stride, &enc.sp, &rq, nt, enc.pmem,
-                            &enc.ac, (ADD_ERRORS, None, "x"))
+                            &enc.ac, enc.max_position, _ADD_CTX)
     finally:
         PyBuffer_Release(&view)
     return x

@@ -25,7 +25,7 @@ Results do not depend on the thread count (see lib/src/kernels/pe_core.h).
 
 from libc.stdint cimport int64_t, uint16_t
 from libc.stdlib cimport malloc, free
-from libc.math cimport isfinite, fabs
+from libc.math cimport isfinite, fabs, NAN
 from libc.string cimport memcmp, memset
 from cpython.buffer cimport (
     PyObject_GetBuffer, PyBuffer_Release, PyBUF_RECORDS, PyBUF_STRIDES, PyBUF_FORMAT,
