@@ -752,6 +752,22 @@ def measure_small(*, quick: bool = False) -> dict:
         far[0] = far[0] + 128 if far[0] < 10**6 else 1000
         _api.sinusoidal(1, 512, offset=far[0], out=row)
 
+    # The same row in 32 places within a page, in turn: where the output lies
+    # relative to the library's working memory changed a one-row call's time by
+    # up to 2x in some builds, so a row kept in one place can flatter or penalise
+    # a build (docs/performance.md, "Where the row lies").
+    page = np.empty(3 * 4096, np.uint8)
+    first = (-page.ctypes.data) % 4096
+    places = [
+        page[first + 128 * i : first + 128 * i + 2048].view(np.float32).reshape(1, 512)
+        for i in range(32)
+    ]
+    turn = [0]
+
+    def placed_row():
+        turn[0] = (turn[0] + 1) % 32
+        _api.sinusoidal(1, 512, offset=1000, out=places[turn[0]])
+
     timesteps = np.array([999.5, 949.25, 899.0, 848.75, 798.5, 748.25, 698.0, 647.75])
     x = np.zeros((1, 1, 4096), np.float32)
     pe_pos = np.array([1000])
@@ -774,6 +790,7 @@ def measure_small(*, quick: bool = False) -> dict:
             1, 512, offset=1000, out=row
         ),
         "fastpe sinusoidal(1, 512, offset=1000)": lambda: _api.sinusoidal(1, 512, offset=1000),
+        "fastpe one row out=, 32 places in a page in turn": placed_row,
         "fastpe decoding steps (offset k, k+1, ...)": steps(1),
         "fastpe same offset, through the same code": steps(0),
         "fastpe one row, another block each call": new_block_row,
