@@ -117,8 +117,14 @@ PE_INLINE uint64_t crr_f64_bits(double v) {
 #undef ROT_CR
 
 #if PE_HAVE_V512
-/* the same rotations compiled for AVX-512F, used where pe_v512 is set */
-#define ROT_V512     __attribute__((target("avx512f,prefer-vector-width=512")))
+/* the same rotations compiled for AVX-512F, used where pe_v512 is set; clang
+ * ignores a target string that names the vector width (with a warning), so it
+ * compiles them as the portable loops, as it always has */
+#if defined(__clang__)
+#define ROT_V512
+#else
+#define ROT_V512 __attribute__((target("avx512f,prefer-vector-width=512")))
+#endif
 #define ROT_T        float
 #define ROT_SFX      f32_v512
 #define ROT_LOAD(v)  ((double)(v))

@@ -19,6 +19,15 @@
 #define PE_RESTRICT __restrict__
 #endif
 
+/* A header's non-inline static function (kept out of line for its target
+ * clones) that some of the files including the header do not call: no
+ * -Wunused-function there. */
+#if defined(__GNUC__)
+#define PE_MAYBE_UNUSED __attribute__((unused))
+#else
+#define PE_MAYBE_UNUSED
+#endif
+
 /* Functions and state shared by kernel.c and pe_v512.c: kept out of the
  * extension's exported symbols, so calls between them need no PLT. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)

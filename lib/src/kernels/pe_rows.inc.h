@@ -202,9 +202,8 @@ PE_INLINE void PE_FN(pe_zero_row)(PE_T *row, int64_t d, double zero) {
  * lines of x at a time, first asking for the four lines PE_ADD_AHEAD bytes on:
  * with pe coming from L2 (a blocked add), the hardware prefetchers alone leave
  * the loop waiting on x (docs/performance.md). */
-PE_TARGET_CLONES
-static void PE_FN(pe_add_row)(PE_T *PE_RESTRICT x, const double *PE_RESTRICT pe, int64_t n,
-                              double scale) {
+PE_TARGET_CLONES PE_MAYBE_UNUSED static void
+PE_FN(pe_add_row)(PE_T *PE_RESTRICT x, const double *PE_RESTRICT pe, int64_t n, double scale) {
     const int64_t chunk = 256 / (int64_t)sizeof(PE_T);
     int64_t h = pe_head(x, sizeof(PE_T), n), i, k, e;
     for (i = 0; i < h; i++)

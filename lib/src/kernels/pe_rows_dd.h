@@ -149,10 +149,9 @@ PE_INLINE void pe_sincos_dd_turns(double K, double Kh, double Kl, double fh, dou
 }
 
 /* The row of position K in double-double: sines (sh, sl), cosines (ch, cl). */
-PE_TARGET_CLONES
-PE_DD_FLAT static void pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double *PE_RESTRICT sh,
-                                        double *PE_RESTRICT sl, double *PE_RESTRICT ch,
-                                        double *PE_RESTRICT cl) {
+PE_TARGET_CLONES PE_MAYBE_UNUSED PE_DD_FLAT static void
+pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double *PE_RESTRICT sh, double *PE_RESTRICT sl,
+                 double *PE_RESTRICT ch, double *PE_RESTRICT cl) {
     const double *PE_RESTRICT fh = fr.fh, *PE_RESTRICT fhh = fr.fhh;
     const double *PE_RESTRICT fhl = fr.fhl, *PE_RESTRICT fl = fr.fl;
     double Kh, Kl;
@@ -172,9 +171,10 @@ PE_DD_FLAT static void pe_sincos_row_dd(double K, pe_freq fr, int64_t nf, double
  * composed: the other types' bits) its double-double value: the difference to
  * the high part is exact (they agree to a few ulps), the low part's rounding
  * below 2^-104 of the entry. */
-PE_TARGET_CLONES
-PE_DD_FLAT static void pe_table_row_dd(double a, pe_freq fr, int64_t nf, const double *m,
-                                       const double *s, double *ml, double *sl) {
+PE_TARGET_CLONES PE_MAYBE_UNUSED PE_DD_FLAT static void pe_table_row_dd(double a, pe_freq fr,
+                                                                        int64_t nf, const double *m,
+                                                                        const double *s, double *ml,
+                                                                        double *sl) {
     double Kh, Kl;
     pe_split(a, &Kh, &Kl);
     PE_IVDEP
@@ -397,8 +397,8 @@ PE_HIDDEN double pe_f64_exact(const pe_spec *sp, double K, int64_t i, int cosine
  * probe either side of 0 rounds to a different double).  A scale other than 1
  * (the entries times it, rounded once): every entry of the row, which the row
  * writers left unscaled, rewritten from pe_dd_round_scaled or pe_f64_exact. */
-static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg, double K,
-                      int all, double scale) {
+PE_MAYBE_UNUSED static void pe_dd_fix(double *row, const pe_spec *sp, const pe_ddrot *R, double sg,
+                                      double K, int all, double scale) {
     int inter = sp->layout == PE_LAYOUT_INTERLEAVED;
     int64_t nfreq = pe_row_freqs(sp);
     if (K == 0.0) {

@@ -217,9 +217,10 @@ PE_INLINE void pe_sincos_turns(double K, double Kh, double Kl, double fh, double
 /* sin/cos (and cos-1) of 2*pi*K*f_i for i in [0, nf): pe_sincos_turns along a
  * row, stage by stage per chunk.  The reduction's x, xl, q are parked in s, c,
  * cm1 (overwritten in place by the last stage), the polynomials on the stack. */
-PE_TARGET_CLONES
-static void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *PE_RESTRICT s,
-                          double *PE_RESTRICT c, double *PE_RESTRICT cm1) {
+PE_TARGET_CLONES PE_MAYBE_UNUSED static void pe_sincos_row(double K, pe_freq fr, int64_t nf,
+                                                           double *PE_RESTRICT s,
+                                                           double *PE_RESTRICT c,
+                                                           double *PE_RESTRICT cm1) {
     const double *PE_RESTRICT fh = fr.fh;
     const double *PE_RESTRICT fhh = fr.fhh;
     const double *PE_RESTRICT fhl = fr.fhl;
@@ -255,10 +256,10 @@ static void pe_sincos_row(double K, pe_freq fr, int64_t nf, double *PE_RESTRICT 
 /* ------------------------------------------------------------------------- */
 /* (m, s) = (m1, s1) o (m0, s0), i.e. the rotation by t1 + t0, rotations kept as
  * (cos t - 1, sin t) (pe_rows.h says why). */
-PE_TARGET_CLONES
-static void pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double *PE_RESTRICT s1,
-                       const double *PE_RESTRICT m0, const double *PE_RESTRICT s0,
-                       double *PE_RESTRICT m, double *PE_RESTRICT s) {
+PE_TARGET_CLONES PE_MAYBE_UNUSED static void
+pe_compose(int64_t nf, const double *PE_RESTRICT m1, const double *PE_RESTRICT s1,
+           const double *PE_RESTRICT m0, const double *PE_RESTRICT s0, double *PE_RESTRICT m,
+           double *PE_RESTRICT s) {
     for (int64_t i = 0; i < nf; i++) {
         double c1 = 1.0 + m1[i];
         m[i] = m1[i] + (c1 * m0[i] - s1[i] * s0[i]);
