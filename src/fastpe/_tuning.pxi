@@ -9,10 +9,11 @@ if pe_init_error() != 0:
     raise ImportError("fastpe: pthread_atfork failed; cannot install the fork guard")
 
 
-def _cgroup_limits(str proc_cgroup="/proc/self/cgroup", str root="/sys/fs/cgroup"):
-    """(CPU quota in whole cores, memory limit in bytes) of this process's cgroups,
-    0 for none: the library's reading, which sizes its teams (the files' paths are
-    arguments so that tests can give substitutes)."""
+def _cgroup_limits(str proc_cgroup, str root):
+    """(CPU quota in whole cores, memory limit in bytes) of the cgroups that
+    ``proc_cgroup`` (/proc/self/cgroup's format) lists under the mount ``root``, 0
+    for none: the library's reading (fastpe._system names the real files; tests,
+    substitutes)."""
     cdef bytes p = proc_cgroup.encode(), r = root.encode()
     return pe_cgroup_cpu_quota_in(p, r), pe_cgroup_memory_limit_in(p, r)
 
